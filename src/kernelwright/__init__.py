@@ -1,9 +1,18 @@
 """kernelwright: compile unmodified PyTorch modules into WGSL kernels run on wgpu.
 
-Public entry points:
-
     compiled = kernelwright.compile(module, example_inputs)
     outputs = compiled(*inputs)          # torch tensors in, torch tensors out
 
     torch.compile(module, backend="kernelwright")
+
+The pipeline, one module per stage (docs/ARCHITECTURE.md draws it):
+capture -> ir (+ ops registry) -> schedule (fusion, memory) -> templates/codegen
+-> plan -> runtime.
 """
+
+from . import runtime
+from .compiler import CompiledModule, compile, plan_module
+from .ir import CompileError
+from .plan import Plan
+
+__all__ = ["CompileError", "CompiledModule", "Plan", "compile", "plan_module", "runtime"]

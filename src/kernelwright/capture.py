@@ -1,0 +1,140 @@
+"""Capture: a PyTorch module to the IR graph.
+
+`export_graph` runs torch.export and decomposes to core ATen; `fx_to_ir` walks the
+ATen FX graph and lowers each node through the op registry. Parameters, buffers
+and lifted constants become IR constants (uploaded to the GPU once, when the plan
+is loaded); user inputs become graph inputs. An op with no registry entry, or a
+lowering whose result shape differs from what PyTorch recorded, is a CompileError
+naming the op and the user's source line.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import torch
+import torch.fx
+
+from .ir import CompileError, GraphBuilder, Value
+from .ops import lookup
+from .ops.elementwise import device_dtype
+
+
+def user_line(node: torch.fx.Node) -> str:
+    """The innermost frame of the user's code in the node's stack trace."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().startswith("File ")]
+    code = [ln.strip() for ln in trace.strip().splitlines() if ln.strip()
+            and not ln.strip().startswith("File ")]
+    if frames:
+        where = frames[-1].replace("File ", "")
+        return f"{where}: {code[-1]}" if code else where
+    return ""
+
+
+def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.ExportedProgram:
+    try:
+        ep = torch.export.export(module, tuple(example_inputs), strict=False)
+    except Exception as e:
+        raise CompileError(f"torch.export could not capture {type(module).__name__}: {e}") from e
+    return ep.run_decompositions()
+
+
+def to_device_array(t: torch.Tensor) -> np.ndarray:
+    """A host array in the device's layout (int64 as int32, bool as uint32)."""
+    dt = device_dtype(t.dtype)
+    t = t.detach().cpu()
+    if dt == "f32":
+        return t.to(torch.float32).contiguous().numpy()
+    if dt == "bool":
+        return t.to(torch.int32).contiguous().numpy().view(np.uint32)
+    if t.dtype == torch.int64 and t.numel() and (t.max() > 2**31 - 1 or t.min() < -(2**31)):
+        raise ValueError("int64 values outside the int32 range are not supported on the device")
+    return t.to(torch.int32).contiguous().numpy()
+
+
+def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
+             ) -> tuple[GraphBuilder, dict[Value, str]]:
+    """Lower an ATen FX graph. `constants` maps placeholder names to tensors that are
+    part of the model (parameters, buffers); every other placeholder is an input.
+    Returns the builder holding the graph and each input/output's torch dtype."""
+    b = GraphBuilder()
+    env: dict[torch.fx.Node, object] = {}
+    torch_dtypes: dict[Value, str] = {}
+
+    def meta_of(node):
+        val = node.meta.get("val")
+        return val if isinstance(val, torch.Tensor) else None
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            val = meta_of(node)
+            if node.name in constants:
+                t = constants[node.name]
+                dt = device_dtype(t.dtype)
+                env[node] = b.const(to_device_array(t), dt, node.name)
+            elif val is None:
+                raise CompileError(f"input '{node.name}' is not a tensor")
+            else:
+                v = b.input(tuple(val.shape), device_dtype(val.dtype), node.name)
+                torch_dtypes[v] = str(val.dtype).replace("torch.", "")
+                env[node] = v
+        elif node.op == "call_function":
+            b.source = user_line(node)
+            args = torch.fx.map_arg(node.args, lambda n: env[n])
+            kwargs = torch.fx.map_arg(node.kwargs, lambda n: env[n])
+            if node.target is operator.getitem:
+                out = args[0][args[1]]
+                if out is None:
+                    raise CompileError(f"output {args[1]} of {node.args[0].target} is not "
+                                       f"computed by kernelwright{_at(b.source)}")
+                env[node] = out
+                continue
+            name = str(node.target)
+            lower = lookup(name)
+            if lower is None:
+                raise CompileError(f"no lowering for ATen op '{name}'{_at(b.source)}")
+            kwargs = {k: v for k, v in kwargs.items()
+                      if k not in ("layout", "device", "pin_memory", "memory_format")}
+            try:
+                out = lower(b, *args, **kwargs)
+            except CompileError as e:
+                raise CompileError(f"{name}: {e}{_at(b.source)}") from e
+            _check_shape(node, out, meta_of, b.source)
+            env[node] = out
+        elif node.op == "output":
+            outs = torch.fx.map_arg(node.args[0], lambda n: env[n])
+            flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            metas = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
+            for v, m in zip(flat, metas):
+                if not isinstance(v, Value):
+                    raise CompileError(f"output {v!r} is not a tensor")
+                if v.node is None:  # an input, constant or literal returned as is
+                    v = b.ew("copy", v)
+                val = meta_of(m)
+                if val is not None and tuple(val.shape) != v.shape:  # a broadcast scalar
+                    v = b.expand(v, tuple(val.shape))
+                    v = b.ew("copy", v)
+                torch_dtypes[v] = str(val.dtype).replace("torch.", "") if val is not None \
+                    else {"f32": "float32", "i32": "int64", "bool": "bool"}[v.dtype]
+                b.graph.outputs.append(v)
+        elif node.op == "get_attr":
+            t = getattr(gm, node.target)
+            env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
+    return b, torch_dtypes
+
+
+def _at(source: str) -> str:
+    return f"\n  at {source}" if source else ""
+
+
+def _check_shape(node, out, meta_of, source) -> None:
+    vals = node.meta.get("val")
+    outs = out if isinstance(out, tuple) else (out,)
+    metas = vals if isinstance(vals, (list, tuple)) else (vals,)
+    for v, m in zip(outs, metas):
+        if isinstance(v, Value) and isinstance(m, torch.Tensor):
+            if tuple(m.shape) != v.shape:
+                raise CompileError(f"lowering of {node.target} gave shape {list(v.shape)}, "
+                                   f"PyTorch says {list(m.shape)}{_at(source)}")

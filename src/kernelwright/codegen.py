@@ -1,0 +1,376 @@
+"""Codegen: one scheduled kernel (schedule.py) to WGSL text.
+
+Every kernel is a template from kernels/*.wgsl filled with generated functions:
+
+* a *loader* per template input, `fn load_x(i0: i32, ...) -> T`, which computes the
+  input's element at a multi-index by inlining the elementwise and movement ops
+  between the input and the buffers it finally reads (prologue fusion);
+* an `epilogue(acc, gi)`, which computes the kernel's stored value from the
+  template's result `acc` at flat output index `gi` (epilogue fusion). For a plain
+  elementwise kernel the whole computation is the epilogue.
+
+`Emitter` does the inlining. It walks the IR from a value down to materialized
+buffers, writing one `let` per value and index (so shared subexpressions are
+computed once) and turning movement ops into index arithmetic. An `Index` carries
+the per-dim expressions, the flat (row-major) expression, or both, so that
+reshapes of contiguous data cost nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+import numpy as np
+
+from .ir import CompileError, Value
+
+KERNEL_DIR = Path(__file__).parent / "kernels"
+WGSL_TYPE = {"f32": "f32", "i32": "i32", "bool": "bool"}
+BUFFER_TYPE = {"f32": "f32", "i32": "i32", "bool": "u32"}
+
+
+def template(name: str) -> Template:
+    return Template((KERNEL_DIR / f"{name}.wgsl").read_text())
+
+
+def literal(x, dtype: str) -> str:
+    if dtype == "bool":
+        return "true" if x else "false"
+    if dtype == "i32":
+        return f"i32({int(x)})"
+    x = float(np.float32(x))
+    if math.isnan(x):
+        return "bitcast<f32>(0x7fc00000u)"
+    if math.isinf(x):
+        return "bitcast<f32>(0x7f800000u)" if x > 0 else "bitcast<f32>(0xff800000u)"
+    return f"f32({x!r})"
+
+
+# -- elementwise functions ------------------------------------------------------------
+# Each entry maps (args, params) to a WGSL expression. Args are already typed WGSL
+# expressions of the node's input dtypes; comparisons produce bool.
+def _f(p, key):
+    return literal(p[key], "f32")
+
+
+def _pow(a, p):
+    e = float(p["exponent"])
+    if e == int(e) and abs(e) <= 4:
+        n = int(abs(e))
+        body = "*".join([f"{a}"] * n) if n else "1.0"
+        return f"(1.0 / ({body}))" if e < 0 else f"({body})"
+    if e == 0.5:
+        return f"sqrt({a})"
+    if e == int(e):  # integral exponent: sign follows odd powers, as in PyTorch
+        mag = f"pow(abs({a}), {literal(e, 'f32')})"
+        return f"select({mag}, -{mag}, {a} < 0.0)" if int(e) % 2 else mag
+    return f"pow({a}, {literal(e, 'f32')})"
+
+
+def _cast(a, p, src: str, dst: str) -> str:
+    if src == dst:
+        return a
+    if dst == "bool":
+        return f"({a} != {literal(0, src)})"
+    if src == "bool":
+        return f"select({literal(0, dst)}, {literal(1, dst)}, {a})"
+    return f"{WGSL_TYPE[dst]}({a})"
+
+
+EW = {
+    "copy": lambda a, p: a,
+    "add": lambda a, b, p: f"({a} + {b})",
+    "sub": lambda a, b, p: f"({a} - {b})",
+    "mul": lambda a, b, p: f"({a} * {b})",
+    "div": lambda a, b, p: f"({a} / {b})",
+    "floordiv": lambda a, b, p: f"floor({a} / {b})",
+    "fmod": lambda a, b, p: f"({a} - trunc({a} / {b}) * {b})",
+    "remainder": lambda a, b, p: f"({a} - floor({a} / {b}) * {b})",
+    "maximum": lambda a, b, p: f"max({a}, {b})",
+    "minimum": lambda a, b, p: f"min({a}, {b})",
+    "pow_tensor": lambda a, b, p: f"pow({a}, {b})",
+    "atan2": lambda a, b, p: f"atan2({a}, {b})",
+    "eq": lambda a, b, p: f"({a} == {b})",
+    "ne": lambda a, b, p: f"({a} != {b})",
+    "lt": lambda a, b, p: f"({a} < {b})",
+    "le": lambda a, b, p: f"({a} <= {b})",
+    "gt": lambda a, b, p: f"({a} > {b})",
+    "ge": lambda a, b, p: f"({a} >= {b})",
+    "and": lambda a, b, p: f"({a} && {b})",
+    "or": lambda a, b, p: f"({a} || {b})",
+    "xor": lambda a, b, p: f"({a} != {b})",
+    "not": lambda a, p: f"(!{a})",
+    "where": lambda c, a, b, p: f"select({b}, {a}, {c})",
+    "neg": lambda a, p: f"(-{a})",
+    "abs": lambda a, p: f"abs({a})",
+    "sign": lambda a, p: f"sign({a})",
+    "exp": lambda a, p: f"exp({a})",
+    "exp2": lambda a, p: f"exp2({a})",
+    "expm1": lambda a, p: f"(exp({a}) - 1.0)",
+    "log": lambda a, p: f"log({a})",
+    "log2": lambda a, p: f"log2({a})",
+    "log1p": lambda a, p: f"log(1.0 + {a})",
+    "sqrt": lambda a, p: f"sqrt({a})",
+    "rsqrt": lambda a, p: f"inverseSqrt({a})",
+    "reciprocal": lambda a, p: f"(1.0 / {a})",
+    "square": lambda a, p: f"({a} * {a})",
+    "sin": lambda a, p: f"sin({a})",
+    "cos": lambda a, p: f"cos({a})",
+    "tan": lambda a, p: f"tan({a})",
+    "atan": lambda a, p: f"atan({a})",
+    "floor": lambda a, p: f"floor({a})",
+    "ceil": lambda a, p: f"ceil({a})",
+    "round": lambda a, p: f"round({a})",
+    "trunc": lambda a, p: f"trunc({a})",
+    "erf": lambda a, p: f"kw_erf({a})",
+    "tanh": lambda a, p: f"tanh(clamp({a}, -15.0, 15.0))",
+    "sigmoid": lambda a, p: f"(1.0 / (1.0 + exp(-{a})))",
+    "relu": lambda a, p: f"max({a}, {literal(0, 'f32')})",
+    "silu": lambda a, p: f"({a} / (1.0 + exp(-{a})))",
+    "gelu": lambda a, p: f"(0.5 * {a} * (1.0 + kw_erf({a} * 0.7071067811865476)))",
+    "gelu_tanh": lambda a, p: (
+        f"(0.5 * {a} * (1.0 + tanh(clamp(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a}),"
+        " -15.0, 15.0))))"),
+    "softplus": lambda a, p: (
+        f"select(log(1.0 + exp({_f(p, 'beta')} * {a})) / {_f(p, 'beta')}, {a},"
+        f" {_f(p, 'beta')} * {a} > {_f(p, 'threshold')})"),
+    "elu": lambda a, p: (
+        f"select({_f(p, 'scale')} * {_f(p, 'alpha')} * (exp({a} * {_f(p, 'input_scale')}) - 1.0),"
+        f" {_f(p, 'scale')} * {a}, {a} > 0.0)"),
+    "leaky_relu": lambda a, p: f"select({a} * {_f(p, 'slope')}, {a}, {a} > 0.0)",
+    "clamp": lambda a, p: (
+        (f"max({a}, {literal(p['lo'], p['dtype'])})" if p.get("lo") is not None else a)
+        if p.get("hi") is None else
+        f"min({_clamp_lo(a, p)}, {literal(p['hi'], p['dtype'])})"),
+    "pow": lambda a, p: _pow(a, p),
+}
+
+
+def _clamp_lo(a, p):
+    return f"max({a}, {literal(p['lo'], p['dtype'])})" if p.get("lo") is not None else a
+
+
+HELPERS = {
+    # WGSL has no erf. Near zero its Taylor series (error < 5e-7 for |x| < 0.5);
+    # elsewhere the Chebyshev fit of erfc(|x|) = t*exp(-x^2 + P(t)), t = 1/(1 + |x|/2),
+    # whose relative error is below 1.2e-7 (Numerical Recipes, 6.2). Both are far
+    # inside the 1e-4 tolerance.
+    "kw_erf": """
+fn kw_erf(x: f32) -> f32 {
+    let a = abs(x);
+    if (a < 0.5) {
+        let t = x * x;
+        return x * (1.128379167 + t * (-0.376126389 + t * (0.112837917 + t * (-0.026866170
+            + t * 0.005223977))));
+    }
+    let t = 1.0 / (1.0 + 0.5 * a);
+    let y = t * exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
+        + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
+        + t * (-0.82215223 + t * 0.17087277)))))))));
+    return select(y - 1.0, 1.0 - y, x >= 0.0);
+}
+""",
+}
+
+
+class NotFusable(Exception):
+    """The epilogue reads the template's result at another index than the one it stores."""
+
+
+@dataclass(eq=False)
+class Index:
+    shape: tuple[int, ...]
+    dims: list[str] | None = None
+    flat: str | None = None
+
+
+def contiguous_strides(shape) -> list[int]:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return strides[::-1]
+
+
+class KernelSource:
+    """The bindings and helper functions one kernel accumulates while it is generated."""
+
+    def __init__(self, buffer_of) -> None:
+        self.buffer_of = buffer_of  # Value -> buffer id for materialized values
+        self.reads: list[Value] = []
+        self.helpers: set[str] = set()
+
+    def bind(self, v: Value) -> str:
+        for i, r in enumerate(self.reads):
+            if self.buffer_of(r) == self.buffer_of(v):
+                return f"in{i}"
+        self.reads.append(v)
+        return f"in{len(self.reads) - 1}"
+
+    def bindings(self, out: Value) -> str:
+        lines = [f"@group(0) @binding({i}) var<storage, read> in{i}: array<{BUFFER_TYPE[v.dtype]}>;"
+                 for i, v in enumerate(self.reads)]
+        lines.append(f"@group(0) @binding({len(self.reads)}) var<storage, read_write> out: "
+                     f"array<{BUFFER_TYPE[out.dtype]}>;")
+        return "\n".join(lines)
+
+
+class Emitter:
+    """Writes WGSL statements that compute values at indices, inlining fusible ops."""
+
+    def __init__(self, src: KernelSource, materialized, root: Value | None = None,
+                 root_flat: str = "gi", computes: Value | None = None) -> None:
+        self.src = src
+        self.materialized = materialized
+        self.computes = computes  # the kernel's stored value: computed here, never loaded
+        self.root, self.root_flat = root, root_flat
+        self.lines: list[str] = []
+        self.cache: dict = {}
+        self.count = 0
+
+    def let(self, expr: str, dtype: str) -> str:
+        self.count += 1
+        name = f"t{self.count}"
+        self.lines.append(f"let {name}: {WGSL_TYPE[dtype]} = {expr};")
+        return name
+
+    def dims(self, idx: Index) -> list[str]:
+        if idx.dims is None:
+            strides = contiguous_strides(idx.shape)
+            idx.dims = []
+            for size, stride in zip(idx.shape, strides):
+                if size == 1:
+                    idx.dims.append("0")
+                else:
+                    e = idx.flat if stride == 1 else f"({idx.flat} / {stride})"
+                    if stride * size < math.prod(idx.shape):
+                        e = f"({e} % {size})"
+                    idx.dims.append(self.let(e, "i32"))
+        return idx.dims
+
+    def flat(self, idx: Index) -> str:
+        if idx.flat is None:
+            terms = [d if st == 1 else f"{d} * {st}"
+                     for d, st, size in zip(idx.dims, contiguous_strides(idx.shape), idx.shape)
+                     if size != 1 and d != "0"]
+            idx.flat = self.let(" + ".join(terms) if terms else "0", "i32")
+        return idx.flat
+
+    def _reshape_dims(self, idx: Index, in_shape) -> list[str]:
+        """Map output dims to input dims group by group: dims of size 1 drop out, and
+        each run of dims whose sizes multiply to the same number is re-indexed alone,
+        so reshapes that only add or remove unit dims cost no arithmetic."""
+        out = [(d, s) for d, s in zip(idx.dims, idx.shape) if s != 1]
+        nz = [k for k, s in enumerate(in_shape) if s != 1]
+        res = ["0"] * len(in_shape)
+        a = b = 0
+        while a < len(out):
+            a2, b2 = a + 1, b + 1
+            pa, pb = out[a][1], in_shape[nz[b]]
+            while pa != pb:
+                if pa < pb:
+                    pa *= out[a2][1]
+                    a2 += 1
+                else:
+                    pb *= in_shape[nz[b2]]
+                    b2 += 1
+            group_out, group_in = out[a:a2], nz[b:b2]
+            if len(group_out) == 1 and len(group_in) == 1:
+                res[group_in[0]] = group_out[0][0]
+            else:
+                sub = Index(tuple(s for _, s in group_out), dims=[d for d, _ in group_out])
+                inner = Index(tuple(in_shape[k] for k in group_in), flat=self.flat(sub))
+                for k, d in zip(group_in, self.dims(inner)):
+                    res[k] = d
+            a, b = a2, b2
+        return res
+
+    def value(self, v: Value, idx: Index) -> str:
+        if v.kind == "scalar":
+            return literal(v.scalar, v.dtype)
+        if v is self.root:
+            if self.flat(idx) != self.root_flat:
+                raise NotFusable(v)
+            return "acc"
+        key = (v, tuple(idx.dims) if idx.dims is not None else idx.flat)
+        if key in self.cache:
+            return self.cache[key]
+        if v.kind in ("input", "const") or (v in self.materialized and v is not self.computes):
+            buf = self.src.bind(v)
+            expr = f"{buf}[{self.flat(idx)}]"
+            if v.dtype == "bool":
+                expr = f"({expr} != 0u)"
+        else:
+            expr = self._node(v, idx)
+        name = expr if _is_simple(expr) else self.let(expr, v.dtype)
+        self.cache[key] = name
+        return name
+
+    def _node(self, v: Value, idx: Index) -> str:
+        node = v.node
+        op, x = node.op, node.inputs[0]
+        if op == "ew":
+            args = [self.value(a, idx) for a in node.inputs]
+            fn = node.attrs["fn"]
+            if fn == "cast":
+                return _cast(args[0], node.attrs, x.dtype, v.dtype)
+            if fn == "erf" or fn == "gelu":
+                self.src.helpers.add("kw_erf")
+            return EW[fn](*args, {**node.attrs, "dtype": v.dtype})
+        if op == "reshape":
+            if idx.dims is None:
+                return self.value(x, Index(x.shape, flat=idx.flat))
+            return self.value(x, Index(x.shape, dims=self._reshape_dims(idx, x.shape)))
+        dims = self.dims(idx)
+        if op == "permute":
+            inner = [""] * len(dims)
+            for i, d in enumerate(node.attrs["dims"]):
+                inner[d] = dims[i]
+            return self.value(x, Index(x.shape, dims=inner))
+        if op == "expand":
+            off = len(v.shape) - len(x.shape)
+            inner = ["0" if s == 1 else dims[i + off] for i, s in enumerate(x.shape)]
+            return self.value(x, Index(x.shape, dims=inner))
+        if op == "slice":
+            d, start, step = node.attrs["dim"], node.attrs["start"], node.attrs["step"]
+            inner = list(dims)
+            inner[d] = self.let(f"{start} + {dims[d]} * {step}", "i32")
+            return self.value(x, Index(x.shape, dims=inner))
+        if op == "pad":
+            inner, conds = list(dims), []
+            for d, (lo, hi) in enumerate(node.attrs["pads"]):
+                if lo or hi:
+                    inner[d] = self.let(f"clamp({dims[d]} - {lo}, 0, {x.shape[d] - 1})", "i32")
+                    conds.append(f"({dims[d]} >= {lo} && {dims[d]} < {lo + x.shape[d]})")
+            inside = self.value(x, Index(x.shape, dims=inner))
+            fill = literal(node.attrs["value"], v.dtype)
+            return f"select({fill}, {inside}, {' && '.join(conds)})"
+        if op == "cat":
+            d = node.attrs["dim"]
+            expr, offset, pieces = None, 0, []
+            for part in node.inputs:
+                inner = list(dims)
+                inner[d] = self.let(f"clamp({dims[d]} - {offset}, 0, {part.shape[d] - 1})", "i32")
+                pieces.append((offset, self.value(part, Index(part.shape, dims=inner))))
+                offset += part.shape[d]
+            expr = pieces[0][1]
+            for start, val in pieces[1:]:
+                expr = f"select({expr}, {val}, {dims[d]} >= {start})"
+            return expr
+        raise CompileError(f"codegen cannot inline '{op}'")
+
+    def function(self, name: str, params: list[str], ret_dtype: str, result: str) -> str:
+        body = "\n".join(f"    {line}" for line in self.lines)
+        return (f"fn {name}({', '.join(params)}) -> {WGSL_TYPE[ret_dtype]} {{\n{body}\n"
+                f"    return {result};\n}}\n")
+
+
+def _is_simple(expr: str) -> bool:
+    return expr.replace("_", "").replace("[", "").replace("]", "").isalnum()
+
+
+def to_buffer(expr: str, dtype: str) -> str:
+    return f"select(0u, 1u, {expr})" if dtype == "bool" else expr

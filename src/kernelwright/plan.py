@@ -1,0 +1,105 @@
+"""A compiled plan is data: kernels, buffers, inputs and outputs, nothing executable.
+
+The scheduler (schedule.py) produces a `Plan`; the runtime (runtime.py) executes it.
+Because it is plain data it can be summarized, saved and loaded (`save`/`load`: a
+folder with plan.json and the constants in constants.safetensors), compared, and one
+kernel in it replaced by another with the same bindings.
+
+Buffers are physical: the memory planner has already folded intermediates whose
+lifetimes do not overlap into one buffer, so `Buffer.size` is the largest tensor it
+ever holds. Each kernel binds buffers by id: its inputs in order, then its output.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Buffer:
+    id: int
+    nbytes: int
+    kind: str  # 'input' | 'const' | 'temp' | 'output'
+    dtype: str  # device dtype of what it holds ('f32', 'i32', 'bool' stored as u32)
+
+
+@dataclass
+class Kernel:
+    name: str  # what it computes, e.g. "matmul+add+relu"
+    source: str  # WGSL
+    bindings: list[int]  # buffer ids: inputs..., then the output
+    grid: tuple[int, int, int]  # workgroups dispatched
+    source_lines: list[str] = field(default_factory=list)  # user lines it came from
+
+
+@dataclass
+class TensorSpec:
+    buffer: int
+    shape: tuple[int, ...]
+    torch_dtype: str  # e.g. 'float32', 'int64', 'bool'
+
+
+@dataclass
+class Plan:
+    buffers: list[Buffer]
+    kernels: list[Kernel]
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    output_tree: str  # 'single' or 'tuple'
+    constants: dict[int, np.ndarray] = field(default_factory=dict)  # buffer id -> data
+
+    def summary(self) -> str:
+        mib = sum(b.nbytes for b in self.buffers if b.kind != "const") / 2**20
+        cmib = sum(b.nbytes for b in self.buffers if b.kind == "const") / 2**20
+        lines = [f"plan: {len(self.kernels)} kernels, {len(self.buffers)} buffers "
+                 f"({mib:.2f} MiB working, {cmib:.2f} MiB constants)"]
+        for spec in self.inputs:
+            lines.append(f"  input  b{spec.buffer}: {spec.torch_dtype}{list(spec.shape)}")
+        for i, k in enumerate(self.kernels):
+            ins = ", ".join(f"b{b}" for b in k.bindings[:-1])
+            lines.append(f"  k{i:<3} {k.name:<32} ({ins}) -> b{k.bindings[-1]}  grid {k.grid}")
+        for spec in self.outputs:
+            lines.append(f"  output b{spec.buffer}: {spec.torch_dtype}{list(spec.shape)}")
+        return "\n".join(lines)
+
+    def save(self, folder: str | Path) -> None:
+        from safetensors.numpy import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "format": FORMAT_VERSION,
+            "buffers": [asdict(b) for b in self.buffers],
+            "kernels": [asdict(k) for k in self.kernels],
+            "inputs": [asdict(t) for t in self.inputs],
+            "outputs": [asdict(t) for t in self.outputs],
+            "output_tree": self.output_tree,
+        }
+        (folder / "plan.json").write_text(json.dumps(meta, indent=1))
+        save_file({str(k): np.ascontiguousarray(v) for k, v in self.constants.items()},
+                  str(folder / "constants.safetensors"))
+
+    @staticmethod
+    def load(folder: str | Path) -> Plan:
+        from safetensors.numpy import load_file
+
+        folder = Path(folder)
+        meta = json.loads((folder / "plan.json").read_text())
+        if meta.get("format") != FORMAT_VERSION:
+            raise ValueError(f"{folder}: plan format {meta.get('format')}, "
+                             f"this kernelwright reads {FORMAT_VERSION}")
+        consts = load_file(str(folder / "constants.safetensors"))
+        return Plan(
+            buffers=[Buffer(**b) for b in meta["buffers"]],
+            kernels=[Kernel(**{**k, "grid": tuple(k["grid"])}) for k in meta["kernels"]],
+            inputs=[TensorSpec(**{**t, "shape": tuple(t["shape"])}) for t in meta["inputs"]],
+            outputs=[TensorSpec(**{**t, "shape": tuple(t["shape"])}) for t in meta["outputs"]],
+            output_tree=meta["output_tree"],
+            constants={int(k): v for k, v in consts.items()},
+        )

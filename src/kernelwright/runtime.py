@@ -1,0 +1,190 @@
+"""Runtime: execute a Plan on a wgpu device (Vulkan, Metal or Direct3D 12).
+
+`default_device()` picks an adapter (discrete GPU, then integrated, then the
+software one; `KERNELWRIGHT_ADAPTER=<substring>` overrides) and opens it with its
+full limits. `Executable` binds a Plan to a device once: it creates the buffers,
+uploads the constants, builds the pipelines (cached per WGSL text for the device's
+lifetime) and the bind groups. Each call then uploads the inputs, records every
+kernel into one compute pass of one submission, and reads the outputs back once.
+No Python work per element and no PyTorch op runs on this path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import wgpu
+
+from .plan import Plan
+
+NUMPY_OF = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
+ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3, "Unknown": 4}
+OPTIONAL_FEATURES = ("timestamp-query", "subgroup", "shader-f16")
+
+
+@dataclass
+class Device:
+    adapter: wgpu.GPUAdapter
+    device: wgpu.GPUDevice
+    description: str
+    is_software: bool
+    has_timestamps: bool
+
+    def __post_init__(self) -> None:
+        self._pipelines: dict[str, wgpu.GPUComputePipeline] = {}
+        self.pipeline_seconds = 0.0  # total time spent creating pipelines
+
+    def pipeline(self, source: str) -> wgpu.GPUComputePipeline:
+        key = hashlib.sha1(source.encode()).hexdigest()
+        pipe = self._pipelines.get(key)
+        if pipe is None:
+            t0 = time.perf_counter()
+            module = self.device.create_shader_module(code=source)
+            pipe = self.device.create_compute_pipeline(
+                layout="auto", compute={"module": module, "entry_point": "main"})
+            self.pipeline_seconds += time.perf_counter() - t0
+            self._pipelines[key] = pipe
+        return pipe
+
+
+_DEFAULT: Device | None = None
+
+
+def open_device(adapter: wgpu.GPUAdapter) -> Device:
+    info = adapter.info
+    features = [f for f in OPTIONAL_FEATURES if f in adapter.features]
+    limits = {k: v for k, v in adapter.limits.items()
+              if k.startswith("max-") and "storage" in k or "workgroup" in k
+              or k == "max-buffer-size" or k == "max-bind-groups"}
+    device = adapter.request_device_sync(required_features=features, required_limits=limits)
+    desc = f"{info['device']} ({info['backend_type']}, {info['adapter_type']})"
+    return Device(adapter, device, desc, info["adapter_type"] == "CPU",
+                  "timestamp-query" in features)
+
+
+def default_device() -> Device:
+    """The device kernelwright runs on unless told otherwise (opened once per process)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        adapters = wgpu.gpu.enumerate_adapters_sync()
+        wanted = os.environ.get("KERNELWRIGHT_ADAPTER", "").lower()
+        if wanted:
+            adapters = [a for a in adapters if wanted in str(a.info).lower()]
+        # Compute shaders run through Vulkan, Metal or D3D12; never the GL backend.
+        adapters = [a for a in adapters if a.info["backend_type"] in ("Vulkan", "Metal", "D3D12")]
+        if not adapters:
+            raise RuntimeError("no wgpu adapter found (Vulkan, Metal or D3D12); on Linux "
+                               "install a GPU driver or Mesa's software driver "
+                               "(mesa-vulkan-drivers)")
+        adapters.sort(key=lambda a: ADAPTER_RANK.get(a.info["adapter_type"], 9))
+        _DEFAULT = open_device(adapters[0])
+    return _DEFAULT
+
+
+class Executable:
+    """A Plan bound to a device: buffers allocated, constants uploaded, pipelines built."""
+
+    def __init__(self, plan: Plan, device: Device | None = None) -> None:
+        self.plan = plan
+        self.dev = device or default_device()
+        d = self.dev.device
+        usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
+                 | wgpu.BufferUsage.COPY_SRC)
+        self.buffers = [d.create_buffer(size=_aligned(b.nbytes), usage=usage) for b in plan.buffers]
+        for bid, data in plan.constants.items():
+            d.queue.write_buffer(self.buffers[bid], 0, np.ascontiguousarray(data))
+        self.steps = []
+        for k in plan.kernels:
+            pipe = self.dev.pipeline(k.source)
+            group = d.create_bind_group(
+                layout=pipe.get_bind_group_layout(0),
+                entries=[{"binding": i, "resource": {"buffer": self.buffers[b]}}
+                         for i, b in enumerate(k.bindings)])
+            self.steps.append((pipe, group, k.grid))
+        self._poison = {b.id: np.full(_aligned(b.nbytes) // 4, np.nan, np.float32).tobytes()
+                        for b in plan.buffers if b.kind in ("temp", "output")}
+
+    def upload(self, arrays: list[np.ndarray]) -> None:
+        for spec, a in zip(self.plan.inputs, arrays):
+            self.dev.device.queue.write_buffer(self.buffers[spec.buffer], 0, a)
+
+    def poison(self) -> None:
+        """Fill every intermediate and output buffer with NaN."""
+        for bid, data in self._poison.items():
+            self.dev.device.queue.write_buffer(self.buffers[bid], 0, data)
+
+    def _record(self, encoder, timestamps=None, per_kernel=False) -> None:
+        if per_kernel:
+            for i, (pipe, group, grid) in enumerate(self.steps):
+                tw = {"query_set": timestamps, "beginning_of_pass_write_index": 2 * i,
+                      "end_of_pass_write_index": 2 * i + 1}
+                p = encoder.begin_compute_pass(timestamp_writes=tw)
+                p.set_pipeline(pipe)
+                p.set_bind_group(0, group)
+                p.dispatch_workgroups(*grid)
+                p.end()
+            return
+        p = encoder.begin_compute_pass(timestamp_writes=timestamps)
+        for pipe, group, grid in self.steps:
+            p.set_pipeline(pipe)
+            p.set_bind_group(0, group)
+            p.dispatch_workgroups(*grid)
+        p.end()
+
+    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        self.upload(arrays)
+        d = self.dev.device
+        enc = d.create_command_encoder()
+        self._record(enc)
+        d.queue.submit([enc.finish()])
+        return [self.read(spec) for spec in self.plan.outputs]
+
+    def read(self, spec) -> np.ndarray:
+        b = self.plan.buffers[spec.buffer]
+        raw = self.dev.device.queue.read_buffer(self.buffers[spec.buffer], 0, _aligned(b.nbytes))
+        n = int(np.prod(spec.shape))
+        return np.frombuffer(raw, dtype=NUMPY_OF[b.dtype], count=n).reshape(spec.shape)
+
+    def gpu_times_ms(self, input_sets: list[list[np.ndarray]], reps: int) -> list[float]:
+        """GPU time of `reps` calls, rotating through input_sets, from timestamps."""
+        if not self.dev.has_timestamps:
+            raise RuntimeError(f"{self.dev.description} has no timestamp queries")
+        d = self.dev.device
+        qs = d.create_query_set(type=wgpu.QueryType.timestamp, count=2 * reps)
+        for r in range(reps):
+            self.upload(input_sets[r % len(input_sets)])
+            enc = d.create_command_encoder()
+            self._record(enc, {"query_set": qs, "beginning_of_pass_write_index": 2 * r,
+                               "end_of_pass_write_index": 2 * r + 1})
+            d.queue.submit([enc.finish()])
+        ticks = self._resolve(qs, 2 * reps)
+        return [(ticks[2 * r + 1] - ticks[2 * r]) / 1e6 for r in range(reps)]
+
+    def kernel_times_ms(self, arrays: list[np.ndarray]) -> list[float]:
+        """GPU time of each kernel in one call (one compute pass per kernel)."""
+        d = self.dev.device
+        n = len(self.steps)
+        qs = d.create_query_set(type=wgpu.QueryType.timestamp, count=2 * n)
+        self.upload(arrays)
+        enc = d.create_command_encoder()
+        self._record(enc, qs, per_kernel=True)
+        d.queue.submit([enc.finish()])
+        ticks = self._resolve(qs, 2 * n)
+        return [(ticks[2 * i + 1] - ticks[2 * i]) / 1e6 for i in range(n)]
+
+    def _resolve(self, qs, count: int) -> np.ndarray:
+        d = self.dev.device
+        buf = d.create_buffer(size=8 * count,
+                              usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        enc = d.create_command_encoder()
+        enc.resolve_query_set(qs, 0, count, buf, 0)
+        d.queue.submit([enc.finish()])
+        return np.frombuffer(d.queue.read_buffer(buf), dtype=np.uint64).astype(np.int64)
+
+
+def _aligned(n: int) -> int:
+    return (n + 15) // 16 * 16

@@ -1,0 +1,49 @@
+"""Shared test helpers: compile a module with kernelwright and compare with PyTorch eager."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+
+import kernelwright
+
+
+def check(module: torch.nn.Module, *inputs, atol: float = 1e-4, rtol: float = 1e-4):
+    """Compile `module`, run it on poisoned buffers and assert every output element
+    matches PyTorch eager; returns the compiled module."""
+    module = module.eval()
+    with torch.no_grad():
+        expected = module(*inputs)
+    compiled = kernelwright.compile(module, list(inputs))
+    got = compiled(*inputs, poison=True)
+    exp = expected if isinstance(expected, tuple) else (expected,)
+    out = got if isinstance(got, tuple) else (got,)
+    assert len(exp) == len(out)
+    for e, g in zip(exp, out):
+        assert g.shape == e.shape, (g.shape, e.shape)
+        assert g.dtype == e.dtype, (g.dtype, e.dtype)
+        if e.dtype.is_floating_point:
+            torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=False)
+        else:
+            assert torch.equal(g, e), (g, e)
+    return compiled
+
+
+class Fn(torch.nn.Module):
+    """Wraps a function of tensors as a module."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+@pytest.fixture
+def fn_module():
+    return Fn

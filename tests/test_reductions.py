@@ -1,0 +1,38 @@
+"""Reductions, softmax and log_softmax against PyTorch eager."""
+
+import pytest
+import torch
+from conftest import Fn, check
+
+
+@pytest.mark.parametrize("shape,dims", [
+    ((7, 33), (1,)), ((7, 33), (0,)), ((5, 300), (1,)), ((3, 4, 5), (0, 2)), ((3, 4, 5), ()),
+    ((2, 3, 17, 9), (2, 3)), ((1100, 3), (1,))])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_mean_max_min(shape, dims, keepdim):
+    x = torch.randn(*shape)
+    d = list(dims) if dims else list(range(len(shape)))
+    check(Fn(lambda x: (x.sum(d, keepdim=keepdim), x.mean(d, keepdim=keepdim),
+                        x.amax(d, keepdim=keepdim), x.amin(d, keepdim=keepdim))), x)
+
+
+def test_argmax_argmin_max_dim():
+    x = torch.randn(6, 41)
+    check(Fn(lambda x: (x.argmax(1), x.argmin(0), x.max(1).values, x.max(1).indices,
+                        x.argmax())), x)
+
+
+def test_prod_var_std():
+    x = torch.rand(4, 13) + 0.5
+    check(Fn(lambda x: (x.prod(1), x.var(1), x.std(0), x.var(1, unbiased=False))), x)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_log_softmax(dim):
+    x = torch.randn(9, 21, 5) * 4
+    check(Fn(lambda x: (torch.softmax(x, dim), torch.log_softmax(x, dim))), x)
+
+
+def test_softmax_long_rows():
+    x = torch.randn(3, 2000)
+    check(Fn(lambda x: torch.softmax(x, -1)), x)
