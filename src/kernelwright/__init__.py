@@ -16,3 +16,7 @@ from .ir import CompileError
 from .plan import Plan
 
 __all__ = ["CompileError", "CompiledModule", "Plan", "compile", "plan_module", "runtime"]
+
+from .dynamo import register as _register_dynamo  # noqa: E402
+
+_register_dynamo()

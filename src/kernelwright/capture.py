@@ -74,6 +74,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 t = constants[node.name]
                 dt = device_dtype(t.dtype)
                 env[node] = b.const(to_device_array(t), dt, node.name)
+            elif isinstance(node.meta.get("val"), (int, float, bool)):
+                env[node] = node.meta["val"]  # a Python number: specialized into the plan
             elif val is None:
                 raise CompileError(f"input '{node.name}' is not a tensor")
             else:

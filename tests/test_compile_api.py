@@ -1,0 +1,75 @@
+"""The user-facing API: kernelwright.compile, torch.compile's backend, plans as data,
+and the errors for what cannot be compiled or called."""
+
+import pytest
+import torch
+
+import kernelwright
+
+
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+
+
+def test_torch_compile_backend_matches_eager_and_recompiles_per_shape():
+    m = _mlp().eval()
+    c = torch.compile(m, backend="kernelwright")
+    x = torch.randn(5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x), atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(c(x[:3]), m(x[:3]), atol=1e-4, rtol=1e-4)
+        m[0].weight.data.mul_(2)  # parameters are read on every call on this path
+        torch.testing.assert_close(c(x), m(x), atol=1e-4, rtol=1e-4)
+
+
+def test_plan_save_load_roundtrip(tmp_path):
+    m = _mlp().eval()
+    x = torch.randn(3, 8)
+    compiled = kernelwright.compile(m, [x])
+    compiled.plan.save(tmp_path / "plan")
+    loaded = kernelwright.CompiledModule(kernelwright.Plan.load(tmp_path / "plan"))
+    torch.testing.assert_close(loaded(x), compiled(x), atol=0, rtol=0)
+    summary = loaded.plan.summary()
+    assert "matmul" in summary and "input" in summary and "output" in summary
+
+
+class Sorts(torch.nn.Module):
+    def forward(self, x):
+        return torch.sort(x, dim=1).values * 2
+
+
+def test_unsupported_op_names_op_and_user_line():
+    with pytest.raises(kernelwright.CompileError) as err:
+        kernelwright.compile(Sorts(), [torch.randn(3, 4)])
+    msg = str(err.value)
+    assert "aten.sort" in msg
+    assert "test_compile_api.py" in msg and "torch.sort(x, dim=1)" in msg
+
+
+def test_wrong_shape_or_dtype_is_an_error_not_a_wrong_answer():
+    compiled = kernelwright.compile(_mlp().eval(), [torch.randn(3, 8)])
+    with pytest.raises(ValueError, match="compiled for float32"):
+        compiled(torch.randn(4, 8))
+    with pytest.raises(ValueError, match="compiled for float32"):
+        compiled(torch.randn(3, 8).double())
+    with pytest.raises(ValueError, match="expected 1 inputs"):
+        compiled(torch.randn(3, 8), torch.randn(3, 8))
+
+
+def test_buffers_are_reused_when_lifetimes_do_not_overlap():
+    # A chain of reductions materializes several intermediates of one size.
+    m = Fn(lambda x: torch.softmax(torch.softmax(torch.softmax(x, 0), 1), 0))
+    compiled = kernelwright.compile(m, [torch.randn(6, 5)])
+    plan = compiled.plan
+    temps = [b for b in plan.buffers if b.kind == "temp"]
+    written = [k.bindings[-1] for k in plan.kernels]
+    assert len(written) > len(set(written)) or len(temps) < len(plan.kernels) - 1, plan.summary()
+
+
+def test_kernel_timestamps_when_supported():
+    compiled = kernelwright.compile(_mlp().eval(), [torch.randn(3, 8)])
+    if not compiled.exe.dev.has_timestamps:
+        pytest.skip("adapter has no timestamp queries")
+    times = compiled.kernel_times_ms(torch.randn(3, 8))
+    assert len(times) == len(compiled.plan.kernels) and all(t >= 0 for _, t in times)
+    assert all(t >= 0 for t in compiled.gpu_times_ms([[torch.randn(3, 8)]], 3))
