@@ -1,0 +1,28 @@
+"""Logistic sigmoid applied elementwise."""
+
+import torch
+from torch import nn
+
+batch_size = 14336
+dim = 32768
+
+SIZES = {
+    "small": {"batch_size": 41, "dim": 23},
+    "full": {"batch_size": 14336, "dim": 32768},
+}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.sigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim) * 3.0]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,28 @@
+"""Sum reduction over the last (contiguous) dimension of a matrix."""
+
+import torch
+from torch import nn
+
+batch_size = 14336
+dim = 32768
+
+SIZES = {
+    "small": {"batch_size": 37, "dim": 53},
+    "full": {"batch_size": 14336, "dim": 32768},
+}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.sum(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,32 @@
+"""Standard 3x3 convolution, stride 1, padding 1, with bias."""
+
+import torch
+from torch import nn
+
+batch_size = 64
+in_channels = 128
+out_channels = 128
+height = 56
+width = 56
+
+SIZES = {
+    "small": {"batch_size": 2, "in_channels": 5, "out_channels": 7, "height": 17, "width": 19},
+    "full": {"batch_size": 64, "in_channels": 128, "out_channels": 128, "height": 56, "width": 56},
+}
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels]
