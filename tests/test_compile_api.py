@@ -3,6 +3,7 @@ and the errors for what cannot be compiled or called."""
 
 import pytest
 import torch
+from conftest import Fn
 
 import kernelwright
 
