@@ -1,0 +1,172 @@
+"""``kernelwright bench``: run a suite, verify and time every problem, write the results.
+
+It discovers the suite's problems (problems.py), runs each in a worker process
+(runner.py), prints the summary table (metrics.py) and writes, under ``--out``:
+``results.json`` (every problem, the summary, the device and precision mode),
+``results.sqlite`` (filled as the run goes, used by ``--resume``), and
+``report.html`` (report.py). cli.py registers this module's `add_parser`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import signal
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = Path("out/bench")
+
+
+def bundled_suite() -> Path:
+    return Path(__file__).resolve().parents[1] / "suite"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="verify and time a suite of KernelBench-format problems",
+        description="Compile every problem of SUITE, verify it against PyTorch, time both, "
+                    "and write a table, results.json, results.sqlite and report.html.")
+    parser.add_argument("suite", nargs="?", type=Path,
+                        help="folder (or file) of KernelBench-format problems, e.g. a KernelBench "
+                             "checkout; default: the bundled suite")
+    parser.add_argument("--size", choices=("small", "full"),
+                        help="problem sizes for files that define SIZES; default: small on a "
+                             "software GPU driver or without CUDA, else full")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"output folder (default: {DEFAULT_OUT})")
+    parser.add_argument("--trials", type=int, default=5, help="correctness trials (default: 5)")
+    parser.add_argument("--compile-ref", action="store_true",
+                        help="also time the reference under torch.compile")
+    parser.add_argument("--loose", action="store_true",
+                        help="fp32 tolerance 1e-2 instead of 1e-4, labelled loose(1e-2), for "
+                             "comparison with older published numbers")
+    parser.add_argument("--resume", action="store_true",
+                        help="reuse results in OUT/results.sqlite made with the same settings")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds allowed per problem (default: 300)")
+    parser.add_argument("--max-rss-gb", type=float, default=None,
+                        help="resident memory allowed per problem (default: 80%% of RAM)")
+    parser.add_argument("--only", metavar="PATTERN",
+                        help="only problems whose name matches this glob, or contains it")
+    parser.add_argument("--level", type=int, action="append",
+                        help="only this level (repeatable)")
+    parser.add_argument("--candidate", default="kernelwright",
+                        help="candidate factory: 'kernelwright' (default), 'module:function' or "
+                             "'file.py:function', called as make(model, example_inputs)")
+    parser.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")
+    parser.add_argument("--no-alt-shape", action="store_true",
+                        help="skip the trial at another leading dimension")
+    parser.set_defaults(handler=run)
+
+
+def default_size() -> tuple[str, str]:
+    """"full" on a real GPU with CUDA beside it to time the reference, else "small"."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "small", "no CUDA for the reference"
+    try:
+        from kernelwright import runtime
+
+        device = runtime.default_device()
+        if device.is_software:
+            return "small", f"software GPU driver ({device.description})"
+        return "full", device.description
+    except Exception as exc:  # noqa: BLE001 - no adapter: nothing to time at full size
+        return "small", f"no wgpu device ({type(exc).__name__})"
+
+
+def select(problems: list, only: str | None, levels: list[int] | None) -> list:
+    chosen = problems
+    if levels:
+        chosen = [p for p in chosen if p.level in levels]
+    if only:
+        chosen = [p for p in chosen if fnmatch.fnmatch(p.name, only) or only in p.name]
+    return chosen
+
+
+def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,
+             results: list[dict[str, Any]]) -> dict[str, Any]:
+    from .timing import reference_label
+
+    devices = [r["device"] for r in results if r.get("device")]
+    references = [r["reference"] for r in results if r.get("reference")]
+    return {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "suite": str(suite),
+        "size": f"{size} ({size_why})",
+        "device": devices[0] if devices else "unknown (no problem reached the device)",
+        "precision": "loose(1e-2)" if args.loose else "strict",
+        "reference": references[0] if references else reference_label(),
+        "reference_compile": "torch.compile timed" if args.compile_ref else "not timed",
+        "candidate": args.candidate,
+        "trials": args.trials,
+        "seed": args.seed,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import metrics, problems, report, runner
+
+    suite = args.suite or bundled_suite()
+    try:
+        found = problems.discover(suite)
+    except FileNotFoundError as exc:
+        print(f"kernelwright bench: {exc}", file=sys.stderr)
+        return 2
+    chosen = select(found, args.only, args.level)
+    if not chosen:
+        print(f"kernelwright bench: no problems in {suite}"
+              + (" match the filters" if found else ""), file=sys.stderr)
+        return 2
+    if args.size:
+        size, size_why = args.size, "asked"
+    else:
+        size, size_why = default_size()
+    settings = runner.BenchSettings(
+        size=size, trials=args.trials, loose=args.loose, compile_ref=args.compile_ref,
+        candidate=args.candidate, seed=args.seed, alt_shape=not args.no_alt_shape,
+        timeout_s=args.timeout,
+        max_rss_gb=args.max_rss_gb or runner.default_rss_limit_gb())
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"kernelwright bench: {len(chosen)} problems from {suite}, size {size} ({size_why}), "
+          f"{'loose(1e-2)' if args.loose else 'strict'} precision, out {out}", file=sys.stderr)
+
+    interrupted = False
+    previous_handler = signal.signal(signal.SIGTERM, stop)
+    try:
+        results = runner.run_suite(chosen, settings, out, resume=args.resume)
+    except KeyboardInterrupt:  # the worker was killed; what finished is in SQLite
+        interrupted = True
+        store = runner.ResultStore(out / "results.sqlite")
+        done = {r["name"]: r for r in store.all(settings.key())}
+        store.close()
+        results = [done[p.name] for p in chosen if p.name in done]
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+    summary = metrics.summarize(results)
+    info = run_info(args, Path(suite), size, size_why, results)
+    document = {**info, "settings": vars(settings), "summary": summary, "problems": results}
+    (out / "results.json").write_text(json.dumps(document, indent=1, default=str))
+    report.write_report(out / "report.html", info, summary, results)
+
+    print()
+    print(f"device: {info['device']}   precision: {info['precision']}   "
+          f"reference: {info['reference']}")
+    print(metrics.format_table(summary))
+    print(f"\nwrote {out / 'results.json'}, {out / 'results.sqlite'}, {out / 'report.html'}")
+    if interrupted:
+        print(f"interrupted after {len(results)} of {len(chosen)} problems; run again with "
+              "--resume to go on", file=sys.stderr)
+        return 130
+    return 0
+
+
+def stop(signum: int, frame: object) -> None:
+    """SIGTERM: stop like Ctrl-C, so that the running worker is killed too."""
+    raise KeyboardInterrupt

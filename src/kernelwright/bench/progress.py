@@ -1,0 +1,84 @@
+"""Progress: one line per finished problem on stderr, and a live line while one runs.
+
+On a terminal the running problem's line is redrawn in place with its elapsed
+time; elsewhere (CI logs, pipes) only the finished lines are written. Each line
+carries the count ``[12/80]``, a bar, the status and the headline numbers.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+BAR_WIDTH = 20
+REDRAW_S = 0.5
+
+
+def status_of(result: dict[str, Any]) -> str:
+    """PASS, FAIL, ERROR (the problem itself), TIMEOUT, MEMORY or CRASH."""
+    if result.get("correct"):
+        return "PASS"
+    reason = result.get("reason") or ""
+    if reason in ("load", "reference"):
+        return "ERROR"
+    if reason in ("timeout", "memory", "crash"):
+        return reason.upper()
+    return "FAIL"
+
+
+def headline(result: dict[str, Any]) -> str:
+    """The numbers (or the error) worth a glance."""
+    parts = []
+    if result.get("correct"):
+        if result.get("speedup_eager") is not None:
+            parts.append(f"{result['speedup_eager']:.2f}x eager")
+        if result.get("speedup_compile") is not None:
+            parts.append(f"{result['speedup_compile']:.2f}x compile")
+    elif result.get("error"):
+        error = " ".join(str(result["error"]).split())
+        parts.append(error if len(error) <= 90 else error[:87] + "...")
+    if result.get("compile_s") is not None:
+        parts.append(f"compile {result['compile_s']:.2f}s")
+    if any("review" in flag for flag in result.get("flags", [])):
+        parts.append("REVIEW")
+    return "  ".join(parts)
+
+
+class Progress:
+    """Writes the run's progress; `live` defaults to whether the stream is a terminal."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, live: bool | None = None) -> None:
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty() if live is None else live
+        self.current: tuple[int, str] | None = None
+        self.last_draw = 0.0
+        self.width = len(str(total))
+
+    def prefix(self, index: int) -> str:
+        done = int(BAR_WIDTH * index / max(1, self.total))
+        return f"[{index:>{self.width}}/{self.total}] {'#' * done}{'.' * (BAR_WIDTH - done)}"
+
+    def start(self, index: int, name: str) -> None:
+        self.current = (index, name)
+        self.tick(0.0, force=True)
+
+    def tick(self, elapsed: float, force: bool = False) -> None:
+        if not self.live or self.current is None:
+            return
+        now = time.monotonic()
+        if not force and now - self.last_draw < REDRAW_S:
+            return
+        self.last_draw = now
+        index, name = self.current
+        self.stream.write(f"\r\033[K{self.prefix(index - 1)} ....   {name}  {elapsed:.0f}s")
+        self.stream.flush()
+
+    def finish(self, index: int, result: dict[str, Any], note: str = "") -> None:
+        clear = "\r\033[K" if self.live else ""
+        status = status_of(result)
+        line = f"{self.prefix(index)} {status:<7} {result.get('name')}  {headline(result)}"
+        self.stream.write(f"{clear}{line}{note}\n")
+        self.stream.flush()
+        self.current = None

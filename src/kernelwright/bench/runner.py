@@ -1,0 +1,309 @@
+"""Runner: evaluate every problem of a suite, each in its own worker process.
+
+A worker (worker.py) is started per problem in a new process session; the
+runner watches it from outside: past the time limit, or past the memory limit
+(resident memory of the worker and its children, read from /proc; not
+RLIMIT_AS, since GPU drivers reserve huge address space), its whole process
+group is killed and the problem is reported as "timeout" or "memory". A crash
+(a signal, a lost device, an exit without a result) is reported as "crash" with
+the tail of the worker's log. The run always goes on.
+
+Each result is written to SQLite (`ResultStore`) the moment its problem
+finishes; with ``resume=True`` problems already finished with the same settings
+and an unchanged file are taken from the store instead of being run again.
+`run_suite` hands the list of result dicts to metrics and report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .problems import Problem
+from .progress import Progress
+from .worker import WorkerConfig, new_result
+
+POLL_S = 0.1
+RSS_POLL_S = 0.5  # reading every process's parent from /proc took ~30 ms here
+LOG_TAIL_CHARS = 2000
+
+
+def default_rss_limit_gb() -> float:
+    """80% of the machine's memory."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 2**20 * 0.8, 1)
+    except OSError:
+        pass
+    return 16.0
+
+
+@dataclass
+class BenchSettings:
+    """How a suite is evaluated; all but the limits decide whether a stored result is reusable."""
+
+    size: str | None = "small"
+    trials: int = 5
+    loose: bool = False
+    compile_ref: bool = False
+    candidate: str = "kernelwright"
+    seed: int = 0
+    alt_shape: bool = True
+    time_target_s: float = 0.2
+    timeout_s: float = 300.0
+    max_rss_gb: float = 16.0
+
+    def key(self) -> str:
+        fields = asdict(self)
+        del fields["timeout_s"], fields["max_rss_gb"]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+    def worker_config(self, problem: Problem) -> WorkerConfig:
+        return WorkerConfig(path=str(problem.path), name=problem.name, level=problem.level,
+                            size=self.size, trials=self.trials, loose=self.loose,
+                            compile_ref=self.compile_ref, candidate=self.candidate,
+                            seed=self.seed, alt_shape=self.alt_shape,
+                            time_target_s=self.time_target_s)
+
+
+def file_sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+class ResultStore:
+    """Results in SQLite, one row per (problem, settings), committed as each finishes."""
+
+    COLUMNS = ("level", "compiled", "correct", "reason", "error", "compile_s", "time_ms",
+               "ref_eager_ms", "speedup_eager", "ref_compile_ms", "speedup_compile")
+
+    def __init__(self, path: Path, fresh: bool = False) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if fresh and path.exists():
+            path.unlink()
+        self.path = path
+        self.db = sqlite3.connect(path)
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS results (name TEXT NOT NULL, settings TEXT NOT NULL, "
+            "file_sha TEXT, level INTEGER, compiled INTEGER, correct INTEGER, reason TEXT, "
+            "error TEXT, compile_s REAL, time_ms REAL, ref_eager_ms REAL, speedup_eager REAL, "
+            "ref_compile_ms REAL, speedup_compile REAL, finished_at TEXT, "
+            "result TEXT NOT NULL, PRIMARY KEY (name, settings))")
+        self.db.execute("CREATE TABLE IF NOT EXISTS runs (settings TEXT PRIMARY KEY, "
+                        "description TEXT, started_at TEXT)")
+        self.db.commit()
+
+    def start_run(self, settings: BenchSettings) -> None:
+        self.db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?)",
+                        (settings.key(), json.dumps(asdict(settings)), now_iso()))
+        self.db.commit()
+
+    def get(self, name: str, key: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT result FROM results WHERE name = ? AND settings = ?",
+                              (name, key)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, result: dict[str, Any], key: str) -> None:
+        values = [result.get(column) for column in self.COLUMNS]
+        self.db.execute(
+            f"INSERT OR REPLACE INTO results (name, settings, file_sha, {', '.join(self.COLUMNS)}, "
+            f"finished_at, result) VALUES (?, ?, ?, {', '.join('?' * len(self.COLUMNS))}, ?, ?)",
+            [result["name"], key, result.get("file_sha"), *values, now_iso(),
+             json.dumps(result, default=str)])
+        self.db.commit()
+
+    def all(self, key: str) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT result FROM results WHERE settings = ? ORDER BY rowid",
+                               (key,)).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, from the parent field of /proc/PID/stat."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            parent = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    return children
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of a process and all its descendants, from /proc (0 if unreadable)."""
+    children = children_by_parent()
+    total, stack, seen = 0, [pid], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        stack.extend(children.get(current, []))
+        try:
+            for line in Path(f"/proc/{current}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill the worker's process group (it was started in a session of its own)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def log_tail(path: Path) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return text[-LOG_TAIL_CHARS:].strip()
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def worker_env() -> dict[str, str]:
+    """The environment for workers: this package importable, output unbuffered."""
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    return env
+
+
+def run_worker(cfg: WorkerConfig, workdir: Path, timeout_s: float, max_rss_gb: float,
+               on_tick: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """Evaluate one problem in a worker process under time and memory limits."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[^\w.-]+", "_", cfg.name)
+    config_path = workdir / f"{stem}.config.json"
+    result_path = workdir / f"{stem}.json"
+    log_path = workdir / f"{stem}.log"
+    config_path.write_text(cfg.to_json())
+    result_path.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "kernelwright.bench.worker",
+               "--config", f"@{config_path}", "--result", str(result_path)]
+    limit_bytes = max_rss_gb * 2**30
+    killed_for = None
+    peak_rss = rss = 0
+    started = last_rss = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=worker_env())
+        try:
+            while proc.poll() is None:
+                now = time.monotonic()
+                elapsed = now - started
+                if now - last_rss >= RSS_POLL_S:
+                    rss, last_rss = tree_rss_bytes(proc.pid), now
+                    peak_rss = max(peak_rss, rss)
+                if elapsed > timeout_s:
+                    killed_for = "timeout"
+                elif rss > limit_bytes:
+                    killed_for = "memory"
+                if killed_for:
+                    kill_group(proc)
+                    proc.wait()
+                    break
+                if on_tick:
+                    on_tick(elapsed)
+                time.sleep(POLL_S)
+        finally:
+            if proc.poll() is None:
+                kill_group(proc)
+                proc.wait()
+    kill_group(proc)  # children the worker may have left behind
+    wall_s = time.monotonic() - started
+
+    result = None
+    if result_path.exists():
+        try:
+            result = json.loads(result_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            result = None
+    if result is None:
+        result = new_result(cfg)
+    result["peak_rss_gb"] = round(peak_rss / 2**30, 3)
+    result["wall_s"] = wall_s
+    result["log"] = str(log_path)
+    if killed_for == "timeout":
+        fail(result, "timeout", f"killed after {timeout_s:g} s (stage: {result.get('stage')})")
+    elif killed_for == "memory":
+        fail(result, "memory", f"resident memory {rss / 2**30:.1f} GiB over the limit of "
+             f"{max_rss_gb:g} GiB (stage: {result.get('stage')})")
+    elif proc.returncode != 0 or not result.get("finished"):
+        fail(result, "crash", f"worker {describe_exit(proc.returncode)} "
+             f"(stage: {result.get('stage')}); log tail: {log_tail(log_path)[-500:]}")
+    return result
+
+
+def fail(result: dict[str, Any], reason: str, detail: str) -> None:
+    result["correct"] = False
+    result["reason"] = reason
+    result["error"] = f"{reason}: {detail}"
+    result["finished"] = True
+
+
+def run_suite(problems: list[Problem], settings: BenchSettings, out_dir: Path,
+              resume: bool = False, progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Evaluate `problems` one by one; returns their results in order."""
+    store = ResultStore(out_dir / "results.sqlite", fresh=not resume)
+    store.start_run(settings)
+    key = settings.key()
+    progress = progress or Progress(len(problems))
+    results = []
+    try:
+        for index, problem in enumerate(problems, 1):
+            sha = file_sha(problem.path)
+            previous = store.get(problem.name, key) if resume else None
+            if previous is not None and previous.get("file_sha") == sha:
+                progress.finish(index, previous, "  (resumed)")
+                results.append(previous)
+                continue
+            progress.start(index, problem.name)
+            result = run_worker(settings.worker_config(problem), out_dir / "work",
+                                settings.timeout_s, settings.max_rss_gb, progress.tick)
+            result["file_sha"] = sha
+            store.put(result, key)
+            progress.finish(index, result)
+            results.append(result)
+    finally:
+        store.close()
+    return results

@@ -1,0 +1,177 @@
+"""Timing: how long a candidate and its PyTorch reference take, measured honestly.
+
+The candidate is timed from GPU timestamps when it offers ``gpu_times_ms`` (as
+kernelwright's compiled modules do; uploads excluded), else by the wall clock,
+labelled so. The reference is timed with CUDA events on the same machine's GPU
+when CUDA is there (eager, or ``torch.compile`` when asked), else on the CPU with
+the wall clock, labelled "cpu". Every measurement warms up first, picks its
+repetitions to last about `target_s`, rotates among several input sets so that
+caches do not flatter, and reports the median with the quartiles.
+
+It hands `Timing` records (median, spread, repetitions, source) to the worker.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+TARGET_S = 0.2  # aim for this much measured time per figure
+MIN_REPS = 5
+MAX_REPS = 1000
+WARMUP_BATCH = 5  # calls per warm-up round
+WARMUP_ROUNDS = 12  # at most; warm-up stops once two rounds agree within 10%
+WARMUP_BUDGET_S = 2.0
+WALL_BUDGET_S = 2.0  # the measured calls may take this long in wall time, at most
+# Why a wall budget: on a software driver one timestamped call took ~10 ms of wall
+# time for 0.05 ms of GPU time, so 0.2 s of GPU time cost 10 s per problem.
+# Why rounds and not a fixed count: in a fresh process PyTorch's first ~20 small CPU
+# ops each took 8 ms here (2026-11, 2-core CPU machine, OpenMP), 1000x their steady time.
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    min_ms: float
+    max_ms: float
+    reps: int
+    source: str  # "gpu-timestamps", "wall-clock", "cuda-events", "cpu"
+    build_s: float | None = None  # first call (torch.compile's compile), when measured
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.q3_ms - self.q1_ms
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["iqr_ms"] = self.iqr_ms
+        return data
+
+
+def summarize_times(times_ms: list[float], source: str, build_s: float | None = None) -> Timing:
+    if not times_ms:
+        raise ValueError("no timings")
+    ordered = sorted(times_ms)
+    if len(ordered) >= 2:
+        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    else:
+        q1 = q3 = ordered[0]
+    return Timing(statistics.median(ordered), q1, q3, ordered[0], ordered[-1], len(ordered),
+                  source, build_s)
+
+
+def choose_reps(estimate_ms: float, target_s: float = TARGET_S, max_reps: int = MAX_REPS) -> int:
+    if estimate_ms <= 0 or not math.isfinite(estimate_ms):
+        return max_reps
+    return max(MIN_REPS, min(max_reps, int(target_s * 1000 / estimate_ms)))
+
+
+def measure(batch: Callable[[int], list[float]], source: str, target_s: float = TARGET_S,
+            max_reps: int = MAX_REPS, build_s: float | None = None) -> Timing:
+    """Warm up with `batch(n)` (n calls, their times in ms) until steady, then measure."""
+    previous = None
+    started = time.perf_counter()
+    for _ in range(WARMUP_ROUNDS):
+        round_start = time.perf_counter()
+        current = statistics.median(batch(WARMUP_BATCH))
+        wall_per_call = (time.perf_counter() - round_start) / WARMUP_BATCH
+        steady = previous is not None and abs(current - previous) <= 0.1 * previous
+        previous = current
+        if steady or time.perf_counter() - started > WARMUP_BUDGET_S:
+            break
+    reps = choose_reps(previous, target_s, max_reps)
+    reps = min(reps, max(MIN_REPS, int(WALL_BUDGET_S / max(wall_per_call, 1e-9))))
+    return summarize_times(list(batch(reps)), source, build_s)
+
+
+def wall_times_ms(fn: Callable[[list], Any], input_sets: list[list], reps: int,
+                  sync: Callable[[], None] = lambda: None) -> list[float]:
+    times = []
+    for i in range(reps):
+        inputs = input_sets[i % len(input_sets)]
+        sync()
+        start = time.perf_counter()
+        fn(inputs)
+        sync()
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def time_candidate(candidate: Callable, input_sets: list[list], target_s: float = TARGET_S,
+                   max_reps: int = MAX_REPS) -> Timing:
+    """GPU time per call from the candidate's timestamps, else wall time per call."""
+    gpu_times = getattr(candidate, "gpu_times_ms", None)
+    if callable(gpu_times):
+        return measure(lambda n: list(gpu_times(input_sets, n)), "gpu-timestamps",
+                       target_s, max_reps)
+
+    def call(inputs: list) -> Any:
+        return candidate(*inputs)
+
+    return measure(lambda n: wall_times_ms(call, input_sets, n), "wall-clock", target_s,
+                   max_reps)
+
+
+def reference_label(compiled: bool = False) -> str:
+    """Where and how the reference is timed, for reports."""
+    mode = "torch.compile" if compiled else "eager"
+    if torch.cuda.is_available():
+        return f"PyTorch {mode}, CUDA events on {torch.cuda.get_device_name()}"
+    return f"PyTorch {mode} on the CPU ({torch.get_num_threads()} threads, no CUDA), wall clock"
+
+
+def to_device(inputs: list, device: torch.device) -> list:
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def time_reference(model: torch.nn.Module, input_sets: list[list], compiled: bool = False,
+                   target_s: float = TARGET_S, max_reps: int = MAX_REPS,
+                   allow_tf32: bool = False) -> Timing:
+    """The reference's time per call: CUDA events when CUDA is there, else CPU wall clock.
+
+    TF32 stays off unless `allow_tf32` (strict mode compares fp32 with fp32). With
+    `compiled`, the first call (torch.compile's compile) is reported as `build_s`.
+    """
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+        torch.backends.cudnn.allow_tf32 = allow_tf32
+    module = copy.deepcopy(model).to(device).eval()
+    sets = [to_device(inputs, device) for inputs in input_sets]
+    fn = torch.compile(module) if compiled else module
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    with torch.no_grad():
+        start = time.perf_counter()
+        fn(*sets[0])
+        sync()
+        build_s = time.perf_counter() - start if compiled else None
+        if cuda:
+            return measure(lambda n: event_times_ms(fn, sets, n), "cuda-events", target_s,
+                           max_reps, build_s)
+        return measure(lambda n: wall_times_ms(lambda inputs: fn(*inputs), sets, n), "cpu",
+                       target_s, max_reps, build_s)
+
+
+def event_times_ms(fn: Callable, sets: list[list], reps: int) -> list[float]:
+    """Per-call GPU time between CUDA events, synchronising after each call."""
+    times = []
+    for i in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*sets[i % len(sets)])
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return times

@@ -1,0 +1,793 @@
+"""Verification: judge a candidate against the PyTorch reference, whoever made it.
+
+`verify` takes the reference model, the problem's own input generator and a
+*candidate factory* ``make(model, example_inputs) -> callable``; kernelwright's own
+factory is ``lambda m, x: kernelwright.compile(m, x)``, the search agent's are
+others. Nothing here depends on how a candidate was made. It hands back a
+`Verification`: the `Verdict` (compiled, correct, the reason for a rejection, the
+trials run, the compile time) and the candidate itself, for timing.
+
+Each defence answers one loophole that fooled published kernel agents:
+
+- fresh inputs every trial, several seeds and distributions: the problem's own,
+  normal and heavy-tailed (Student-t, clipped) with the own inputs' range kept
+  (positive stays positive, [0, 1] stays [0, 1]; integer inputs as drawn), so
+  analytic shortcuts that hold only for uniform inputs fail;
+- the candidate runs *before* the reference in every trial and every reference
+  output is filled with NaN once compared, so memory still holding an old
+  reference output can never be the right answer ("nan/poison", "mismatch");
+- one trial writes new values in place into the *same* tensor objects as an
+  earlier trial, catching outputs cached by input identity ("stale-on-reuse"),
+  then calls the candidate again on them ("not-deterministic-on-reuse");
+- outputs poisoned before each run (``poison=True`` where the candidate takes it),
+  every element checked: shape, dtype, no NaN/Inf where the reference is finite,
+  ``|a - b| <= atol + rtol * |b|`` with tolerances by dtype;
+- degenerate problems (reference output constant or near zero) are flagged;
+  a near-zero output must also carry the reference's signal to 10%, and a
+  reference that is constant on every distribution tried cannot tell a real
+  kernel from a do-nothing one, so no candidate passes it ("degenerate-*");
+- another shape where the problem allows: the leading dimension changed, a new
+  candidate made by the factory, and verified ("alt-shape-failed");
+- the candidate runs under a dispatch mode that records PyTorch's ATen ops; any
+  compute op means PyTorch did the work ("calls-pytorch");
+- the reference is a private copy of the model, and PyTorch's functions and the
+  model's classes are checked unchanged after the candidate ran
+  ("tampered-reference").
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+Candidate = Callable[..., Any]
+Factory = Callable[[torch.nn.Module, list], Candidate]
+InputSource = Callable[[int], list]
+
+# Why a candidate was rejected: the short reason stored with each result.
+REASONS = {
+    "compile": "the factory failed to make a candidate (e.g. CompileError)",
+    "runtime": "the candidate raised",
+    "calls-pytorch": "the candidate ran PyTorch compute ops",
+    "tampered-reference": "PyTorch or the reference model was changed by the candidate",
+    "structure": "a different number or kind of outputs",
+    "shape": "an output of the wrong shape",
+    "dtype": "an output of the wrong dtype",
+    "nan/poison": "NaN/Inf where the reference is finite (unwritten poisoned output)",
+    "mismatch": "elements outside the tolerance",
+    "stale-on-reuse": "wrong after new values were written into the same input tensors",
+    "not-deterministic-on-reuse": "a second call on the same inputs gave another answer",
+    "alt-shape-failed": "wrong, or failed to build, at another input shape",
+    "degenerate-zero": "the reference is (near) zero and the candidate does not carry it",
+    "degenerate-constant": "the reference is constant on every input: nothing can be verified",
+}
+
+# ATen ops that only move data in and out; anything else is PyTorch computing.
+ALLOWED_TORCH_OPS = frozenset({
+    "_to_copy", "to", "clone", "copy_", "detach", "detach_", "alias", "lift_fresh",
+    "lift_fresh_copy", "view", "_unsafe_view", "_reshape_alias", "reshape",
+    "contiguous", "empty", "empty_like", "empty_strided", "new_empty",
+    "new_empty_strided", "resolve_conj", "resolve_neg", "_local_scalar_dense",
+    "set_", "is_pinned", "_pin_memory", "pin_memory", "sym_size", "sym_stride",
+    "sym_numel", "sym_storage_offset", "dim", "size", "stride", "numel",
+})
+
+DISTRIBUTIONS = ("own", "normal", "heavy")
+PROBE_DISTRIBUTIONS = ("normal*100", "normal*10000")
+EXAMPLE_SEED_OFFSET = 7919  # example inputs for the factory never equal a trial's
+HEAVY_TAIL_CLIP = 20.0
+NEAR_ZERO_FACTOR = 10.0  # max|ref| <= this * atol: a zero output would nearly pass
+SIGNAL_FRACTION = 0.1  # near-zero outputs must match to this fraction of max|ref|
+CHUNK = 1 << 22  # elements compared at a time, to bound temporary memory
+
+
+class Rejected(Exception):
+    """A candidate failed one check; `reason` is a key of REASONS."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """atol = rtol by dtype: fp32 1e-4 (strict) or 1e-2 (loose); fp16/bf16 1e-2."""
+
+    loose: bool = False
+
+    @property
+    def label(self) -> str:
+        return "loose(1e-2)" if self.loose else "strict"
+
+    def for_dtype(self, dtype: torch.dtype) -> tuple[float, float]:
+        if dtype in (torch.float16, torch.bfloat16):
+            return 1e-2, 1e-2
+        if dtype.is_floating_point or dtype.is_complex:
+            return (1e-2, 1e-2) if self.loose else (1e-4, 1e-4)
+        return 0.0, 0.0
+
+
+@dataclass
+class TrialSpec:
+    """One correctness trial: where its inputs come from."""
+
+    index: int
+    distribution: str
+    seed: int
+    reuse: bool = False  # values written in place into trial 0's input tensors
+
+
+@dataclass
+class Verdict:
+    """What verification found; `to_dict` is what the results store."""
+
+    compiled: bool = False
+    correct: bool = False
+    reason: str | None = None
+    detail: str = ""
+    compile_s: float | None = None
+    precision: str = "strict"
+    degenerate: str | None = None  # "near-zero", "constant", "zero"
+    alt_shape: str | None = None  # the other shape tried, or why none was
+    trials: list[dict] = field(default_factory=list)
+
+    @property
+    def error(self) -> str | None:
+        if self.reason is None:
+            return None
+        return f"{self.reason}: {self.detail}" if self.detail else self.reason
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["error"] = self.error
+        return data
+
+
+@dataclass
+class Verification:
+    verdict: Verdict
+    candidate: Candidate | None = None
+    example_inputs: list | None = None
+
+
+# --- inputs -----------------------------------------------------------------
+
+
+def clone_inputs(inputs: list) -> list:
+    return [x.detach().clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x)
+            for x in inputs]
+
+
+def describe_inputs(inputs: list) -> str:
+    parts = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            dtype = str(x.dtype).removeprefix("torch.")
+            parts.append(f"{dtype}{list(x.shape)}")
+        else:
+            parts.append(repr(x))
+    return "(" + ", ".join(parts) + ")"
+
+
+def draw(distribution: str, rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    """Standardised float32 samples of one distribution."""
+    if distribution == "heavy":  # Student-t with 2 degrees of freedom, clipped
+        z = rng.standard_normal(shape, dtype=np.float32)
+        z /= np.sqrt(rng.standard_exponential(shape, dtype=np.float32) + 1e-12)
+        return np.clip(z, -HEAVY_TAIL_CLIP, HEAVY_TAIL_CLIP, out=z)
+    z = rng.standard_normal(shape, dtype=np.float32)
+    if distribution.startswith("normal*"):
+        z *= float(distribution.removeprefix("normal*"))
+    return z
+
+
+def synthesize_float(own: torch.Tensor, distribution: str, rng: np.random.Generator,
+                     shape: tuple) -> torch.Tensor:
+    """A tensor like `own` (dtype, value range) drawn from another distribution."""
+    values = own.detach().float().reshape(-1)
+    values = values[torch.isfinite(values)]
+    same_shape = tuple(own.shape) == tuple(shape)
+    if values.numel() == 0:
+        return own.clone() if same_shape else torch.zeros(shape, dtype=own.dtype)
+    lo, hi = (float(v) for v in torch.aminmax(values))
+    mean = float(values.mean())
+    std = float(values.std()) if values.numel() > 1 else 0.0
+    if hi == lo:  # a constant input is structure (a mask, a scale), not data
+        return own.clone() if same_shape else torch.full(shape, lo, dtype=own.dtype)
+    z = draw(distribution, rng, tuple(shape))
+    if lo >= 0 and hi <= 1:  # stay in [0, 1], off-centre so that E[x] != 0.5
+        widened = distribution.startswith("normal*")
+        z *= 1.5
+        z += 0.7 * (float(distribution.removeprefix("normal*")) if widened else 1.0)
+        np.negative(z, out=z)
+        with np.errstate(over="ignore"):  # exp overflows to inf: the sigmoid is then 0
+            np.exp(z, out=z)
+        z += 1
+        np.reciprocal(z, out=z)
+    elif lo >= 0:  # stay positive (and above the own minimum when that is > 0)
+        np.abs(z, out=z)
+        z *= std
+        z += lo
+    else:
+        z *= std
+        z += mean
+    return torch.from_numpy(z).to(own.dtype)
+
+
+def synthesize_other(own: torch.Tensor, rng: np.random.Generator, shape: tuple) -> torch.Tensor:
+    """An integer or bool tensor of another shape, values within the own range."""
+    if own.dtype == torch.bool:
+        return torch.from_numpy(rng.random(shape) < 0.5)
+    if own.numel() == 0:
+        return torch.zeros(shape, dtype=own.dtype)
+    lo, hi = (int(v) for v in torch.aminmax(own.reshape(-1)))
+    return torch.from_numpy(rng.integers(lo, hi + 1, size=shape)).to(own.dtype)
+
+
+def synthesize(own: list, distribution: str, seed: int,
+               shapes: list[tuple] | None = None) -> list:
+    """`own` with every float tensor redrawn from `distribution` (and `shapes`, if given)."""
+    rng = np.random.default_rng(seed)
+    result = []
+    for i, x in enumerate(own):
+        if not isinstance(x, torch.Tensor):
+            result.append(x)
+            continue
+        shape = tuple(shapes[i]) if shapes else tuple(x.shape)
+        if x.is_floating_point() and x.numel() > 0:
+            result.append(synthesize_float(x, distribution, rng, shape))
+        elif shape != tuple(x.shape):
+            result.append(synthesize_other(x, rng, shape))
+        else:
+            result.append(x)
+    return result
+
+
+def trial_inputs(own_inputs: InputSource, distribution: str, seed: int) -> list:
+    own = own_inputs(seed)
+    return own if distribution == "own" else synthesize(own, distribution, seed)
+
+
+def plan_trials(count: int, seed: int) -> list[TrialSpec]:
+    """`count` trials cycling own/normal/heavy; the last rewrites trial 0's tensors."""
+    plan = [TrialSpec(i, DISTRIBUTIONS[i % len(DISTRIBUTIONS)], seed + 101 * (i + 1))
+            for i in range(count)]
+    if count >= 2:
+        plan[-1].reuse = True
+    return plan
+
+
+def alt_size(n: int) -> int:
+    """Another size for a leading dimension: odd-ish and not a multiple of the first."""
+    return n // 2 + 1 if n >= 3 else n + 1
+
+
+def alt_shape_variants(own: list) -> list[list[tuple]]:
+    """Input shapes to try, leading dimension changed: batch-like tensors, then the first."""
+    tensors = [i for i, x in enumerate(own) if isinstance(x, torch.Tensor) and x.dim() >= 1]
+    if not tensors:
+        return []
+    lead = own[tensors[0]].shape[0]
+    new = alt_size(lead)
+    variants = []
+    for chosen in ([i for i in tensors if own[i].shape[0] == lead], tensors[:1]):
+        shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else () for x in own]
+        for i in chosen:
+            shapes[i] = (new, *shapes[i][1:])
+        if shapes not in variants:
+            variants.append(shapes)
+    return variants
+
+
+# --- outputs ----------------------------------------------------------------
+
+
+def flatten(out: Any) -> list:
+    if isinstance(out, (tuple, list)):
+        return [leaf for item in out for leaf in flatten(item)]
+    if isinstance(out, dict):
+        return [leaf for key in sorted(out) for leaf in flatten(out[key])]
+    return [out]
+
+
+def storage_ptr(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
+def poison_tensor(t: torch.Tensor) -> None:
+    """Overwrite a tensor we are done with, so that no one can return its values."""
+    with torch.no_grad():
+        if t.is_floating_point() or t.is_complex():
+            t.fill_(float("nan"))
+        elif t.dtype == torch.bool:
+            t.logical_not_()
+        else:
+            t.fill_(torch.iinfo(t.dtype).min if t.dtype != torch.uint8 else 255)
+
+
+@dataclass
+class LeafStats:
+    max_abs_err: float = 0.0
+    max_ref: float = 0.0
+
+
+def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str) -> LeafStats:
+    """Check one candidate output against one reference output; raises Rejected."""
+    if not isinstance(r, torch.Tensor):
+        if isinstance(c, torch.Tensor) and c.numel() == 1:
+            c = c.item()
+        if isinstance(r, float) and isinstance(c, (int, float)):
+            if abs(c - r) <= 1e-4 + 1e-4 * abs(r):
+                return LeafStats(abs(c - r), abs(r))
+        elif c == r:
+            return LeafStats()
+        raise Rejected("mismatch", f"{where}: {c!r} != {r!r}")
+    if not isinstance(c, torch.Tensor):
+        raise Rejected("structure", f"{where}: expected a tensor, got {type(c).__name__}")
+    c = c.detach()
+    if c.device.type != "cpu":
+        c = c.cpu()
+    if tuple(c.shape) != tuple(r.shape):
+        raise Rejected("shape", f"{where}: shape {list(c.shape)}, expected {list(r.shape)}")
+    if c.dtype != r.dtype:
+        raise Rejected("dtype", f"{where}: dtype {c.dtype}, expected {r.dtype}")
+    if r.is_complex():
+        c, r = torch.view_as_real(c), torch.view_as_real(r)
+    cf, rf = c.reshape(-1), r.reshape(-1)
+    n = rf.numel()
+    if not r.is_floating_point():
+        wrong = int((cf != rf).sum())
+        if wrong:
+            first = int((cf != rf).nonzero()[0])
+            raise Rejected("mismatch", f"{where}: {wrong} of {n} elements differ (first at "
+                           f"flat index {first}: {cf[first].item()} vs {rf[first].item()})")
+        return LeafStats()
+    atol, rtol = tol.for_dtype(r.dtype)
+    work = torch.float64 if r.dtype == torch.float64 else torch.float32
+    stats = LeafStats()
+    max_cand = 0.0
+    nan_count = bad_count = 0
+    first_nan = first_bad = -1
+    for start in range(0, n, CHUNK):
+        cc = cf[start:start + CHUNK].to(work)
+        rr = rf[start:start + CHUNK].to(work)
+        r_finite, c_finite = torch.isfinite(rr), torch.isfinite(cc)
+        lost = r_finite & ~c_finite
+        same_nonfinite = (cc == rr) | (torch.isnan(cc) & torch.isnan(rr))
+        both = r_finite & c_finite
+        err = torch.where(both, (cc - rr).abs(), torch.zeros((), dtype=work))
+        bound = atol + rtol * torch.where(r_finite, rr.abs(), torch.zeros((), dtype=work))
+        bad = (both & (err > bound)) | (~r_finite & ~same_nonfinite)
+        if lost.any():
+            nan_count += int(lost.sum())
+            if first_nan < 0:
+                first_nan = start + int(lost.nonzero()[0])
+        if bad.any():
+            bad_count += int(bad.sum())
+            if first_bad < 0:
+                first_bad = start + int(bad.nonzero()[0])
+        if both.any():
+            stats.max_abs_err = max(stats.max_abs_err, float(err.max()))
+            stats.max_ref = max(stats.max_ref, float(rr[r_finite].abs().max()))
+            max_cand = max(max_cand, float(cc[both].abs().max()))
+    if nan_count:
+        raise Rejected("nan/poison", f"{where}: {nan_count} of {n} elements are NaN/Inf where "
+                       f"the reference is finite (first at flat index {first_nan})")
+    if bad_count:
+        raise Rejected("mismatch", f"{where}: {bad_count} of {n} elements outside "
+                       f"atol={atol:g} rtol={rtol:g}, max |diff| {stats.max_abs_err:.3g} "
+                       f"(first at flat index {first_bad}: {cf[first_bad].item():.6g} vs "
+                       f"{rf[first_bad].item():.6g})")
+    near_zero = 0 < stats.max_ref <= NEAR_ZERO_FACTOR * atol
+    if near_zero and stats.max_abs_err > SIGNAL_FRACTION * stats.max_ref:
+        if max_cand <= SIGNAL_FRACTION * stats.max_ref:
+            raise Rejected("degenerate-zero", f"{where}: the reference is near zero "
+                           f"(max |ref| {stats.max_ref:.3g}) and the candidate returns ~0")
+        raise Rejected("mismatch", f"{where}: near-zero reference (max |ref| "
+                       f"{stats.max_ref:.3g}) matched only to {stats.max_abs_err:.3g}")
+    return stats
+
+
+def compare(cand_out: Any, ref_leaves: list, tol: Tolerance) -> list[LeafStats]:
+    cand_leaves = flatten(cand_out)
+    if len(cand_leaves) != len(ref_leaves):
+        raise Rejected("structure", f"{len(cand_leaves)} outputs, expected {len(ref_leaves)}")
+    return [compare_leaf(c, r, tol, f"output {k}" if len(ref_leaves) > 1 else "output")
+            for k, (c, r) in enumerate(zip(cand_leaves, ref_leaves))]
+
+
+# --- the reference, and what guards it --------------------------------------
+
+
+class Reference:
+    """A private copy of the model; its outputs come back on the CPU as flat leaves."""
+
+    def __init__(self, model: torch.nn.Module, device: str = "cpu") -> None:
+        try:
+            self.model = copy.deepcopy(model)
+        except Exception:  # noqa: BLE001 - an uncopyable model is still usable as it is
+            self.model, device = model, "cpu"  # but must not be moved under the candidate
+        self.device = torch.device(device)
+        self.model.to(self.device).eval()
+        self.protected = {storage_ptr(t) for t in self._owned_tensors()}
+
+    def _owned_tensors(self) -> list[torch.Tensor]:
+        owned = list(self.model.parameters()) + list(self.model.buffers())
+        for module in self.model.modules():
+            owned += [v for v in vars(module).values() if isinstance(v, torch.Tensor)]
+        return owned
+
+    def __call__(self, inputs: list) -> list:
+        args = [x.detach().clone().to(self.device) if isinstance(x, torch.Tensor)
+                else copy.deepcopy(x) for x in inputs]
+        with torch.no_grad():
+            leaves = flatten(self.model(*args))
+        if self.device.type == "cpu":
+            return leaves
+        on_cpu = [x.cpu() if isinstance(x, torch.Tensor) else x for x in leaves]
+        self.release(leaves)
+        return on_cpu
+
+    def release(self, leaves: list) -> None:
+        """Poison outputs once compared (never the model's own tensors)."""
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor) and storage_ptr(leaf) not in self.protected:
+                poison_tensor(leaf)
+
+
+class TamperGuard:
+    """Remembers PyTorch's functions and the model's classes, to notice changes."""
+
+    NAMESPACES: ClassVar[dict[str, Any]] = {
+        "torch": torch,
+        "torch.nn.functional": torch.nn.functional,
+        "torch.Tensor": torch.Tensor,
+        "torch._C.TensorBase": torch._C.TensorBase,
+        "torch.nn.Module": torch.nn.Module,
+    }
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        # Importing dynamo wraps some of torch's functions (torch.manual_seed, ...); it
+        # happens lazily, e.g. on a tensor's first .numpy() under a dispatch mode, so do
+        # it now, before the snapshot, rather than take it for tampering later.
+        import torch._dynamo  # noqa: F401
+
+        self.model = model
+        self.before = self.snapshot()
+
+    def snapshot(self) -> dict[str, int]:
+        ids = {f"{prefix}.{name}": id(value)
+               for prefix, namespace in self.NAMESPACES.items()
+               for name, value in list(vars(namespace).items()) if callable(value)}
+        for module in self.model.modules():
+            cls = type(module)
+            ids[f"{cls.__qualname__}.forward"] = id(cls.forward)
+        hooks = torch.nn.modules.module
+        for name in ("_global_forward_hooks", "_global_forward_pre_hooks"):
+            ids[f"global {name}"] = len(getattr(hooks, name, {}))
+        return ids
+
+    def changed(self) -> list[str]:
+        now = self.snapshot()
+        return sorted(k for k, v in self.before.items() if now.get(k, v) != v)
+
+    def check(self) -> None:
+        changed = self.changed()
+        if changed:
+            raise Rejected("tampered-reference", "changed: " + ", ".join(changed[:8]))
+
+
+class TorchOpRecorder(TorchDispatchMode):
+    """Records every ATen op that runs; `compute_ops` are those that are not data movement."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name.split("::")[-1]
+        self.counts[name] = self.counts.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+    def compute_ops(self) -> dict[str, int]:
+        return {k: v for k, v in self.counts.items() if k not in ALLOWED_TORCH_OPS}
+
+
+def accepts_poison(fn: Callable) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "poison" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def short_exception(exc: BaseException) -> str:
+    lines = traceback.format_exception_only(type(exc), exc)
+    text = "".join(lines).strip()
+    return text if len(text) <= 2000 else text[:2000] + " ..."
+
+
+# --- the verification ---------------------------------------------------------
+
+
+class Verifier:
+    """Runs the trials of one candidate against one reference; see the module docstring."""
+
+    def __init__(self, model: torch.nn.Module, own_inputs: InputSource, tol: Tolerance,
+                 check_torch_calls: bool, reference_device: str) -> None:
+        self.model = model
+        self.own_inputs = own_inputs
+        self.tol = tol
+        self.check_torch_calls = check_torch_calls
+        self.reference = Reference(model, reference_device)
+        self.guard = TamperGuard(model)
+
+    def reference_ok(self, inputs: list, finite: bool = True) -> list | None:
+        """The reference's outputs for `inputs`, or None when it cannot run on them
+        (or, with `finite`, gives NaN/Inf on them)."""
+        try:
+            leaves = self.reference(inputs)
+        except Exception:  # noqa: BLE001 - this distribution or shape is not allowed
+            return None
+        if not finite:
+            return leaves
+        for leaf in leaves:
+            inexact = isinstance(leaf, torch.Tensor) and (
+                leaf.is_floating_point() or leaf.is_complex())
+            if inexact and not bool(torch.isfinite(leaf).all()):
+                self.reference.release(leaves)
+                return None
+        return leaves
+
+    def call(self, candidate: Candidate, inputs: list) -> Any:
+        kwargs = {"poison": True} if accepts_poison(candidate) else {}
+        recorder = TorchOpRecorder() if self.check_torch_calls else nullcontext()
+        try:
+            with torch.no_grad(), recorder:
+                out = candidate(*inputs, **kwargs)
+        except Rejected:
+            raise
+        except Exception as exc:  # any failure of the candidate is its own
+            raise Rejected("runtime", short_exception(exc)) from exc
+        self.guard.check()
+        if self.check_torch_calls:
+            ops = recorder.compute_ops()
+            if ops:
+                listed = ", ".join(f"aten::{k} x{v}" for k, v in sorted(ops.items()))
+                raise Rejected("calls-pytorch", f"PyTorch computed: {listed}")
+        return out
+
+    def check(self, candidate: Candidate, inputs: list,
+              values: list | None = None) -> list[LeafStats]:
+        """One trial: the candidate first, then the reference on a copy of the same values.
+
+        `values`, when given, are what the inputs held when the harness last set
+        them (a candidate that overwrote its inputs is judged against those).
+        """
+        ref_args = clone_inputs(values if values is not None else inputs)
+        out = self.call(candidate, inputs)
+        ref_leaves = self.reference(ref_args)
+        try:
+            return compare(out, ref_leaves, self.tol)
+        finally:
+            self.reference.release(ref_leaves)
+
+
+def constant_extent(per_trial: list[list[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """Per output leaf, (min, max) over every trial."""
+    extent = list(per_trial[0])
+    for leaves in per_trial[1:]:
+        extent = [(min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(extent, leaves)]
+    return extent
+
+
+def leaf_range(leaf: Any) -> tuple[float, float]:
+    if not isinstance(leaf, torch.Tensor):
+        value = float(leaf) if isinstance(leaf, (int, float, bool)) else 0.0
+        return value, value
+    values = leaf.detach().reshape(-1)
+    if values.is_complex():
+        values = torch.view_as_real(values).reshape(-1)
+    values = values.double() if values.dtype == torch.float64 else values.float()
+    values = values[torch.isfinite(values)]
+    if values.numel() == 0:
+        return 0.0, 0.0
+    lo, hi = torch.aminmax(values)
+    return float(lo), float(hi)
+
+
+def is_constant(extent: tuple[float, float], atol: float, rtol: float) -> bool:
+    lo, hi = extent
+    return hi - lo <= atol + rtol * max(abs(lo), abs(hi))
+
+
+def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
+           trials: int = 5, loose: bool = False, seed: int = 0, alt_shape: bool = True,
+           check_torch_calls: bool = True, reference_device: str = "cpu") -> Verification:
+    """Make a candidate with `make` and verify it against `model`; see the module docstring.
+
+    `own_inputs(seed)` returns the problem's own inputs drawn with `seed`; it must
+    work (the caller has run the reference on it once). Exceptions from the
+    factory or the candidate become rejections, never escape.
+    """
+    tol = Tolerance(loose)
+    verdict = Verdict(precision=tol.label)
+    verifier = Verifier(model, own_inputs, tol, check_torch_calls, reference_device)
+
+    # Plan the trials, and run the reference on each first: drop distributions the
+    # problem does not allow, and find out whether its output is degenerate.
+    plan = plan_trials(max(1, trials), seed)
+    inputs_of: list[list] = []
+    ranges: list[list[tuple[float, float]]] = []
+    ref_dtypes: list[torch.dtype | None] = []
+    for spec in plan:
+        inputs = trial_inputs(own_inputs, spec.distribution, spec.seed)
+        leaves = verifier.reference_ok(inputs)
+        if leaves is None and spec.distribution != "own":
+            spec.distribution = "own"
+            inputs = trial_inputs(own_inputs, "own", spec.seed)
+            leaves = verifier.reference_ok(inputs)
+        if leaves is None:  # NaN/Inf on the problem's own inputs: then they must match
+            leaves = verifier.reference_ok(inputs, finite=False)
+        if leaves is None:
+            raise RuntimeError(f"the reference fails on its own inputs (seed {spec.seed})")
+        ranges.append([leaf_range(leaf) for leaf in leaves])
+        ref_dtypes = [leaf.dtype if isinstance(leaf, torch.Tensor) else None for leaf in leaves]
+        verifier.reference.release(leaves)
+        inputs_of.append(inputs)
+
+    verdict.degenerate = classify_degenerate(verifier, plan, inputs_of, ranges, ref_dtypes,
+                                             tol, seed)
+
+    example = own_inputs(seed + EXAMPLE_SEED_OFFSET)
+    candidate = build(make, model, example, verdict, verifier)
+    if candidate is None:
+        return Verification(verdict, None, example)
+
+    try:
+        run_trials(verifier, candidate, plan, inputs_of, verdict)
+        if alt_shape:
+            run_alt_shape(verifier, make, model, own_inputs, seed, verdict)
+        if verdict.degenerate in ("zero", "constant"):
+            kind = verdict.degenerate
+            raise Rejected(f"degenerate-{kind}", f"the reference output is {kind} on every "
+                           "input tried, so a kernel that does nothing would pass")
+    except Rejected as rejection:
+        reason, detail = rejection.reason, rejection.detail
+        if verdict.degenerate in ("zero", "constant") and reason in ("mismatch", "stale-on-reuse"):
+            reason = f"degenerate-{verdict.degenerate}"
+            detail = f"the reference output is {verdict.degenerate} on every input tried; {detail}"
+        verdict.reason, verdict.detail = reason, detail
+        return Verification(verdict, candidate, example)
+    verdict.correct = True
+    return Verification(verdict, candidate, example)
+
+
+def classify_degenerate(verifier: Verifier, plan: list[TrialSpec], inputs_of: list[list],
+                        ranges: list[list[tuple[float, float]]],
+                        dtypes: list[torch.dtype | None], tol: Tolerance, seed: int) -> str | None:
+    """None, "near-zero", "constant" or "zero"; may add a probe trial that breaks constancy."""
+    def tolerances(k: int) -> tuple[float, float]:
+        return tol.for_dtype(dtypes[k]) if dtypes[k] is not None else (0.0, 0.0)
+
+    def all_constant(extent: list[tuple[float, float]]) -> bool:
+        return all(is_constant(e, *tolerances(k)) for k, e in enumerate(extent))
+
+    extent = constant_extent(ranges)
+    if all_constant(extent):
+        for probe in PROBE_DISTRIBUTIONS:
+            probe_seed = seed + 31337 + len(plan)
+            inputs = trial_inputs(verifier.own_inputs, probe, probe_seed)
+            leaves = verifier.reference_ok(inputs)
+            if leaves is None:
+                continue
+            probe_ranges = [leaf_range(leaf) for leaf in leaves]
+            verifier.reference.release(leaves)
+            if not all_constant(constant_extent(ranges + [probe_ranges])):
+                plan.append(TrialSpec(len(plan), probe, probe_seed))
+                inputs_of.append(inputs)
+                ranges.append(probe_ranges)
+                break
+        else:
+            biggest = max(max(abs(lo), abs(hi)) for lo, hi in extent)
+            atol = max(tolerances(k)[0] for k in range(len(extent)))
+            return "zero" if biggest <= NEAR_ZERO_FACTOR * atol else "constant"
+    near = all(max(abs(lo), abs(hi)) <= NEAR_ZERO_FACTOR * tolerances(k)[0]
+               for k, (lo, hi) in enumerate(constant_extent(ranges)))
+    return "near-zero" if near else None
+
+
+def build(make: Factory, model: torch.nn.Module, example: list, verdict: Verdict,
+          verifier: Verifier) -> Candidate | None:
+    start = time.perf_counter()
+    try:
+        candidate = make(model, clone_inputs(example))
+    except Exception as exc:  # noqa: BLE001 - CompileError or anything else
+        verdict.compile_s = time.perf_counter() - start
+        verdict.reason, verdict.detail = "compile", short_exception(exc)
+        return None
+    verdict.compile_s = time.perf_counter() - start
+    verdict.compiled = True
+    changed = verifier.guard.changed()
+    if changed:
+        verdict.reason = "tampered-reference"
+        verdict.detail = "changed while making the candidate: " + ", ".join(changed[:8])
+        return None
+    return candidate
+
+
+def run_trials(verifier: Verifier, candidate: Candidate, plan: list[TrialSpec],
+               inputs_of: list[list], verdict: Verdict) -> None:
+    first_inputs = inputs_of[0]
+    for spec, inputs in zip(plan, inputs_of):
+        record = {"index": spec.index, "distribution": spec.distribution, "seed": spec.seed,
+                  "reuse": spec.reuse, "inputs": describe_inputs(inputs)}
+        verdict.trials.append(record)
+        if spec.reuse:
+            for target, value in zip(first_inputs, inputs):
+                if isinstance(target, torch.Tensor):
+                    target.copy_(value)
+            inputs = first_inputs
+        values = clone_inputs(inputs) if spec.reuse else None
+        try:
+            stats = verifier.check(candidate, inputs)
+        except Rejected as rejection:
+            record["failed"] = rejection.reason
+            if spec.reuse and rejection.reason in ("mismatch", "nan/poison"):
+                raise Rejected("stale-on-reuse", "new values written into the same input "
+                               f"tensors, output did not follow ({rejection.detail})") from None
+            where = f"trial {spec.index} ({spec.distribution})"
+            raise Rejected(rejection.reason, f"{where}: {rejection.detail}") from None
+        record["max_abs_err"] = max((s.max_abs_err for s in stats), default=0.0)
+        record["max_abs_ref"] = max((s.max_ref for s in stats), default=0.0)
+        if spec.reuse:
+            try:
+                verifier.check(candidate, inputs, values)
+            except Rejected as rejection:
+                record["failed"] = "not-deterministic-on-reuse"
+                if rejection.reason in ("mismatch", "nan/poison", "shape", "dtype", "structure"):
+                    raise Rejected("not-deterministic-on-reuse", "a second call on the same "
+                                   f"inputs gave another answer ({rejection.detail})") from None
+                raise
+
+
+def run_alt_shape(verifier: Verifier, make: Factory, model: torch.nn.Module,
+                  own_inputs: InputSource, seed: int, verdict: Verdict) -> None:
+    """Verify a candidate made for another leading dimension, where the problem allows."""
+    own = own_inputs(seed + 55)
+    for shapes in alt_shape_variants(own):
+        example = synthesize(own, "normal", seed + 56, shapes)
+        probe = verifier.reference_ok(example)
+        if probe is None:
+            continue
+        verifier.reference.release(probe)
+        check_inputs = synthesize(own_inputs(seed + 57), "normal", seed + 58, shapes)
+        verdict.alt_shape = describe_inputs(check_inputs)
+        try:
+            candidate = make(model, clone_inputs(example))
+        except Exception as exc:  # noqa: BLE001
+            raise Rejected("alt-shape-failed", f"at {verdict.alt_shape} the factory failed: "
+                           f"{short_exception(exc)}") from None
+        try:
+            verifier.check(candidate, check_inputs)
+        except Rejected as rejection:
+            if rejection.reason in ("calls-pytorch", "tampered-reference"):
+                raise
+            raise Rejected("alt-shape-failed", f"at {verdict.alt_shape}: {rejection.reason}: "
+                           f"{rejection.detail}") from None
+        return
+    verdict.alt_shape = "not applicable (the reference accepts no other leading dimension)"

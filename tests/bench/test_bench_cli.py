@@ -1,0 +1,63 @@
+"""The command line around the harness: subcommands, filters, default size, progress."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelwright import cli
+from kernelwright.bench import command
+from kernelwright.bench.problems import Problem
+from kernelwright.bench.progress import Progress
+
+
+def test_bench_is_a_subcommand_and_others_can_join() -> None:
+    parser = cli.build_parser()
+    args = parser.parse_args(["bench", "some/suite", "--size", "full", "--loose", "--resume",
+                              "--compile-ref", "--trials", "7", "--level", "2", "--only", "conv"])
+    assert args.handler is command.run
+    assert (args.suite, args.size, args.trials, args.level) == (Path("some/suite"), "full", 7, [2])
+    assert args.loose and args.resume and args.compile_ref and args.out == Path("out/bench")
+    assert cli.main([]) == 2
+
+
+def test_filters() -> None:
+    found = [Problem("level1/1_relu", Path("a"), 1), Problem("level2/3_conv_relu", Path("b"), 2),
+             Problem("level2/4_linear", Path("c"), 2)]
+    assert [p.name for p in command.select(found, "conv", None)] == ["level2/3_conv_relu"]
+    assert [p.name for p in command.select(found, "*relu", None)] == [
+        "level1/1_relu", "level2/3_conv_relu"]
+    assert [p.name for p in command.select(found, None, [2])] == [
+        "level2/3_conv_relu", "level2/4_linear"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the default without CUDA")
+def test_default_size_without_cuda_is_small() -> None:
+    assert command.default_size()[0] == "small"
+
+
+def test_bundled_suite_is_the_default() -> None:
+    assert command.bundled_suite().name == "suite"
+    assert command.bundled_suite().parent.name == "kernelwright"
+
+
+def test_progress_lines() -> None:
+    stream = io.StringIO()
+    progress = Progress(2, stream, live=True)
+    progress.start(1, "level1/relu")
+    progress.tick(3.0, force=True)
+    progress.finish(1, {"name": "level1/relu", "correct": True, "speedup_eager": 1.5,
+                        "compile_s": 0.25, "flags": []})
+    progress.finish(2, {"name": "level1/bad", "correct": False, "reason": "mismatch",
+                        "error": "mismatch: trial 1 (normal): 3 of 64 elements", "flags": []})
+    text = stream.getvalue()
+    assert "level1/relu  3s" in text and "\r" in text
+    lines = text.split("\n")
+    assert "[1/2]" in lines[0] and "PASS" in lines[0] and "1.50x eager" in lines[0]
+    assert "[2/2]" in lines[1] and "FAIL" in lines[1] and "mismatch: trial 1" in lines[1]
+    quiet = io.StringIO()
+    Progress(1, quiet, live=False).start(1, "x")
+    assert quiet.getvalue() == ""

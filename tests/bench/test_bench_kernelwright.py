@@ -1,0 +1,36 @@
+"""`kernelwright bench --size small` end to end with the real compiler, on whatever
+wgpu adapter is here (the software Vulkan driver in CI)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import bench_suite as s
+import pytest
+
+import kernelwright
+from kernelwright import cli
+
+pytestmark = pytest.mark.skipif(not hasattr(kernelwright, "compile"),
+                                reason="kernelwright.compile does not exist yet")
+
+
+def test_bench_small_with_the_compiler(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    suite = s.write_suite(tmp_path / "suite", {"level2/1_linear_relu.py": s.LINEAR})
+    out = tmp_path / "out"
+    code = cli.main(["bench", str(suite), "--size", "small", "--out", str(out),
+                     "--trials", "3", "--timeout", "240"])
+    assert code == 0
+    document = json.loads((out / "results.json").read_text())
+    for problem in document["problems"]:
+        assert problem["correct"], problem["error"]
+        assert problem["compile_s"] > 0 and problem["time_ms"] > 0
+        assert problem["speedup_eager"] > 0
+        assert problem["time"]["source"] in ("gpu-timestamps", "wall-clock")
+        assert problem["alt_shape"] and "not applicable" not in problem["alt_shape"]
+    assert not document["device"].startswith(("none", "unknown")), document["device"]
+    assert document["summary"]["overall"]["correct"] == 1
+    assert (out / "results.sqlite").exists() and (out / "report.html").exists()
+    table = capsys.readouterr().out
+    assert "overall" in table and "geomean" in table

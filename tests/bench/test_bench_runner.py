@@ -1,0 +1,150 @@
+"""The runner and `kernelwright bench` end to end, with numpy candidates: isolation
+(a crash, a hang, a memory hog cost one problem each), SQLite, --resume, the files
+written under --out, and the report as Chromium renders it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import bench_suite as s
+import pytest
+from bench_browser import dump_dom, needs_chromium
+
+from kernelwright import cli
+from kernelwright.bench import problems, runner
+
+FIELDS = ("name", "level", "compiled", "correct", "error", "compile_s", "time_ms",
+          "ref_eager_ms", "speedup_eager")
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `kernelwright bench` run over a suite with good, crashing and broken problems."""
+    root = tmp_path_factory.mktemp("bench")
+    suite = s.write_suite(root / "suite", {
+        "level1/1_relu.py": s.RELU,
+        "level1/2_segfault.py": s.SEGFAULT,
+        "level2/1_missing_get_inputs.py": s.MISSING_GET_INPUTS,
+    })
+    out = root / "out"
+    code = cli.main(["bench", str(suite), "--out", str(out), "--trials", "3",
+                     "--candidate", s.CANDIDATES, "--timeout", "120"])
+    return {"code": code, "out": out, "suite": suite,
+            "json": json.loads((out / "results.json").read_text())}
+
+
+def by_name(document: dict) -> dict[str, dict]:
+    return {p["name"]: p for p in document["problems"]}
+
+
+def test_the_run_goes_on_past_crashes_and_broken_files(bench_run: dict) -> None:
+    assert bench_run["code"] == 0
+    results = by_name(bench_run["json"])
+    assert list(results) == ["level1/1_relu", "level1/2_segfault",
+                             "level2/1_missing_get_inputs"]
+    assert results["level1/1_relu"]["correct"], results["level1/1_relu"]["error"]
+    segfault = results["level1/2_segfault"]
+    assert segfault["reason"] == "crash" and "SIGSEGV" in segfault["error"]
+    assert segfault["stage"] == "compile" and segfault["loaded"]
+    missing = results["level2/1_missing_get_inputs"]
+    assert missing["reason"] == "load" and "missing get_inputs" in missing["error"]
+
+
+def test_results_json_has_every_field_and_the_summary(bench_run: dict) -> None:
+    document = bench_run["json"]
+    for problem in document["problems"]:
+        assert all(field in problem for field in FIELDS)
+    relu = by_name(document)["level1/1_relu"]
+    assert relu["level"] == 1 and relu["compiled"] and relu["error"] is None
+    assert relu["time_ms"] > 0 and relu["ref_eager_ms"] > 0
+    assert relu["speedup_eager"] == pytest.approx(relu["ref_eager_ms"] / relu["time_ms"])
+    assert relu["time"]["source"] == "wall-clock" and relu["ref_eager"]["source"] == "cpu"
+    assert relu["ref_compile_ms"] is None and relu["speedup_compile"] is None
+    assert relu["size"] == "small"  # no CUDA here: small sizes by default
+    assert len(relu["trials"]) == 3
+    assert document["precision"] == "strict"
+    assert "device" in document and "reference" in document
+    overall = document["summary"]["overall"]
+    assert (overall["problems"], overall["loaded"], overall["compiled"], overall["correct"]) == (
+        3, 2, 1, 1)
+    assert set(document["summary"]["levels"]) == {"1", "2"}
+
+
+def test_sqlite_has_a_row_per_problem(bench_run: dict) -> None:
+    db = sqlite3.connect(bench_run["out"] / "results.sqlite")
+    rows = db.execute("SELECT name, correct, reason, result FROM results ORDER BY rowid").fetchall()
+    db.close()
+    assert [r[0] for r in rows] == [p["name"] for p in bench_run["json"]["problems"]]
+    assert [r[1] for r in rows] == [1, 0, 0]
+    assert json.loads(rows[0][3])["name"] == "level1/1_relu"
+
+
+@needs_chromium
+def test_report_opens_in_headless_chromium(bench_run: dict) -> None:
+    dom = dump_dom(bench_run["out"] / "report.html")
+    assert 'id="summary"' in dom and 'id="plot-speedup-eager"' in dom
+    assert "level1/2_segfault" in dom and "SIGSEGV" in dom
+
+
+def test_resume_runs_only_what_is_missing(bench_run: dict, capsys: pytest.CaptureFixture) -> None:
+    out = bench_run["out"]
+    db = sqlite3.connect(out / "results.sqlite")
+    db.execute("DELETE FROM results WHERE name = 'level2/1_missing_get_inputs'")
+    db.commit()
+    db.close()
+    before = by_name(bench_run["json"])
+    code = cli.main(["bench", str(bench_run["suite"]), "--out", str(out), "--trials", "3",
+                     "--candidate", s.CANDIDATES, "--resume"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert err.count("(resumed)") == 2
+    after = by_name(json.loads((out / "results.json").read_text()))
+    assert list(after) == list(before)
+    relu = "level1/1_relu"
+    assert after[relu]["time_ms"] == before[relu]["time_ms"]  # reused, not re-measured
+    assert after["level2/1_missing_get_inputs"]["reason"] == "load"
+
+
+def test_other_settings_are_not_resumed(tmp_path: Path) -> None:
+    store = runner.ResultStore(tmp_path / "results.sqlite")
+    strict, loose = runner.BenchSettings(), runner.BenchSettings(loose=True)
+    assert strict.key() != loose.key()
+    assert strict.key() == runner.BenchSettings(timeout_s=5).key()  # limits do not count
+    store.put({"name": "p", "correct": True}, strict.key())
+    assert store.get("p", strict.key()) == {"name": "p", "correct": True}
+    assert store.get("p", loose.key()) is None
+    store.close()
+
+
+def worker_for(tmp_path: Path, text: str) -> runner.WorkerConfig:
+    suite = s.write_suite(tmp_path / "suite", {"p.py": text})
+    problem = problems.discover(suite)[0]
+    return runner.BenchSettings(candidate=s.CANDIDATES, trials=2).worker_config(problem)
+
+
+def test_a_hang_is_killed_by_the_timeout(tmp_path: Path) -> None:
+    result = runner.run_worker(worker_for(tmp_path, s.HANG), tmp_path / "work",
+                               timeout_s=2.0, max_rss_gb=16)
+    assert result["reason"] == "timeout" and not result["correct"]
+    assert "killed after 2 s" in result["error"]
+    assert result["wall_s"] < 10
+
+
+def test_an_exit_without_a_result_is_a_crash(tmp_path: Path) -> None:
+    result = runner.run_worker(worker_for(tmp_path, s.EXIT), tmp_path / "work",
+                               timeout_s=60, max_rss_gb=16)
+    assert result["reason"] == "crash" and "exit code 3" in result["error"]
+
+
+def test_a_memory_hog_is_killed_by_the_rss_limit(tmp_path: Path) -> None:
+    result = runner.run_worker(worker_for(tmp_path, s.RELU), tmp_path / "work",
+                               timeout_s=60, max_rss_gb=0.03)
+    assert result["reason"] == "memory" and "over the limit" in result["error"]
+
+
+def test_no_problems_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["bench", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
+    assert cli.main(["bench", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2

@@ -1,0 +1,127 @@
+"""verify.py's parts: tolerances, input distributions, comparisons, the guards."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kernelwright.bench import verify as v
+
+
+def test_tolerances_by_dtype_and_mode() -> None:
+    strict, loose = v.Tolerance(), v.Tolerance(loose=True)
+    assert strict.for_dtype(torch.float32) == (1e-4, 1e-4)
+    assert loose.for_dtype(torch.float32) == (1e-2, 1e-2)
+    assert strict.for_dtype(torch.float16) == strict.for_dtype(torch.bfloat16) == (1e-2, 1e-2)
+    assert strict.for_dtype(torch.int64) == (0.0, 0.0)
+    assert (strict.label, loose.label) == ("strict", "loose(1e-2)")
+
+
+@pytest.mark.parametrize("distribution", ["normal", "heavy", "normal*100"])
+def test_other_distributions_keep_the_inputs_range(distribution: str) -> None:
+    torch.manual_seed(0)
+    own = [torch.rand(64, 64), torch.rand(64, 64) * 5 + 0.5, torch.randn(64, 64),
+           torch.randint(0, 10, (7,)), torch.ones(3), 2.5]
+    unit, positive, signed, ints, ones, scalar = v.synthesize(own, distribution, seed=1)
+    assert 0 <= float(unit.min()) and float(unit.max()) <= 1
+    assert abs(float(unit.mean()) - 0.5) > 0.05  # not centred: E[x] = 0.5 shortcuts fail
+    assert float(positive.min()) >= 0.5
+    assert float(signed.min()) < 0 < float(signed.max())
+    assert ints is own[3] and torch.equal(ones, own[4]) and scalar == 2.5
+    assert not torch.equal(signed, own[2])
+    assert all(x.dtype == torch.float32 for x in (unit, positive, signed))
+
+
+def test_heavy_tails_are_heavier_than_normal() -> None:
+    own = [torch.randn(256, 256)]
+    normal = v.synthesize(own, "normal", 3)[0]
+    heavy = v.synthesize(own, "heavy", 3)[0]
+    assert float(heavy.abs().max()) > 2 * float(normal.abs().max())
+    assert float(heavy.abs().max()) <= v.HEAVY_TAIL_CLIP * float(own[0].std()) * 1.01
+
+
+def test_trial_plan_cycles_distributions_and_ends_with_reuse() -> None:
+    plan = v.plan_trials(5, seed=0)
+    assert [t.distribution for t in plan] == ["own", "normal", "heavy", "own", "normal"]
+    assert [t.reuse for t in plan] == [False] * 4 + [True]
+    assert len({t.seed for t in plan}) == 5
+
+
+def test_alt_shape_variants() -> None:
+    a, b = torch.zeros(16, 8), torch.zeros(8, 3)
+    assert v.alt_shape_variants([a, b]) == [[(9, 8), (8, 3)]]
+    x, y = torch.zeros(4, 5), torch.zeros(4, 5)
+    assert v.alt_shape_variants([x, y, 3]) == [[(3, 5), (3, 5), ()], [(3, 5), (4, 5), ()]]
+    assert v.alt_shape_variants([2.0]) == []
+    shapes = v.alt_shape_variants([a, b])[0]
+    redrawn = v.synthesize([torch.randn(16, 8), torch.randint(0, 4, (8, 3))], "normal", 0, shapes)
+    assert redrawn[0].shape == (9, 8) and redrawn[1].dtype == torch.int64
+
+
+def test_compare_checks_every_element() -> None:
+    tol = v.Tolerance()
+    ref = torch.linspace(-1, 1, 1000)
+    v.compare(ref + 5e-5, [ref], tol)
+    with pytest.raises(v.Rejected) as bad:
+        v.compare(torch.cat([ref[:-1], ref[-1:] + 1e-3]), [ref], tol)
+    assert bad.value.reason == "mismatch" and "1 of 1000" in bad.value.detail
+    poisoned = ref.clone()
+    poisoned[500] = float("nan")
+    with pytest.raises(v.Rejected, match="nan/poison"):
+        v.compare(poisoned, [ref], tol)
+    with pytest.raises(v.Rejected, match="shape"):
+        v.compare(ref[:-1], [ref], tol)
+    with pytest.raises(v.Rejected, match="dtype"):
+        v.compare(ref.double(), [ref], tol)
+    with pytest.raises(v.Rejected, match="structure"):
+        v.compare((ref, ref), [ref], tol)
+    with pytest.raises(v.Rejected, match="structure"):
+        v.compare(ref.numpy(), [ref], tol)
+
+
+def test_compare_non_finite_reference_and_integers() -> None:
+    tol = v.Tolerance()
+    ref = torch.tensor([1.0, float("inf"), float("nan")])
+    v.compare(ref.clone(), [ref], tol)
+    with pytest.raises(v.Rejected, match="mismatch"):
+        v.compare(torch.tensor([1.0, 0.0, float("nan")]), [ref], tol)
+    ints = torch.arange(10)
+    v.compare(ints.clone(), [ints], tol)
+    with pytest.raises(v.Rejected, match="mismatch"):
+        v.compare(ints + (ints == 9), [ints], tol)
+
+
+def test_reference_outputs_are_poisoned_but_never_the_models_own_tensors() -> None:
+    class ReturnsWeight(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(3))
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x * 2, self.weight
+
+    reference = v.Reference(ReturnsWeight())
+    doubled, weight = reference([torch.ones(3)])
+    reference.release([doubled, weight])
+    assert torch.isnan(doubled).all()
+    assert torch.equal(weight, torch.ones(3))
+    assert torch.equal(reference([torch.ones(3)])[0], torch.full((3,), 2.0))
+
+
+def test_op_recorder_allows_data_movement_only() -> None:
+    x = torch.randn(4, 4)
+    with v.TorchOpRecorder() as moving:
+        a = x.detach().clone().contiguous().to(torch.float64).numpy()
+        torch.from_numpy(np.ascontiguousarray(a)).view(16)
+        torch.empty(3)
+    assert moving.compute_ops() == {}
+    with v.TorchOpRecorder() as computing:
+        torch.relu(x @ x)
+    assert set(computing.compute_ops()) == {"mm", "relu"}
+
+
+def test_accepts_poison() -> None:
+    assert v.accepts_poison(lambda x, poison=False: x)
+    assert v.accepts_poison(lambda *a, **k: a)
+    assert not v.accepts_poison(lambda x: x)
