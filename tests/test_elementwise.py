@@ -66,3 +66,8 @@ def test_casts_from_int_input():
 def test_large_numel_uses_2d_grid():
     x = torch.randn(65536 * 4 + 3)  # more than 65535 workgroups of 4
     check(Fn(lambda x: x * 3 - 1), x)
+
+
+def test_several_elements_per_invocation_on_large_tensors():
+    x = torch.randn((1 << 20) + 5)  # past the size where each invocation takes 4 elements
+    check(Fn(lambda x: torch.nn.functional.gelu(x) + 1), x)

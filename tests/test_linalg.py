@@ -1,8 +1,7 @@
-"""Matmul family, convolution and pooling against PyTorch eager."""
+"""Matmul family against PyTorch eager (convolution and pooling: test_conv.py, test_pool.py)."""
 
 import pytest
 import torch
-import torch.nn.functional as F
 from conftest import Fn, check
 
 
@@ -28,33 +27,3 @@ def test_linear_bias_activation_is_one_kernel():
     m = torch.nn.Sequential(torch.nn.Linear(21, 35), torch.nn.GELU())
     compiled = check(m, torch.randn(6, 21))
     assert len(compiled.plan.kernels) == 1, compiled.plan.summary()
-
-
-@pytest.mark.parametrize("cfg", [
-    dict(cin=3, cout=5, k=3, stride=1, padding=0, dilation=1, groups=1, bias=True),
-    dict(cin=4, cout=6, k=3, stride=2, padding=1, dilation=1, groups=1, bias=False),
-    dict(cin=4, cout=4, k=3, stride=1, padding=2, dilation=2, groups=1, bias=True),
-    dict(cin=6, cout=4, k=(1, 3), stride=(1, 2), padding=(0, 1), dilation=1, groups=2, bias=True),
-    dict(cin=5, cout=5, k=3, stride=1, padding=1, dilation=1, groups=5, bias=True),
-    dict(cin=7, cout=3, k=1, stride=1, padding=0, dilation=1, groups=1, bias=True),
-])
-def test_conv2d(cfg):
-    conv = torch.nn.Conv2d(cfg["cin"], cfg["cout"], cfg["k"], stride=cfg["stride"],
-                           padding=cfg["padding"], dilation=cfg["dilation"], groups=cfg["groups"],
-                           bias=cfg["bias"])
-    check(conv, torch.randn(2, cfg["cin"], 11, 9))
-
-
-@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
-                                dict(kernel_size=3, stride=2, ceil_mode=True),
-                                dict(kernel_size=(2, 3), stride=1, dilation=2)])
-def test_max_pool(kw):
-    check(Fn(lambda x: F.max_pool2d(x, **kw)), torch.randn(2, 3, 11, 10))
-
-
-@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
-                                dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
-                                dict(kernel_size=3, stride=2, ceil_mode=True),
-                                dict(kernel_size=2, divisor_override=3)])
-def test_avg_pool(kw):
-    check(Fn(lambda x: F.avg_pool2d(x, **kw)), torch.randn(2, 3, 11, 10))

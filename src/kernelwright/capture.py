@@ -38,7 +38,19 @@ def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.Export
         ep = torch.export.export(module, tuple(example_inputs), strict=False)
     except Exception as e:
         raise CompileError(f"torch.export could not capture {type(module).__name__}: {e}") from e
-    return ep.run_decompositions()
+    return ep.run_decompositions(decomposition_table())
+
+
+# ATen ops kept whole through decomposition: the registry lowers each onto a template
+# of its own (SDPA: the fused attention kernel, ops/attention.py).
+KEEP_WHOLE = ("scaled_dot_product_attention",)
+
+
+def decomposition_table() -> dict:
+    table = torch.export.default_decompositions()
+    for name in KEEP_WHOLE:
+        table.pop(getattr(torch.ops.aten, name).default, None)
+    return table
 
 
 def to_device_array(t: torch.Tensor) -> np.ndarray:
@@ -55,9 +67,11 @@ def to_device_array(t: torch.Tensor) -> np.ndarray:
 
 
 def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
-             ) -> tuple[GraphBuilder, dict[Value, str]]:
+             keep_outputs: list[int] | None = None) -> tuple[GraphBuilder, dict[Value, str]]:
     """Lower an ATen FX graph. `constants` maps placeholder names to tensors that are
     part of the model (parameters, buffers); every other placeholder is an input.
+    `keep_outputs` selects the graph outputs the user sees (export also returns
+    buffer mutations, e.g. batch norm's running statistics in training mode).
     Returns the builder holding the graph and each input/output's torch dtype."""
     b = GraphBuilder()
     env: dict[torch.fx.Node, object] = {}
@@ -109,6 +123,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             outs = torch.fx.map_arg(node.args[0], lambda n: env[n])
             flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
             metas = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
+            if keep_outputs is not None:
+                flat = [flat[i] for i in keep_outputs]
+                metas = [metas[i] for i in keep_outputs]
             for v, m in zip(flat, metas):
                 if not isinstance(v, Value):
                     raise CompileError(f"output {v!r} is not a tensor")

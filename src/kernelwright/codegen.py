@@ -102,6 +102,10 @@ EW = {
     "and": lambda a, b, p: f"({a} && {b})",
     "or": lambda a, b, p: f"({a} || {b})",
     "xor": lambda a, b, p: f"({a} != {b})",
+    "bitand": lambda a, b, p: f"({a} & {b})",
+    "bitor": lambda a, b, p: f"({a} | {b})",
+    "bitxor": lambda a, b, p: f"({a} ^ {b})",
+    "bitnot": lambda a, p: f"(~{a})",
     "not": lambda a, p: f"(!{a})",
     "where": lambda c, a, b, p: f"select({b}, {a}, {c})",
     "neg": lambda a, p: f"(-{a})",
@@ -146,6 +150,9 @@ EW = {
         if p.get("hi") is None else
         f"min({_clamp_lo(a, p)}, {literal(p['hi'], p['dtype'])})"),
     "pow": lambda a, p: _pow(a, p),
+    # NaN and infinity tests on the bits: `x != x` may be folded away by the compiler.
+    "isnan": lambda a, p: f"((bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)",
+    "isinf": lambda a, p: f"((bitcast<u32>({a}) & 0x7fffffffu) == 0x7f800000u)",
 }
 
 
@@ -311,6 +318,12 @@ class Emitter:
 
     def _node(self, v: Value, idx: Index) -> str:
         node = v.node
+        if node.op == "iota":
+            d = self.dims(idx)[node.attrs["dim"]]
+            start, step = node.attrs["start"], node.attrs["step"]
+            if v.dtype == "i32":
+                return f"({literal(start, 'i32')} + {d} * {literal(step, 'i32')})"
+            return f"({literal(start, v.dtype)} + f32({d}) * {literal(step, v.dtype)})"
         op, x = node.op, node.inputs[0]
         if op == "ew":
             args = [self.value(a, idx) for a in node.inputs]
@@ -323,7 +336,10 @@ class Emitter:
         if op == "reshape":
             if idx.dims is None:
                 return self.value(x, Index(x.shape, flat=idx.flat))
-            return self.value(x, Index(x.shape, dims=self._reshape_dims(idx, x.shape)))
+            # a reshape keeps the flat index: pass it on with the dims, so an epilogue
+            # still recognizes the template's own element after a mask computed dims
+            return self.value(x, Index(x.shape, dims=self._reshape_dims(idx, x.shape),
+                                       flat=idx.flat))
         dims = self.dims(idx)
         if op == "permute":
             inner = [""] * len(dims)
@@ -338,6 +354,12 @@ class Emitter:
             d, start, step = node.attrs["dim"], node.attrs["start"], node.attrs["step"]
             inner = list(dims)
             inner[d] = self.let(f"{start} + {dims[d]} * {step}", "i32")
+            return self.value(x, Index(x.shape, dims=inner))
+        if op == "gather":  # the index tensor, read at this element, picks x's index in d
+            d, index = node.attrs["dim"], node.inputs[1]
+            j = self.value(index, Index(index.shape, dims=list(dims)))
+            inner = list(dims)
+            inner[d] = self.let(f"clamp({j}, 0, {x.shape[d] - 1})", "i32")
             return self.value(x, Index(x.shape, dims=inner))
         if op == "pad":
             inner, conds = list(dims), []
@@ -366,6 +388,45 @@ class Emitter:
         body = "\n".join(f"    {line}" for line in self.lines)
         return (f"fn {name}({', '.join(params)}) -> {WGSL_TYPE[ret_dtype]} {{\n{body}\n"
                 f"    return {result};\n}}\n")
+
+
+def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
+    """The flat element of the buffer that `v` reads at concrete index `idx`, following
+    movement ops (and the first tensor operand of elementwise ops); None when that is
+    not a plain function of the index. Templates use it to learn which of a loader's
+    dims is contiguous in memory, to order their loads for coalescing."""
+    while True:
+        if v.kind == "scalar":
+            return None
+        if v.kind in ("input", "const") or v in materialized:
+            return sum(i * s for i, s in zip(idx, contiguous_strides(v.shape)))
+        node = v.node
+        op, x = node.op, (node.inputs[0] if node.inputs else None)
+        if op == "ew":
+            tensors = [a for a in node.inputs if a.kind != "scalar"]
+            if not tensors:
+                return None
+            x = tensors[0]
+        elif op == "reshape":
+            flat = sum(i * s for i, s in zip(idx, contiguous_strides(v.shape)))
+            idx = tuple((flat // s) % n for s, n in zip(contiguous_strides(x.shape), x.shape))
+        elif op == "permute":
+            inner = [0] * len(idx)
+            for i, d in enumerate(node.attrs["dims"]):
+                inner[d] = idx[i]
+            idx = tuple(inner)
+        elif op == "expand":
+            off = len(v.shape) - len(x.shape)
+            idx = tuple(0 if s == 1 else idx[i + off] for i, s in enumerate(x.shape))
+        elif op == "slice":
+            d = node.attrs["dim"]
+            idx = idx[:d] + (node.attrs["start"] + idx[d] * node.attrs["step"],) + idx[d + 1:]
+        elif op == "pad":
+            idx = tuple(min(max(i - lo, 0), s - 1)
+                        for i, (lo, _), s in zip(idx, node.attrs["pads"], x.shape))
+        else:
+            return None
+        v = x
 
 
 def _is_simple(expr: str) -> bool:

@@ -34,7 +34,9 @@ def plan_module(module: torch.nn.Module, example_inputs) -> Plan:
             if t is None:
                 t = ep.constants[spec.target]
             constants[spec.arg.name] = t
-    builder, torch_dtypes = fx_to_ir(ep.graph_module, constants)
+    user_outputs = [i for i, spec in enumerate(sig.output_specs)
+                    if spec.kind.name == "USER_OUTPUT"]
+    builder, torch_dtypes = fx_to_ir(ep.graph_module, constants, user_outputs)
     # A module returning one tensor gets one back; tuples and lists get a tuple.
     out_spec = ep.call_spec.out_spec
     single = out_spec is None or (out_spec.num_leaves == 1 and out_spec.type not in (tuple, list))

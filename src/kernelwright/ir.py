@@ -5,8 +5,11 @@ Capture (capture.py) walks an ATen-level FX graph and, through the op registry
 `GraphBuilder`. The primitives are all that the rest of the pipeline knows:
 
     elementwise  ew        one output element from the same element of each input
-    movement     reshape, permute, expand, slice, pad, cat, gather-free index maps
-    templates    reduce, matmul, conv2d, pool2d, (more as kernels are added)
+    movement     reshape, permute, expand, slice, pad, cat: index maps; gather: an
+                 index map that reads its index tensor
+    index        iota (a value computed from its own index: arange, tril masks)
+    templates    reduce, scan, matmul, conv, pool, attention, (more as kernels are added);
+                 materialize: a copy kernel that forces a value into a buffer
 
 Movement ops never copy: codegen turns them into index arithmetic inside whatever
 kernel reads them. Elementwise ops fuse into their producer or consumer kernel.
@@ -27,8 +30,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 DTYPES = ("f32", "i32", "bool")
-MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat")
-TEMPLATE_OPS = ("reduce", "matmul", "conv2d", "pool2d")
+MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat", "gather")
+TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "materialize")
+# Inputs one cat kernel reads at most (WebGPU guarantees 8 storage buffers per shader
+# stage, the output being one); longer cats are built as a tree of materialized cats.
+CAT_FANIN = 7
+SCAN_OPS = ("sum", "prod", "max", "min", "logaddexp", "argmax", "argmin")
 
 
 class CompileError(Exception):
@@ -211,7 +218,33 @@ class GraphBuilder:
         shape[dim] = sum(x.shape[dim] for x in xs)
         dtype = promote(*(x.dtype for x in xs))
         xs = [self.cast(x, dtype) for x in xs]
+        if len(xs) > CAT_FANIN:  # e.g. the per-timestep outputs of an unrolled RNN
+            parts = [self.materialize(self.cat(xs[i:i + CAT_FANIN], dim))
+                     for i in range(0, len(xs), CAT_FANIN)]
+            return self.cat(parts, dim)
         return self._node("cat", xs, shape, dtype, dim=dim)
+
+    def materialize(self, x: Value) -> Value:
+        """x written to a buffer by a copy kernel of its own, which its readers then read
+        instead of computing x inline: bounds how many buffers one kernel binds."""
+        if x.kind != "node":
+            return x
+        return self._node("materialize", [x], x.shape, x.dtype)
+
+    def gather(self, x: Value, dim: int, index: Value) -> Value:
+        """out[..., i_dim, ...] = x[..., index[..., i_dim, ...], ...] (torch.gather): the
+        output has index's shape, and index is read inside the consumer's index arithmetic.
+        Indices are clamped into x's dim (PyTorch raises on out-of-range ones)."""
+        if len(index.shape) != len(x.shape) or not x.shape:
+            raise CompileError(f"gather of {list(x.shape)} with index {list(index.shape)}: "
+                               "ranks differ or are 0")
+        dim %= len(x.shape)
+        if any(i > s for d, (i, s) in enumerate(zip(index.shape, x.shape)) if d != dim):
+            raise CompileError(f"gather index {list(index.shape)} larger than "
+                               f"{list(x.shape)} outside dim {dim}")
+        if index.dtype != "i32":
+            raise CompileError(f"gather index must be an integer tensor, not {index.dtype}")
+        return self._node("gather", [x, index], index.shape, x.dtype, dim=dim)
 
     # -- templates ------------------------------------------------------------------------
     def reduce(self, x: Value, op: str, dims, keepdim: bool = False) -> Value:
@@ -230,6 +263,26 @@ class GraphBuilder:
         shape = [1 if d in dims else s for d, s in enumerate(x.shape)] if keepdim else outer
         return self.reshape(y, shape)
 
+    def scan(self, x: Value, op: str, dim: int) -> Value:
+        """Inclusive scan of x along `dim`: op in sum, prod, max, min, logaddexp, or
+        argmax/argmin (the index of the running max/min, ties going to the later element,
+        as torch.cummax/cummin). The node sees x as [A, R, B], R the scanned dim (a
+        reshape that costs nothing), and stores in that layout, so it needs no permutes.
+        bool inputs scan as i32."""
+        if op not in SCAN_OPS:
+            raise CompileError(f"scan op '{op}' is not one of {SCAN_OPS}")
+        shape = x.shape
+        if not shape:
+            x = self.reshape(x, (1,))
+        dim %= len(x.shape)
+        a, r = math.prod(x.shape[:dim]), x.shape[dim]
+        x3 = self.reshape(x, (a, r, math.prod(x.shape[dim + 1:])))
+        if op == "logaddexp" and x.dtype != "f32":
+            raise CompileError(f"logaddexp scan of a {x.dtype} tensor")
+        dtype = "i32" if op in ("argmax", "argmin") or x.dtype == "bool" else x.dtype
+        y = self._node("scan", [x3], x3.shape, dtype, op=op)
+        return self.reshape(y, shape)
+
     def matmul(self, a: Value, b: Value) -> Value:
         """Batched matrix product of a [..., M, K] and b [..., K, N], batch dims broadcast."""
         if a.shape[-1] != b.shape[-2]:
@@ -243,28 +296,144 @@ class GraphBuilder:
         y = self._node("matmul", [a3, b3], (nb, m, n), promote(a.dtype, b.dtype))
         return self.reshape(y, batch + (m, n))
 
-    def conv2d(self, x: Value, w: Value, stride, padding, dilation, groups: int) -> Value:
-        n, c, h, wd = x.shape
-        co, cg, kh, kw = w.shape
-        if cg * groups != c or co % groups:
-            raise CompileError(f"conv2d channels: input {c}, weight {list(w.shape)}, "
-                               f"groups {groups}")
-        ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-        wo = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-        return self._node("conv2d", [x, w], (n, co, ho, wo), x.dtype, stride=list(stride),
-                          padding=list(padding), dilation=list(dilation), groups=groups)
+    def attention(self, q: Value, k: Value, v: Value, mask: Value | None = None,
+                  causal: bool = False, scale: float = 1.0) -> Value:
+        """Scaled dot-product attention softmax(q k^T * scale + mask) v of q [B, L, E],
+        k [B, S, E], v [B, S, Ev] (B: batch times heads); mask, when given, is an
+        additive f32 [B, L, S] (usually an expand of something smaller, which the
+        kernel's loader reads for free). causal keeps key j for query i only when
+        j <= i. A query row whose keys are all masked gives zeros, as PyTorch."""
+        if len(q.shape) != 3 or len(k.shape) != 3 or len(v.shape) != 3:
+            raise CompileError(f"attention wants 3-d q, k, v, got {list(q.shape)}, "
+                               f"{list(k.shape)}, {list(v.shape)}")
+        bh, lq, e = q.shape
+        if k.shape[0] != bh or v.shape[0] != bh or k.shape[2] != e or v.shape[1] != k.shape[1]:
+            raise CompileError(f"attention shapes q {list(q.shape)}, k {list(k.shape)}, "
+                               f"v {list(v.shape)} do not match")
+        inputs = [self.cast(q, "f32"), self.cast(k, "f32"), self.cast(v, "f32")]
+        if mask is not None:
+            inputs.append(self.expand(self.cast(mask, "f32"), (bh, lq, k.shape[1])))
+        return self._node("attention", inputs, (bh, lq, v.shape[2]), "f32", causal=bool(causal),
+                          scale=float(scale), masked=mask is not None)
 
-    def pool2d(self, x: Value, op: str, kernel, stride, padding, dilation, ceil_mode: bool,
-               count_include_pad: bool = True, divisor: int | None = None) -> Value:
-        *lead, h, w = x.shape
+    # -- index ----------------------------------------------------------------------------
+    def iota(self, shape, dim: int, start=0, step=1, dtype: str = "i32") -> Value:
+        """A tensor of `shape` whose element at index i is start + i[dim] * step: arange,
+        and the row/column indices that triangular and diagonal masks compare."""
+        shape = tuple(int(s) for s in shape)
+        dim %= len(shape)
+        if dtype not in ("i32", "f32"):
+            raise CompileError(f"iota of dtype {dtype}")
+        return self._node("iota", [], shape, dtype, dim=dim, start=start, step=step)
+
+    def flip(self, x: Value, dims) -> Value:
+        """Reverse x along `dims`: a slice with step -1, index arithmetic only."""
+        for d in sorted({d % len(x.shape) for d in dims}):
+            if x.shape[d] > 1:
+                x = self._node("slice", [x], x.shape, x.dtype, dim=d, start=x.shape[d] - 1,
+                               step=-1)
+        return x
+
+    def conv(self, x: Value, w: Value, stride, padding, dilation, groups: int,
+             transposed: bool = False, output_padding=None) -> Value:
+        """Convolution (cross-correlation, as PyTorch) of x [N, C, *S] over its 1 to 3
+        spatial dims with w [CO, C / groups, *K], or for a transposed convolution with
+        w [C, CO / groups, *K]. stride, padding, dilation and output_padding have one
+        entry per spatial dim. The node is always 3-d (x [N, C, D, H, W]): lower ranks
+        get unit leading spatial dims, by reshapes that cost nothing."""
+        nd = len(x.shape) - 2
+        if nd not in (1, 2, 3) or len(w.shape) != nd + 2:
+            raise CompileError(f"convolution of {list(x.shape)} with weight {list(w.shape)}: "
+                               "need x [N, C, *S] and w [*, *, *K] with 1 to 3 spatial dims")
+        n, c, *size = x.shape
+        kernel = list(w.shape[2:])
+        output_padding = output_padding if transposed else [0] * nd
+        stride, padding, dilation, output_padding = (
+            [int(v) for v in vals] for vals in (stride, padding, dilation, output_padding))
+        if not all(len(v) == nd for v in (stride, padding, dilation, output_padding)):
+            raise CompileError(f"convolution parameters need {nd} entries each: stride "
+                               f"{stride}, padding {padding}, dilation {dilation}")
+        if min(stride + dilation) < 1 or min(padding + output_padding) < 0:
+            raise CompileError(f"convolution stride {stride} / dilation {dilation} below 1 "
+                               f"or padding {padding} negative")
+        if groups < 1 or c % groups:
+            raise CompileError(f"convolution: {c} input channels in {groups} groups")
+        if transposed:
+            if w.shape[0] != c:
+                raise CompileError(f"transposed convolution channels: input {c}, weight "
+                                   f"{list(w.shape)}")
+            co = w.shape[1] * groups
+            out = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in
+                   zip(size, stride, padding, dilation, kernel, output_padding)]
+        else:
+            if w.shape[1] * groups != c or w.shape[0] % groups:
+                raise CompileError(f"convolution channels: input {c}, weight {list(w.shape)}, "
+                                   f"groups {groups}")
+            co = w.shape[0]
+            out = [(i + 2 * p - d * (k - 1) - 1) // s + 1
+                   for i, s, p, d, k in zip(size, stride, padding, dilation, kernel)]
+        if min(out) < 1:
+            raise CompileError(f"convolution output size {out} is empty (input {size}, "
+                               f"kernel {kernel})")
+        lift = 3 - nd
+        x = self.reshape(x, (n, c, *[1] * lift, *size))
+        w = self.reshape(w, (*w.shape[:2], *[1] * lift, *kernel))
+        y = self._node("conv", [x, w], (n, co, *[1] * lift, *out), x.dtype,
+                       stride=[1] * lift + stride, padding=[0] * lift + padding,
+                       dilation=[1] * lift + dilation, groups=groups, transposed=transposed,
+                       output_padding=[0] * lift + output_padding)
+        return self.reshape(y, (n, co, *out))
+
+    def pool(self, x: Value, op: str, kernel, stride, padding, dilation,
+             ceil_mode: bool = False, count_include_pad: bool = True,
+             divisor: int | None = None) -> Value:
+        """Pooling over the last len(kernel) (1 to 3) dims of x: op 'max', 'argmax' (the
+        max's flat index within those dims, as PyTorch's pooling indices) or 'avg'."""
+        nd = len(kernel)
+        size = list(x.shape[len(x.shape) - nd:])
         out = []
-        for i, size in enumerate((h, w)):
+        for i in range(nd):
+            if stride[i] < 1 or dilation[i] < 1 or padding[i] < 0:
+                raise CompileError(f"pooling stride {stride} / dilation {dilation} below 1 or "
+                                   f"padding {padding} negative")
             eff = dilation[i] * (kernel[i] - 1) + 1
-            num = size + 2 * padding[i] - eff
+            num = size[i] + 2 * padding[i] - eff
             o = (-(-num // stride[i]) if ceil_mode else num // stride[i]) + 1
-            if ceil_mode and (o - 1) * stride[i] >= size + padding[i]:
+            if ceil_mode and (o - 1) * stride[i] >= size[i] + padding[i]:
                 o -= 1  # the last window must start inside the input or left padding
             out.append(o)
-        return self._node("pool2d", [x], (*lead, *out), x.dtype, op=op, kernel=list(kernel),
-                          stride=list(stride), padding=list(padding), dilation=list(dilation),
-                          count_include_pad=count_include_pad, divisor=divisor)
+        return self._pool(x, out, op, kernel=list(kernel), stride=list(stride),
+                          padding=list(padding), dilation=list(dilation),
+                          count_include_pad=count_include_pad, divisor=divisor, adaptive=False)
+
+    def adaptive_pool(self, x: Value, op: str, output_size) -> Value:
+        """Adaptive pooling ('max', 'argmax' or 'avg') of the last len(output_size) dims
+        to output_size: output o of a dim of size I pools [floor(o I / O), ceil((o+1) I / O))."""
+        nd = len(output_size)
+        size = list(x.shape[len(x.shape) - nd:])
+        if min(output_size) < 1 or min(size) < 1:
+            raise CompileError(f"adaptive pooling of {size} to {list(output_size)}")
+        kernel = [max(-(-(o + 1) * i // n) - o * i // n for o in range(n))
+                  for i, n in zip(size, output_size)]  # the widest window
+        return self._pool(x, list(output_size), op, kernel=kernel, stride=[1] * nd,
+                          padding=[0] * nd, dilation=[1] * nd, count_include_pad=False,
+                          divisor=None, adaptive=True)
+
+    def _pool(self, x: Value, out: list[int], op: str, **attrs) -> Value:
+        """The pool node: x as [L, D, H, W] (L the product of the unpooled dims, unit
+        dims in front of the pooled ones), reshaped back afterwards."""
+        nd = len(out)
+        if nd not in (1, 2, 3) or len(x.shape) < nd or op not in ("max", "argmax", "avg"):
+            raise CompileError(f"pooling '{op}' over {nd} of the dims of {list(x.shape)}")
+        if x.dtype != "f32":
+            raise CompileError(f"pooling of {x.dtype} tensors is not supported (f32 only)")
+        if min(out) < 1:
+            raise CompileError(f"pooling output size {out} is empty (input {list(x.shape)})")
+        lead, size = x.shape[:len(x.shape) - nd], x.shape[len(x.shape) - nd:]
+        lift = 3 - nd
+        x = self.reshape(x, (math.prod(lead), *[1] * lift, *size))
+        pad = {"kernel": 1, "stride": 1, "padding": 0, "dilation": 1}
+        attrs = {k: [pad[k]] * lift + v if k in pad else v for k, v in attrs.items()}
+        y = self._node("pool", [x], (x.shape[0], *[1] * lift, *out),
+                       "i32" if op == "argmax" else "f32", op=op, **attrs)
+        return self.reshape(y, (*lead, *out))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,8 +39,18 @@ class Device:
         self._pipelines: dict[str, wgpu.GPUComputePipeline] = {}
         self.pipeline_seconds = 0.0  # total time spent creating pipelines
 
+    def pipelines(self, sources: list[str]) -> list[wgpu.GPUComputePipeline]:
+        """Pipelines for many kernels, the missing ones created on several threads
+        (the driver's shader compiler is the bulk of compile time; wgpu's calls release
+        the GIL, so they overlap)."""
+        missing = list(dict.fromkeys(s for s in sources if _key(s) not in self._pipelines))
+        if len(missing) > 1:
+            with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
+                list(pool.map(self.pipeline, missing))
+        return [self.pipeline(s) for s in sources]
+
     def pipeline(self, source: str) -> wgpu.GPUComputePipeline:
-        key = hashlib.sha1(source.encode()).hexdigest()
+        key = _key(source)
         pipe = self._pipelines.get(key)
         if pipe is None:
             t0 = time.perf_counter()
@@ -98,8 +109,8 @@ class Executable:
         for bid, data in plan.constants.items():
             d.queue.write_buffer(self.buffers[bid], 0, np.ascontiguousarray(data))
         self.steps = []
-        for k in plan.kernels:
-            pipe = self.dev.pipeline(k.source)
+        pipes = self.dev.pipelines([k.source for k in plan.kernels])
+        for k, pipe in zip(plan.kernels, pipes):
             group = d.create_bind_group(
                 layout=pipe.get_bind_group_layout(0),
                 entries=[{"binding": i, "resource": {"buffer": self.buffers[b]}}
@@ -184,6 +195,10 @@ class Executable:
         enc.resolve_query_set(qs, 0, count, buf, 0)
         d.queue.submit([enc.finish()])
         return np.frombuffer(d.queue.read_buffer(buf), dtype=np.uint64).astype(np.int64)
+
+
+def _key(source: str) -> str:
+    return hashlib.sha1(source.encode()).hexdigest()
 
 
 def _aligned(n: int) -> int:

@@ -56,6 +56,7 @@ def epilogue_chains(graph: Graph, nodes: list[Node], users) -> dict[Node, list[N
     reshape of the same size, and no link but the last is a graph output."""
     outputs = set(graph.outputs)
     chains = {}
+    claimed: set[Node] = set()  # a node ends at most one template's chain
     for node in nodes:
         if node.op not in TEMPLATE_OPS:
             continue
@@ -65,9 +66,11 @@ def epilogue_chains(graph: Graph, nodes: list[Node], users) -> dict[Node, list[N
             if len({id(r) for r in readers}) != 1:
                 break
             nxt = readers[0]
-            if nxt.op not in ("ew", "reshape") or nxt.out.numel != node.out.numel:
+            if (nxt.op not in ("ew", "reshape") or nxt.out.numel != node.out.numel
+                    or nxt in claimed):
                 break
             chain.append(nxt)
+            claimed.add(nxt)
             tail = nxt
         chains[node] = chain
     return chains

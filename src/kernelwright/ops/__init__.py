@@ -32,4 +32,4 @@ def lookup(name: str) -> Callable | None:
     return REGISTRY.get(name)
 
 
-from . import elementwise, linalg, movement, norms, reductions  # noqa: E402, F401
+from . import attention, conv, elementwise, linalg, losses, movement, norms, pool, reductions, scans  # noqa: E402, F401, E501

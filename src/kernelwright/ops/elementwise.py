@@ -146,13 +146,35 @@ for _op, _fn in [("logical_and", "and"), ("logical_or", "or"), ("logical_xor", "
     register(f"aten.{_op}.default")(
         lambda b, x, y, _fn=_fn: b.ew(_fn, as_value(b, x, "bool"), as_value(b, y, "bool")))
 
-register("aten.bitwise_and.Tensor")(lambda b, x, y: binary(b, "and", x, y))
-register("aten.bitwise_or.Tensor")(lambda b, x, y: binary(b, "or", x, y))
+# Bitwise ops: logical on bool, on the bits of integers (int64 held as i32).
+for _op, _fn in [("and", "and"), ("or", "or"), ("xor", "xor")]:
+    register(f"aten.bitwise_{_op}.Tensor", f"aten.bitwise_{_op}.Scalar")(
+        lambda b, x, y, _fn=_fn: binary(b, _fn if result_dtype(x, y) == "bool" else f"bit{_fn}",
+                                        x, y))
 
 
-@register("aten.logical_not.default", "aten.bitwise_not.default")
+@register("aten.logical_not.default")
 def logical_not(b, x):
     return b.ew("not", as_dtype(b, x, "bool"))
+
+
+@register("aten.bitwise_not.default")
+def bitwise_not(b, x):
+    return b.ew("not", x) if x.dtype == "bool" else b.ew("bitnot", x)
+
+
+def _nan_to(b, x, y, fn):
+    """fmax / fmin: the other operand where one is NaN."""
+    m = binary(b, fn, x, y)
+    if m.dtype != "f32":
+        return m
+    x, y = as_value(b, x, "f32"), as_value(b, y, "f32")
+    return b.ew("where", b.ew("isnan", x, dtype="bool"), y,
+                b.ew("where", b.ew("isnan", y, dtype="bool"), x, m))
+
+
+register("aten.fmax.default")(lambda b, x, y: _nan_to(b, x, y, "maximum"))
+register("aten.fmin.default")(lambda b, x, y: _nan_to(b, x, y, "minimum"))
 
 
 @register("aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther",
@@ -190,6 +212,14 @@ def silu(b, x):
     return unary_float(b, "silu", x)
 
 
+@register("aten.log_sigmoid_forward.default")
+def log_sigmoid_forward(b, x):
+    # min(x, 0) - log1p(exp(-|x|)); the second output is a buffer for the backward.
+    x = as_dtype(b, x, "f32")
+    soft = unary_float(b, "log1p", unary_float(b, "exp", b.ew("neg", b.ew("abs", x))))
+    return binary(b, "sub", binary(b, "minimum", x, 0.0), soft), None
+
+
 @register("aten.gelu.default")
 def gelu(b, x, approximate="none"):
     return unary_float(b, "gelu_tanh" if approximate == "tanh" else "gelu", x)
@@ -208,6 +238,15 @@ def elu(b, x, alpha=1.0, scale=1.0, input_scale=1.0):
 @register("aten.leaky_relu.default")
 def leaky_relu(b, x, negative_slope=0.01):
     return unary_float(b, "leaky_relu", x, slope=negative_slope)
+
+
+@register("aten.rrelu_with_noise_functional.default", "aten.rrelu_with_noise.default")
+def rrelu_with_noise(b, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    if training:
+        from ..ir import CompileError
+
+        raise CompileError("rrelu in training mode is random; call model.eval() first")
+    return leaky_relu(b, x, (lower + upper) / 2), noise
 
 
 @register("aten.hardtanh.default")
@@ -280,6 +319,47 @@ def scalar_tensor(b, s, dtype=None, **_):
 def full(b, size, fill_value, dtype=None, **_):
     dt = device_dtype(dtype) if dtype is not None else result_dtype(fill_value)
     return b.expand(b.scalar(_convert(fill_value, dt), dt), tuple(size))
+
+
+@register("aten.empty.memory_format", "aten.empty_permuted.default")
+def empty(b, size, *layout, dtype=None, **_):
+    # Uninitialized memory may hold anything; zeros need no buffer. Decompositions
+    # create one only to take its shape (full_like(empty, 1.0)).
+    return full(b, size, 0, dtype if dtype is not None else "torch.float32")
+
+
+@register("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
+def arange(b, *args, dtype=None, **_):
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    if dtype is not None:
+        dt = device_dtype(dtype)
+    else:
+        dt = "f32" if any(isinstance(a, float) for a in (start, end, step)) else "i32"
+    if step == 0:
+        from ..ir import CompileError
+
+        raise CompileError("arange step must be nonzero")
+    n = max(0, math.ceil((end - start) / step))
+    return b.iota((n,), 0, _convert(start, dt), _convert(step, dt), dt)
+
+
+@register("aten.isnan.default")
+def isnan(b, x):
+    return b.ew("isnan", x, dtype="bool") if x.dtype == "f32" else _false_like(b, x)
+
+
+@register("aten.isinf.default")
+def isinf(b, x):
+    return b.ew("isinf", x, dtype="bool") if x.dtype == "f32" else _false_like(b, x)
+
+
+def _false_like(b, x):
+    return b.expand(b.scalar(False, "bool"), x.shape)
+
+
+@register("aten.isfinite.default")
+def isfinite(b, x):
+    return logical_not(b, b.ew("or", isnan(b, x), isinf(b, x)))
 
 
 @register("aten.full_like.default")

@@ -1,11 +1,68 @@
-"""Matrix products, convolution and pooling: the ATen ops that map onto the
-matmul, conv2d and pool2d templates (bias and scaling fuse as epilogues)."""
+"""Matrix products: the ATen ops that map onto the matmul template (bias and scaling
+fuse as epilogues). Convolution and pooling live in conv.py and pool.py."""
 
 from __future__ import annotations
 
-from ..ir import CompileError, GraphBuilder, Value
+import math
+
+from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes
+from ..templates import MATMUL_BK, matmul_tiles
 from . import register
 from .elementwise import binary
+
+# Depth heuristics of the matrix product (see `product`).
+SMALL_K = 3  # up to this K, a sum of K broadcast outer products in one elementwise kernel
+SPLIT_K_MIN = 2048  # split K only from this depth on ...
+SPLIT_K_CHUNK = 256  # ... into chunks at least this deep ...
+SPLIT_K_TARGET = 128  # ... until about this many workgroups share the work
+
+
+def product(b: GraphBuilder, x: Value, y: Value) -> Value:
+    """x [..., M, K] @ y [..., K, N] with broadcast batch dims, choosing the lowering
+    by depth: a tiny K is an elementwise sum of outer products (no tiling overhead, and
+    it fuses with its neighbours); a deep K whose output covers too few matmul tiles to
+    fill the GPU is split into chunks whose partial products, one batch entry per
+    chunk, the reduce template sums (split-K); anything else is one matmul."""
+    k = x.shape[-1]
+    if k <= SMALL_K:
+        batch = broadcast_shapes(x.shape[:-2], y.shape[:-2])
+        shape = batch + (x.shape[-2], y.shape[-1])
+        acc = None
+        for i in range(k):
+            term = binary(b, "mul", b.slice(x, -1, i, i + 1), b.slice(y, -2, i, i + 1))
+            acc = term if acc is None else binary(b, "add", acc, term)
+        if acc is None:  # K = 0: an empty sum
+            acc = b.scalar(0.0 if "f32" in (x.dtype, y.dtype) else 0)
+        return b.expand(acc, shape)
+    chunks = split_k_chunks(x.shape, y.shape)
+    if chunks == 1:
+        return b.matmul(x, y)
+    depth = -(-k // chunks)
+    depth = -(-depth // MATMUL_BK) * MATMUL_BK  # whole staged tiles per chunk
+    chunks = -(-k // depth)
+    pad = chunks * depth - k
+    xs = b.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, pad)])
+    ys = b.pad(y, [(0, 0)] * (len(y.shape) - 2) + [(0, pad), (0, 0)])
+    n = y.shape[-1]
+    xs = b.reshape(xs, x.shape[:-1] + (chunks, depth))  # [..., M, S, C]
+    r = len(xs.shape)
+    xs = b.permute(xs, list(range(r - 3)) + [r - 2, r - 3, r - 1])  # [..., S, M, C]
+    ys = b.reshape(ys, y.shape[:-2] + (chunks, depth, n))  # [..., S, C, N]
+    partial = b.matmul(xs, ys)  # [..., S, M, N]
+    return b.reduce(partial, "sum", [len(partial.shape) - 3])
+
+
+def split_k_chunks(x_shape, y_shape) -> int:
+    """How many K chunks the product of x_shape @ y_shape is split into (1: none)."""
+    k = x_shape[-1]
+    if k < SPLIT_K_MIN:
+        return 1
+    m, n = x_shape[-2], y_shape[-1]
+    bm, bn, _, _ = matmul_tiles(m, n)
+    tiles = math.prod(broadcast_shapes(x_shape[:-2], y_shape[:-2])) * \
+        math.ceil(m / bm) * math.ceil(n / bn)
+    chunks = min(k // SPLIT_K_CHUNK, math.ceil(SPLIT_K_TARGET / tiles))
+    return chunks if chunks >= 2 else 1
 
 
 @register("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
@@ -15,7 +72,7 @@ def matmul(b: GraphBuilder, x: Value, y: Value):
         x = b.reshape(x, (1, x.shape[0]))
     if vec_y:
         y = b.reshape(y, (y.shape[0], 1))
-    out = b.matmul(x, y)
+    out = product(b, x, y)
     if vec_x or vec_y:
         shape = list(out.shape)
         if vec_y:
@@ -57,50 +114,25 @@ def linear(b, x, w, bias=None):
     return out if bias is None else binary(b, "add", out, bias)
 
 
-@register("aten.convolution.default")
-def convolution(b, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    if transposed:
-        raise CompileError("transposed convolution has no kernel yet")
-    if len(x.shape) != 4:
-        raise CompileError(f"convolution over {len(x.shape) - 2} spatial dims has no kernel yet "
-                           "(conv2d only)")
-    out = b.conv2d(x, w, stride, padding, dilation, groups)
-    if bias is not None:
-        out = binary(b, "add", out, b.reshape(bias, (1, -1, 1, 1)))
-    return out
-
-
-def _pair(v, default=None):
-    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
-        v = default
-    if isinstance(v, int):
-        return [v, v]
-    return list(v) if len(v) == 2 else [v[0], v[0]]
-
-
-def _as_4d(b, x):
-    return b.reshape(x, (1,) + x.shape) if len(x.shape) == 3 else x
-
-
-@register("aten.max_pool2d_with_indices.default")
-def max_pool2d_with_indices(b, x, kernel_size, stride=None, padding=0, dilation=1,
-                            ceil_mode=False):
-    y = max_pool2d(b, x, kernel_size, stride, padding, dilation, ceil_mode)
-    return y, None  # indices are not computed; capture rejects any use of them
-
-
-@register("aten.max_pool2d.default")
-def max_pool2d(b, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    k = _pair(kernel_size)
-    y = b.pool2d(_as_4d(b, x), "max", k, _pair(stride, k), _pair(padding), _pair(dilation),
-                 ceil_mode)
-    return b.reshape(y, y.shape[1:]) if len(x.shape) == 3 else y
-
-
-@register("aten.avg_pool2d.default")
-def avg_pool2d(b, x, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=None):
-    k = _pair(kernel_size)
-    y = b.pool2d(_as_4d(b, x), "avg", k, _pair(stride, k), _pair(padding), [1, 1], ceil_mode,
-                 count_include_pad, divisor_override)
-    return b.reshape(y, y.shape[1:]) if len(x.shape) == 3 else y
+# -- diagonals and triangles ----------------------------------------------------------
+# torch.tril / triu / diag(vector) / diag_embed decompose to comparisons of aranges
+# (`iota` nodes, computed from the index inside whichever kernel reads them) and a
+# where, so a triangular or diagonal operand is a mask inside the matmul's loader.
+# torch.diag(matrix) and torch.diagonal are aten.diagonal, a strided view:
+@register("aten.diagonal.default", "aten.diagonal_copy.default")
+def diagonal(b: GraphBuilder, x: Value, offset=0, dim1=0, dim2=1):
+    """The diagonal as a strided slice of the two dims flattened together: element d is
+    at flat index start + d * (cols + 1)."""
+    r = len(x.shape)
+    d1, d2 = dim1 % r, dim2 % r
+    if d1 == d2:
+        raise CompileError("diagonal dims must differ")
+    rest = [d for d in range(r) if d not in (d1, d2)]
+    x = b.permute(x, rest + [d1, d2])
+    rows, cols = x.shape[-2:]
+    length = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+    start = offset if offset >= 0 else -offset * cols
+    flat = b.reshape(x, x.shape[:-2] + (rows * cols,))
+    if length == 0:
+        return b.slice(flat, -1, 0, 0)
+    return b.slice(flat, -1, start, start + (length - 1) * (cols + 1) + 1, cols + 1)

@@ -1,0 +1,110 @@
+"""Attention: aten.scaled_dot_product_attention onto the fused `attention` template.
+
+capture.export_graph keeps SDPA whole (it is taken out of the decomposition table),
+so F.scaled_dot_product_attention, nn.MultiheadAttention with need_weights=False and
+nn.Transformer* layers reach this lowering as one op. It flattens the batch and head
+dims, turns a boolean mask into an additive one (an elementwise op that fuses into
+the kernel's mask loader, as do the broadcasts of a [L, S] mask) and emits one
+`attention` node: kernels/attention.wgsl, online softmax over key blocks, the L x S
+scores never stored. Where the template does not apply (head dims too wide for its
+workgroup tiles, or FUSED switched off) the same op lowers by decomposition: scores
+by matmul, scale, mask, a softmax that gives zeros for fully masked rows, matmul by V.
+
+nn.MultiheadAttention with need_weights=True exports as explicit bmm / softmax / mean
+(PyTorch computes the weights itself), which the matmul and reduction ops lower.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes
+from ..templates import attention_config
+from . import register
+from .elementwise import as_dtype, binary, unary_float
+from .linalg import product
+
+FUSED = True  # False: always decompose (tests compare both paths)
+
+NEG_INF = float("-inf")
+
+
+def _repeat_heads(b: GraphBuilder, x: Value, groups: int) -> Value:
+    """enable_gqa: key/value head h serves query heads h * groups .. (h + 1) * groups - 1
+    (repeat_interleave on dim -3), as an expand that costs nothing to read."""
+    *lead, h, s, e = x.shape
+    x = b.reshape(x, (*lead, h, 1, s, e))
+    x = b.expand(x, (*lead, h, groups, s, e))
+    return b.reshape(x, (*lead, h * groups, s, e))
+
+
+@register("aten.scaled_dot_product_attention.default")
+def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask=None,
+                                 dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    if dropout_p:
+        raise CompileError(f"attention dropout (p={dropout_p}) is random; compile the model "
+                           "in eval mode or pass dropout_p=0")
+    if is_causal and attn_mask is not None:
+        raise CompileError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
+    if min(len(q.shape), len(k.shape), len(v.shape)) < 2:
+        raise CompileError("attention needs q, k, v of at least 2 dims")
+    if enable_gqa and len(q.shape) >= 3 and q.shape[-3] != k.shape[-3]:
+        hq, hk = q.shape[-3], k.shape[-3]
+        if hq % hk or hq % v.shape[-3]:
+            raise CompileError(f"grouped-query attention: {hq} query heads over {hk} key heads")
+        k, v = _repeat_heads(b, k, hq // hk), _repeat_heads(b, v, hq // v.shape[-3])
+    lq, e = q.shape[-2:]
+    s, ev = k.shape[-2], v.shape[-1]
+    if k.shape[-1] != e or v.shape[-2] != s:
+        raise CompileError(f"attention shapes q {list(q.shape)}, k {list(k.shape)}, "
+                           f"v {list(v.shape)} do not match")
+    scale = 1.0 / math.sqrt(e) if scale is None else float(scale)
+    q, k, v = (as_dtype(b, x, "f32") for x in (q, k, v))
+    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if attn_mask is not None:
+        if not isinstance(attn_mask, Value):
+            raise CompileError("attn_mask must be a tensor")
+        if attn_mask.dtype == "bool":
+            attn_mask = b.ew("where", attn_mask, b.scalar(0.0), b.scalar(NEG_INF))
+        attn_mask = as_dtype(b, attn_mask, "f32")
+        batch = broadcast_shapes(batch, attn_mask.shape[:-2])
+    if FUSED and e > 0 and ev > 0 and attention_config(e, ev) is not None:
+        return _fused(b, q, k, v, attn_mask, is_causal, scale, batch)
+    return _decomposed(b, q, k, v, attn_mask, is_causal, scale)
+
+
+def _fused(b, q, k, v, mask, causal, scale, batch) -> Value:
+    nb = math.prod(batch)
+
+    def flat(x, rows, cols):
+        return b.reshape(b.expand(x, batch + (rows, cols)), (nb, rows, cols))
+
+    lq, e = q.shape[-2:]
+    s, ev = k.shape[-2], v.shape[-1]
+    m3 = None if mask is None else flat(mask, lq, s)
+    out = b.attention(flat(q, lq, e), flat(k, s, e), flat(v, s, ev), m3, causal, scale)
+    return b.reshape(out, batch + (lq, ev))
+
+
+def causal_mask(b: GraphBuilder, lq: int, s: int) -> Value:
+    """Boolean [L, S], true where key j may be seen by query i (j <= i): PyTorch's
+    top-left aligned causal mask, two iotas compared inside the reading kernel."""
+    return b.ew("le", b.iota((lq, s), 1), b.iota((lq, s), 0), dtype="bool")
+
+
+def _decomposed(b, q, k, v, mask, causal, scale) -> Value:
+    scores = product(b, binary(b, "mul", q, scale), b.transpose(k, -1, -2))
+    lq, s = scores.shape[-2:]
+    if mask is not None:
+        scores = binary(b, "add", scores, mask)
+    if causal:
+        scores = b.ew("where", causal_mask(b, lq, s), scores, b.scalar(NEG_INF))
+    dim = len(scores.shape) - 1
+    m = b.reduce(scores, "max", [dim], True)
+    m = b.ew("where", b.ew("eq", m, b.scalar(NEG_INF), dtype="bool"), b.scalar(0.0), m)
+    ex = unary_float(b, "exp", binary(b, "sub", scores, m))
+    total = b.reduce(ex, "sum", [dim], True)
+    # fully masked rows: every exp is 0; PyTorch returns zeros there
+    inv = b.ew("where", b.ew("eq", total, b.scalar(0.0), dtype="bool"), b.scalar(0.0),
+               b.ew("reciprocal", total))
+    return product(b, binary(b, "mul", ex, inv), v)

@@ -1,0 +1,156 @@
+"""Attention against PyTorch eager: F.scaled_dot_product_attention (plain, causal,
+float and boolean masks, custom scale, grouped-query) through the fused attention
+template and through the decomposition, and nn.MultiheadAttention in its forms."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import Fn, check
+from torch import nn
+
+from kernelwright.ops import attention as attention_ops
+from kernelwright.templates import attention_config
+
+
+@pytest.fixture(params=["fused", "decomposed"])
+def path(request, monkeypatch):
+    monkeypatch.setattr(attention_ops, "FUSED", request.param == "fused")
+    return request.param
+
+
+def _kinds(compiled):
+    return [k.name for k in compiled.plan.kernels]
+
+
+def _assert_path(compiled, path):
+    fused = any("attention" in k for k in _kinds(compiled))
+    assert fused == (path == "fused"), _kinds(compiled)
+
+
+def _qkv(b=2, h=3, lq=5, s=6, e=4, ev=None):
+    return (torch.randn(b, h, lq, e), torch.randn(b, h, s, e), torch.randn(b, h, s, ev or e))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [dict(), dict(lq=1, s=1), dict(lq=19, s=23, e=8, ev=5),
+                                   dict(lq=7, s=3), dict(b=1, h=1, lq=40, s=40, e=16),
+                                   dict(b=1, h=1, lq=18, s=9, e=128, ev=33)])
+def test_sdpa(path, causal, shape):
+    q, k, v = _qkv(**shape)
+    c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)),
+              q, k, v)
+    _assert_path(c, path)
+
+
+def test_sdpa_scale_and_3d(path):
+    q, k, v = torch.randn(4, 9, 6), torch.randn(4, 11, 6), torch.randn(4, 11, 3)
+    c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.7)), q, k, v)
+    _assert_path(c, path)
+
+
+@pytest.mark.parametrize("mask_shape", [(5, 6), (2, 1, 5, 6), (2, 3, 5, 6), (1, 6)])
+def test_sdpa_float_mask(path, mask_shape):
+    q, k, v = _qkv()
+    m = torch.randn(*mask_shape)
+    check(Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+          q, k, v, m)
+
+
+def test_sdpa_bool_mask_with_fully_masked_rows(path):
+    q, k, v = _qkv(lq=7, s=9)
+    m = torch.rand(7, 9) > 0.4
+    m[2] = False  # a row with no visible key: PyTorch gives zeros
+    m[4] = True
+    c = check(Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+              q, k, v, m)
+    _assert_path(c, path)
+
+
+def test_sdpa_minus_inf_float_mask(path):
+    q, k, v = _qkv(lq=4, s=5)
+    m = torch.zeros(4, 5)
+    m[1] = float("-inf")
+    m[3, :2] = float("-inf")
+    check(Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+          q, k, v, m)
+
+
+def test_sdpa_grouped_query(path):
+    q, k, v = torch.randn(2, 6, 5, 4), torch.randn(2, 2, 7, 4), torch.randn(2, 2, 7, 4)
+    check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)), q, k, v)
+
+
+def test_sdpa_transposed_and_computed_operands_fuse(path):
+    """q, k, v as views of one projection (the transformer layout), a mask built from a
+    lengths vector: the loaders read them all in place."""
+    x, w = torch.randn(2, 7, 24), torch.randn(24, 24)
+
+    def f(x, w):
+        qkv = (x @ w).view(2, 7, 3, 2, 4).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(qkv[0], qkv[1] * 2.0, torch.tanh(qkv[2]))
+    c = check(Fn(f), x, w)
+    _assert_path(c, path)
+    if path == "fused":
+        assert len(c.plan.kernels) == 2, _kinds(c)  # the projection, then attention
+
+
+def test_sdpa_epilogue_fuses(path):
+    q, k, v = _qkv()
+    c = check(Fn(lambda q, k, v: torch.relu(F.scaled_dot_product_attention(q, k, v)) * 3 + 1),
+              q, k, v)
+    if path == "fused":
+        assert len(c.plan.kernels) == 1, _kinds(c)
+
+
+def test_wide_heads_fall_back_to_decomposition():
+    assert attention_config(64, 64) is not None
+    assert attention_config(4096, 4096) is None
+    q, k, v = torch.randn(1, 2, 3, 4100), torch.randn(1, 2, 4, 4100), torch.randn(1, 2, 4, 3)
+    c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), q, k, v)
+    _assert_path(c, "decomposed")
+
+
+def test_sdpa_dropout_is_an_error():
+    import kernelwright
+
+    q, k, v = _qkv()
+    with pytest.raises(kernelwright.CompileError, match="dropout"):
+        kernelwright.compile(Fn(lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, dropout_p=0.5)), [q, k, v])
+
+
+class MHA(nn.Module):
+    def __init__(self, need_weights, batch_first, kdim=None, average=True, mask=None):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=batch_first, kdim=kdim, vdim=kdim)
+        self.need_weights, self.average, self.mask = need_weights, average, mask
+
+    def forward(self, q, k, v):
+        out, w = self.attn(q, k, v, need_weights=self.need_weights, attn_mask=self.mask,
+                           average_attn_weights=self.average)
+        return (out, w) if self.need_weights else out
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_attention(path, batch_first, need_weights):
+    m = MHA(need_weights, batch_first)
+    shape_q, shape_kv = ((2, 5, 8), (2, 6, 8)) if batch_first else ((5, 2, 8), (6, 2, 8))
+    kv = torch.randn(*shape_kv)
+    c = check(m, torch.randn(*shape_q), kv, kv)
+    if not need_weights:
+        _assert_path(c, path)
+
+
+def test_multihead_attention_self_with_mask_and_kdim(path):
+    causal = torch.triu(torch.full((5, 5), float("-inf")), diagonal=1)
+    x = torch.randn(2, 5, 8)
+    check(MHA(False, True, mask=causal), x, x, x)
+    check(MHA(True, True, average=False, mask=causal), x, x, x)
+    check(MHA(False, True, kdim=6), x, torch.randn(2, 4, 6), torch.randn(2, 4, 6))
+
+
+def test_transformer_encoder_layer_uses_fused_attention():
+    layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=24, dropout=0.0, batch_first=True)
+    c = check(layer, torch.randn(2, 5, 16))
+    _assert_path(c, "fused")

@@ -1,0 +1,130 @@
+"""The matmul family beyond plain mm/bmm: tensors times matrices, vectors, scalars,
+diagonal and triangular operands, irregular shapes, very deep and very shallow K
+(split-K and the elementwise path), and einsum in the forms models use."""
+
+import pytest
+import torch
+from conftest import Fn, check
+
+from kernelwright.ops.linalg import SMALL_K, split_k_chunks
+
+
+def _templates(compiled):
+    return [k.name for k in compiled.plan.kernels]
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 7), (2, 3, 5, 7), (1, 4, 1, 7)])
+def test_tensor_times_matrix(shape):
+    x, w = torch.randn(*shape), torch.randn(7, 6)
+    check(Fn(lambda x, w: (x @ w, torch.matmul(x, w) + 1.0)), x, w)
+
+
+def test_batched_broadcast_both_sides():
+    a, b = torch.randn(3, 1, 4, 5), torch.randn(2, 5, 6)
+    check(Fn(torch.matmul), a, b)
+
+
+def test_matrix_vector_forms():
+    m, v, u = torch.randn(6, 9), torch.randn(9), torch.randn(6)
+    x3 = torch.randn(2, 6, 9)
+    check(Fn(lambda m, v, u, x3: (torch.mv(m, v), m @ v, u @ m, x3 @ v, torch.dot(v, v),
+                                  u @ x3)), m, v, u, x3)
+
+
+def test_addmm_addmv_baddbmm_alpha_beta():
+    bias, a, b = torch.randn(4, 6), torch.randn(4, 5), torch.randn(5, 6)
+    v, bb = torch.randn(5), torch.randn(4)
+    x, y, z = torch.randn(2, 4, 5), torch.randn(2, 5, 6), torch.randn(2, 4, 6)
+    check(Fn(lambda bias, a, b, v, bb, x, y, z: (
+        torch.addmm(bias, a, b, beta=0.5, alpha=2.0), torch.addmm(bias, a, b, beta=0),
+        torch.addmv(bb, a, v, alpha=-1.5), torch.baddbmm(z, x, y, beta=2.0, alpha=0.25))),
+        bias, a, b, v, bb, x, y, z)
+
+
+def test_matrix_times_scalar():
+    a, b = torch.randn(5, 7), torch.randn(7, 3)
+    s = torch.tensor(1.5)
+    check(Fn(lambda a, b, s: (a * 2.5, a * s, (a @ b) * -0.5, torch.mul(a, 3))), a, b, s)
+
+
+def test_diag_times_matrix():
+    d, m = torch.randn(5), torch.randn(5, 4)
+    d2, m2 = torch.randn(2, 5), torch.randn(2, 5, 3)
+    check(Fn(lambda d, m, d2, m2: (torch.diag(d) @ m, m.t() @ torch.diag(d),
+                                   torch.diag_embed(d2) @ m2, torch.diag(d, 1))),
+          d, m, d2, m2)
+
+
+def test_diagonal_of_matrix():
+    a, b = torch.randn(5, 7), torch.randn(2, 4, 3, 6)
+    check(Fn(lambda a, b: (torch.diag(a), torch.diag(a, 2), torch.diag(a, -3),
+                           torch.diagonal(b, 1, 1, 3), torch.diagonal(b, -1, -1, 0),
+                           torch.diag(a @ a.t()).sum())), a, b)
+
+
+@pytest.mark.parametrize("k", [0, 1, -2])
+def test_triangular_inputs_and_outputs(k):
+    a, b = torch.randn(6, 6), torch.randn(6, 4)
+    x = torch.randn(2, 5, 7)
+    check(Fn(lambda a, b, x: (torch.tril(a, k) @ b, torch.triu(a, k) @ b,
+                              torch.tril(a @ a.t(), k), torch.triu(x, k), torch.tril(x, k) * 2)),
+          a, b, x)
+
+
+def test_arange_forms():
+    x = torch.randn(7)
+    check(Fn(lambda x: (x + torch.arange(7), x * torch.arange(1.0, 2.4, 0.2),
+                        torch.arange(3, 17, 3), torch.arange(10, 0, -3).float())), x)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 17, 1), (1, 100, 1), (31, 5, 63), (33, 47, 29),
+                                   (129, 4, 5), (2, 300, 65)])
+def test_irregular_shapes(m, k, n):
+    check(Fn(torch.mm), torch.randn(m, k), torch.randn(k, n))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_very_small_k_is_one_elementwise_kernel(k):
+    assert k <= SMALL_K
+    lin = torch.nn.Sequential(torch.nn.Linear(k, 9), torch.nn.ReLU())
+    compiled = check(lin, torch.randn(13, k))
+    assert len(compiled.plan.kernels) == 1 and "matmul" not in _templates(compiled)[0]
+    check(Fn(torch.bmm), torch.randn(2, 5, k), torch.randn(2, k, 7))
+
+
+@pytest.mark.parametrize("m,k,n", [(16, 65536, 16), (3, 5000, 2)])
+def test_very_large_k_uses_split_k(m, k, n):
+    assert split_k_chunks((m, k), (k, n)) > 1
+    a, b = torch.rand(m, k) - 0.5, torch.rand(k, n) - 0.5
+    bias = torch.randn(n)
+    compiled = check(Fn(lambda a, b, bias: torch.addmm(bias, a, b)), a, b, bias, atol=2e-4)
+    names = _templates(compiled)
+    assert "matmul" in names[0] and names[1].startswith("reduce"), names
+    assert len(names) == 2, names  # the bias add fuses into the reduction's epilogue
+
+
+def test_split_k_batched_and_heuristic_off_for_big_outputs():
+    assert split_k_chunks((2048, 4096), (4096, 2048)) == 1  # enough tiles already
+    assert split_k_chunks((256, 4096), (4096, 256)) > 1  # 16 tiles: too few
+    assert split_k_chunks((16, 1024), (1024, 16)) == 1  # shallow enough
+    a, b = torch.rand(2, 3, 4100) - 0.5, torch.rand(4100, 5) - 0.5
+    check(Fn(torch.matmul), a, b, atol=2e-4)
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(2, 3, 5, 4), (2, 3, 6, 4)]),
+    ("bhqk,bhkd->bhqd", [(2, 3, 5, 6), (2, 3, 6, 4)]),
+    ("ij,j->i", [(3, 4), (4,)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("bi,bj->bij", [(2, 3), (2, 4)]),
+    ("ij,kj->ik", [(5, 4), (6, 4)]),
+    ("bi,bi->b", [(3, 7), (3, 7)]),
+    ("bld,de->ble", [(2, 5, 4), (4, 3)]),
+])
+def test_einsum(eq, shapes):
+    check(Fn(lambda *xs: torch.einsum(eq, *xs)), *[torch.randn(*s) for s in shapes])
+
+
+def test_outer():
+    check(Fn(torch.outer), torch.randn(4), torch.randn(6))
