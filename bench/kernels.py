@@ -1,0 +1,137 @@
+"""Benchmark: single kernels against PyTorch on the same GPU (issue 5's figures; not a test).
+
+    python bench/kernels.py [--only NAME] [--out bench/results/kernels.json]
+
+Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
+timestamps (median over reps, inputs rotated among 3 sets), PyTorch's from CUDA
+events (median, same inputs; fp32 with TF32 off: strict mode). Reported per case:
+kernelwright ms, torch ms, ratio (torch / kernelwright: above 1 is faster), and the
+achieved rate (TFLOP/s for compute-bound cases, TB/s of bytes read + written for
+memory-bound ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import kernelwright
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def gemm(m, k, n):
+    return dict(module=Fn(torch.mm), inputs=lambda: [torch.randn(m, k), torch.randn(k, n)],
+                flops=2 * m * n * k)
+
+
+def linear_t(m, k, n):  # x @ W^T + b, W stored [N, K] as nn.Linear does
+    return dict(module=torch.nn.Linear(k, n), inputs=lambda: [torch.randn(m, k)],
+                flops=2 * m * n * k)
+
+
+def memory(fn, shape, reads, writes):
+    numel = 1
+    for s in shape:
+        numel *= s
+    return dict(module=Fn(fn), inputs=lambda: [torch.randn(*shape)],
+                bytes=4 * numel * (reads + writes))
+
+
+CASES = {
+    "gemm_4096": gemm(4096, 4096, 4096),
+    "gemm_irregular_3001x4093x2999": gemm(3001, 4093, 2999),
+    "linear_8192x1024x4096": linear_t(8192, 1024, 4096),
+    "elementwise_chain_2^27": memory(lambda x: (x * 2 + 1).relu() * 0.5, (1 << 27,), 1, 1),
+    "gelu_2^27": memory(F.gelu, (1 << 27,), 1, 1),
+    "sum_rows_16384x8192": memory(lambda x: x.sum(1), (16384, 8192), 1, 0),
+    "softmax_16384x8192": memory(lambda x: torch.softmax(x, -1), (16384, 8192), 1, 1),
+    "layernorm_16384x8192": dict(module=torch.nn.LayerNorm(8192),
+                                 inputs=lambda: [torch.randn(16384, 8192)],
+                                 bytes=4 * 16384 * 8192 * 2),
+    "conv3x3_64ch_128x128_b32": dict(
+        module=torch.nn.Conv2d(64, 64, 3, padding=1),
+        inputs=lambda: [torch.randn(32, 64, 128, 128)],
+        flops=2 * 32 * 64 * 64 * 9 * 128 * 128),
+    "maxpool3x3s2_b32x64x256": memory(lambda x: F.max_pool2d(x, 3, 2, 1), (32, 64, 256, 256), 1,
+                                      0.25),
+}
+
+
+def torch_ms(module, sets, reps):
+    with torch.no_grad():
+        m = module.cuda()
+        cuda_sets = [[x.cuda() for x in s] for s in sets]
+        for s in cuda_sets[:2]:
+            m(*s)
+        times = []
+        for i in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s = cuda_sets[i % len(cuda_sets)]
+            a.record()
+            m(*s)
+            b.record()
+            torch.cuda.synchronize()
+            times.append(a.elapsed_time(b))
+        return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", default="bench/results/kernels.json")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = kernelwright.runtime.default_device()
+    rows = []
+    for name, case in CASES.items():
+        if args.only and args.only not in name:
+            continue
+        torch.manual_seed(0)
+        module = case["module"].eval()
+        sets = [case["inputs"]() for _ in range(3)]
+        t0 = time.perf_counter()
+        compiled = kernelwright.compile(module, sets[0])
+        compile_s = time.perf_counter() - t0
+        with torch.no_grad():
+            ref = module(*sets[0])
+        got = compiled(*sets[0], poison=True)
+        err = (got - ref).abs().max().item()
+        scale = ref.abs().max().item() or 1.0
+        kw_ms = statistics.median(compiled.gpu_times_ms(sets, args.reps))
+        ref_ms = torch_ms(module, sets, args.reps) if torch.cuda.is_available() else float("nan")
+        row = dict(case=name, kernels=len(compiled.plan.kernels), compile_s=round(compile_s, 3),
+                   max_abs_err=err, rel_err=err / scale, kernelwright_ms=round(kw_ms, 4),
+                   torch_ms=round(ref_ms, 4), ratio=round(ref_ms / kw_ms, 4))
+        if "flops" in case:
+            row["kernelwright_tflops"] = round(case["flops"] / kw_ms / 1e9, 2)
+            row["torch_tflops"] = round(case["flops"] / ref_ms / 1e9, 2)
+        else:
+            row["kernelwright_tbps"] = round(case["bytes"] / kw_ms / 1e9, 3)
+            row["torch_tbps"] = round(case["bytes"] / ref_ms / 1e9, 3)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        del compiled
+    out = dict(device=dev.description, torch=torch.__version__,
+               precision="strict fp32 (TF32 off)", cases=rows)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
