@@ -1,26 +1,20 @@
-"""Losses, and the indexing they need.
+"""Losses.
 
 After torch.export's decompositions most losses are plain elementwise ops and
 reductions (MSE, L1, Huber / smooth L1, KL divergence, BCE, hinge embedding, margin
 ranking) or norms (triplet margin, cosine similarity: linalg_vector_norm, in norms.py).
 What is left is picking each sample's class: cross-entropy and NLL decompose to
 `aten.gather` on the log-probabilities, and some decomposition tables keep
-`aten.nll_loss_forward` whole. Both lower to the `gather` movement primitive, whose
-index tensor is read inside the index arithmetic of the consuming kernel.
+`aten.nll_loss_forward` whole. Both lower to the `gather` movement primitive
+(ops/movement.py), whose index tensor is read inside the index arithmetic of the
+consuming kernel.
 """
 
 from __future__ import annotations
 
-from ..ir import CompileError, GraphBuilder, Value
+from ..ir import CompileError
 from . import register
 from .elementwise import as_dtype, binary
-
-
-@register("aten.gather.default")
-def gather(b: GraphBuilder, x: Value, dim: int, index: Value, sparse_grad: bool = False):
-    if not x.shape:  # a 0-d tensor: its only element, index 0
-        return b.reshape(b.gather(b.reshape(x, (1,)), 0, b.reshape(index, (1,))), ())
-    return b.gather(x, dim, as_dtype(b, index, "i32"))
 
 
 def _nll(b, x, target, weight, reduction, ignore_index):

@@ -1,4 +1,5 @@
-"""Movement ATen ops: views, permutations, slices, concatenation, padding.
+"""Movement ATen ops: views, permutations, slices, concatenation, padding, repeat,
+flip, gather.
 
 They lower to the movement primitives, which never copy: codegen folds them into
 the index arithmetic of the kernels that read them.
@@ -6,8 +7,9 @@ the index arithmetic of the kernels that read them.
 
 from __future__ import annotations
 
-from ..ir import GraphBuilder, Value
+from ..ir import CompileError, GraphBuilder, Value
 from . import register
+from .elementwise import as_dtype
 
 
 @register("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
@@ -125,3 +127,28 @@ def constant_pad_nd(b, x, pad, value=0.0):
     for i in range(len(pad) // 2):
         pads[len(x.shape) - 1 - i] = (pad[2 * i], pad[2 * i + 1])
     return b.pad(x, pads, value)
+
+
+@register("aten.repeat.default")
+def repeat(b, x, repeats):
+    """Tile x: each dim of size s repeated r times is a broadcast [r, s] flattened."""
+    repeats = list(repeats)
+    if len(repeats) < len(x.shape):
+        raise CompileError(f"repeat {repeats} has fewer dims than {list(x.shape)}")
+    shape = (1,) * (len(repeats) - len(x.shape)) + tuple(x.shape)
+    pairs = [d for s in shape for d in (1, s)]
+    big = [d for r, s in zip(repeats, shape) for d in (r, s)]
+    y = b.expand(b.reshape(x, pairs), big)
+    return b.reshape(y, [r * s for r, s in zip(repeats, shape)])
+
+
+@register("aten.flip.default")
+def flip(b, x, dims):
+    return b.flip(x, dims) if x.shape else x
+
+
+@register("aten.gather.default")
+def gather(b: GraphBuilder, x: Value, dim: int, index: Value, sparse_grad: bool = False):
+    if not x.shape:  # a 0-d tensor: its only element, index 0
+        return b.reshape(b.gather(b.reshape(x, (1,)), 0, b.reshape(index, (1,))), ())
+    return b.gather(x, dim, as_dtype(b, index, "i32"))

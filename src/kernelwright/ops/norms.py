@@ -118,19 +118,6 @@ def native_group_norm(b, x, weight, bias, n, c, hxw, group, eps):
     return y, b.reshape(m, (n, group)), b.reshape(rstd, (n, group))
 
 
-@register("aten.repeat.default")
-def repeat(b, x, repeats):
-    """Tile x: each dim of size s repeated r times is a broadcast [r, s] flattened."""
-    repeats = list(repeats)
-    if len(repeats) < len(x.shape):
-        raise CompileError(f"repeat {repeats} has fewer dims than {list(x.shape)}")
-    shape = (1,) * (len(repeats) - len(x.shape)) + tuple(x.shape)
-    pairs = [d for s in shape for d in (1, s)]
-    big = [d for r, s in zip(repeats, shape) for d in (r, s)]
-    y = b.expand(b.reshape(x, pairs), big)
-    return b.reshape(y, [r * s for r, s in zip(repeats, shape)])
-
-
 @register("aten.linalg_vector_norm.default")
 def linalg_vector_norm(b, x, ord=2, dim=None, keepdim=False, dtype=None):
     """sum(|x|^p)^(1/p) over dim; p = inf / -inf: max / min of |x|; p = 0: the count

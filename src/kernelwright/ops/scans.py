@@ -53,6 +53,3 @@ def logcumsumexp(b, x, dim):
     return b.scan(as_dtype(b, x, "f32"), "logaddexp", dim)
 
 
-@register("aten.flip.default")
-def flip(b, x, dims):
-    return b.flip(x, dims) if x.shape else x
