@@ -1,6 +1,7 @@
 """The user-facing API: kernelwright.compile, torch.compile's backend, plans as data,
 and the errors for what cannot be compiled or called."""
 
+import numpy as np
 import pytest
 import torch
 from conftest import Fn
@@ -74,3 +75,13 @@ def test_kernel_timestamps_when_supported():
     times = compiled.kernel_times_ms(torch.randn(3, 8))
     assert len(times) == len(compiled.plan.kernels) and all(t >= 0 for _, t in times)
     assert all(t >= 0 for t in compiled.gpu_times_ms([[torch.randn(3, 8)]], 3))
+
+
+def test_poison_fills_outputs_and_intermediates_with_nan():
+    compiled = kernelwright.compile(_mlp().eval(), [torch.randn(3, 8)])
+    exe = compiled.exe
+    exe.poison()
+    for spec in compiled.plan.outputs:
+        assert np.isnan(exe.read(spec)).all()
+    # and a call after poisoning overwrites every output element
+    assert not torch.isnan(compiled(torch.randn(3, 8), poison=True)).any()

@@ -25,6 +25,7 @@ from .plan import Plan
 NUMPY_OF = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
 ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3, "Unknown": 4}
 OPTIONAL_FEATURES = ("timestamp-query", "subgroup", "shader-f16")
+POISON_CHUNK = 64 << 20  # bytes of NaN written per call when poisoning buffers
 
 
 @dataclass
@@ -116,17 +117,23 @@ class Executable:
                 entries=[{"binding": i, "resource": {"buffer": self.buffers[b]}}
                          for i, b in enumerate(k.bindings)])
             self.steps.append((pipe, group, k.grid))
-        self._poison = {b.id: np.full(_aligned(b.nbytes) // 4, np.nan, np.float32).tobytes()
-                        for b in plan.buffers if b.kind in ("temp", "output")}
 
     def upload(self, arrays: list[np.ndarray]) -> None:
         for spec, a in zip(self.plan.inputs, arrays):
             self.dev.device.queue.write_buffer(self.buffers[spec.buffer], 0, a)
 
     def poison(self) -> None:
-        """Fill every intermediate and output buffer with NaN."""
-        for bid, data in self._poison.items():
-            self.dev.device.queue.write_buffer(self.buffers[bid], 0, data)
+        """Fill every intermediate and output buffer with NaN (in chunks of one shared
+        NaN block, so that poisoning costs no host memory per buffer)."""
+        chunk = min(POISON_CHUNK, max((_aligned(b.nbytes) for b in self.plan.buffers), default=0))
+        nan = np.full(chunk // 4, np.nan, np.float32)
+        for b in self.plan.buffers:
+            if b.kind not in ("temp", "output"):
+                continue
+            size = _aligned(b.nbytes)
+            for offset in range(0, size, chunk):
+                n = min(chunk, size - offset)
+                self.dev.device.queue.write_buffer(self.buffers[b.id], offset, nan[: n // 4])
 
     def _record(self, encoder, timestamps=None, per_kernel=False) -> None:
         if per_kernel:
