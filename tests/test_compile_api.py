@@ -85,3 +85,25 @@ def test_poison_fills_outputs_and_intermediates_with_nan():
         assert np.isnan(exe.read(spec)).all()
     # and a call after poisoning overwrites every output element
     assert not torch.isnan(compiled(torch.randn(3, 8), poison=True)).any()
+
+
+def test_int64_inputs_run_no_pytorch_compute():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        ops: list = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Record.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    m = Fn(lambda x, i: x * i)
+    x, i = torch.randn(4, 5), torch.randint(-3, 3, (4, 5))
+    compiled = kernelwright.compile(m, [x, i])
+    with Record():
+        out = compiled(x, i)
+    torch.testing.assert_close(out, x * i)
+    compute = [op for op in Record.ops if op.split(".")[1] in ("max", "min", "gt", "lt", "mul")]
+    assert not compute, compute
+    with pytest.raises(ValueError, match="int32 range"):
+        compiled(x, torch.full((4, 5), 2**40))

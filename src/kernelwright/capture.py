@@ -61,9 +61,10 @@ def to_device_array(t: torch.Tensor) -> np.ndarray:
         return t.to(torch.float32).contiguous().numpy()
     if dt == "bool":
         return t.to(torch.int32).contiguous().numpy().view(np.uint32)
-    if t.dtype == torch.int64 and t.numel() and (t.max() > 2**31 - 1 or t.min() < -(2**31)):
+    a = t.contiguous().numpy()  # the range check in numpy: no PyTorch op runs per call
+    if a.dtype == np.int64 and a.size and (a.max() > 2**31 - 1 or a.min() < -(2**31)):
         raise ValueError("int64 values outside the int32 range are not supported on the device")
-    return t.to(torch.int32).contiguous().numpy()
+    return a.astype(np.int32)
 
 
 def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],

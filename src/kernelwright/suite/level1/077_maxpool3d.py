@@ -1,0 +1,32 @@
+"""3-D max pooling on a volume: 3x3x3 window, stride 2, padding 1."""
+
+import torch
+from torch import nn
+
+batch_size = 16
+channels = 32
+depth = 32
+height = 128
+width = 128
+
+SIZES = {
+    "small": {"batch_size": 2, "channels": 3, "depth": 7, "height": 11, "width": 13},
+    "full": {"batch_size": 16, "channels": 32, "depth": 32, "height": 128, "width": 128},
+}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.MaxPool3d(kernel_size=3, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.pool(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, channels, depth, height, width)]
+
+
+def get_init_inputs():
+    return []
