@@ -26,3 +26,18 @@ def test_cat_stack_pad_split():
 def test_view_output_of_input_is_copied():
     x = torch.randn(4, 6)
     check(Fn(lambda x: (x, x.view(2, 12), x.t())), x)
+
+
+def test_index_select_embedding_index_and_roll():
+    x = torch.randn(5, 7)
+    i = torch.tensor([4, 0, -1, 2])
+    emb = torch.nn.Embedding(11, 6)
+    tokens = torch.randint(0, 11, (3, 4))
+    check(Fn(lambda x, i: (torch.index_select(x, 1, i.clamp(min=0)), x[:, i], x[i],
+                           torch.roll(x, 2, 1), torch.roll(x, -1, 0))), x, i)
+    check(emb, tokens)
+
+
+def test_one_hot():
+    t = torch.randint(0, 6, (4, 3))
+    check(Fn(lambda t: F.one_hot(t, 6) * 2), t)

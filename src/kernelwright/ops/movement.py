@@ -152,3 +152,43 @@ def gather(b: GraphBuilder, x: Value, dim: int, index: Value, sparse_grad: bool 
     if not x.shape:  # a 0-d tensor: its only element, index 0
         return b.reshape(b.gather(b.reshape(x, (1,)), 0, b.reshape(index, (1,))), ())
     return b.gather(x, dim, as_dtype(b, index, "i32"))
+
+
+@register("aten.index_select.default")
+def index_select(b, x, dim, index):
+    """x with dim `dim` replaced by the entries `index` picks: a gather whose index
+    tensor is `index` broadcast along every other dim."""
+    dim %= len(x.shape)
+    k = index.numel
+    shape = tuple(k if d == dim else s for d, s in enumerate(x.shape))
+    lined = tuple(k if d == dim else 1 for d in range(len(x.shape)))
+    idx = b.expand(b.reshape(as_dtype(b, index, "i32"), lined), shape)
+    return b.gather(x, dim, _wrapped(b, idx, x.shape[dim]))
+
+
+def _wrapped(b, idx, size):
+    """Negative indices count from the end, as in PyTorch."""
+    from .elementwise import binary
+
+    return b.ew("where", binary(b, "lt", idx, 0, out_dtype="bool"), binary(b, "add", idx, size),
+                idx)
+
+
+@register("aten.embedding.default")
+def embedding(b, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    out = index_select(b, weight, 0, b.reshape(indices, (indices.numel,)))
+    return b.reshape(out, indices.shape + weight.shape[1:])
+
+
+@register("aten.index.Tensor")
+def index_tensor(b, x, indices):
+    """x[..., idx, ...] with one index tensor (the other positions None or absent)."""
+    given = [(d, t) for d, t in enumerate(indices) if t is not None]
+    if len(given) != 1:
+        raise CompileError("advanced indexing with several index tensors is not supported "
+                           "(one index tensor, other dims sliced, is)")
+    dim, idx = given[0]
+    if idx.dtype == "bool":
+        raise CompileError("indexing with a boolean mask has a data-dependent shape")
+    out = index_select(b, x, dim, b.reshape(idx, (idx.numel,)))
+    return b.reshape(out, x.shape[:dim] + idx.shape + x.shape[dim + 1:])
