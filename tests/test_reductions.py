@@ -36,3 +36,9 @@ def test_softmax_log_softmax(dim):
 def test_softmax_long_rows():
     x = torch.randn(3, 2000)
     check(Fn(lambda x: torch.softmax(x, -1)), x)
+
+
+def test_softmax_recomputes_exp_instead_of_storing_it():
+    # max, sum of exp(x - max), and exp(x - max) / sum: three kernels, no stored exp
+    compiled = check(Fn(lambda x: torch.softmax(x, -1)), torch.randn(6, 50))
+    assert len(compiled.plan.kernels) == 3, compiled.plan.summary()

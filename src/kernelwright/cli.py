@@ -13,6 +13,7 @@ import importlib
 
 SUBCOMMANDS = [
     "kernelwright.bench.command",  # kernelwright bench
+    "kernelwright.tune.command",  # kernelwright tune
 ]
 
 

@@ -36,6 +36,8 @@ class Kernel:
     bindings: list[int]  # buffer ids: inputs..., then the output
     grid: tuple[int, int, int]  # workgroups dispatched
     source_lines: list[str] = field(default_factory=list)  # user lines it came from
+    key: str = ""  # what it computes, independent of knobs (templates.KernelKey)
+    knobs: dict = field(default_factory=dict)  # the template knobs it was generated with
 
 
 @dataclass

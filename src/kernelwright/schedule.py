@@ -14,7 +14,9 @@ nodes from the outputs back:
   stores (through elementwise ops and reshapes).
 
 Memory planning then gives each materialized intermediate a buffer, reusing a
-buffer once every kernel that reads its previous tenant has run.
+buffer once every kernel that reads its previous tenant has run. Each kernel's knobs
+come from the tuning cache when it has an answer for the kernel on this device
+(tune.choose_knobs), else from the template's heuristics.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import numpy as np
 
 from .ir import TEMPLATE_OPS, Graph, Node, Value
 from .plan import Buffer, Kernel, Plan, TensorSpec
-from .templates import generate
+from .templates import KnobChooser, generate
+from .tune import choose_knobs
 
 ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}
 NUMPY_TYPE = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
@@ -103,12 +106,59 @@ def fuse(graph: Graph, nodes: list[Node]) -> list[Group]:
         group.members.append(node)
         group_of[node] = group
     groups.reverse()
-    return groups
+    return recompute_cheap_values(groups, graph, users)
 
 
-def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str]) -> Plan:
+RECOMPUTE_MAX_OPS = 8  # elementwise ops each reader may compute again instead of a load
+RECOMPUTE_MAX_READS = 2  # buffers such a value may read (each one a binding of its readers)
+READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an element once
+
+
+def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Group]:
+    """Fold back into its readers a value that `fuse` materialized only because several
+    kernels read it, when it is a short elementwise expression of buffers and every
+    reader touches each of its elements once (an elementwise kernel or a reduction):
+    recomputing it then costs a few instructions, materializing it a write, a read and
+    a kernel (softmax's exp(x - max) feeds both its sum and its division)."""
+    roots = {g.root for g in groups}
+    group_of = {n: g for g in groups for n in g.members}
+    outputs = set(graph.outputs)
+    folded: set[Group] = set()
+    for g in groups:
+        v = g.root
+        if g.template is not None or v in outputs or v.node.op != "ew":
+            continue
+        readers = {group_of[u] for u in users.get(v, [])}
+        if readers & folded or any(r.template is not None and r.template.op not in
+                                   READS_EACH_ELEMENT_ONCE for r in readers):
+            continue
+        reads: set[Value] = set()
+        if (_inline_ops(v, roots - {v}, reads) <= RECOMPUTE_MAX_OPS
+                and len(reads) <= RECOMPUTE_MAX_READS):
+            folded.add(g)
+            roots.discard(v)
+    return [g for g in groups if g not in folded]
+
+
+def _inline_ops(v: Value, roots: set[Value], reads: set[Value]) -> float:
+    """Elementwise ops computed when `v` is inlined down to buffers (collected in
+    `reads`); inf when that would need a template's result that is not in a buffer."""
+    if v.kind in ("input", "const") or v in roots:
+        reads.add(v)
+        return 0
+    if v.node is None:
+        return 0
+    if v.node.op in TEMPLATE_OPS:
+        return float("inf")
+    own = 1 if v.node.op == "ew" else 0
+    return own + sum(_inline_ops(x, roots, reads) for x in v.node.inputs)
+
+
+def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
+               choose: KnobChooser | None = choose_knobs) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
-    dtype of each graph input and output (int64 is held as i32 on the device)."""
+    dtype of each graph input and output (int64 is held as i32 on the device). `choose`
+    picks each kernel's knobs (None: the templates' heuristic defaults)."""
     nodes = live_nodes(graph)
     groups = fuse(graph, nodes)
     materialized = {g.root for g in groups}
@@ -130,7 +180,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str]) -
     last_use: dict[Value, int] = {}
     outputs = set(graph.outputs)
     for i, g in enumerate(groups):
-        gen = generate(g.root, g.template, materialized, lambda v: id(v))
+        gen = generate(g.root, g.template, materialized, lambda v: id(v), choose)
         gens.append(gen)
         for v in gen.reads:
             last_use[v] = i
@@ -166,7 +216,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str]) -
                ("reshape", "permute", "expand")]
         lines = sorted({n.source for n in g.members if n.source})
         kernels.append(Kernel("+".join(dict.fromkeys(ops)) or "copy", gen.source, bindings,
-                              gen.grid, lines))
+                              gen.grid, lines, str(gen.key), gen.knobs))
     return Plan(
         buffers=buffers,
         kernels=kernels,

@@ -3,17 +3,35 @@
 `generate(group, ...)` picks the template by the group's template node (none: the
 elementwise kernel), generates the loader functions for the node's inputs and the
 epilogue for the stored value (codegen.Emitter), chooses the knobs (tile sizes,
-workgroup size) from the shapes, and returns the WGSL text with its bindings and
-dispatch grid. Knob choices are heuristics here; the autotuner will override them.
+workgroup size, elements per invocation) and returns the WGSL text with its
+bindings, dispatch grid, knobs and a stable key.
+
+Knobs are data. Each template's fill function takes an optional `knobs` dict (names
+as the template's slots: BM, BN, TM, TN, BK for the matmul; WG and EPT for
+elementwise kernels; VARIANT and WG for reductions; ...); knobs left out take the
+template's heuristic default (`*_knobs` below, the one place for defaults), and a
+setting the template cannot run correctly is a CompileError. `knob_space` lists a
+small, shape-keyed set of settings per template: the autotuner's search space
+(tune/). The key (`KernelKey`: template, operand shapes, and a digest of the
+generated functions, the template node's attributes and the template's text) names
+the computation independently of the knobs, so that the tuner's cache can say which
+knobs were fastest for it; `generate` asks a chooser (by default the tuning cache,
+tune.choose_knobs) for them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache, cached_property
+from typing import NamedTuple
 
 from .codegen import (
     HELPERS,
+    KERNEL_DIR,
     WGSL_TYPE,
     Emitter,
     Index,
@@ -27,6 +45,20 @@ from .codegen import (
 from .ir import CompileError, Node, Value
 
 MAX_GRID = 65535
+MAX_WG = 256  # WebGPU's default maxComputeInvocationsPerWorkgroup: every space keeps to it
+WORKGROUP_BYTES = 16384  # WebGPU's default maxComputeWorkgroupStorageSize
+
+
+class KernelKey(NamedTuple):
+    """What a kernel computes, independent of its knobs: the tuning cache's key.
+    `bucket` is the operand shapes; for now the exact shapes are the shape bucket."""
+
+    template: str
+    bucket: str  # e.g. "f32[1,70,37] f32[1,37,45] -> f32[1,70,45]"
+    digest: str  # of the generated functions, the node's attributes and the template text
+
+    def __str__(self) -> str:
+        return f"{self.template} {self.bucket} #{self.digest}"
 
 
 @dataclass
@@ -35,6 +67,40 @@ class Generated:
     source: str
     reads: list[Value]
     grid: tuple[int, int, int]
+    key: KernelKey | None = None
+    knobs: dict = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class KernelRequest:
+    """A kernel about to be generated, as a knob chooser sees it: its key, the kernel
+    with default knobs, its search space, and `generate(knobs)` for any other setting."""
+
+    default: Generated
+    out: Value
+    tnode: Node | None
+    materialized: set
+    buffer_of: Callable
+
+    @property
+    def key(self) -> KernelKey:
+        return self.default.key
+
+    @property
+    def kind(self) -> str:
+        return self.default.name
+
+    @cached_property
+    def space(self) -> list[dict]:
+        """The default knobs first, then the template's other settings for this shape."""
+        rest = knob_space(self.kind, self.out, self.tnode)
+        return [self.default.knobs] + [k for k in rest if k != self.default.knobs]
+
+    def generate(self, knobs: dict | None) -> Generated:
+        return fill_kernel(self.out, self.tnode, self.materialized, self.buffer_of, knobs)
+
+
+KnobChooser = Callable[[KernelRequest], "dict | None"]
 
 
 def grid_1d(n: int, wg: int) -> tuple[tuple[int, int, int], int]:
@@ -62,17 +128,35 @@ def _epilogue(src: KernelSource, materialized, out: Value, root: Value | None,
     return em.function("epilogue", params, out.dtype, val)
 
 
-def generate(out: Value, tnode: Node | None, materialized, buffer_of) -> Generated:
+def generate(out: Value, tnode: Node | None, materialized, buffer_of,
+             choose: KnobChooser | None = None) -> Generated:
+    """The kernel that stores `out`, computed by template node `tnode` (None: a plain
+    elementwise kernel). Its knobs are the template's defaults unless `choose` returns
+    others for the kernel's request (knobs that no longer fit the template, e.g. stored
+    by an older version, are ignored)."""
+    gen = fill_kernel(out, tnode, materialized, buffer_of)
+    if choose is None:
+        return gen
+    request = KernelRequest(gen, out, tnode, materialized, buffer_of)
+    knobs = choose(request)
+    if knobs and knobs != gen.knobs:
+        try:
+            gen = request.generate(knobs)
+        except CompileError:
+            pass
+    return gen
+
+
+def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
+                knobs: dict | None = None) -> Generated:
+    """Generate the kernel with the given knobs (missing ones: the defaults)."""
     src = KernelSource(buffer_of)
     epi = _epilogue(src, materialized, out, tnode.out if tnode else None,
                     tnode.out.dtype if tnode else out.dtype)
     kind = tnode.op if tnode else "elementwise"
-    fill = {"elementwise": _elementwise, "reduce": _reduce, "matmul": _matmul,
-            "conv": _conv, "pool": _pool, "scan": _scan,
-            "attention": _attention, "materialize": _materialize}.get(kind)
-    if fill is None:
+    if kind not in TEMPLATES:
         raise CompileError(f"no kernel template for '{kind}'")
-    tmpl, slots, grid = fill(src, materialized, out, tnode)
+    tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs)
     result = f"epilogue({slots.pop('final', 'acc')}, gi)" if tnode else "epilogue(gi)"
     store = f"out[gi] = {to_buffer(result, out.dtype)};"
     functions = "".join(HELPERS[h] for h in sorted(src.helpers)) + slots.pop("functions") + epi
@@ -80,16 +164,79 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of) -> Generat
     slots = {k: v.replace("$STORE", store) if isinstance(v, str) else v for k, v in slots.items()}
     source = template(tmpl).substitute(BINDINGS=src.bindings(out), FUNCTIONS=functions,
                                        STORE=store, **slots)
-    return Generated(kind, source, list(src.reads), grid)
+    key = kernel_key(kind, out, tnode, src.reads, functions)
+    return Generated(kind, source, list(src.reads), grid, key, used)
 
 
-def _elementwise(src, materialized, out, tnode):
-    wg = 256
-    ept = 4 if out.numel >= 1 << 20 else 1  # elements per invocation on large tensors
+def kernel_key(kind: str, out: Value, tnode: Node | None, reads: list[Value],
+               functions: str) -> KernelKey:
+    """Template, operand shapes (a template's inputs, else the buffers read) and a digest
+    of everything else that decides what the kernel computes: the generated functions
+    (loaders, epilogue), the template node's attributes and the template files."""
+    operands = tnode.inputs if tnode else reads
+    bucket = " ".join(f"{v.dtype}[{','.join(map(str, v.shape))}]" for v in operands)
+    bucket += f" -> {out.dtype}[{','.join(map(str, out.shape))}]"
+    attrs = json.dumps(tnode.attrs, sort_keys=True, default=str) if tnode else ""
+    text = "\n".join((functions, attrs, _template_text(kind)))
+    return KernelKey(kind, bucket.strip(), hashlib.sha1(text.encode()).hexdigest()[:16])
+
+
+@cache
+def _template_text(kind: str) -> str:
+    names = {"reduce": ("reduce_row", "reduce_thread"), "conv": ("conv", "conv_transpose"),
+             "materialize": ("elementwise",)}.get(kind, (kind,))
+    return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
+
+
+# -- knobs --------------------------------------------------------------------------------
+def _merge(defaults: dict, knobs: dict | None) -> dict:
+    """The knobs to use: the given ones over the defaults; unknown names are an error."""
+    unknown = set(knobs or {}) - set(defaults)
+    if unknown:
+        raise CompileError(f"unknown knobs {sorted(unknown)} (known: {sorted(defaults)})")
+    return {**defaults, **(knobs or {})}
+
+
+def _require(ok: bool, knobs: dict, why: str) -> None:
+    if not ok:
+        raise CompileError(f"knobs {knobs}: {why}")
+
+
+def _check_wg(knobs: dict, pow2: bool = False) -> int:
+    wg = knobs["WG"]
+    _require(isinstance(wg, int) and 1 <= wg <= MAX_WG, knobs, f"WG outside 1..{MAX_WG}")
+    _require(not pow2 or wg & (wg - 1) == 0, knobs, "WG must be a power of two")
+    return wg
+
+
+def _pow2_ceil(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def knob_space(kind: str, out: Value, tnode: Node | None) -> list[dict]:
+    """The settings the tuner tries for one kernel (besides its defaults)."""
+    return TEMPLATES[kind][1](out, tnode)
+
+
+def elementwise_knobs(numel: int) -> dict:
+    """256 invocations per workgroup; 4 elements per invocation (EPT) on tensors of
+    2^20 elements or more, else 1."""
+    return {"WG": 256, "EPT": 4 if numel >= 1 << 20 else 1}
+
+
+def elementwise_space(numel: int) -> list[dict]:
+    return [{"WG": wg, "EPT": ept} for wg in (64, 256) for ept in (1, 2, 4, 8)
+            if ept == 1 or numel >= ept * wg]
+
+
+def _elementwise(src, materialized, out, tnode, knobs=None):
+    knobs = _merge(elementwise_knobs(out.numel), knobs)
+    wg, ept = _check_wg(knobs), knobs["EPT"]
+    _require(isinstance(ept, int) and ept >= 1, knobs, "EPT must be a positive integer")
     threads = math.ceil(out.numel / ept)
     grid, row = grid_1d(threads, wg)
     return "elementwise", dict(functions="", WG=wg, ROW=row, THREADS=threads, EPT=ept,
-                               NUMEL=out.numel), grid
+                               NUMEL=out.numel), grid, knobs
 
 
 REDUCERS = {
@@ -107,7 +254,22 @@ REDUCERS = {
 }
 
 
-def _reduce(src, materialized, out, tnode):
+def reduce_knobs(o: int, r: int) -> dict:
+    """One workgroup per row (VARIANT "row", WG 64/128/256 by row length) unless rows are
+    short (<= 64) and many (>= 1024): then one invocation per row ("thread")."""
+    if r > 64 or o < 1024:
+        return {"VARIANT": "row", "WG": 256 if r >= 1024 else 128 if r >= 128 else 64}
+    return {"VARIANT": "thread", "WG": 256}
+
+
+def reduce_space(o: int, r: int) -> list[dict]:
+    rows = [{"VARIANT": "row", "WG": wg} for wg in (32, 64, 128, 256)
+            if wg <= max(32, _pow2_ceil(r))]
+    threads = [{"VARIANT": "thread", "WG": wg} for wg in (64, 256)] if r <= 1024 else []
+    return rows + threads
+
+
+def _reduce(src, materialized, out, tnode, knobs=None):
     (x,) = tnode.inputs
     o, r = x.shape
     op = tnode.attrs["op"]
@@ -123,20 +285,21 @@ def _reduce(src, materialized, out, tnode):
     leaf_expr = "leaf(load_x(o, r), r)"
     functions += f"fn leaf(v: {xt}, r: i32) -> {acc_t} {{ return {leaf}; }}\n"
     slots = dict(functions=functions, O=o, R=r, ACC=acc_t, INIT=init, LEAF=leaf_expr)
-    row_wise = r > 64 or o < 1024
+    knobs = _merge(reduce_knobs(o, r), knobs)
+    _require(knobs["VARIANT"] in ("row", "thread"), knobs, "VARIANT is 'row' or 'thread'")
+    row_wise = knobs["VARIANT"] == "row"
+    wg = _check_wg(knobs, pow2=row_wise)  # the row variant combines partials in a tree
     if row_wise:
-        wg = 256 if r >= 1024 else 128 if r >= 128 else 64
         gx = min(o, MAX_GRID)
         grid = (gx, math.ceil(o / gx), 1)
         tmpl = "reduce_row"
         slots.update(WG=wg, GRID_X=gx)
     else:
-        wg = 256
         grid, row = grid_1d(o, wg)
         tmpl = "reduce_thread"
         slots.update(WG=wg, ROW=row)
     slots["final"] = final
-    return tmpl, slots, grid
+    return tmpl, slots, grid, knobs
 
 
 _NAN = "((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
@@ -160,7 +323,19 @@ SCANNERS = {
 }
 
 
-def _scan(src, materialized, out, tnode):
+def scan_knobs(r: int) -> dict:
+    """Short rows: one element per invocation (WG the row length's power of two, at
+    least 32); long ones: up to 8 elements (ITEMS) per invocation of 256."""
+    wg = min(256, max(32, _pow2_ceil(r)))
+    return {"WG": wg, "ITEMS": 1 if r <= wg else min(8, math.ceil(r / wg))}
+
+
+def scan_space(r: int) -> list[dict]:
+    return [{"WG": wg, "ITEMS": items} for wg in (64, 128, 256) for items in (1, 2, 4, 8)
+            if wg <= max(64, _pow2_ceil(r)) and wg * items <= max(64, 2 * r)]
+
+
+def _scan(src, materialized, out, tnode, knobs=None):
     (x,) = tnode.inputs
     _, r, inner = x.shape
     rows = x.numel // max(1, r)
@@ -182,13 +357,14 @@ def _scan(src, materialized, out, tnode):
         functions = f"struct ArgAcc {{ v: {xt}, i: i32 }}\n" + functions
     functions += (f"fn combine(a: {acc_t}, b: {acc_t}) -> {acc_t} {{ {combine} }}\n"
                   f"fn leaf(v: {xt}, r: i32) -> {acc_t} {{ return {leaf}; }}\n")
-    # Short rows: one element per invocation; long ones: up to 8 per invocation of 256.
-    wg = min(256, max(32, 1 << max(0, r - 1).bit_length()))
-    items = 1 if r <= wg else min(8, math.ceil(r / wg))
+    knobs = _merge(scan_knobs(r), knobs)
+    wg = _check_wg(knobs, pow2=True)  # the scan of the invocations' totals is a tree
+    items = knobs["ITEMS"]
+    _require(isinstance(items, int) and items >= 1, knobs, "ITEMS must be a positive integer")
     gx = min(max(1, rows), MAX_GRID)
     slots = dict(functions=functions, WG=wg, ITEMS=items, R=r, B=inner, ROWS=rows, GRID_X=gx,
                  ACC=acc_t, INIT=init, LEAF="leaf(load_x(a, r, b), r)", final=final)
-    return "scan", slots, (gx, math.ceil(max(1, rows) / gx), 1)
+    return "scan", slots, (gx, math.ceil(max(1, rows) / gx), 1), knobs
 
 
 MATMUL_BK = 16  # the K depth of one staged tile
@@ -208,6 +384,26 @@ def matmul_tiles(m: int, n: int) -> tuple[int, int, int, int]:
     return 64, 64, 4, 4
 
 
+def matmul_knobs(m: int, n: int) -> dict:
+    bm, bn, tm, tn = matmul_tiles(m, n)
+    return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK}
+
+
+# The matmul's search space: (BM, BN, TM, TN) tiles, each with 256 invocations, times BK.
+MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
+                (64, 128, 4, 8), (128, 64, 8, 4), (128, 128, 8, 8))
+MATMUL_BKS = (8, 16, 32)
+
+
+def matmul_space(m: int, n: int, k: int) -> list[dict]:
+    """Tiles whose sides are at most twice the product's (rounded up to a power of two),
+    BK at most K (rounded up), staged tiles that fit workgroup memory."""
+    return [{"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": bk}
+            for bm, bn, tm, tn in MATMUL_TILES for bk in MATMUL_BKS
+            if bm <= 2 * _pow2_ceil(m) and bn <= 2 * _pow2_ceil(n)
+            and bk <= max(8, _pow2_ceil(k)) and (bm + bn) * bk * 4 <= WORKGROUP_BYTES]
+
+
 def _contiguous_dim(v: Value, materialized) -> int | None:
     """Which of dims 1 and 2 of a [B, R, C] loader input is contiguous in memory."""
     _, r, c = v.shape
@@ -223,12 +419,17 @@ def _contiguous_dim(v: Value, materialized) -> int | None:
     return None
 
 
-def _matmul(src, materialized, out, tnode):
+def _matmul(src, materialized, out, tnode, knobs=None):
     a, b = tnode.inputs
     nb, m, k = a.shape
     n = b.shape[2]
-    bm, bn, tm, tn = matmul_tiles(m, n)
-    bk = MATMUL_BK
+    knobs = _merge(matmul_knobs(m, n), knobs)
+    bm, bn, tm, tn, bk = (knobs[name] for name in ("BM", "BN", "TM", "TN", "BK"))
+    _require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, tm, tn, bk)), knobs,
+             "tile sizes must be positive integers")
+    _require(bm % tm == 0 and bn % tn == 0, knobs, "TM must divide BM and TN divide BN")
+    _require((bm // tm) * (bn // tn) <= MAX_WG, knobs, f"more than {MAX_WG} invocations")
+    _require((bm + bn) * bk * 4 <= WORKGROUP_BYTES, knobs, "staged tiles exceed 16 KiB")
     functions = (_loader(src, materialized, "load_a", a) + _loader(src, materialized, "load_b", b))
     tx, ty = bn // tn, bm // tm
     if nb > MAX_GRID:
@@ -243,12 +444,13 @@ def _matmul(src, materialized, out, tnode):
         ("b", b_idx, bk * bn, f"k0 + kk < {k} && n0 + nn < {n}", "load_b(b, k0 + kk, n0 + nn)"))
     for name, (hi, lo, width), count, cond, call in operands:
         row = bm if name == "a" else bn
-        for u in range(count // nt):
-            loads.append(
-                f"        {{ let t = lin + {u * nt}; let {hi} = t / {width};"
-                f" let {lo} = t % {width};"
-                f" var v = 0.0; if ({cond}) {{ v = {call}; }}"
-                f" tile_{name}[kk * {row} + {'mm' if name == 'a' else 'nn'}] = v; }}")
+        for u in range(-(-count // nt)):
+            load = (f"let t = lin + {u * nt}; let {hi} = t / {width}; let {lo} = t % {width};"
+                    f" var v = 0.0; if ({cond}) {{ v = {call}; }}"
+                    f" tile_{name}[kk * {row} + {'mm' if name == 'a' else 'nn'}] = v;")
+            if (u + 1) * nt > count:  # a last round that only part of the workgroup loads
+                load = f"if (lin + {u * nt} < {count}) {{ {load} }}"
+            loads.append(f"        {{ {load} }}")
     mult = [f"            let a{i} = tile_a[kk * {bm} + ty + {i * ty}];" for i in range(tm)]
     mult += [f"            let b{j} = tile_b[kk * {bn} + tx + {j * tx}];" for j in range(tn)]
     mult += [f"            acc_{i}_{j} = fma(a{i}, b{j}, acc_{i}_{j});"
@@ -260,38 +462,65 @@ def _matmul(src, materialized, out, tnode):
     slots = dict(functions=functions, M=m, N=n, K=k, BM=bm, BN=bn, BK=bk, TX=tx, TY=ty,
                  ACCUMULATORS="\n".join(accs), LOAD_TILES="\n".join(loads),
                  MULTIPLY="\n".join(mult), STORE_BLOCK="\n".join(stores))
-    return "matmul", slots, (math.ceil(n / bn), math.ceil(m / bm), nb)
+    return "matmul", slots, (math.ceil(n / bn), math.ceil(m / bm), nb), knobs
 
 
-WORKGROUP_BYTES = 16384  # WebGPU's default maxComputeWorkgroupStorageSize
-
-
-def attention_config(e: int, ev: int) -> dict | None:
-    """Block sizes of the attention template for head dims E (q, k) and EV (v): BQ
-    query rows and BK keys per step, TPR invocations per query row, CPT output columns
-    per invocation. The largest BQ first (each staged key serves BQ queries), then the
-    largest BK, whose tiles fit in workgroup memory; None when even single rows do not
-    (ops/attention.py then decomposes instead)."""
+def _attention_tpr(ev: int) -> int:
     tpr = 1
     while tpr < 8 and tpr * 8 < ev:
         tpr *= 2
-    cpt = max(1, -(-ev // tpr))
-    for bq, bk in ((bq, bk) for bq in (16, 8, 4, 2, 1) for bk in (16, 8, 4, 2, 1)):
-        words = bq * e + bk * (e + 1) + bk * cpt * tpr + bq * (bk + 1)
-        if words * 4 <= WORKGROUP_BYTES:
-            return dict(BQ=bq, BK=bk, TPR=tpr, CPT=cpt, EVP=cpt * tpr, WG=bq * tpr, KS=e + 1,
-                        SS=bk + 1)
+    return tpr
+
+
+def attention_knobs(e: int, ev: int) -> dict | None:
+    """BQ query rows and BK keys per step, TPR invocations per query row (enough that
+    each has at most 8 output columns, up to 8): the largest BQ first (each staged key
+    serves BQ queries), then the largest BK whose tiles fit; None when none fit."""
+    tpr = _attention_tpr(ev)
+    for bq in (16, 8, 4, 2, 1):
+        for bk in (16, 8, 4, 2, 1):
+            if attention_config(e, ev, {"BQ": bq, "BK": bk, "TPR": tpr}) is not None:
+                return {"BQ": bq, "BK": bk, "TPR": tpr}
     return None
 
 
-def _attention(src, materialized, out, tnode):
+def attention_space(e: int, ev: int) -> list[dict]:
+    tpr = _attention_tpr(ev)
+    knobs = [{"BQ": bq, "BK": bk, "TPR": t} for bq in (8, 16) for bk in (8, 16)
+             for t in dict.fromkeys((tpr, min(8, 2 * tpr)))]
+    return [k for k in knobs if attention_config(e, ev, k) is not None]
+
+
+def attention_config(e: int, ev: int, knobs: dict | None = None) -> dict | None:
+    """The attention template's block slots for head dims E (q, k) and EV (v) and the
+    knobs (default: attention_knobs): CPT output columns per invocation, and the tile
+    strides. None when the tiles do not fit in workgroup memory (ops/attention.py then
+    decomposes instead)."""
+    knobs = knobs or attention_knobs(e, ev)
+    if knobs is None:
+        return None
+    bq, bk, tpr = knobs["BQ"], knobs["BK"], knobs["TPR"]
+    cpt = max(1, -(-ev // tpr))
+    words = bq * e + bk * (e + 1) + bk * cpt * tpr + bq * (bk + 1)
+    if words * 4 > WORKGROUP_BYTES or bq * tpr > MAX_WG:
+        return None
+    return dict(BQ=bq, BK=bk, TPR=tpr, CPT=cpt, EVP=cpt * tpr, WG=bq * tpr, KS=e + 1,
+                SS=bk + 1)
+
+
+def _attention(src, materialized, out, tnode, knobs=None):
     q, k, v = tnode.inputs[:3]
     bh, lq, e = q.shape
     s, ev = k.shape[1], v.shape[2]
     at = tnode.attrs
-    cfg = attention_config(e, ev)
-    if cfg is None:
+    default = attention_knobs(e, ev)
+    if default is None:
         raise CompileError(f"attention head dims {e}, {ev} do not fit the kernel's tiles")
+    knobs = _merge(default, knobs)
+    _require(all(isinstance(knobs[n], int) and knobs[n] >= 1 for n in knobs), knobs,
+             "block sizes must be positive integers")
+    cfg = attention_config(e, ev, knobs)
+    _require(cfg is not None, knobs, "tiles exceed workgroup memory or invocations")
     functions = (_loader(src, materialized, "load_q", q) + _loader(src, materialized, "load_k", k)
                  + _loader(src, materialized, "load_v", v))
     mask = ""
@@ -308,18 +537,18 @@ def _attention(src, materialized, out, tnode):
     slots = dict(functions=functions, L=lq, S=s, E=e, EV=ev, NQB=nqb, GROUPS=groups,
                  GRID_X=gx, SCALE=literal(at["scale"], "f32"), KEND=kend, KEEP=keep, MASK=mask,
                  **cfg)
-    return "attention", slots, grid
+    return "attention", slots, grid, knobs
 
 
-def _materialize(src, materialized, out, tnode):
+def _materialize(src, materialized, out, tnode, knobs=None):
     """A copy of the node's input (computed inline by the loader) into its own buffer:
     the elementwise template with the loader's value as the epilogue's acc."""
     (x,) = tnode.inputs
     em = Emitter(src, materialized)
     val = em.value(x, Index(x.shape, flat="gi"))
     functions = em.function("load_x", ["gi: i32"], x.dtype, val)
-    tmpl, slots, grid = _elementwise(src, materialized, out, None)
-    return tmpl, {**slots, "functions": functions, "final": "load_x(gi)"}, grid
+    tmpl, slots, grid, knobs = _elementwise(src, materialized, out, None, knobs)
+    return tmpl, {**slots, "functions": functions, "final": "load_x(gi)"}, grid, knobs
 
 
 def _per_dim(**lists) -> dict:
@@ -327,21 +556,30 @@ def _per_dim(**lists) -> dict:
     return {f"{k}_{a}": v for k, vals in lists.items() for a, v in zip("DHW", vals)}
 
 
-def _conv(src, materialized, out, tnode):
+def pointwise_knobs() -> dict:
+    """Templates with one invocation per output element (conv, pool): 256 per workgroup."""
+    return {"WG": 256}
+
+
+def pointwise_space() -> list[dict]:
+    return [{"WG": wg} for wg in (64, 128, 256)]
+
+
+def _conv(src, materialized, out, tnode, knobs=None):
     x, w = tnode.inputs
     c, size = x.shape[1], x.shape[2:]
     co, out_size = tnode.out.shape[1], tnode.out.shape[2:]
     at = tnode.attrs
     groups, stride, dil = at["groups"], at["stride"], at["dilation"]
     functions = _loader(src, materialized, "load_x", x) + _loader(src, materialized, "load_w", w)
-    wg = 256
-    grid, row = grid_1d(tnode.out.numel, wg)
-    slots = dict(functions=functions, WG=wg, ROW=row, NUMEL=tnode.out.numel, CO=co,
+    knobs = _merge(pointwise_knobs(), knobs)
+    grid, row = grid_1d(tnode.out.numel, _check_wg(knobs))
+    slots = dict(functions=functions, WG=knobs["WG"], ROW=row, NUMEL=tnode.out.numel, CO=co,
                  CG=c // groups, COG=co // groups,
                  **_per_dim(OUT=out_size, IN=size, K=w.shape[2:], S=stride, P=at["padding"],
                             DIL=dil))
     if not at["transposed"]:
-        return "conv", slots, grid
+        return "conv", slots, grid, knobs
     # The taps k of a transposed convolution that reach an output are those with
     # k * DIL = o + P (mod S): with g = gcd(S, DIL) they exist when g divides o + P and
     # are k0 + j * S / g, k0 = (o + P) / g * INV mod S / g, INV the inverse of DIL / g.
@@ -349,10 +587,10 @@ def _conv(src, materialized, out, tnode):
     step = [s // g for s, g in zip(stride, gcd)]
     inv = [pow(d // g, -1, m) if m > 1 else 0 for d, g, m in zip(dil, gcd, step)]
     slots.update(_per_dim(G=gcd, M=step, INV=inv))
-    return "conv_transpose", slots, grid
+    return "conv_transpose", slots, grid, knobs
 
 
-def _pool(src, materialized, out, tnode):
+def _pool(src, materialized, out, tnode, knobs=None):
     (x,) = tnode.inputs
     size, out_size = x.shape[1:], tnode.out.shape[1:]
     at = tnode.attrs
@@ -381,10 +619,34 @@ def _pool(src, materialized, out, tnode):
                 f"{{ acc = v; best = (id * {size[1]} + ih) * {size[2]} + iw; }}")
         final, finish = ("best" if op == "argmax" else "acc"), ""
     functions = _loader(src, materialized, "load_x", x)
-    wg = 256
-    grid, row = grid_1d(tnode.out.numel, wg)
-    slots = dict(functions=functions, WG=wg, ROW=row, NUMEL=tnode.out.numel, INIT=init,
+    knobs = _merge(pointwise_knobs(), knobs)
+    grid, row = grid_1d(tnode.out.numel, _check_wg(knobs))
+    slots = dict(functions=functions, WG=knobs["WG"], ROW=row, NUMEL=tnode.out.numel, INIT=init,
                  FOLD=fold, FINISH=finish, final=final,
                  **_per_dim(OUT=out_size, IN=size, K=kernel, DIL=at["dilation"], START=start,
                             END=end))
-    return "pool", slots, grid
+    return "pool", slots, grid, knobs
+
+
+def _matmul_space(out, tnode):
+    a, b = tnode.inputs
+    return matmul_space(a.shape[1], b.shape[2], a.shape[2])
+
+
+def _attention_space(out, tnode):
+    q, _, v = tnode.inputs[:3]
+    return attention_space(q.shape[2], v.shape[2])
+
+
+# Each template: its fill function (knobs -> template name, slots, grid, knobs used)
+# and its search space for one kernel.
+TEMPLATES = {
+    "elementwise": (_elementwise, lambda out, tnode: elementwise_space(out.numel)),
+    "materialize": (_materialize, lambda out, tnode: elementwise_space(out.numel)),
+    "reduce": (_reduce, lambda out, tnode: reduce_space(*tnode.inputs[0].shape)),
+    "scan": (_scan, lambda out, tnode: scan_space(tnode.inputs[0].shape[1])),
+    "matmul": (_matmul, _matmul_space),
+    "attention": (_attention, _attention_space),
+    "conv": (_conv, lambda out, tnode: pointwise_space()),
+    "pool": (_pool, lambda out, tnode: pointwise_space()),
+}

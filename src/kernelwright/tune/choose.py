@@ -1,0 +1,134 @@
+"""Which knobs each kernel gets: the hook build_plan calls, and tuning sessions.
+
+`choose_knobs(request)` is schedule.build_plan's default chooser, asked once per
+kernel. In order:
+
+1. a chooser set for the current context with `choosing(fn)` decides (a tuning
+   session, or a test forcing knobs);
+2. KERNELWRIGHT_TUNE=off: None, the heuristic defaults, without opening the cache;
+3. KERNELWRIGHT_TUNE=on: a session for the whole process tunes what the cache lacks;
+4. otherwise (the default, "cache"): the cache's winner for this device and key, else
+   None. Without a cache file this costs one stat.
+
+`tuning(...)` opens a session: within it every compile uses the cache's winners and
+tunes each kernel whose key the cache lacks, stores the winner and uses it. A kernel
+that fails to tune keeps its defaults; tuning never makes a compile fail.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from ..templates import KernelRequest, KnobChooser
+from .cache import TuneCache, Winner, default_cache
+from .tuner import KernelResult, TuneSettings, tune_kernel
+
+MODES = ("off", "cache", "on")
+_CHOOSER: ContextVar[KnobChooser | None] = ContextVar("kernelwright_knob_chooser", default=None)
+_PROCESS_SESSION: TuningSession | None = None
+
+
+def tune_mode() -> str:
+    """KERNELWRIGHT_TUNE: "off", "cache" (the default) or "on"."""
+    mode = os.environ.get("KERNELWRIGHT_TUNE", "").strip().lower() or "cache"
+    if mode not in MODES:
+        warnings.warn(f"KERNELWRIGHT_TUNE={mode!r} is none of {MODES}; using 'cache'",
+                      stacklevel=2)
+        return "cache"
+    return mode
+
+
+def choose_knobs(request: KernelRequest) -> dict | None:
+    """The knobs for one kernel (None: the template's defaults)."""
+    chooser = _CHOOSER.get()
+    if chooser is not None:
+        return chooser(request)
+    mode = tune_mode()
+    if mode == "off":
+        return None
+    cache = default_cache()
+    if mode == "on":
+        global _PROCESS_SESSION
+        if _PROCESS_SESSION is None or _PROCESS_SESSION.cache is not cache:
+            _PROCESS_SESSION = TuningSession(cache=cache)
+        return _PROCESS_SESSION.choose(request)
+    if not cache.exists():
+        return None
+    device = _device_description()
+    winner = cache.lookup(device, str(request.key)) if device else None
+    return winner.knobs if winner else None
+
+
+def _device_description() -> str | None:
+    from .. import runtime
+
+    try:
+        return runtime.default_device().description
+    except Exception:  # noqa: BLE001 - no adapter: no tuned knobs either
+        return None
+
+
+@contextmanager
+def choosing(chooser: KnobChooser) -> Iterator[None]:
+    """Within this context, `chooser` picks every kernel's knobs."""
+    token = _CHOOSER.set(chooser)
+    try:
+        yield
+    finally:
+        _CHOOSER.reset(token)
+
+
+class TuningSession:
+    """Uses the cache's winners and tunes (then stores) the kernels it lacks. Each
+    kernel's outcome is appended to `results` and passed to `report`."""
+
+    def __init__(self, settings: TuneSettings | None = None, cache: TuneCache | None = None,
+                 device=None, report: Callable[[KernelResult], None] | None = None) -> None:
+        from .. import runtime
+
+        self.settings = settings or TuneSettings()
+        self.cache = cache or default_cache()
+        self.device = device or runtime.default_device()
+        self.report = report
+        self.results: list[KernelResult] = []
+
+    def choose(self, request: KernelRequest) -> dict | None:
+        key, desc = request.key, self.device.description
+        default = request.default.knobs
+        winner = self.cache.lookup(desc, str(key))
+        if winner is not None:
+            result = KernelResult(key, request.kind, "cached", default, winner.knobs,
+                                  winner.default_ms, winner.best_ms)
+        elif self.settings.out_of_time():
+            result = KernelResult(key, request.kind, "skipped", default, default,
+                                  note="budget spent")
+        else:
+            try:
+                result = tune_kernel(request, self.device, self.settings)
+            except Exception as exc:  # noqa: BLE001 - e.g. the default kernel failed to build
+                result = KernelResult(key, request.kind, "failed", default, default,
+                                      note=f"{type(exc).__name__}: {exc}".splitlines()[0])
+            if result.status == "tuned":
+                rejected = [{"knobs": c.knobs, "status": c.status, "error": c.error}
+                            for c in result.rejected]
+                self.cache.store(desc, request.key,
+                                 Winner(result.knobs, default, result.default_ms,
+                                        result.best_ms),
+                                 len(result.candidates), rejected)
+        self.results.append(result)
+        if self.report is not None:
+            self.report(result)
+        return result.knobs if result.status in ("tuned", "cached") else None
+
+
+@contextmanager
+def tuning(settings: TuneSettings | None = None, cache: TuneCache | None = None, device=None,
+           report: Callable[[KernelResult], None] | None = None) -> Iterator[TuningSession]:
+    """Within this context, compiles tune every kernel the cache has no winner for."""
+    session = TuningSession(settings, cache, device, report)
+    with choosing(session.choose):
+        yield session

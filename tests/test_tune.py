@@ -1,0 +1,321 @@
+"""The autotuner (kernelwright.tune) and the templates' knobs, on tiny problems.
+
+Every setting of each template's search space must give PyTorch's result on sizes no
+tile divides; a tuning run stores its winner and a second compile uses it without
+tuning; a wrong or uncompilable candidate is discarded however fast it is; and
+``kernelwright tune`` runs end to end. Timings on the software driver say nothing
+about speed, so no test asserts on them: where a test needs a particular winner, it
+replaces the timer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import Fn
+
+import kernelwright
+from kernelwright import cli, templates, tune
+from kernelwright.compiler import CompiledModule
+from kernelwright.ir import CompileError
+from kernelwright.plan import Plan
+from kernelwright.tune import choose as choose_module
+from kernelwright.tune import tuner
+
+WINNER = {"BM": 32, "BN": 32, "TM": 2, "TN": 2, "BK": 8}  # a setting in the test matmul's space
+BROKEN = {"BM": 16, "BN": 64, "TM": 1, "TN": 4, "BK": 8}
+UNCOMPILABLE = {"BM": 64, "BN": 16, "TM": 4, "TN": 1, "BK": 8}
+
+
+@pytest.fixture(autouse=True)
+def tune_db(tmp_path, monkeypatch):
+    """Every test gets its own tuning cache (never the user's)."""
+    path = tmp_path / "tune.sqlite"
+    monkeypatch.setenv("KERNELWRIGHT_TUNE_DB", str(path))
+    monkeypatch.delenv("KERNELWRIGHT_TUNE", raising=False)
+    return path
+
+
+def requests_of(module, inputs) -> tuple[CompiledModule, list[templates.KernelRequest]]:
+    """Compile with the default knobs, keeping every kernel's request."""
+    seen = []
+
+    def keep(request):
+        seen.append(request)
+        return None
+
+    with tune.choosing(keep):
+        compiled = kernelwright.compile(module.eval(), list(inputs))
+    return compiled, seen
+
+
+def with_kernel(plan: Plan, gen: templates.Generated) -> Plan:
+    """The plan with every kernel of gen's key replaced by gen (same bindings)."""
+    kernels = [dataclasses.replace(k, source=gen.source, grid=gen.grid, knobs=gen.knobs)
+               if k.key == str(gen.key) else k for k in plan.kernels]
+    return dataclasses.replace(plan, kernels=kernels)
+
+
+def assert_matches(got, want) -> None:
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        if w.dtype.is_floating_point:
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+        else:
+            assert torch.equal(g, w)
+
+
+def _sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+CASES = {
+    # name: (kind, module, input shapes, settings the space must hold at least)
+    "matmul": ("matmul", Fn(lambda a, b: torch.relu(a @ b)), [(130, 37), (37, 131)],
+               templates.matmul_space(1 << 12, 1 << 12, 1 << 12)),
+    "matmul_transposed_b": ("matmul", Fn(lambda a, b: a @ b.t()), [(130, 37), (131, 37)],
+                            templates.matmul_space(1 << 12, 1 << 12, 1 << 12)),
+    "elementwise": ("elementwise", Fn(lambda x: F.gelu(x) * 2), [(3, 1001)],
+                    templates.elementwise_space(1 << 24)),
+    "reduce_rows": ("reduce", Fn(lambda x: x.sum(-1)), [(37, 300)],
+                    templates.reduce_space(1, 300)),
+    "reduce_argmax": ("reduce", Fn(lambda x: x.argmax(-1)), [(37, 300)],
+                      templates.reduce_space(1, 300)),
+    "reduce_short_rows": ("reduce", Fn(lambda x: x.amax(-1)), [(1500, 7)],
+                          templates.reduce_space(1500, 7)),
+    "scan": ("scan", Fn(lambda x: torch.cumsum(x, 1)), [(5, 700)], templates.scan_space(700)),
+    "conv": ("conv", torch.nn.Conv2d(3, 5, 3, padding=1), [(2, 3, 11, 13)],
+             templates.pointwise_space()),
+    "conv_transpose": ("conv", torch.nn.ConvTranspose2d(3, 4, 3, stride=2), [(1, 3, 5, 7)],
+                       templates.pointwise_space()),
+    "pool": ("pool", Fn(lambda x: F.max_pool2d(x, 3, 2)), [(2, 3, 15, 17)],
+             templates.pointwise_space()),
+    "attention": ("attention", Fn(_sdpa), [(1, 2, 37, 16)] * 3,
+                  templates.attention_space(16, 16)),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_knob_setting_matches_pytorch(case):
+    kind, module, shapes, must_hold = CASES[case]
+    torch.manual_seed(0)
+    inputs = [torch.randn(s) for s in shapes]
+    with torch.no_grad():
+        want = module.eval()(*inputs)
+    compiled, requests = requests_of(module, inputs)
+    (request,) = [r for r in requests if r.kind == kind]
+    assert all(k in request.space for k in must_hold), "the space lost settings"
+    assert request.space[0] == request.default.knobs
+    for knobs in request.space:
+        gen = request.generate(knobs)
+        assert gen.knobs == knobs and gen.key == request.key
+        plan = with_kernel(compiled.plan, gen)
+        got = CompiledModule(plan)(*inputs, poison=True)
+        try:
+            assert_matches(got, want)
+        except AssertionError as exc:
+            raise AssertionError(f"{kind} with knobs {knobs}: {exc}") from None
+
+
+def test_knobs_outside_a_template_are_errors_and_a_chooser_cannot_break_a_compile():
+    module, inputs = Fn(lambda a, b: a @ b), [torch.randn(20, 9), torch.randn(9, 11)]
+    _, (request,) = requests_of(module, inputs)
+    for bad in ({"BM": 48, "TM": 5}, {"BM": 512, "BN": 512, "TM": 1, "TN": 1},
+                {"BQ": 8}, {"BK": 64, "BM": 64, "BN": 64}):
+        with pytest.raises(CompileError):
+            request.generate(bad)
+    with tune.choosing(lambda request: {"BM": 48, "TM": 5}):
+        compiled = kernelwright.compile(module, inputs)
+    assert compiled.plan.kernels[0].knobs == request.default.knobs
+    assert_matches(compiled(*inputs), inputs[0] @ inputs[1])
+
+
+def test_keys_tell_fusions_and_shapes_apart():
+    x = [torch.randn(40, 19), torch.randn(19, 33)]
+    keys = {name: requests_of(Fn(fn), x)[1][0].key for name, fn in
+            {"plain": lambda a, b: a @ b, "relu": lambda a, b: torch.relu(a @ b),
+             "again": lambda a, b: a @ b}.items()}
+    assert keys["plain"] == keys["again"] != keys["relu"]
+    other = requests_of(Fn(lambda a, b: a @ b), [torch.randn(41, 19), torch.randn(19, 33)])[1]
+    assert other[0].key != keys["plain"]  # the bucket (shapes) tells them apart
+    assert keys["plain"].bucket == "f32[1,40,19] f32[1,19,33] -> f32[40,33]"
+
+
+def fake_timer(fast: dict, ms: float = 0.5):
+    """A timer under which the kernel with knobs `fast` takes `ms` and any other 1 ms."""
+    def time_ms(exe, arrays, settings):
+        return ms if exe.plan.kernels[0].knobs == fast else 1.0
+    return time_ms
+
+
+def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypatch):
+    module = Fn(lambda a, b: torch.relu(a @ b))
+    inputs = [torch.randn(40, 19), torch.randn(19, 33)]
+    monkeypatch.setattr(tuner, "time_ms", fake_timer(WINNER))
+    settings = tune.TuneSettings(reps=2, warmup=0)
+    with tune.tuning(settings) as session:
+        first = kernelwright.compile(module, inputs)
+    (result,) = session.results
+    assert result.status == "tuned" and result.knobs == WINNER
+    assert (result.default_ms, result.best_ms, result.gain) == (1.0, 0.5, 2.0)
+    assert not result.rejected and len(result.candidates) == len(
+        templates.matmul_space(40, 33, 19)) >= 2
+    assert first.plan.kernels[0].knobs == WINNER
+    (row,) = tune.TuneCache(tune_db).rows()
+    assert row["knobs"] == WINNER and row["key"] == first.plan.kernels[0].key
+    assert row["device"] == kernelwright.runtime.default_device().description
+    assert row["default_knobs"] == templates.matmul_knobs(40, 33)
+
+    def no_tuning(*args, **kwargs):
+        raise AssertionError("tuned again")
+
+    monkeypatch.setattr(choose_module, "tune_kernel", no_tuning)
+    second = kernelwright.compile(module, inputs)  # the default mode: the cache's answer
+    kernel = second.plan.kernels[0]
+    assert kernel.knobs == WINNER and kernel.source == first.plan.kernels[0].source
+    assert "array<f32, 8 * 32>" in kernel.source  # tile_a: BK * BM
+    assert_matches(second(*inputs), torch.relu(inputs[0] @ inputs[1]))
+    with tune.tuning(settings) as session:
+        kernelwright.compile(module, inputs)
+    assert [r.status for r in session.results] == ["cached"]
+
+    monkeypatch.setenv("KERNELWRIGHT_TUNE", "off")
+    assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == \
+        templates.matmul_knobs(40, 33)
+    monkeypatch.setenv("KERNELWRIGHT_TUNE_DB", str(tune_db.with_name("other.sqlite")))
+    monkeypatch.delenv("KERNELWRIGHT_TUNE")
+    assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == \
+        templates.matmul_knobs(40, 33)
+
+
+def test_tune_on_tunes_missing_kernels_in_any_compile(tune_db, monkeypatch):
+    monkeypatch.setattr(tuner, "time_ms", fake_timer(WINNER))
+    monkeypatch.setenv("KERNELWRIGHT_TUNE", "on")
+    inputs = [torch.randn(40, 19), torch.randn(19, 33)]
+    compiled = kernelwright.compile(Fn(lambda a, b: a @ b + 1), inputs)
+    assert compiled.plan.kernels[0].knobs == WINNER
+    assert [r["knobs"] for r in tune.TuneCache(tune_db).rows()] == [WINNER]
+    assert_matches(compiled(*inputs), inputs[0] @ inputs[1] + 1)
+
+
+def test_wrong_and_uncompilable_candidates_are_discarded(tune_db, monkeypatch):
+    fill, space = templates.TEMPLATES["matmul"]
+
+    def sabotaged(src, materialized, out, tnode, knobs=None):
+        tmpl, slots, grid, used = fill(src, materialized, out, tnode, knobs)
+        if knobs == BROKEN:  # one product too many, in every element's first accumulator
+            slots["MULTIPLY"] += "\n            acc_0_0 = acc_0_0 + 1.0;"
+        if knobs == UNCOMPILABLE:
+            slots["MULTIPLY"] += "\n            this is not wgsl;"
+        return tmpl, slots, grid, used
+
+    def with_invalid(out, tnode):
+        return space(out, tnode) + [{"BM": 48, "BN": 32, "TM": 5, "TN": 2, "BK": 8}]
+
+    monkeypatch.setitem(templates.TEMPLATES, "matmul", (sabotaged, with_invalid))
+    monkeypatch.setattr(tuner, "time_ms", fake_timer(BROKEN, ms=0.01))  # "fastest" of all
+    module = Fn(lambda a, b: a @ b)
+    inputs = [torch.randn(40, 19), torch.randn(19, 33)]
+    with tune.tuning(tune.TuneSettings(reps=2, warmup=0)) as session:
+        compiled = kernelwright.compile(module, inputs)
+    (result,) = session.results
+    status = {json.dumps(c.knobs, sort_keys=True): c.status for c in result.candidates}
+    assert status[json.dumps(BROKEN, sort_keys=True)] == "mismatch"
+    assert status[json.dumps(UNCOMPILABLE, sort_keys=True)] == "compile error"
+    assert sorted(c.status for c in result.rejected) == ["compile error", "invalid", "mismatch"]
+    assert result.status == "tuned" and result.knobs not in (BROKEN, UNCOMPILABLE)
+    assert compiled.plan.kernels[0].knobs == result.knobs
+    assert_matches(compiled(*inputs), inputs[0] @ inputs[1])
+    (row,) = tune.TuneCache(tune_db).rows()
+    assert sorted(r["status"] for r in row["rejected"]) == ["compile error", "invalid",
+                                                             "mismatch"]
+    assert next(r for r in row["rejected"] if r["status"] == "mismatch")["knobs"] == BROKEN
+
+
+def test_mismatch_checks_every_element():
+    import numpy as np
+
+    want = np.linspace(-3, 3, 1000, dtype=np.float32)
+    assert tuner.mismatch(want, want + 2e-4, "f32") is None  # within 1e-4 of the scale 3
+    got = want.copy()
+    got[999] += 1e-3
+    assert "1 of 1000" in tuner.mismatch(want, got, "f32")
+    got[5] = np.nan
+    assert "2 of 1000" in tuner.mismatch(want, got, "f32")
+    nan = np.array([np.nan, np.inf, 1.0], np.float32)
+    assert tuner.mismatch(nan, nan.copy(), "f32") is None
+    assert tuner.mismatch(np.arange(4, dtype=np.int32), np.array([0, 1, 2, 4], np.int32), "i32")
+
+
+def test_old_plans_without_knobs_load(tmp_path):
+    compiled = kernelwright.compile(Fn(lambda x: x * 2), [torch.randn(5)])
+    assert compiled.plan.kernels[0].knobs == {"WG": 256, "EPT": 1}
+    compiled.plan.save(tmp_path / "plan")
+    meta = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    for k in meta["kernels"]:
+        del k["key"], k["knobs"]
+    (tmp_path / "plan" / "plan.json").write_text(json.dumps(meta))
+    loaded = Plan.load(tmp_path / "plan")
+    assert loaded.kernels[0].knobs == {} and loaded.kernels[0].key == ""
+
+
+def write_suite(root):
+    problems = {
+        "level1/1_matmul_relu.py": """
+            import torch
+
+            class Model(torch.nn.Module):
+                def forward(self, a, b):
+                    return torch.relu(a @ b)
+
+            def get_inputs():
+                return [torch.randn(40, 19), torch.randn(19, 33)]
+
+            def get_init_inputs():
+                return []
+            """,
+        "level1/2_sigmoid_sum.py": """
+            import torch
+
+            SIZES = {"small": {"R": 37}, "full": {"R": 4096}}
+            R = 300
+
+            class Model(torch.nn.Module):
+                def forward(self, x):
+                    return torch.sigmoid(x).sum(dim=1)
+
+            def get_inputs():
+                return [torch.randn(23, R)]
+
+            def get_init_inputs():
+                return []
+            """,
+    }
+    for name, text in problems.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def test_tune_command_end_to_end(tmp_path, capsys):
+    suite, db = tmp_path / "suite", tmp_path / "cli.sqlite"
+    write_suite(suite)
+    args = ["tune", str(suite), "--size", "small", "--reps", "2", "--db", str(db)]
+    assert cli.main(args) == 0
+    out, err = capsys.readouterr()
+    assert "[1/2] level1/1_matmul_relu" in err and "[2/2] level1/2_sigmoid_sum" in err
+    assert "checked against PyTorch" in err and "matmul f32[1,40,19]" in err
+    assert "2 kernels tuned, 0 already cached" in out and "gain" in out
+    rows = tune.TuneCache(db).rows()
+    assert sorted(r["template"] for r in rows) == ["matmul", "reduce"]
+    assert all(r["bucket"] in ("f32[1,40,19] f32[1,19,33] -> f32[40,33]",
+                               "f32[23,37] -> f32[23]") for r in rows)
+    assert cli.main(args + ["--only", "sigmoid"]) == 0
+    out, err = capsys.readouterr()
+    assert "0 kernels tuned, 1 already cached" in out and "1_matmul" not in err
+    assert cli.main(["tune", str(tmp_path / "missing")]) == 2
