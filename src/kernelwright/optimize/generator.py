@@ -69,6 +69,17 @@ class Candidate:
     usage: dict = field(default_factory=dict)  # {"input_tokens":..,"output_tokens":..,"cost_usd":..}
 
 
+class ProposalFailed(Exception):
+    """Raised by ``propose`` when the generator tried and got no kernel (a model reply
+    without a ```wgsl block, a request that failed after its retries). The loop records
+    it as an attempt with status "rejected" and this message, so that the next prompt
+    says what went wrong, and counts ``usage`` (what the try cost) against the budget."""
+
+    def __init__(self, message: str, usage: dict | None = None):
+        super().__init__(message)
+        self.usage = usage or {}
+
+
 class Generator(Protocol):
     name: str  # e.g. "builtin", "openai:gpt-x", "anthropic:claude-x"
 
