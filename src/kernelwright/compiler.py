@@ -51,6 +51,7 @@ class CompiledModule:
         self.plan = plan
         self.exe = Executable(plan, device)
         self.compile_seconds = compile_seconds
+        self._timing_sets: tuple[list, list[list[np.ndarray]]] | None = None
 
     def _arrays(self, inputs) -> list[np.ndarray]:
         specs = self.plan.inputs
@@ -86,8 +87,10 @@ class CompiledModule:
 
     def gpu_times_ms(self, inputs_list, reps: int) -> list[float]:
         """Per-call GPU time (ms, from timestamps) over `reps` calls, rotating inputs."""
-        sets = [self._arrays(inp) for inp in inputs_list]
-        return self.exe.gpu_times_ms(sets, reps)
+        # Timing calls this in rounds with the same input sets: convert them once.
+        if self._timing_sets is None or self._timing_sets[0] is not inputs_list:
+            self._timing_sets = (inputs_list, [self._arrays(inp) for inp in inputs_list])
+        return self.exe.gpu_times_ms(self._timing_sets[1], reps)
 
     def kernel_times_ms(self, *inputs) -> list[tuple[str, float]]:
         """GPU time of each kernel of one call."""

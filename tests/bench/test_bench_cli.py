@@ -46,18 +46,21 @@ def test_bundled_suite_is_the_default() -> None:
 
 def test_progress_lines() -> None:
     stream = io.StringIO()
-    progress = Progress(2, stream, live=True)
-    progress.start(1, "level1/relu")
-    progress.tick(3.0, force=True)
-    progress.finish(1, {"name": "level1/relu", "correct": True, "speedup_eager": 1.5,
-                        "compile_s": 0.25, "flags": []})
-    progress.finish(2, {"name": "level1/bad", "correct": False, "reason": "mismatch",
-                        "error": "mismatch: trial 1 (normal): 3 of 64 elements", "flags": []})
+    progress = Progress(3, stream, live=True)
+    progress.start("level1/relu")
+    progress.start("level1/bad")
+    progress.running["level1/relu"] -= 3  # it started 3 s ago
+    progress.tick(force=True)
+    progress.finish({"name": "level1/relu", "correct": True, "speedup_eager": 1.5,
+                     "compile_s": 0.25, "flags": []})
+    progress.finish({"name": "level1/bad", "correct": False, "reason": "mismatch",
+                     "error": "mismatch: trial 1 (normal): 3 of 64 elements", "flags": []})
     text = stream.getvalue()
-    assert "level1/relu  3s" in text and "\r" in text
-    lines = text.split("\n")
-    assert "[1/2]" in lines[0] and "PASS" in lines[0] and "1.50x eager" in lines[0]
-    assert "[2/2]" in lines[1] and "FAIL" in lines[1] and "mismatch: trial 1" in lines[1]
+    assert "level1/relu 3s  level1/bad 0s" in text and "\r" in text
+    assert progress.running == {}
+    lines = [line.split("\r\033[K")[-1] for line in text.split("\n")]
+    assert "[1/3]" in lines[0] and "PASS" in lines[0] and "1.50x eager" in lines[0]
+    assert "[2/3]" in lines[1] and "FAIL" in lines[1] and "mismatch: trial 1" in lines[1]
     quiet = io.StringIO()
-    Progress(1, quiet, live=False).start(1, "x")
+    Progress(1, quiet, live=False).start("x")
     assert quiet.getvalue() == ""

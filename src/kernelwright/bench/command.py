@@ -57,6 +57,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--candidate", default="kernelwright",
                         help="candidate factory: 'kernelwright' (default), 'module:function' or "
                              "'file.py:function', called as make(model, example_inputs)")
+    parser.add_argument("--jobs", "-j", type=int, default=1,
+                        help="problems evaluated at once (default: 1); their compiles and "
+                             "correctness trials overlap, their timed calls never do (a lock "
+                             "shared by the workers keeps the GPU to one timer at a time)")
     parser.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")
     parser.add_argument("--no-alt-shape", action="store_true",
                         help="skip the trial at another leading dimension")
@@ -123,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernelwright bench: no problems in {suite}"
               + (" match the filters" if found else ""), file=sys.stderr)
         return 2
+    if args.jobs < 1:
+        print("kernelwright bench: --jobs must be at least 1", file=sys.stderr)
+        return 2
     if args.size:
         size, size_why = args.size, "asked"
     else:
@@ -140,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
     interrupted = False
     previous_handler = signal.signal(signal.SIGTERM, stop)
     try:
-        results = runner.run_suite(chosen, settings, out, resume=args.resume)
+        results = runner.run_suite(chosen, settings, out, resume=args.resume,
+                                   jobs=args.jobs)
     except KeyboardInterrupt:  # the worker was killed; what finished is in SQLite
         interrupted = True
         store = runner.ResultStore(out / "results.sqlite")

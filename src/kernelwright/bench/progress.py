@@ -8,6 +8,7 @@ carries the count ``[12/80]``, a bar, the status and the headline numbers.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any, TextIO
 
@@ -46,39 +47,52 @@ def headline(result: dict[str, Any]) -> str:
 
 
 class Progress:
-    """Writes the run's progress; `live` defaults to whether the stream is a terminal."""
+    """Writes the run's progress; `live` defaults to whether the stream is a terminal.
+
+    Several problems may run at once (``--jobs``): the live line names them all, and
+    `tick` may be called from the threads that watch them.
+    """
 
     def __init__(self, total: int, stream: TextIO | None = None, live: bool | None = None) -> None:
         self.total = total
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty() if live is None else live
-        self.current: tuple[int, str] | None = None
+        self.running: dict[str, float] = {}  # name -> when it started
+        self.finished = 0
         self.last_draw = 0.0
         self.width = len(str(total))
+        self.lock = threading.Lock()
 
     def prefix(self, index: int) -> str:
         done = int(BAR_WIDTH * index / max(1, self.total))
         return f"[{index:>{self.width}}/{self.total}] {'#' * done}{'.' * (BAR_WIDTH - done)}"
 
-    def start(self, index: int, name: str) -> None:
-        self.current = (index, name)
-        self.tick(0.0, force=True)
+    def start(self, name: str) -> None:
+        with self.lock:
+            self.running[name] = time.monotonic()
+        self.tick(force=True)
 
-    def tick(self, elapsed: float, force: bool = False) -> None:
-        if not self.live or self.current is None:
+    def tick(self, elapsed: float | None = None, force: bool = False) -> None:
+        if not self.live:
             return
-        now = time.monotonic()
-        if not force and now - self.last_draw < REDRAW_S:
-            return
-        self.last_draw = now
-        index, name = self.current
-        self.stream.write(f"\r\033[K{self.prefix(index - 1)} ....   {name}  {elapsed:.0f}s")
-        self.stream.flush()
+        with self.lock:
+            now = time.monotonic()
+            if not self.running or (not force and now - self.last_draw < REDRAW_S):
+                return
+            self.last_draw = now
+            names = "  ".join(f"{name} {now - began:.0f}s" for name, began in self.running.items())
+            self.stream.write(f"\r\033[K{self.prefix(self.finished)} ....   {names}")
+            self.stream.flush()
 
-    def finish(self, index: int, result: dict[str, Any], note: str = "") -> None:
-        clear = "\r\033[K" if self.live else ""
-        status = status_of(result)
-        line = f"{self.prefix(index)} {status:<7} {result.get('name')}  {headline(result)}"
-        self.stream.write(f"{clear}{line}{note}\n")
-        self.stream.flush()
-        self.current = None
+    def finish(self, result: dict[str, Any], note: str = "") -> None:
+        with self.lock:
+            self.running.pop(result.get("name"), None)
+            self.finished += 1
+            clear = "\r\033[K" if self.live else ""
+            status = status_of(result)
+            line = (f"{self.prefix(self.finished)} {status:<7} {result.get('name')}  "
+                    f"{headline(result)}")
+            self.stream.write(f"{clear}{line}{note}\n")
+            self.stream.flush()
+            self.last_draw = 0.0
+        self.tick(force=True)

@@ -24,13 +24,16 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .gpulock import ENV as GPU_LOCK_ENV
 from .problems import Problem
 from .progress import Progress
 from .worker import WorkerConfig, new_result
@@ -208,8 +211,12 @@ def worker_env() -> dict[str, str]:
 
 
 def run_worker(cfg: WorkerConfig, workdir: Path, timeout_s: float, max_rss_gb: float,
-               on_tick: Callable[[float], None] | None = None) -> dict[str, Any]:
-    """Evaluate one problem in a worker process under time and memory limits."""
+               on_tick: Callable[[float], None] | None = None,
+               stop: threading.Event | None = None, gpu_lock: str | None = None,
+               ) -> dict[str, Any]:
+    """Evaluate one problem in a worker process under time and memory limits; a set
+    `stop` kills it (the run was interrupted); `gpu_lock` is the lock file workers
+    running at the same time share (gpulock.py)."""
     workdir.mkdir(parents=True, exist_ok=True)
     stem = re.sub(r"[^\w.-]+", "_", cfg.name)
     config_path = workdir / f"{stem}.config.json"
@@ -223,10 +230,12 @@ def run_worker(cfg: WorkerConfig, workdir: Path, timeout_s: float, max_rss_gb: f
     killed_for = None
     peak_rss = rss = 0
     started = last_rss = time.monotonic()
+    env = worker_env()
+    if gpu_lock:
+        env[GPU_LOCK_ENV] = gpu_lock
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=worker_env())
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         try:
             while proc.poll() is None:
                 now = time.monotonic()
@@ -238,6 +247,8 @@ def run_worker(cfg: WorkerConfig, workdir: Path, timeout_s: float, max_rss_gb: f
                     killed_for = "timeout"
                 elif rss > limit_bytes:
                     killed_for = "memory"
+                if stop is not None and stop.is_set():
+                    killed_for = "interrupted"
                 if killed_for:
                     kill_group(proc)
                     proc.wait()
@@ -263,7 +274,9 @@ def run_worker(cfg: WorkerConfig, workdir: Path, timeout_s: float, max_rss_gb: f
     result["peak_rss_gb"] = round(peak_rss / 2**30, 3)
     result["wall_s"] = wall_s
     result["log"] = str(log_path)
-    if killed_for == "timeout":
+    if killed_for == "interrupted":
+        fail(result, "interrupted", "the run was interrupted")
+    elif killed_for == "timeout":
         fail(result, "timeout", f"killed after {timeout_s:g} s (stage: {result.get('stage')})")
     elif killed_for == "memory":
         fail(result, "memory", f"resident memory {rss / 2**30:.1f} GiB over the limit of "
@@ -282,28 +295,52 @@ def fail(result: dict[str, Any], reason: str, detail: str) -> None:
 
 
 def run_suite(problems: list[Problem], settings: BenchSettings, out_dir: Path,
-              resume: bool = False, progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Evaluate `problems` one by one; returns their results in order."""
+              resume: bool = False, progress: Progress | None = None,
+              jobs: int = 1) -> list[dict[str, Any]]:
+    """Evaluate `problems`, `jobs` at a time; returns their results in the problems' order.
+
+    With several jobs the workers share the GPU through `gpulock`: compiles and
+    correctness trials overlap, timed calls never do. Results reach SQLite (from
+    this thread only) in the order problems finish. On an exception (Ctrl-C) the
+    running workers are killed and problems not started are dropped.
+    """
     store = ResultStore(out_dir / "results.sqlite", fresh=not resume)
     store.start_run(settings)
     key = settings.key()
     progress = progress or Progress(len(problems))
-    results = []
+    results: dict[int, dict[str, Any]] = {}
+    todo = []
+    for index, problem in enumerate(problems):
+        sha = file_sha(problem.path)
+        previous = store.get(problem.name, key) if resume else None
+        if previous is not None and previous.get("file_sha") == sha:
+            progress.finish(previous, "  (resumed)")
+            results[index] = previous
+        else:
+            todo.append((index, problem, sha))
+    workdir = out_dir / "work"
+    gpu_lock = str(workdir / "gpu.lock") if jobs > 1 else None
+    stop = threading.Event()
+
+    def evaluate(problem: Problem) -> dict[str, Any]:
+        progress.start(problem.name)
+        return run_worker(settings.worker_config(problem), workdir, settings.timeout_s,
+                          settings.max_rss_gb, progress.tick, stop=stop, gpu_lock=gpu_lock)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        for index, problem in enumerate(problems, 1):
-            sha = file_sha(problem.path)
-            previous = store.get(problem.name, key) if resume else None
-            if previous is not None and previous.get("file_sha") == sha:
-                progress.finish(index, previous, "  (resumed)")
-                results.append(previous)
-                continue
-            progress.start(index, problem.name)
-            result = run_worker(settings.worker_config(problem), out_dir / "work",
-                                settings.timeout_s, settings.max_rss_gb, progress.tick)
+        futures = {pool.submit(evaluate, problem): (index, sha) for index, problem, sha in todo}
+        for future in as_completed(futures):
+            index, sha = futures[future]
+            result = future.result()
             result["file_sha"] = sha
             store.put(result, key)
-            progress.finish(index, result)
-            results.append(result)
+            progress.finish(result)
+            results[index] = result
+    except BaseException:
+        stop.set()
+        raise
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         store.close()
-    return results
+    return [results[index] for index in sorted(results)]

@@ -133,13 +133,22 @@ def to_device(inputs: list, device: torch.device) -> list:
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def time_reference(model: torch.nn.Module, input_sets: list[list], compiled: bool = False,
-                   target_s: float = TARGET_S, max_reps: int = MAX_REPS,
-                   allow_tf32: bool = False) -> Timing:
-    """The reference's time per call: CUDA events when CUDA is there, else CPU wall clock.
+@dataclass
+class PreparedReference:
+    """The reference, on its device, ready to be timed (see `prepare_reference`)."""
 
-    TF32 stays off unless `allow_tf32` (strict mode compares fp32 with fp32). With
-    `compiled`, the first call (torch.compile's compile) is reported as `build_s`.
+    fn: Callable
+    sets: list[list]
+    cuda: bool
+    build_s: float | None  # torch.compile's first call, when compiled
+
+
+def prepare_reference(model: torch.nn.Module, input_sets: list[list], compiled: bool = False,
+                      allow_tf32: bool = False) -> PreparedReference:
+    """Put the reference and its inputs on the timing device and call it once (with
+    `compiled`, that first call is torch.compile's compile, reported as `build_s`).
+
+    TF32 stays off unless `allow_tf32` (strict mode compares fp32 with fp32).
     """
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
@@ -149,18 +158,31 @@ def time_reference(model: torch.nn.Module, input_sets: list[list], compiled: boo
     module = copy.deepcopy(model).to(device).eval()
     sets = [to_device(inputs, device) for inputs in input_sets]
     fn = torch.compile(module) if compiled else module
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-
     with torch.no_grad():
         start = time.perf_counter()
         fn(*sets[0])
-        sync()
-        build_s = time.perf_counter() - start if compiled else None
         if cuda:
-            return measure(lambda n: event_times_ms(fn, sets, n), "cuda-events", target_s,
-                           max_reps, build_s)
-        return measure(lambda n: wall_times_ms(lambda inputs: fn(*inputs), sets, n), "cpu",
-                       target_s, max_reps, build_s)
+            torch.cuda.synchronize()
+    return PreparedReference(fn, sets, cuda, time.perf_counter() - start if compiled else None)
+
+
+def time_prepared(ref: PreparedReference, target_s: float = TARGET_S,
+                  max_reps: int = MAX_REPS) -> Timing:
+    """The reference's time per call: CUDA events when CUDA is there, else CPU wall clock."""
+    with torch.no_grad():
+        if ref.cuda:
+            return measure(lambda n: event_times_ms(ref.fn, ref.sets, n), "cuda-events",
+                           target_s, max_reps, ref.build_s)
+        return measure(lambda n: wall_times_ms(lambda inputs: ref.fn(*inputs), ref.sets, n),
+                       "cpu", target_s, max_reps, ref.build_s)
+
+
+def time_reference(model: torch.nn.Module, input_sets: list[list], compiled: bool = False,
+                   target_s: float = TARGET_S, max_reps: int = MAX_REPS,
+                   allow_tf32: bool = False) -> Timing:
+    """`prepare_reference`, then `time_prepared`."""
+    return time_prepared(prepare_reference(model, input_sets, compiled, allow_tf32),
+                         target_s, max_reps)
 
 
 def event_times_ms(fn: Callable, sets: list[list], reps: int) -> list[float]:

@@ -22,6 +22,7 @@ the function is called as ``make(model, example_inputs)`` and returns a callable
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -30,6 +31,8 @@ import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from .gpulock import GpuLock
 
 PROCESS_START = time.perf_counter()
 SPEEDUP_REVIEW = 10.0  # speedups above this are flagged for review
@@ -148,6 +151,8 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
     from . import problems, verify
 
     started = time.perf_counter()
+    lock = GpuLock.from_env()
+    ref_device = "cuda" if torch.cuda.is_available() else "cpu"
 
     def stage(name: str) -> None:
         result["stage"] = name
@@ -166,8 +171,9 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
         stage("reference")
         model = problems.call_user("reference", lambda: loaded.build_model(cfg.seed))
         own = problems.call_user("reference", lambda: loaded.inputs(cfg.seed))
-        with torch.no_grad():
-            problems.call_user("reference", lambda: model(*own))
+        with lock.shared(), torch.no_grad():  # on the device the reference is timed on
+            problems.call_user("reference", lambda: copy.deepcopy(model).to(ref_device)(
+                *[x.to(ref_device) if isinstance(x, torch.Tensor) else x for x in own]))
     except problems.ProblemError as exc:
         return fail(exc.stage, exc.message)
     result["loaded"] = True
@@ -184,15 +190,16 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
         stage("warm-up")
         result["warmup_s"] = warm_up(make)
         stage("compile")
-    ref_device = "cuda" if torch.cuda.is_available() else "cpu"
     if ref_device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     try:
-        verification = verify.verify(model, own_inputs, make, trials=cfg.trials,
-                                     loose=cfg.loose, seed=cfg.seed, alt_shape=cfg.alt_shape,
-                                     check_torch_calls=cfg.check_torch_calls,
-                                     reference_device=ref_device)
+        with lock.shared():
+            verification = verify.verify(model, own_inputs, make, trials=cfg.trials,
+                                         loose=cfg.loose, seed=cfg.seed,
+                                         alt_shape=cfg.alt_shape,
+                                         check_torch_calls=cfg.check_torch_calls,
+                                         reference_device=ref_device)
     except Exception as exc:  # noqa: BLE001 - the reference failed on a trial's own inputs
         return fail("reference", f"{type(exc).__name__}: {exc}")
     verdict = verification.verdict
@@ -208,9 +215,9 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
     if not verdict.correct:
         return result
 
-    stage("timing")
+    stage("timing-prepare")
     try:
-        measure(cfg, result, verification.candidate, model, own_inputs, stage)
+        measure(cfg, result, verification.candidate, model, own_inputs, stage, lock)
     except Exception as exc:  # noqa: BLE001 - correct, but could not be timed
         result["timing_error"] = f"{type(exc).__name__}: {exc}"[:2000]
         result["flags"].append("timing failed")
@@ -218,29 +225,47 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
 
 
 def measure(cfg: WorkerConfig, result: dict[str, Any], candidate: Any, model: Any,
-            own_inputs: Any, stage: Any) -> None:
-    """Time the candidate and the reference (eager, and torch.compile when asked)."""
+            own_inputs: Any, stage: Any, lock: GpuLock) -> None:
+    """Time the candidate and the reference (eager, and torch.compile when asked).
+
+    Everything but the timed calls (input sets, moving the reference to its device,
+    torch.compile's compile) happens under the shared GPU lock; the timed calls under
+    the exclusive one, so that with ``--jobs`` no other worker's GPU work overlaps them.
+    """
     from . import timing
 
-    input_sets = [own_inputs(cfg.seed + 1000 + i) for i in range(TIMING_INPUT_SETS)]
-    cand = timing.time_candidate(candidate, input_sets, cfg.time_target_s)
-    result["time_ms"], result["time"] = cand.median_ms, cand.to_dict()
-    if cand.source != "gpu-timestamps":
-        result["flags"].append(f"candidate timed by {cand.source}")
-    ref = timing.time_reference(model, input_sets, False, cfg.time_target_s,
-                                allow_tf32=cfg.loose)
-    result["ref_eager_ms"], result["ref_eager"] = ref.median_ms, ref.to_dict()
-    result["reference"] = timing.reference_label()
-    result["speedup_eager"] = speedup(ref.median_ms, cand.median_ms)
-    if cfg.compile_ref:
-        stage("timing-compile")
-        try:
-            refc = timing.time_reference(model, input_sets, True, cfg.time_target_s,
-                                         allow_tf32=cfg.loose)
-            result["ref_compile_ms"], result["ref_compile"] = refc.median_ms, refc.to_dict()
-            result["speedup_compile"] = speedup(refc.median_ms, cand.median_ms)
-        except Exception as exc:  # noqa: BLE001 - torch.compile itself failed
-            result["ref_compile_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    with lock.shared():
+        input_sets = [own_inputs(cfg.seed + 1000 + i) for i in range(TIMING_INPUT_SETS)]
+        eager = timing.prepare_reference(model, input_sets, False, allow_tf32=cfg.loose)
+        compiled = None
+        if cfg.compile_ref:
+            stage("compile-ref")
+            try:
+                compiled = timing.prepare_reference(model, input_sets, True,
+                                                    allow_tf32=cfg.loose)
+            except Exception as exc:  # noqa: BLE001 - torch.compile itself failed
+                result["ref_compile_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    stage("timing-wait")
+    with lock.exclusive():
+        stage("timing")
+        cand = timing.time_candidate(candidate, input_sets, cfg.time_target_s)
+        result["time_ms"], result["time"] = cand.median_ms, cand.to_dict()
+        if cand.source != "gpu-timestamps":
+            result["flags"].append(f"candidate timed by {cand.source}")
+        stage("timing-eager")
+        ref = timing.time_prepared(eager, cfg.time_target_s)
+        result["ref_eager_ms"], result["ref_eager"] = ref.median_ms, ref.to_dict()
+        result["reference"] = timing.reference_label()
+        result["speedup_eager"] = speedup(ref.median_ms, cand.median_ms)
+        if compiled is not None:
+            stage("timing-compile")
+            try:
+                refc = timing.time_prepared(compiled, cfg.time_target_s)
+                result["ref_compile_ms"], result["ref_compile"] = refc.median_ms, refc.to_dict()
+                result["speedup_compile"] = speedup(refc.median_ms, cand.median_ms)
+            except Exception as exc:  # noqa: BLE001 - torch.compile failed on another input
+                result["ref_compile_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    stage("done")
     for label in ("eager", "compile"):
         value = result[f"speedup_{label}"]
         if value is not None and value > SPEEDUP_REVIEW:

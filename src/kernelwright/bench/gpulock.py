@@ -1,0 +1,66 @@
+"""A readers-writer lock between the workers of a parallel run, so that timing stays honest.
+
+With ``kernelwright bench --jobs N`` several workers share one GPU. Compiling and
+verifying may overlap: each worker holds the lock *shared* while it runs anything on
+the GPU outside timing (the reference's first run, compile and correctness trials,
+torch.compile's first call). Timing holds it *exclusive*: no other worker runs GPU
+work while a candidate or a reference is timed; only CPU-side work of other workers
+(imports, capture, code generation) goes on beside it.
+
+It is two ``flock`` locks on files next to each other: the gate and the lock itself.
+A shared holder passes the gate (exclusive, released at once) and then takes the
+lock shared; an exclusive holder takes the gate, keeps it, and waits for the shared
+holders to drain, so a waiting timer is not starved by a stream of verifiers. The
+kernel releases both when a worker dies, however it dies. Without a path (one job)
+both are no-ops.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+ENV = "KERNELWRIGHT_GPU_LOCK"  # the lock file's path, set by the runner for its workers
+
+
+class GpuLock:
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+
+    @classmethod
+    def from_env(cls) -> GpuLock:
+        return cls(os.environ.get(ENV) or None)
+
+    def _open(self, suffix: str) -> int:
+        return os.open(self.path + suffix, os.O_RDWR | os.O_CREAT, 0o644)
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        if not self.path:
+            yield
+            return
+        gate, lock = self._open(".gate"), self._open("")
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            yield
+        finally:
+            os.close(lock)  # closing releases the lock
+            os.close(gate)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        if not self.path:
+            yield
+            return
+        gate, lock = self._open(".gate"), self._open("")
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(lock)
+            os.close(gate)
