@@ -69,6 +69,13 @@ class Generated:
     grid: tuple[int, int, int]
     key: KernelKey | None = None
     knobs: dict = field(default_factory=dict)
+    views: list[int] = field(default_factory=list)  # reads bound again as vec4 arrays
+    workgroup_bytes: int = 0  # workgroup memory it declares (the runtime checks the device's)
+
+    def binding_ids(self, read_ids: list[int], out_id: int) -> list[int]:
+        """The buffer of each binding, given the buffers of its reads and its output:
+        the reads, then their vec4 views, then the output (codegen.KernelSource.bindings)."""
+        return list(read_ids) + [read_ids[i] for i in self.views] + [out_id]
 
 
 @dataclass(eq=False)
@@ -90,6 +97,18 @@ class KernelRequest:
     def kind(self) -> str:
         return self.default.name
 
+    @property
+    def spec_key(self) -> str:
+        """The key and the shape of every binding (reads, then the output): what a whole
+        kernel written for this request (kernelwright optimize) is stored under."""
+        shapes = [v.shape for v in self.default.reads] + [self.out.shape]
+        return f"{self.key} | " + " ".join(f"[{','.join(map(str, s))}]" for s in shapes)
+
+    def replaced(self, source: str, grid: tuple[int, int, int], knobs: dict | None) -> Generated:
+        """This kernel with another WGSL text and grid (same bindings, same key)."""
+        d = self.default
+        return Generated(d.name, source, list(d.reads), tuple(grid), d.key, dict(knobs or {}))
+
     @cached_property
     def space(self) -> list[dict]:
         """The default knobs first, then the template's other settings for this shape."""
@@ -100,7 +119,9 @@ class KernelRequest:
         return fill_kernel(self.out, self.tnode, self.materialized, self.buffer_of, knobs)
 
 
-KnobChooser = Callable[[KernelRequest], "dict | None"]
+# A chooser returns knobs, a whole kernel (a `Generated` from `KernelRequest.replaced`:
+# an optimized kernel), or None for the template's defaults.
+KnobChooser = Callable[[KernelRequest], "dict | Generated | None"]
 
 
 def grid_1d(n: int, wg: int) -> tuple[tuple[int, int, int], int]:
@@ -133,12 +154,14 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
     """The kernel that stores `out`, computed by template node `tnode` (None: a plain
     elementwise kernel). Its knobs are the template's defaults unless `choose` returns
     others for the kernel's request (knobs that no longer fit the template, e.g. stored
-    by an older version, are ignored)."""
+    by an older version, are ignored), or a whole kernel to use instead."""
     gen = fill_kernel(out, tnode, materialized, buffer_of)
     if choose is None:
         return gen
     request = KernelRequest(gen, out, tnode, materialized, buffer_of)
     knobs = choose(request)
+    if isinstance(knobs, Generated):
+        return knobs
     if knobs and knobs != gen.knobs:
         try:
             gen = request.generate(knobs)
@@ -157,6 +180,7 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     if kind not in TEMPLATES:
         raise CompileError(f"no kernel template for '{kind}'")
     tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs)
+    workgroup_bytes = slots.pop("workgroup_bytes", 0)
     result = f"epilogue({slots.pop('final', 'acc')}, gi)" if tnode else "epilogue(gi)"
     store = f"out[gi] = {to_buffer(result, out.dtype)};"
     functions = "".join(HELPERS[h] for h in sorted(src.helpers)) + slots.pop("functions") + epi
@@ -165,7 +189,8 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     source = template(tmpl).substitute(BINDINGS=src.bindings(out), FUNCTIONS=functions,
                                        STORE=store, **slots)
     key = kernel_key(kind, out, tnode, src.reads, functions)
-    return Generated(kind, source, list(src.reads), grid, key, used)
+    return Generated(kind, source, list(src.reads), grid, key, used, list(src.views),
+                     workgroup_bytes)
 
 
 def kernel_key(kind: str, out: Value, tnode: Node | None, reads: list[Value],
@@ -239,17 +264,40 @@ def _elementwise(src, materialized, out, tnode, knobs=None):
                                NUMEL=out.numel), grid, knobs
 
 
+_NAN = "((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
+
+
+def _fold_vals(xt: str) -> dict:
+    """The names REDUCERS and SCANNERS entries use, for element type xt: t, zero, one,
+    lowest and highest (the identities of max and min), and the NaN tests of f32
+    operands (false for i32), written on the bits since compilers may fold `v != v`:
+    nan_a / nan_b for ArgAcc operands, nan_ab a statement returning NaN when a or b is."""
+    f32 = xt == "f32"
+    lims = {"f32": ("bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"),
+            "i32": ("i32(-2147483647 - 1)", "i32(2147483647)")}[xt]
+    return dict(t=xt, zero=literal(0, xt), one=literal(1, xt), lowest=lims[0], highest=lims[1],
+                nan_a=_NAN.format(x="a.v") if f32 else "false",
+                nan_b=_NAN.format(x="b.v") if f32 else "false",
+                nan_ab=(f"if ({_NAN.format(x='a')} || {_NAN.format(x='b')}) "
+                        "{ return a + b; } ") if f32 else "")
+
+
+# A reduction's combine sees partials in any order, so the arg reductions compare indices:
+# as PyTorch, a NaN is the max (and the min) and propagates, and ties and NaNs go to the
+# lowest index.
+_ARG_COMBINE = ("let na = {nan_a}; let nb = {nan_b}; "
+                "if (na != nb) {{ if (nb) {{ return b; }} return a; }} "
+                "if (na || b.v == a.v) {{ if (b.i < a.i) {{ return b; }} return a; }} "
+                "if (b.v {cmp} a.v) {{ return b; }} return a;")
 REDUCERS = {
     # op: (accumulator type, init, combine body, leaf from element v at r, final)
     "sum": ("{t}", "{zero}", "return a + b;", "v", "acc"),
     "prod": ("{t}", "{one}", "return a * b;", "v", "acc"),
-    "max": ("{t}", "{lowest}", "return max(a, b);", "v", "acc"),
-    "min": ("{t}", "{highest}", "return min(a, b);", "v", "acc"),
-    "argmax": ("ArgAcc", "ArgAcc({lowest}, 2147483647)",
-               "if (b.v > a.v || (b.v == a.v && b.i < a.i)) {{ return b; }} return a;",
+    "max": ("{t}", "{lowest}", "{nan_ab}return max(a, b);", "v", "acc"),
+    "min": ("{t}", "{highest}", "{nan_ab}return min(a, b);", "v", "acc"),
+    "argmax": ("ArgAcc", "ArgAcc({lowest}, 2147483647)", _ARG_COMBINE.replace("{cmp}", ">"),
                "ArgAcc(v, r)", "acc.i"),
-    "argmin": ("ArgAcc", "ArgAcc({highest}, 2147483647)",
-               "if (b.v < a.v || (b.v == a.v && b.i < a.i)) {{ return b; }} return a;",
+    "argmin": ("ArgAcc", "ArgAcc({highest}, 2147483647)", _ARG_COMBINE.replace("{cmp}", "<"),
                "ArgAcc(v, r)", "acc.i"),
 }
 
@@ -274,9 +322,7 @@ def _reduce(src, materialized, out, tnode, knobs=None):
     o, r = x.shape
     op = tnode.attrs["op"]
     xt = "i32" if x.dtype in ("i32", "bool") else "f32"
-    lims = {"f32": ("bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"),
-            "i32": ("i32(-2147483647 - 1)", "i32(2147483647)")}[xt]
-    vals = dict(t=xt, zero=literal(0, xt), one=literal(1, xt), lowest=lims[0], highest=lims[1])
+    vals = _fold_vals(xt)
     acc_t, init, combine, leaf, final = (s.format(**vals) for s in REDUCERS[op])
     functions = _loader(src, materialized, "load_x", x, xt)
     if acc_t == "ArgAcc":
@@ -302,7 +348,6 @@ def _reduce(src, materialized, out, tnode, knobs=None):
     return tmpl, slots, grid, knobs
 
 
-_NAN = "((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
 SCANNERS = {
     # op: (accumulator type, identity, combine body (a before b), leaf from v at r, final).
     # f32 max/min propagate NaN, and the arg scans follow torch.cummax: ties and NaNs go
@@ -341,14 +386,8 @@ def _scan(src, materialized, out, tnode, knobs=None):
     rows = x.numel // max(1, r)
     op = tnode.attrs["op"]
     xt = "i32" if x.dtype in ("i32", "bool") else "f32"
-    lims = {"f32": ("bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"),
-            "i32": ("i32(-2147483647 - 1)", "i32(2147483647)")}[xt]
     f32 = xt == "f32"
-    vals = dict(t=xt, zero=literal(0, xt), one=literal(1, xt), lowest=lims[0], highest=lims[1],
-                nan_a=_NAN.format(x="a.v") if f32 else "false",
-                nan_b=_NAN.format(x="b.v") if f32 else "false",
-                nan_ab=(f"if ({_NAN.format(x='a')} || {_NAN.format(x='b')}) "
-                        "{ return a + b; } ") if f32 else "")
+    vals = _fold_vals(xt)
     acc_t, init, combine, leaf, final = (s.format(**vals) for s in SCANNERS[tnode.attrs["op"]])
     if op == "logaddexp" and not f32:
         raise CompileError("logaddexp scan of an integer tensor")

@@ -15,8 +15,9 @@ an argument after a colon (``"openai:gpt-4o"``); the factory receives it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 STATUSES = ("compile_error", "mismatch", "rejected", "timeout", "crash", "slower", "improved")
 
@@ -66,7 +67,8 @@ class Candidate:
     grid: tuple[int, int, int] | None = None  # None: spec.grid
     knobs: dict | None = None  # set by the built-in generator (template knobs that made source)
     note: str = ""  # the generator's own summary of the change
-    usage: dict = field(default_factory=dict)  # {"input_tokens":..,"output_tokens":..,"cost_usd":..}
+    # {"input_tokens": .., "output_tokens": .., "cost_usd": ..} spent to make it
+    usage: dict = field(default_factory=dict)
 
 
 class ProposalFailed(Exception):

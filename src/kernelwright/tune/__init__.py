@@ -26,10 +26,18 @@ timing), choose.py (the build_plan hook and tuning sessions), command.py
 (``kernelwright tune``).
 """
 
-from .cache import TuneCache, Winner, db_path, default_cache
-from .choose import TuningSession, choose_knobs, choosing, tune_mode, tuning
+from .cache import KernelWinner, TuneCache, Winner, db_path, default_cache
+from .choose import (
+           TuningSession,
+           choose_knobs,
+           choosing,
+           compiler_choice,
+           current_chooser,
+           tune_mode,
+           tuning,
+)
 from .tuner import Candidate, KernelResult, TuneSettings, tune_kernel
 
-__all__ = ["Candidate", "KernelResult", "TuneCache", "TuneSettings", "TuningSession", "Winner",
-           "choose_knobs", "choosing", "db_path", "default_cache", "tune_kernel", "tune_mode",
-           "tuning"]
+__all__ = ["Candidate", "KernelResult", "KernelWinner", "TuneCache", "TuneSettings",
+           "TuningSession", "Winner", "choose_knobs", "choosing", "compiler_choice",
+           "current_chooser", "db_path", "default_cache", "tune_kernel", "tune_mode", "tuning"]

@@ -6,6 +6,12 @@ bucket is the exact operand shapes for now, so a kernel tuned at one shape says
 nothing about another. A row keeps the winner's knobs, the default knobs, both
 times and what was rejected on the way.
 
+A second table, `kernels`, keeps whole kernels found by ``kernelwright optimize``
+(optimize/): per device and kernel spec key (the kernel key and the shapes of every
+binding) the WGSL source, its grid and knobs, the generator that wrote it and the
+times of the compiler's kernel and of the winner. `choose_knobs` hands such a kernel
+to the compile path in place of the template's.
+
 Every compile looks kernels up, so lookups are cheap: the rows are read into a dict
 once and again only when the file changes (one stat per lookup); without a file a
 lookup costs one stat and opens nothing.
@@ -38,6 +44,19 @@ CREATE TABLE IF NOT EXISTS winners (
     rejected TEXT,                -- JSON: [{knobs, status, error}] of discarded candidates
     tuned_at TEXT,
     PRIMARY KEY (device, template, bucket, digest)
+);
+CREATE TABLE IF NOT EXISTS kernels (
+    device TEXT NOT NULL,         -- runtime.Device.description
+    spec_key TEXT NOT NULL,       -- optimize.spec.spec_key: kernel key + binding shapes
+    source TEXT NOT NULL,         -- the winner's WGSL
+    grid TEXT NOT NULL,           -- JSON [x, y, z]
+    knobs TEXT,                   -- JSON: template knobs that made it (built-in generator)
+    generator TEXT NOT NULL,      -- who wrote it ("builtin", "openai:MODEL", ...)
+    baseline_ms REAL,             -- GPU time of the compiler's kernel
+    best_ms REAL,                 -- GPU time of the winner
+    problem TEXT,                 -- where it was found
+    found_at TEXT,
+    PRIMARY KEY (device, spec_key)
 )
 """
 
@@ -54,6 +73,19 @@ class Winner:
     best_ms: float | None
 
 
+@dataclass
+class KernelWinner:
+    """A whole kernel found by kernelwright optimize for one device and spec key."""
+
+    source: str
+    grid: tuple[int, int, int]
+    knobs: dict | None
+    generator: str
+    baseline_ms: float | None
+    best_ms: float | None
+    problem: str = ""
+
+
 class TuneCache:
     """The winners in one SQLite file (created on the first store)."""
 
@@ -61,22 +93,66 @@ class TuneCache:
         self.path = Path(path).expanduser()
         self._stamp: tuple[int, int] | None = None
         self._winners: dict[tuple[str, str], Winner] = {}
+        self._kernels: dict[tuple[str, str], KernelWinner] = {}
 
     def exists(self) -> bool:
         return self.path.exists()
 
     def lookup(self, device: str, key: str) -> Winner | None:
         """The winner for `key` (str of a templates.KernelKey) on `device`, if any."""
+        return self._winners.get((device, key)) if self._fresh() else None
+
+    def lookup_kernel(self, device: str, spec_key: str) -> KernelWinner | None:
+        """The optimized kernel for `spec_key` on `device`, if any."""
+        return self._kernels.get((device, spec_key)) if self._fresh() else None
+
+    def _fresh(self) -> bool:
+        """Read the rows again when the file changed; False when there is no file."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return None
+            return False
         if (st.st_mtime_ns, st.st_size) != self._stamp:
             self._winners = {(r["device"], r["key"]): Winner(
                 r["knobs"], r["default_knobs"], r["default_ms"], r["best_ms"])
                 for r in self.rows()}
+            self._kernels = {(r["device"], r["spec_key"]): KernelWinner(
+                r["source"], tuple(r["grid"]), r["knobs"], r["generator"], r["baseline_ms"],
+                r["best_ms"], r["problem"] or "") for r in self.kernel_rows()}
             self._stamp = (st.st_mtime_ns, st.st_size)
-        return self._winners.get((device, key))
+        return True
+
+    def store_kernel(self, device: str, spec_key: str, winner: KernelWinner) -> None:
+        """Record an optimized kernel for `spec_key` on `device`."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO kernels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (device, spec_key, winner.source, json.dumps(list(winner.grid)),
+                 json.dumps(winner.knobs), winner.generator, winner.baseline_ms,
+                 winner.best_ms, winner.problem,
+                 datetime.now(timezone.utc).isoformat(timespec="seconds")))
+        self._stamp = None
+
+    def forget_kernel(self, device: str, spec_key: str) -> None:
+        if not self.exists():
+            return
+        with self._connect() as db:
+            db.execute("DELETE FROM kernels WHERE device = ? AND spec_key = ?",
+                       (device, spec_key))
+        self._stamp = None
+
+    def kernel_rows(self) -> list[dict]:
+        """Every optimized kernel, JSON columns decoded."""
+        if not self.exists():
+            return []
+        with self._connect() as db:
+            db.row_factory = sqlite3.Row
+            rows = [dict(r) for r in db.execute("SELECT * FROM kernels")]
+        for r in rows:
+            for column in ("grid", "knobs"):
+                r[column] = json.loads(r[column]) if r[column] else None
+        return rows
 
     def store(self, device: str, key, winner: Winner, candidates: int,
               rejected: list[dict]) -> None:
@@ -118,7 +194,7 @@ class TuneCache:
         db = sqlite3.connect(self.path, timeout=30)
         try:
             with db:
-                db.execute(SCHEMA)
+                db.executescript(SCHEMA)
                 yield db
         finally:
             db.close()

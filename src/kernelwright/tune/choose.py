@@ -7,8 +7,11 @@ kernel. In order:
    session, or a test forcing knobs);
 2. KERNELWRIGHT_TUNE=off: None, the heuristic defaults, without opening the cache;
 3. KERNELWRIGHT_TUNE=on: a session for the whole process tunes what the cache lacks;
-4. otherwise (the default, "cache"): the cache's winner for this device and key, else
-   None. Without a cache file this costs one stat.
+4. otherwise (the default, "cache"): the cache's answer for this device, else None:
+   a whole kernel found by ``kernelwright optimize`` for the request's spec key when
+   there is one (returned as a `templates.Generated`), else the tuned knobs for its
+   key. Without a cache file this costs one stat. `compiler_choice` is the same
+   without the optimized kernels (what kernelwright optimize starts from).
 
 `tuning(...)` opens a session: within it every compile uses the cache's winners and
 tunes each kernel whose key the cache lacks, stores the winner and uses it. A kernel
@@ -23,7 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from ..templates import KernelRequest, KnobChooser
+from ..templates import Generated, KernelRequest, KnobChooser
 from .cache import TuneCache, Winner, default_cache
 from .tuner import KernelResult, TuneSettings, tune_kernel
 
@@ -42,7 +45,7 @@ def tune_mode() -> str:
     return mode
 
 
-def choose_knobs(request: KernelRequest) -> dict | None:
+def choose_knobs(request: KernelRequest) -> dict | Generated | None:
     """The knobs for one kernel (None: the template's defaults)."""
     chooser = _CHOOSER.get()
     if chooser is not None:
@@ -56,11 +59,37 @@ def choose_knobs(request: KernelRequest) -> dict | None:
         if _PROCESS_SESSION is None or _PROCESS_SESSION.cache is not cache:
             _PROCESS_SESSION = TuningSession(cache=cache)
         return _PROCESS_SESSION.choose(request)
+    return cached_choice(request, cache, optimized=True)
+
+
+def compiler_choice(request: KernelRequest) -> dict | None:
+    """The compiler's own choice: tuned knobs from the cache (by KERNELWRIGHT_TUNE),
+    never an optimized kernel."""
+    if tune_mode() == "off":
+        return None
+    return cached_choice(request, default_cache(), optimized=False)
+
+
+def cached_choice(request: KernelRequest, cache: TuneCache,
+                  optimized: bool) -> dict | Generated | None:
+    """The cache's answer for this device: an optimized kernel (when `optimized`), else
+    the tuned knobs, else None."""
     if not cache.exists():
         return None
     device = _device_description()
-    winner = cache.lookup(device, str(request.key)) if device else None
+    if device is None:
+        return None
+    if optimized:
+        found = cache.lookup_kernel(device, request.spec_key)
+        if found is not None:
+            return request.replaced(found.source, found.grid, found.knobs)
+    winner = cache.lookup(device, str(request.key))
     return winner.knobs if winner else None
+
+
+def current_chooser() -> KnobChooser | None:
+    """The chooser set with `choosing` for this context, if any."""
+    return _CHOOSER.get()
 
 
 def _device_description() -> str | None:

@@ -114,8 +114,11 @@ def tune_kernel(request: KernelRequest, device: Device, settings: TuneSettings) 
     if not device.has_timestamps:
         result.status, result.note = "failed", f"{device.description} has no timestamp queries"
         return result
-    inputs = random_inputs(default.reads, settings.trials, settings.seed)
-    base = Executable(single_kernel_plan(default, request.out), device)
+    operands = operands_of(default, request.out)
+    inputs = random_inputs(operands[:-1], settings.trials, settings.seed)
+    base = Executable(single_kernel_plan(default.name, default.source, default.grid, operands,
+                                         str(default.key), default.knobs, default.views,
+                                         default.workgroup_bytes), device)
     expected = [run_once(base, arrays) for arrays in inputs]
     first = Candidate(default.knobs, "default", time_ms(base, inputs[0], settings))
     result.candidates.append(first)
@@ -149,7 +152,9 @@ def try_candidate(request: KernelRequest, knobs: dict, inputs: list[list[np.ndar
             [id(v) for v in request.default.reads]:
         return Candidate(knobs, "invalid", error="the knobs changed what the kernel computes")
     try:
-        exe = Executable(single_kernel_plan(gen, request.out), device)
+        exe = Executable(single_kernel_plan(gen.name, gen.source, gen.grid,
+                                            operands_of(gen, request.out), str(gen.key),
+                                            gen.knobs, gen.views, gen.workgroup_bytes), device)
     except Exception as exc:  # noqa: BLE001 - the shader compiler's verdict, whatever its type
         return Candidate(knobs, "compile error", error=_first_lines(exc))
     try:
@@ -163,34 +168,52 @@ def try_candidate(request: KernelRequest, knobs: dict, inputs: list[list[np.ndar
         return Candidate(knobs, "run error", error=_first_lines(exc))
 
 
-def single_kernel_plan(gen: Generated, out: Value) -> Plan:
-    """A plan of this kernel alone: an input buffer per buffer it reads, then its output."""
-    buffers = [Buffer(i, max(4, v.numel * 4), "input", v.dtype) for i, v in enumerate(gen.reads)]
-    o = len(buffers)
-    buffers.append(Buffer(o, max(4, out.numel * 4), "output", out.dtype))
-    kernel = Kernel(gen.name, gen.source, list(range(o + 1)), gen.grid, key=str(gen.key),
-                    knobs=gen.knobs)
-    return Plan(buffers=buffers, kernels=[kernel],
-                inputs=[TensorSpec(i, (max(1, v.numel),), TORCH_NAME[v.dtype])
-                        for i, v in enumerate(gen.reads)],
-                outputs=[TensorSpec(o, (max(1, out.numel),), TORCH_NAME[out.dtype])],
+def operands_of(gen: Generated, out: Value) -> list[tuple[int, str]]:
+    """(element count, device dtype) of every buffer the kernel binds: reads, then out."""
+    return [(v.numel, v.dtype) for v in gen.reads] + [(out.numel, out.dtype)]
+
+
+def single_kernel_plan(name: str, source: str, grid: tuple[int, int, int],
+                       operands: list[tuple[int, str]], key: str = "",
+                       knobs: dict | None = None, views: list[int] = (),
+                       workgroup_bytes: int = 0) -> Plan:
+    """A plan of one kernel alone: an input buffer per buffer it reads, then its output
+    (`operands`: (element count, device dtype) per buffer, the output last; `views`: the
+    reads also bound as vec4 arrays, Generated.views)."""
+    buffers = [Buffer(i, max(4, n * 4), "input" if i < len(operands) - 1 else "output", dtype)
+               for i, (n, dtype) in enumerate(operands)]
+    o = len(buffers) - 1
+    kernel = Kernel(name, source, list(range(o)) + list(views) + [o], tuple(grid), key=key,
+                    knobs=knobs or {}, workgroup_bytes=workgroup_bytes)
+    specs = [TensorSpec(i, (max(1, n),), TORCH_NAME[dtype])
+             for i, (n, dtype) in enumerate(operands)]
+    return Plan(buffers=buffers, kernels=[kernel], inputs=specs[:-1], outputs=specs[-1:],
                 output_tree="single")
 
 
-def random_inputs(reads: list[Value], trials: int, seed: int) -> list[list[np.ndarray]]:
-    """`trials` sets of random contents for the buffers a kernel reads: f32 normal in even
-    trials, uniform in [0.1, 2) in odd ones; i32 in [0, 8); bool 0 or 1."""
+DISTRIBUTIONS = ("normal", "positive", "heavy")  # f32 inputs of trial t: DISTRIBUTIONS[t % 3]
+HEAVY_TAIL_CLIP = 20.0
+
+
+def random_inputs(operands: list[tuple[int, str]], trials: int, seed: int,
+                  ) -> list[list[np.ndarray]]:
+    """`trials` sets of random contents for buffers of (element count, dtype): f32 normal,
+    uniform in [0.1, 2) and heavy-tailed (Student-t, 3 degrees, clipped to +-20) in turn;
+    i32 in [0, 8); bool 0 or 1."""
     rng = np.random.default_rng(seed)
     sets = []
     for t in range(max(1, trials)):
         arrays = []
-        for v in reads:
-            n = max(1, v.numel)
-            if v.dtype == "f32":
-                a = rng.standard_normal(n) if t % 2 == 0 else rng.uniform(0.1, 2.0, n)
+        for numel, dtype in operands:
+            n = max(1, numel)
+            if dtype == "f32":
+                kind = DISTRIBUTIONS[t % len(DISTRIBUTIONS)]
+                a = (rng.standard_normal(n) if kind == "normal" else rng.uniform(0.1, 2.0, n)
+                     if kind == "positive" else
+                     np.clip(rng.standard_t(3, n), -HEAVY_TAIL_CLIP, HEAVY_TAIL_CLIP))
             else:
-                a = rng.integers(0, 8 if v.dtype == "i32" else 2, n)
-            arrays.append(a.astype(NUMPY_OF[v.dtype]))
+                a = rng.integers(0, 8 if dtype == "i32" else 2, n)
+            arrays.append(a.astype(NUMPY_OF[dtype]))
         sets.append(arrays)
     return sets
 
@@ -206,24 +229,61 @@ def time_ms(exe: Executable, arrays: list[np.ndarray], settings: TuneSettings) -
     return statistics.median(exe.gpu_times_ms([arrays], max(1, settings.reps)))
 
 
-def mismatch(want: np.ndarray, got: np.ndarray, dtype: str) -> str | None:
-    """Why `got` is not `want` (None when every element matches)."""
+@dataclass
+class Mismatch:
+    """How an output differs from the expected one, element by element."""
+
+    count: int  # elements outside the tolerance
+    size: int
+    first: list[tuple[int, float, float]]  # (index, got, want) of the first few
+    max_abs_err: float  # over the finite expected elements
+    scale: float  # max |want| (at least 1): the tolerance is TOLERANCE * scale
+    rel_l2: float  # ||got - want|| / ||want|| over the finite expected elements
+    unwritten: int  # NaN where a finite value was expected (poison left in place)
+
+    def describe(self) -> str:
+        firsts = "; ".join(f"[{i}] {g:.6g} for {w:.6g}" for i, g, w in self.first)
+        text = (f"{self.count} of {self.size} elements differ, the first at {firsts}; "
+                f"max |err| {self.max_abs_err:.3g} (tolerance {TOLERANCE * self.scale:.3g}), "
+                f"relative L2 error {self.rel_l2:.3g}")
+        if self.unwritten:
+            text += f"; {self.unwritten} elements NaN where a finite value was expected"
+        return text
+
+
+def compare(want: np.ndarray, got: np.ndarray, dtype: str, show: int = 5) -> Mismatch | None:
+    """None when every element of `got` matches `want` (fp32: |got - want| <= 1e-4 * max(1,
+    max |want|); integers, NaN and inf exactly), else how they differ."""
     want, got = want.reshape(-1), got.reshape(-1)
+    w, g = want.astype(np.float64), got.astype(np.float64)
+    finite = np.isfinite(w)
+    scale = max(1.0, float(np.abs(w[finite]).max())) if finite.any() else 1.0
     if dtype != "f32":
         bad = want != got
     else:
-        w, g = want.astype(np.float64), got.astype(np.float64)
-        finite = np.isfinite(w)
-        scale = max(1.0, float(np.abs(w[finite]).max())) if finite.any() else 1.0
         with np.errstate(invalid="ignore"):
             ok = np.where(finite, np.abs(g - w) <= TOLERANCE * scale,
                           (w == g) | (np.isnan(w) & np.isnan(g)))
         bad = ~ok
     if not bad.any():
         return None
-    i = int(np.argmax(bad))
-    return (f"{int(bad.sum())} of {bad.size} elements differ, the first at {i}: "
-            f"{got[i]} for {want[i]}")
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(g[finite] - w[finite])
+        max_abs = float(np.nanmax(err)) if err.size and not np.isnan(err).all() else float("nan")
+        if np.isnan(err).any():
+            max_abs = float("nan")
+        norm = float(np.linalg.norm(w[finite]))
+        rel_l2 = float(np.linalg.norm(g[finite] - w[finite])) / norm if norm else float("inf")
+    idx = np.flatnonzero(bad)[:show]
+    first = [(int(i), float(got[i]), float(want[i])) for i in idx]
+    unwritten = int((finite & np.isnan(g)).sum())
+    return Mismatch(int(bad.sum()), bad.size, first, max_abs, scale, rel_l2, unwritten)
+
+
+def mismatch(want: np.ndarray, got: np.ndarray, dtype: str) -> str | None:
+    """Why `got` is not `want` (None when every element matches)."""
+    found = compare(want, got, dtype)
+    return found.describe() if found else None
 
 
 def _first_lines(exc: Exception, n: int = 6) -> str:
