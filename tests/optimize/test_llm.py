@@ -1,0 +1,280 @@
+"""The language-model generators (optimize/llm.py): configuration, prompt, reply
+parsing, and both SDKs against a fake server on 127.0.0.1 (fake_llm.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from fake_llm import FakeLLM, tokens_of
+
+from kernelwright.optimize import generator as gen_mod
+from kernelwright.optimize import llm
+from kernelwright.optimize.generator import Attempt, Binding, KernelSpec, ProposalFailed
+
+SOURCE = """\
+@group(0) @binding(0) var<storage, read> in0: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = i32(gid.x);
+    if (i < 100) { out[i] = max(in0[i], 0.0); }
+}
+"""
+
+
+def make_spec() -> KernelSpec:
+    return KernelSpec(
+        key="elementwise f32[100] -> f32[100] #abc", name="relu", kind="elementwise",
+        source=SOURCE,
+        bindings=[Binding(0, "in0", (100,), "f32", "read"),
+                  Binding(1, "out", (100,), "f32", "read_write")],
+        grid=(2, 1, 1), knobs={"WG": 64, "EPT": 1},
+        description="out = relu(in0) over 100 floats",
+        reference="out = torch.relu(in0)",
+        profile={"time_ms": 0.0123, "share": 0.25})
+
+
+def reply(source: str, prose: str = "Fewer branches.") -> str:
+    return f"{prose}\n\n```wgsl\n{source}```\n"
+
+
+def attempt(status: str, message: str, source: str = SOURCE, time_ms=None, best_ms=None):
+    return Attempt("openai:m", source, None, None, status, message, time_ms, best_ms)
+
+
+def openai_env(url: str, **extra) -> dict:
+    env = {"KERNELWRIGHT_OPENAI_BASE_URL": url + "/v1", "KERNELWRIGHT_LLM_MAX_RETRIES": "0",
+           "KERNELWRIGHT_LLM_TIMEOUT_S": "20"}
+    env.update(extra)
+    return env
+
+
+# --- reply parsing ---------------------------------------------------------------------
+
+
+def test_parse_reply_takes_the_last_wgsl_block_and_its_grid():
+    text = ("Old:\n```wgsl\nfn old() {}\n```\nNew one:\n```wgsl\n// grid: 4, 2, 1\n"
+            + SOURCE + "```\nDone.")
+    source, grid = llm.parse_reply(text)
+    assert source.startswith("// grid: 4, 2, 1\n@group(0)") and "fn old" not in source
+    assert grid == (4, 2, 1)
+
+
+def test_parse_reply_grid_forms_and_defaults():
+    assert llm.parse_reply("```wgsl\n" + SOURCE + "```")[1] is None
+    assert llm.parse_reply("```wgsl\n// grid = (7)\n" + SOURCE + "```")[1] == (7, 1, 1)
+    assert llm.parse_reply("```WGSL\n//grid:3,5\n" + SOURCE + "```")[1] == (3, 5, 1)
+    with pytest.raises(ProposalFailed, match="out of range"):
+        llm.parse_reply("```wgsl\n// grid: 0, 1, 1\n" + SOURCE + "```")
+    with pytest.raises(ProposalFailed, match="out of range"):
+        llm.parse_reply("```wgsl\n// grid: 70000, 1, 1\n" + SOURCE + "```")
+
+
+def test_parse_reply_accepts_a_bare_block_with_a_compute_entry_point():
+    source, _ = llm.parse_reply("Here:\n```\n" + SOURCE + "```")
+    assert source == SOURCE
+    with pytest.raises(ProposalFailed, match="no ```wgsl block"):
+        llm.parse_reply("```python\nprint('not a kernel')\n```")
+
+
+def test_parse_reply_without_code_fails_clearly():
+    with pytest.raises(ProposalFailed, match="no ```wgsl block"):
+        llm.parse_reply("I would tile the loop, but here is no code.")
+    with pytest.raises(ProposalFailed, match="empty reply"):
+        llm.parse_reply("")
+
+
+# --- the prompt ------------------------------------------------------------------------
+
+
+def test_prompt_carries_the_spec():
+    prompt = llm.build_prompt(make_spec(), [])
+    for text in ("`relu` (elementwise)", "out = relu(in0) over 100 floats",
+                 "out = torch.relu(in0)", "| 0 | in0 | f32 | [100] | 100 | read |",
+                 "| 1 | out | f32 | [100] | 100 | read_write |", "0.0123 ms",
+                 "25.0% of the module's GPU time", "grid 2, 1, 1", "WG=64", SOURCE.strip()):
+        assert text in prompt, text
+    assert "Earlier attempts" not in prompt
+    for rule in ("same `@group(0) @binding(i)`", "NaN", "Strict fp32", "1e-4", "WGSL only",
+                 "// grid: X, Y, Z", "```wgsl"):
+        assert rule in llm.SYSTEM, rule
+
+
+def test_prompt_history_is_bounded_recent_in_full_older_summarized():
+    history = [attempt("mismatch", f"message number {i}\nsecond line {i}",
+                       source=SOURCE.replace("100", str(1000 + i))) for i in range(20)]
+    history[-1] = attempt("slower", "timed", time_ms=0.02, best_ms=0.0123)
+    history[-2] = attempt("compile_error", "error: unknown identifier 'foo'\n" + "x" * 5000,
+                          source="fn broken(")
+    prompt = llm.build_prompt(make_spec(), history, full=3, summary=5)
+    assert "Earlier attempts on this kernel (20)" in prompt
+    assert "(12 older attempts not shown.)" in prompt
+    assert "message number 11" not in prompt
+    for i in range(12, 17):  # attempts 13..17: one line each, no source
+        assert f"- attempt {i + 1} (openai:m): mismatch: message number {i} second line {i}" \
+            in prompt
+        assert f"i < {1000 + i}" not in prompt
+    assert "### Attempt 18 (openai:m): mismatch" in prompt and "i < 1017" in prompt
+    assert "### Attempt 19 (openai:m): compile_error" in prompt
+    assert "error: unknown identifier 'foo'" in prompt and "fn broken(" in prompt
+    assert "more characters)" in prompt and "x" * 5000 not in prompt
+    assert "### Attempt 20 (openai:m): slower" in prompt
+    assert "0.02 ms, 1.63x slower than the best then (0.0123 ms)" in prompt
+    assert "Fastest correct attempt so far: 0.02 ms" in prompt
+
+
+# --- configuration ---------------------------------------------------------------------
+
+
+def write(tmp_path, text: str):
+    p = tmp_path / "llm.toml"
+    p.write_text(text)
+    return p
+
+
+def test_config_file_then_provider_then_model_then_environment(tmp_path):
+    path = write(tmp_path, """
+timeout_s = 30
+max_output_tokens = 1000
+price_input_per_mtok = 1.0
+[openai]
+base_url = "http://127.0.0.1:9/v1"
+model = "file-model"
+max_output_tokens = 2000
+[anthropic]
+model = "claude-file"
+[models."other-model"]
+price_input_per_mtok = 3.0
+price_output_per_mtok = 15.0
+""")
+    cfg = llm.load_config("openai", path=path, env={})
+    assert (cfg.model, cfg.base_url, cfg.timeout_s, cfg.max_output_tokens) == \
+        ("file-model", "http://127.0.0.1:9/v1", 30.0, 2000)
+    assert cfg.price_input_per_mtok == 1.0 and cfg.price_output_per_mtok is None
+    cfg = llm.load_config("openai", "other-model", path=path,
+                          env={"KERNELWRIGHT_LLM_TIMEOUT_S": "5",
+                               "KERNELWRIGHT_OPENAI_TIMEOUT_S": "7",
+                               "KERNELWRIGHT_LLM_PRICE_OUTPUT_PER_MTOK": "20",
+                               "OPENAI_API_KEY": "sk-test"})
+    assert (cfg.model, cfg.timeout_s, cfg.price_input_per_mtok, cfg.price_output_per_mtok,
+            cfg.api_key) == ("other-model", 7.0, 3.0, 20.0, "sk-test")
+    assert cfg.cost_usd(1_000_000, 100_000) == pytest.approx(3.0 + 2.0)
+    cfg = llm.load_config("anthropic", path=path, env={"ANTHROPIC_API_KEY": "ak",
+                                                       "OPENAI_API_KEY": "sk"})
+    assert (cfg.model, cfg.base_url, cfg.api_key) == ("claude-file", None, "ak")
+
+
+def test_config_from_the_environment_alone_and_its_errors(tmp_path, monkeypatch):
+    monkeypatch.setattr(llm, "DEFAULT_CONFIG", tmp_path / "absent.toml")
+    cfg = llm.load_config("openai", env={"KERNELWRIGHT_LLM_MODEL": "env-model",
+                                         "KERNELWRIGHT_LLM_API_KEY_ENV": "MY_KEY",
+                                         "MY_KEY": "secret", "KERNELWRIGHT_LLM_MAX_TOKENS": "500",
+                                         "KERNELWRIGHT_LLM_TEMPERATURE": "0.2"})
+    assert (cfg.model, cfg.api_key, cfg.max_tokens, cfg.temperature) == \
+        ("env-model", "secret", 500, 0.2)
+    assert cfg.cost_usd(10, 10) is None
+    with pytest.raises(ValueError, match="no model for openai"):
+        llm.load_config("openai", env={})
+    with pytest.raises(ValueError, match="max_retries must be a number"):
+        llm.load_config("openai", "m", env={"KERNELWRIGHT_LLM_MAX_RETRIES": "many"})
+    with pytest.raises(ValueError, match="unknown setting 'modle'"):
+        llm.load_config("openai", path=write(tmp_path, 'modle = "x"\n'), env={})
+    with pytest.raises(ValueError, match="unknown table"):
+        llm.load_config("openai", path=write(tmp_path, '[opnai]\nmodel = "x"\n'), env={})
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        llm.load_config("openai", "m", env={llm.CONFIG_ENV: str(tmp_path / "nope.toml")})
+    with pytest.raises(ValueError, match="unknown LLM provider"):
+        llm.load_config("gemini", "m", env={})
+
+
+def test_registry_makes_named_generators(monkeypatch, tmp_path):
+    monkeypatch.setattr(llm, "DEFAULT_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.delenv(llm.CONFIG_ENV, raising=False)
+    monkeypatch.setenv("KERNELWRIGHT_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    g = gen_mod.make("openai:my-model")
+    assert isinstance(g, llm.OpenAIGenerator) and g.name == "openai:my-model"
+    monkeypatch.setenv("KERNELWRIGHT_ANTHROPIC_MODEL", "claude-env")
+    g = gen_mod.make("anthropic")
+    assert isinstance(g, llm.AnthropicGenerator) and g.name == "anthropic:claude-env"
+    assert {"openai", "anthropic"} <= set(gen_mod.names())
+
+
+def test_missing_sdk_names_the_extra(monkeypatch):
+    g = llm.OpenAIGenerator(llm.LLMConfig("openai", "m", base_url="http://127.0.0.1:9/v1"))
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(ImportError, match=r"kernelwright\[llm\]"):
+        g.propose(make_spec(), [])
+
+
+# --- the SDKs against the fake server --------------------------------------------------
+
+
+def test_openai_generator_round_trip_usage_and_feedback():
+    pytest.importorskip("openai")
+    better = SOURCE.replace("@workgroup_size(64)", "@workgroup_size(128)")
+    with FakeLLM([reply("// grid: 1, 1, 1\n" + better), "no code here, sorry"]) as fake:
+        cfg = llm.load_config("openai", "fake-model", env=openai_env(
+            fake.url, KERNELWRIGHT_LLM_PRICE_INPUT_PER_MTOK="2",
+            KERNELWRIGHT_LLM_PRICE_OUTPUT_PER_MTOK="8"))
+        g = llm.OpenAIGenerator(cfg)
+        cand = g.propose(make_spec(), [])
+        assert cand.source == "// grid: 1, 1, 1\n" + better and cand.grid == (1, 1, 1)
+        assert cand.note == "Fewer branches."
+        body = fake.requests[0]["body"]
+        assert fake.requests[0]["path"] == "/v1/chat/completions"
+        assert body["model"] == "fake-model" and body["max_tokens"] == cfg.max_output_tokens
+        assert "temperature" not in body
+        assert body["messages"][0] == {"role": "system", "content": llm.SYSTEM}
+        assert body["messages"][1]["content"] == g.last_prompt
+        n_in = FakeLLM.prompt_chars(body) // 4
+        n_out = tokens_of(reply("// grid: 1, 1, 1\n" + better))
+        assert cand.usage["input_tokens"] == n_in and cand.usage["output_tokens"] == n_out
+        assert cand.usage["cost_usd"] == pytest.approx((2 * n_in + 8 * n_out) / 1e6)
+
+        history = [attempt("compile_error", "error: expected ';' at line 3")]
+        with pytest.raises(ProposalFailed, match="no ```wgsl block") as info:
+            g.propose(make_spec(), history)
+        assert "error: expected ';' at line 3" in fake.user_prompt(1)
+        assert info.value.usage["output_tokens"] == tokens_of("no code here, sorry")
+        assert g.spent["requests"] == 2
+        assert g.spent["input_tokens"] == n_in + FakeLLM.prompt_chars(fake.requests[1]["body"]) \
+            // 4
+
+
+def test_generator_stops_at_its_token_budget():
+    pytest.importorskip("openai")
+    with FakeLLM([reply(SOURCE), reply(SOURCE)]) as fake:
+        g = llm.OpenAIGenerator(llm.load_config(
+            "openai", "m", env=openai_env(fake.url, KERNELWRIGHT_LLM_MAX_TOKENS="10")))
+        assert g.propose(make_spec(), []) is not None
+        assert g.propose(make_spec(), []) is None
+        assert len(fake.requests) == 1
+
+
+def test_failed_request_is_a_failed_proposal():
+    pytest.importorskip("openai")
+    with FakeLLM([500]) as fake:
+        g = llm.OpenAIGenerator(llm.load_config("openai", "m", env=openai_env(fake.url)))
+        with pytest.raises(ProposalFailed, match="request failed"):
+            g.propose(make_spec(), [])
+        assert len(fake.requests) == 1  # max_retries = 0
+
+
+def test_anthropic_generator_round_trip():
+    pytest.importorskip("anthropic")
+    with FakeLLM([reply(SOURCE, "Same kernel.")]) as fake:
+        cfg = llm.load_config("anthropic", "claude-fake", env={
+            "KERNELWRIGHT_ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "test-key",
+            "KERNELWRIGHT_LLM_MAX_RETRIES": "0", "KERNELWRIGHT_LLM_TEMPERATURE": "0.5"})
+        g = llm.AnthropicGenerator(cfg)
+        cand = g.propose(make_spec(), [attempt("mismatch", "3 of 100 elements differ")])
+        assert cand.source == SOURCE and cand.grid is None and cand.note == "Same kernel."
+        req = fake.requests[0]
+        assert req["path"] == "/v1/messages"
+        body = req["body"]
+        assert body["model"] == "claude-fake" and body["system"] == llm.SYSTEM
+        assert body["temperature"] == 0.5 and body["max_tokens"] == cfg.max_output_tokens
+        assert "3 of 100 elements differ" in fake.user_prompt(0)
+        assert cand.usage["input_tokens"] == FakeLLM.prompt_chars(body) // 4
+        assert "cost_usd" not in cand.usage
