@@ -12,22 +12,30 @@ os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 import kernelwright
 
 
-def check(module: torch.nn.Module, *inputs, atol: float = 1e-4, rtol: float = 1e-4):
-    """Compile `module`, run it on poisoned buffers and assert every output element
-    matches PyTorch eager; returns the compiled module."""
+def leaves(out) -> list:
+    """The tensors of a (possibly nested) tuple/list/dict output, in PyTorch's order
+    (torch.export flattens outputs the same way): LSTM's (out, (h, c)) gives 3."""
+    return torch.utils._pytree.tree_leaves(out)
+
+
+def check(module: torch.nn.Module, *inputs, atol: float = 1e-4, rtol: float = 1e-4,
+          equal_nan: bool = False):
+    """Compile `module`, run it on poisoned buffers and assert that every output leaf
+    (nested tuples and lists flattened) matches PyTorch eager; returns the compiled
+    module. `equal_nan` accepts NaN where PyTorch has NaN (tests of NaN inputs)."""
     module = module.eval()
     with torch.no_grad():
         expected = module(*inputs)
     compiled = kernelwright.compile(module, list(inputs))
     got = compiled(*inputs, poison=True)
-    exp = expected if isinstance(expected, tuple) else (expected,)
-    out = got if isinstance(got, tuple) else (got,)
-    assert len(exp) == len(out)
+    exp = leaves(expected)
+    out = leaves(got)
+    assert len(exp) == len(out), (len(exp), len(out))
     for e, g in zip(exp, out):
         assert g.shape == e.shape, (g.shape, e.shape)
         assert g.dtype == e.dtype, (g.dtype, e.dtype)
         if e.dtype.is_floating_point:
-            torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=False)
+            torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=equal_nan)
         else:
             assert torch.equal(g, e), (g, e)
     return compiled

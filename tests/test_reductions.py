@@ -42,3 +42,16 @@ def test_softmax_recomputes_exp_instead_of_storing_it():
     # max, sum of exp(x - max), and exp(x - max) / sum: three kernels, no stored exp
     compiled = check(Fn(lambda x: torch.softmax(x, -1)), torch.randn(6, 50))
     assert len(compiled.plan.kernels) == 3, compiled.plan.summary()
+
+
+def test_nan_propagates_through_max_min_and_their_indices():
+    # As PyTorch: a NaN is both the max and the min, and the first NaN (or the first of
+    # equal values) gives the index; rows long enough for the workgroup tree ("row")
+    # and short ones folded by one invocation ("thread").
+    nan = float("nan")
+    for rows, cols in ((6, 300), (1100, 5)):
+        x = torch.randn(rows, cols)
+        x[0, 7 % cols] = x[0, 3] = x[2, cols - 1] = x[3, :] = nan
+        x[4, :] = 1.0  # all equal: index 0
+        check(Fn(lambda x: (x.amax(1), x.amin(1), x.max(1), x.min(1), x.argmax(1), x.argmin(1),
+                            x.max(), x.amin(0), torch.max(x, 0).indices)), x, equal_nan=True)
