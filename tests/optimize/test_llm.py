@@ -211,7 +211,6 @@ def test_missing_sdk_names_the_extra(monkeypatch):
 
 
 def test_openai_generator_round_trip_usage_and_feedback():
-    pytest.importorskip("openai")
     better = SOURCE.replace("@workgroup_size(64)", "@workgroup_size(128)")
     with FakeLLM([reply("// grid: 1, 1, 1\n" + better), "no code here, sorry"]) as fake:
         cfg = llm.load_config("openai", "fake-model", env=openai_env(
@@ -243,7 +242,6 @@ def test_openai_generator_round_trip_usage_and_feedback():
 
 
 def test_generator_stops_at_its_token_budget():
-    pytest.importorskip("openai")
     with FakeLLM([reply(SOURCE), reply(SOURCE)]) as fake:
         g = llm.OpenAIGenerator(llm.load_config(
             "openai", "m", env=openai_env(fake.url, KERNELWRIGHT_LLM_MAX_TOKENS="10")))
@@ -253,7 +251,6 @@ def test_generator_stops_at_its_token_budget():
 
 
 def test_failed_request_is_a_failed_proposal():
-    pytest.importorskip("openai")
     with FakeLLM([500]) as fake:
         g = llm.OpenAIGenerator(llm.load_config("openai", "m", env=openai_env(fake.url)))
         with pytest.raises(ProposalFailed, match="request failed"):
