@@ -104,7 +104,9 @@ def test_prompt_carries_the_spec():
 def test_prompt_history_is_bounded_recent_in_full_older_summarized():
     history = [attempt("mismatch", f"message number {i}\nsecond line {i}",
                        source=SOURCE.replace("100", str(1000 + i))) for i in range(20)]
-    history[-1] = attempt("slower", "timed", time_ms=0.02, best_ms=0.0123)
+    history[3] = attempt("improved", "timed", source=SOURCE.replace("64", "256"),
+                         time_ms=0.01, best_ms=0.0123)
+    history[-1] = attempt("slower", "timed", time_ms=0.02, best_ms=0.01)
     history[-2] = attempt("compile_error", "error: unknown identifier 'foo'\n" + "x" * 5000,
                           source="fn broken(")
     prompt = llm.build_prompt(make_spec(), history, full=3, summary=5)
@@ -120,8 +122,12 @@ def test_prompt_history_is_bounded_recent_in_full_older_summarized():
     assert "error: unknown identifier 'foo'" in prompt and "fn broken(" in prompt
     assert "more characters)" in prompt and "x" * 5000 not in prompt
     assert "### Attempt 20 (openai:m): slower" in prompt
-    assert "0.02 ms, 1.63x slower than the best then (0.0123 ms)" in prompt
-    assert "Fastest correct attempt so far: 0.02 ms" in prompt
+    assert "0.02 ms, 2.00x slower than the best then (0.01 ms)" in prompt
+    # the fastest correct attempt is older than the summarized ones, yet shown in full
+    assert "Fastest correct attempt so far: attempt 4, 0.01 ms." in prompt
+    assert "### Fastest correct kernel so far: attempt 4 (openai:m): improved" in prompt
+    assert "0.01 ms, 1.23x faster than the best then (0.0123 ms)" in prompt
+    assert "@workgroup_size(256)" in prompt
 
 
 # --- configuration ---------------------------------------------------------------------

@@ -283,40 +283,48 @@ def format_spec(spec: KernelSpec) -> str:
     return "\n".join(lines)
 
 
+def _full_attempt(i: int, a: Attempt, title: str) -> list[str]:
+    lines = [f"### {title} {i} ({a.generator}): {a.status}", ""]
+    if a.time_ms is not None:
+        lines += [f"Time: {_timing(a)}.", ""]
+    if a.message.strip():
+        lines += ["```text", _clip(a.message, MESSAGE_CHARS), "```", ""]
+    grid = f" (grid {_grid_text(a.grid)})" if a.grid else ""
+    if a.source.strip():
+        lines += [f"Its source{grid}:", "", "```wgsl", a.source.strip(), "```", ""]
+    return lines
+
+
 def format_history(history: list[Attempt], full: int, summary: int) -> str:
     """Earlier attempts, oldest first: the last `full` with source and feedback, the
-    `summary` before them one line each, any older ones only counted."""
+    `summary` before them one line each, any older ones only counted; the fastest
+    correct one in full as well when it is older than the last `full`."""
     if not history:
         return ""
-    times = [a.time_ms for a in history
-             if a.time_ms is not None and a.status in ("improved", "slower")]
-    head = f"## Earlier attempts on this kernel ({len(history)})"
-    lines = [head, ""]
-    if times:
-        lines += [f"Fastest correct attempt so far: {min(times):.4g} ms.", ""]
-    full = max(0, full)
-    recent = history[len(history) - full:] if full else []
-    older = history[:len(history) - len(recent)]
-    shown = older[len(older) - summary:] if summary > 0 else []
-    if len(older) > len(shown):
-        lines.append(f"({len(older) - len(shown)} older attempts not shown.)")
-    first = len(older) - len(shown) + 1
-    for i, a in enumerate(shown, first):
+    lines = [f"## Earlier attempts on this kernel ({len(history)})", ""]
+    correct = [i for i, a in enumerate(history)
+               if a.time_ms is not None and a.status in ("improved", "slower")]
+    best = min(correct, key=lambda i: history[i].time_ms) if correct else None
+    if best is not None:
+        lines += [f"Fastest correct attempt so far: attempt {best + 1}, "
+                  f"{history[best].time_ms:.4g} ms.", ""]
+    n_recent = min(len(history), max(0, full))
+    n_older = len(history) - n_recent
+    n_shown = min(n_older, max(0, summary))
+    if n_older > n_shown:
+        lines.append(f"({n_older - n_shown} older attempts not shown.)")
+    for i in range(n_older - n_shown, n_older):
+        a = history[i]
         msg = " ".join(a.message.split())
         msg = msg if len(msg) <= SUMMARY_CHARS else msg[:SUMMARY_CHARS] + "..."
         extra = f" [{_timing(a)}]" if a.time_ms is not None else ""
-        lines.append(f"- attempt {i} ({a.generator}): {a.status}{extra}: {msg}")
-    if shown or len(older) > len(shown):
+        lines.append(f"- attempt {i + 1} ({a.generator}): {a.status}{extra}: {msg}")
+    if n_older:
         lines.append("")
-    for i, a in enumerate(recent, len(older) + 1):
-        lines += [f"### Attempt {i} ({a.generator}): {a.status}", ""]
-        if a.time_ms is not None:
-            lines += [f"Time: {_timing(a)}.", ""]
-        if a.message.strip():
-            lines += ["```text", _clip(a.message, MESSAGE_CHARS), "```", ""]
-        grid = f" (grid {_grid_text(a.grid)})" if a.grid else ""
-        if a.source.strip():
-            lines += [f"Its source{grid}:", "", "```wgsl", a.source.strip(), "```", ""]
+    if best is not None and best < n_older:
+        lines += _full_attempt(best + 1, history[best], "Fastest correct kernel so far: attempt")
+    for i in range(n_older, len(history)):
+        lines += _full_attempt(i + 1, history[i], "Attempt")
     return "\n".join(lines).rstrip()
 
 
