@@ -7,14 +7,18 @@ kernelwright's WGSL kernels alone.
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
 
 import numpy as np
 import torch
 
+from . import templates
 from .capture import export_graph, fx_to_ir, to_device_array
+from .ir import GraphBuilder
 from .plan import Plan
-from .runtime import Device, Executable
+from .runtime import Device, Executable, default_device
 from .schedule import build_plan
 
 TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -23,8 +27,9 @@ TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": t
                "bool": torch.bool}
 
 
-def plan_module(module: torch.nn.Module, example_inputs) -> Plan:
-    """Capture and schedule a module into a Plan (no GPU work)."""
+def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict") -> Plan:
+    """Capture and schedule a module into a Plan (no GPU work) for precision mode
+    `precision` (templates.precision; compile() decides whether a device can run it)."""
     ep = export_graph(module, example_inputs)
     sig = ep.graph_signature
     constants = {}
@@ -40,11 +45,14 @@ def plan_module(module: torch.nn.Module, example_inputs) -> Plan:
     # A module returning one tensor gets one back; tuples and lists get a tuple.
     out_spec = ep.call_spec.out_spec
     single = out_spec is None or (out_spec.num_leaves == 1 and out_spec.type not in (tuple, list))
-    return build_plan(builder.graph, "single" if single else "tuple", torch_dtypes)
+    with templates.precision(precision):
+        return build_plan(builder.graph, "single" if single else "tuple", torch_dtypes)
 
 
 class CompiledModule:
     """A compiled plan bound to a device, called like the module it came from."""
+
+    precision = "strict"  # the mode its kernels were made for: "strict" or "accelerated-f16"
 
     def __init__(self, plan: Plan, device: Device | None = None,
                  compile_seconds: float = 0.0) -> None:
@@ -99,9 +107,77 @@ class CompiledModule:
 
 
 def compile(module: torch.nn.Module, example_inputs, device: Device | None = None,
-            ) -> CompiledModule:
+            precision: str | None = None) -> CompiledModule:
+    """Compile `module` for `example_inputs`' shapes. `precision`: "strict" (fp32, the
+    default) or "accelerated" (matmuls with f16 operands and f32 accumulation on the
+    cooperative-matrix units, where the device has them; else a warning and strict);
+    None reads KERNELWRIGHT_PRECISION. The result's `precision` says which it got."""
     t0 = time.perf_counter()
-    plan = plan_module(module, example_inputs)
-    cm = CompiledModule(plan, device)
+    dev = device or default_device()
+    mode = resolve_precision(precision, dev)
+    plan = plan_module(module, example_inputs, mode)
+    cm = CompiledModule(plan, dev)
+    cm.precision = PRECISION_LABELS[mode]
     cm.compile_seconds = time.perf_counter() - t0
     return cm
+
+
+# -- precision modes --------------------------------------------------------------------
+PRECISION_LABELS = {"strict": "strict", "accelerated": "accelerated-f16"}
+_ACCELERATED: dict[int, str | None] = {}  # id(Device) -> why accelerated kernels cannot run
+
+
+def resolve_precision(precision: str | None, device: Device) -> str:
+    """The precision mode of a compile: `precision`, else KERNELWRIGHT_PRECISION, else
+    "strict". "accelerated" stays so only on a device where accelerated_unavailable finds
+    nothing against it; elsewhere a warning says why and the compile is strict."""
+    mode = (precision or os.environ.get("KERNELWRIGHT_PRECISION", "") or "strict").strip().lower()
+    if mode not in templates.PRECISIONS:
+        raise ValueError(f"precision {mode!r} is none of {templates.PRECISIONS}")
+    if mode == "accelerated":
+        why = accelerated_unavailable(device)
+        if why is not None:
+            warnings.warn(f"accelerated precision is not available on {device.description}: "
+                          f"{why}; compiling strict fp32 kernels", stacklevel=3)
+            return "strict"
+    return mode
+
+
+def accelerated_unavailable(device: Device) -> str | None:
+    """Why `device` cannot run the accelerated mode's kernels (None: it can). Asked once
+    per device: it needs the cooperative-matrix, shader-f16 and subgroup features, and a
+    small product with partial tiles on every side through the real template
+    (matmul_coop) must match the same product of the f16-rounded operands."""
+    key = id(device)
+    if key not in _ACCELERATED:
+        _ACCELERATED[key] = _probe_accelerated(device)
+    return _ACCELERATED[key]
+
+
+def _probe_accelerated(device: Device) -> str | None:
+    if not device.has_coop_matrix:
+        why = f" ({device.coop_error})" if device.coop_error else ""
+        return f"the device has no cooperative-matrix feature{why}"
+    for feature in ("shader-f16", "subgroup"):
+        if feature not in device.device.features:
+            return f"the device has no {feature} feature"
+    m, k, n = 40, 50, 72
+    b = GraphBuilder()
+    x, y = b.input((m, k), "f32", "x"), b.input((k, n), "f32", "y")
+    out = b.matmul(x, y)
+    b.graph.outputs.append(out)
+    with templates.precision("accelerated"):
+        plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
+                          choose=None)
+    rng = np.random.default_rng(0)
+    xs, ys = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
+    try:
+        (got,) = Executable(plan, device).run([xs, ys])
+    except Exception as exc:  # noqa: BLE001 - the shader or the driver refused it
+        return f"the cooperative-matrix kernel does not build or run: {type(exc).__name__}: {exc}"
+    want = xs.astype(np.float16).astype(np.float32) @ ys.astype(np.float16).astype(np.float32)
+    err = float(np.nanmax(np.abs(got - want))) if np.isfinite(got).all() else float("inf")
+    if err > 1e-3 * (1.0 + float(np.abs(want).max())):
+        return (f"the cooperative-matrix kernel computes wrong results (max |diff| {err:.3g} on "
+                f"a {m}x{k}x{n} product; bench/coop_matmul.py tries its variants)")
+    return None

@@ -24,7 +24,9 @@ from .plan import Plan
 
 NUMPY_OF = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
 ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3, "Unknown": 4}
-OPTIONAL_FEATURES = ("timestamp-query", "subgroup", "shader-f16")
+# "cooperative-matrix" (wgpu-native's experimental tensor-core feature) is what the
+# accelerated precision mode needs; a device that refuses it is opened without it.
+OPTIONAL_FEATURES = ("timestamp-query", "subgroup", "shader-f16", "cooperative-matrix")
 POISON_CHUNK = 64 << 20  # bytes of NaN written per call when poisoning buffers
 
 
@@ -35,6 +37,12 @@ class Device:
     description: str
     is_software: bool
     has_timestamps: bool
+    coop_error: str = ""  # why the adapter's cooperative-matrix feature was not granted
+
+    @property
+    def has_coop_matrix(self) -> bool:
+        """The device was granted cooperative matrices (the accelerated mode's matmuls)."""
+        return "cooperative-matrix" in self.device.features
 
     def __post_init__(self) -> None:
         self._pipelines: dict[str, wgpu.GPUComputePipeline] = {}
@@ -72,10 +80,20 @@ def open_device(adapter: wgpu.GPUAdapter) -> Device:
     limits = {k: v for k, v in adapter.limits.items()
               if k.startswith("max-") and "storage" in k or "workgroup" in k
               or k == "max-buffer-size" or k == "max-bind-groups"}
-    device = adapter.request_device_sync(required_features=features, required_limits=limits)
+    coop_error = ""
+    try:
+        device = adapter.request_device_sync(required_features=features,
+                                             required_limits=limits)
+    except Exception as exc:  # noqa: BLE001 - an experimental feature listed but refused
+        if "cooperative-matrix" not in features:
+            raise
+        features.remove("cooperative-matrix")
+        coop_error = f"{type(exc).__name__}: {exc}".strip()
+        device = adapter.request_device_sync(required_features=features,
+                                             required_limits=limits)
     desc = f"{info['device']} ({info['backend_type']}, {info['adapter_type']})"
     return Device(adapter, device, desc, info["adapter_type"] == "CPU",
-                  "timestamp-query" in features)
+                  "timestamp-query" in features, coop_error)
 
 
 def default_device() -> Device:

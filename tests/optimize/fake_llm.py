@@ -2,7 +2,8 @@
 (/v1/chat/completions) and Anthropic's messages (/v1/messages), answering scripted
 replies in order and recording every request body.
 
-A scripted reply is the assistant's text, or an int: that HTTP status with an error
+A scripted reply is the assistant's text, a function of the request body that returns
+it (to answer with what the prompt holds), or an int: that HTTP status with an error
 body. Token counts are reported as (characters of the request's messages) // 4 in and
 (characters of the reply) // 4 out, so tests can check the accounting exactly.
 """
@@ -19,7 +20,7 @@ def tokens_of(text: str) -> int:
 
 
 class FakeLLM:
-    def __init__(self, replies: list[str | int]):
+    def __init__(self, replies: list):
         self.replies = list(replies)
         self.requests: list[dict] = []  # {"path": ..., "body": {...}}
         self.lock = threading.Lock()
@@ -34,6 +35,8 @@ class FakeLLM:
                 with fake.lock:
                     fake.requests.append({"path": self.path, "body": body})
                     reply = fake.replies.pop(0) if fake.replies else 503
+                if callable(reply):
+                    reply = reply(body)
                 if isinstance(reply, int):
                     self._send(reply, {"error": {"message": f"scripted status {reply}",
                                                  "type": "server_error"}})

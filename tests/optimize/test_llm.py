@@ -32,7 +32,8 @@ def make_spec() -> KernelSpec:
         grid=(2, 1, 1), knobs={"WG": 64, "EPT": 1},
         description="out = relu(in0) over 100 floats",
         reference="out = torch.relu(in0)",
-        profile={"time_ms": 0.0123, "share": 0.25})
+        profile={"time_ms": 0.0123, "share": 0.25, "share_all": 0.5, "module_ms": 0.0492,
+                 "kernels": 4, "index": 2})
 
 
 def reply(source: str, prose: str = "Fewer branches.") -> str:
@@ -92,8 +93,11 @@ def test_prompt_carries_the_spec():
     prompt = llm.build_prompt(make_spec(), [])
     for text in ("`relu` (elementwise)", "out = relu(in0) over 100 floats",
                  "out = torch.relu(in0)", "| 0 | in0 | f32 | [100] | 100 | read |",
-                 "| 1 | out | f32 | [100] | 100 | read_write |", "0.0123 ms",
-                 "25.0% of the module's GPU time", "grid 2, 1, 1", "WG=64", SOURCE.strip()):
+                 "| 1 | out | f32 | [100] | 100 | read_write |",
+                 "The current kernel takes 0.0123 ms on the GPU; 25.0% of the module's GPU "
+                 "time; the module: 0.0492 ms in 4 kernels, this is kernel 3; 50.0% with the "
+                 "same kernel's other uses in the module.",
+                 "grid 2, 1, 1", "WG=64", SOURCE.strip()):
         assert text in prompt, text
     assert "Earlier attempts" not in prompt
     for rule in ("same `@group(0) @binding(i)`", "NaN", "Strict fp32", "1e-4", "WGSL only",

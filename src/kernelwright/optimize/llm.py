@@ -249,12 +249,33 @@ def _timing(a: Attempt) -> str:
     return f"{a.time_ms:.4g} ms"
 
 
+def format_profile(profile: dict) -> str:
+    """The kernel's GPU time and its share of the module's, in words."""
+    p = dict(profile)
+    t, share, share_all = p.pop("time_ms", None), p.pop("share", None), p.pop("share_all", None)
+    module_ms, kernels, index = p.pop("module_ms", None), p.pop("kernels", None), \
+        p.pop("index", None)
+    parts = []
+    if t is not None:
+        parts.append(f"The current kernel takes {t:.4g} ms on the GPU")
+    if share is not None:
+        parts.append(f"{100 * share:.1f}% of the module's GPU time")
+    if module_ms is not None or kernels is not None:
+        where = [f"{module_ms:.4g} ms" if module_ms is not None else "",
+                 f"{kernels} kernels" if kernels is not None else ""]
+        parts.append("the module: " + " in ".join(w for w in where if w)
+                     + (f", this is kernel {index + 1}" if index is not None else ""))
+    if share_all is not None and share is not None and share_all > share + 1e-9:
+        parts.append(f"{100 * share_all:.1f}% with the same kernel's other uses in the module")
+    parts += [f"{k}: {v}" for k, v in p.items()]
+    return "; ".join(parts) + "." if parts else ""
+
+
 def format_spec(spec: KernelSpec) -> str:
     """The kernel's spec as Markdown: what it computes, its interface and its cost."""
     lines = [f"# Kernel `{spec.name}` ({spec.kind})", "", spec.description.strip(), ""]
     if spec.reference.strip():
-        lines += ["## Reference computation", "", "```python", spec.reference.strip(), "```",
-                  ""]
+        lines += ["## Reference computation", "", "```", spec.reference.strip(), "```", ""]
     lines += ["## Bindings (group 0)", "",
               "| binding | name | dtype | shape | elements | access |",
               "| --- | --- | --- | --- | --- | --- |"]
@@ -265,17 +286,9 @@ def format_spec(spec: KernelSpec) -> str:
         dtype = "bool (stored as u32)" if b.dtype == "bool" else b.dtype
         lines.append(f"| {b.index} | {b.name} | {dtype} | {list(b.shape)} | {n} | {b.access} |")
     lines.append("")
-    profile = dict(spec.profile or {})
+    profile = format_profile(spec.profile or {})
     if profile:
-        parts = []
-        t = profile.pop("time_ms", None)
-        share = profile.pop("share", None)
-        if t is not None:
-            parts.append(f"the current kernel takes {t:.4g} ms")
-        if share is not None:
-            parts.append(f"{100 * share:.1f}% of the module's GPU time")
-        parts += [f"{k}: {v}" for k, v in profile.items()]
-        lines += ["## Profile", "", "; ".join(parts) + ".", ""]
+        lines += ["## Profile", "", profile, ""]
     knobs = (" (template knobs: " + ", ".join(f"{k}={v}" for k, v in spec.knobs.items())
              + ")") if spec.knobs else ""
     lines += [f"## Current kernel: grid {_grid_text(spec.grid)}{knobs}", "", "```wgsl",
