@@ -1,6 +1,9 @@
 """Convolution against PyTorch eager: conv1d/2d/3d and conv_transpose1d/2d/3d with
 stride, padding, output_padding, dilation, groups (depthwise, pointwise), asymmetric
-kernels and inputs, with and without bias, batch > 1 and odd sizes."""
+kernels and inputs, with and without bias, batch > 1 and odd sizes. Each family runs
+through both lowerings (ops/conv.py): the implicit GEMM (window view + matmul) and the
+direct kernel, forced by the `lowering` fixture; further tests check the default
+choice, fusion, and the window view itself (F.unfold)."""
 
 import pytest
 import torch
@@ -9,6 +12,21 @@ from conftest import Fn, check
 from torch import nn
 
 from kernelwright.ir import CompileError, GraphBuilder
+from kernelwright.ops import conv as conv_ops
+
+
+@pytest.fixture(params=["gemm", "direct"])
+def lowering(request, monkeypatch):
+    """Every convolution through one lowering: all implicit GEMM, or all direct."""
+    gemm = request.param == "gemm"
+    monkeypatch.setattr(conv_ops, "GEMM_MIN_COUT", 1 if gemm else 1 << 30)
+    monkeypatch.setattr(conv_ops, "GEMM_MIN_K", 1 if gemm else 1 << 30)
+    monkeypatch.setattr(conv_ops, "GEMM_MAX_TRANSPOSED_WASTE", 1 << 30)
+    return request.param
+
+
+def _kernels(compiled) -> list[str]:
+    return [k.name for k in compiled.plan.kernels]
 
 CONV = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}
 CONV_T = {1: nn.ConvTranspose1d, 2: nn.ConvTranspose2d, 3: nn.ConvTranspose3d}
@@ -31,7 +49,7 @@ def _module(cls, cin, cout, k, **kw):
     dict(cin=3, cout=4, k=(2, 5), stride=(3, 1), padding=(1, 2), dilation=(2, 1)),
     dict(cin=2, cout=3, k=(4, 2), stride=(2, 3), padding=(0, 1), dilation=(1, 3), bias=False),
 ])
-def test_conv2d(cfg):
+def test_conv2d(cfg, lowering):
     cfg = dict(cfg)
     cin, cout, k = cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
     check(_module(nn.Conv2d, cin, cout, k, **cfg), torch.randn(2, cin, *SIZE[2]))
@@ -44,7 +62,7 @@ def test_conv2d(cfg):
     dict(cin=3, cout=3, k=5, padding=2, groups=3),  # depthwise
     dict(cin=5, cout=2, k=1, stride=2),  # pointwise, strided
 ])
-def test_conv1d(cfg):
+def test_conv1d(cfg, lowering):
     cfg = dict(cfg)
     cin, cout, k = cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
     check(_module(nn.Conv1d, cin, cout, k, **cfg), torch.randn(3, cin, *SIZE[1]))
@@ -57,7 +75,7 @@ def test_conv1d(cfg):
     dict(cin=3, cout=3, k=3, stride=2, padding=1, groups=3),  # depthwise
     dict(cin=3, cout=5, k=1),  # pointwise
 ])
-def test_conv3d(cfg):
+def test_conv3d(cfg, lowering):
     cfg = dict(cfg)
     cin, cout, k = cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
     check(_module(nn.Conv3d, cin, cout, k, **cfg), torch.randn(2, cin, *SIZE[3]))
@@ -74,7 +92,7 @@ def test_conv3d(cfg):
     dict(cin=4, cout=4, k=4, stride=2, padding=1, groups=4),  # depthwise upsampling
     dict(cin=5, cout=3, k=1, stride=2),  # pointwise, strided: holes in the output
 ])
-def test_conv_transpose2d(cfg):
+def test_conv_transpose2d(cfg, lowering):
     cfg = dict(cfg)
     cin, cout, k = cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
     check(_module(nn.ConvTranspose2d, cin, cout, k, **cfg), torch.randn(2, cin, 5, 4))
@@ -85,7 +103,7 @@ def test_conv_transpose2d(cfg):
     dict(cin=2, cout=4, k=5, stride=3, padding=2, output_padding=2, bias=False),
     dict(cin=4, cout=2, k=3, stride=2, dilation=3, groups=2, output_padding=1),
 ])
-def test_conv_transpose1d(cfg):
+def test_conv_transpose1d(cfg, lowering):
     cfg = dict(cfg)
     cin, cout, k = cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
     check(_module(nn.ConvTranspose1d, cin, cout, k, **cfg), torch.randn(3, cin, 7))
@@ -97,14 +115,14 @@ def test_conv_transpose1d(cfg):
          output_padding=(0, 1, 1), dilation=(2, 1, 1), bias=False),
     dict(cin=4, cout=2, k=3, stride=2, padding=1, groups=2),
 ])
-def test_conv_transpose3d(cfg):
+def test_conv_transpose3d(cfg, lowering):
     cfg = dict(cfg)
     cin, cout, k = cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
     check(_module(nn.ConvTranspose3d, cin, cout, k, **cfg), torch.randn(2, cin, 3, 4, 3))
 
 
 @pytest.mark.parametrize("nd", [1, 2, 3])
-def test_unbatched_input(nd):
+def test_unbatched_input(nd, lowering):
     check(_module(CONV[nd], 2, 3, 3, padding=1), torch.randn(2, *SIZE[nd]))
     check(_module(CONV_T[nd], 2, 3, 2, stride=2), torch.randn(2, *[3] * nd))
 
@@ -131,7 +149,7 @@ def test_prologue_fuses_into_the_loaders():
     assert len(compiled.plan.kernels) == 1, compiled.plan.summary()
 
 
-def test_weights_as_inputs():
+def test_weights_as_inputs(lowering):
     check(Fn(lambda x, w, b: F.conv3d(x, w, b, padding=1)), torch.randn(1, 2, 3, 4, 5),
           torch.randn(3, 2, 3, 3, 3), torch.randn(3))
     check(Fn(lambda x, w: F.conv_transpose2d(x, w, stride=2, groups=2)), torch.randn(2, 4, 3, 3),
@@ -148,3 +166,87 @@ def test_bad_configurations_raise():
     with pytest.raises(CompileError, match="spatial dims"):
         b.conv(b.input((1, 4, 2, 2, 2, 2), "f32", "x6"), b.input((1, 4, 1, 1, 1, 1), "f32", "w6"),
                [1] * 4, [0] * 4, [1] * 4, 1)
+
+
+@pytest.mark.parametrize("cfg", [
+    # (cin, cout, groups, kernel) and whether the default lowering is the implicit GEMM
+    (dict(cin=8, cout=16, k=3, padding=1), True),
+    (dict(cin=3, cout=8, k=7, stride=2, padding=3), True),  # a stem: 3 channels, K = 147
+    (dict(cin=12, cout=8, k=1), True),  # pointwise: a plain matmul of the input
+    (dict(cin=8, cout=8, k=3, padding=1, groups=8), False),  # depthwise
+    (dict(cin=8, cout=16, k=3, padding=1, groups=8), False),  # depthwise, multiplier 2
+    (dict(cin=3, cout=2, k=3), False),  # too few output channels for a tile
+])
+def test_default_lowering(cfg):
+    cfg, gemm = cfg
+    cfg = dict(cfg)
+    cin, cout, k = cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
+    compiled = check(nn.Sequential(_module(nn.Conv2d, cin, cout, k, **cfg), nn.ReLU()),
+                     torch.randn(2, cin, 9, 10))
+    names = _kernels(compiled)
+    assert len(names) == 1, compiled.plan.summary()
+    assert ("matmul" in names[0]) == gemm and ("conv" in names[0]) != gemm, names
+    # a 1 x 1 kernel at unit stride reads the input as the matmul's B: no window
+    assert ("window" in names[0]) == (gemm and k != 1), names
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_gemm_bias_relu_is_one_kernel(nd):
+    """Odd sizes (no tile multiples: 20 output channels, K = 5 * 3^nd, odd spatial
+    sizes), stride, padding and dilation, bias and ReLU in the matmul's epilogue."""
+    size = {1: (29,), 2: (13, 11), 3: (7, 6, 9)}[nd]
+    conv = _module(CONV[nd], 5, 20, 3, stride=2, padding=2, dilation=2)
+    compiled = check(nn.Sequential(conv, nn.ReLU()), torch.randn(3, 5, *size))
+    assert _kernels(compiled) == ["window+matmul+add+relu"], compiled.plan.summary()
+
+
+def test_gemm_grouped():
+    compiled = check(_module(nn.Conv2d, 12, 18, (3, 2), padding=(1, 0), groups=3, stride=(1, 2)),
+                     torch.randn(2, 12, 7, 9))
+    assert _kernels(compiled) == ["window+matmul+add"], compiled.plan.summary()
+
+
+def test_gemm_split_k():
+    """A deep reduction (256 channels x 3 x 3) over few output tiles: split-K partial
+    products summed by the reduce template, the bias fused into that kernel."""
+    compiled = check(_module(nn.Conv2d, 256, 8, 3, padding=1), torch.randn(1, 256, 4, 3))
+    names = _kernels(compiled)
+    assert len(names) == 2 and "matmul" in names[0] and "reduce" in names[1], names
+
+
+def test_gemm_transposed_is_one_kernel():
+    m = nn.Sequential(_module(nn.ConvTranspose2d, 6, 8, 3, stride=2, padding=1,
+                              output_padding=1), nn.ReLU())
+    compiled = check(m, torch.randn(2, 6, 5, 4))
+    names = _kernels(compiled)  # the flipped taps: a slice in the weight's loader
+    assert names == ["window+slice+matmul+add+relu"], compiled.plan.summary()
+    # three strided dims: 7 zero taps for each real one, the direct kernel's case
+    compiled = check(_module(nn.ConvTranspose3d, 6, 8, 2, stride=2), torch.randn(1, 6, 2, 3, 2))
+    assert _kernels(compiled) == ["conv+add"], compiled.plan.summary()
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(kernel_size=3),
+    dict(kernel_size=(2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+    dict(kernel_size=(3, 1), padding=(2, 0), stride=3),
+])
+def test_unfold_is_the_window_view(cfg):
+    """F.unfold (aten.im2col) is the window primitive reshaped: padding reads zeros."""
+    compiled = check(Fn(lambda x: F.unfold(x, **cfg) * 2.0), torch.randn(2, 3, 7, 8))
+    assert len(compiled.plan.kernels) == 1, compiled.plan.summary()
+    check(Fn(lambda x: F.unfold(x, **cfg)), torch.randn(3, 7, 8))
+
+
+def test_window_shape_rule():
+    b = GraphBuilder()
+    x = b.input((2, 3, 7, 8), "f32", "x")
+    v = b.window(x, [2, 3], [2, 1], [1, 1], [1, 2])
+    assert v.shape == (2, 3, 2, 3, 4, 6) and v.node.op == "window"
+    # spacing 2 reads x as 13 x 15 with zeros between; explicit output sizes
+    v = b.window(x, [3, 3], [1, 1], [2, 2], [1, 1], spacing=[2, 2], out=[16, 17])
+    assert v.shape == (2, 3, 3, 3, 16, 17)
+    assert b.window(x, [1, 1], [1, 1], [0, 0], [1, 1]).node.op == "reshape"  # a view of x
+    with pytest.raises(CompileError, match="empty"):
+        b.window(x, [9, 3], [1, 1], [0, 0], [1, 1])
+    with pytest.raises(CompileError, match="below 1"):
+        b.window(x, [3, 3], [0, 1], [0, 0], [1, 1])

@@ -42,8 +42,9 @@ def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.Export
 
 
 # ATen ops kept whole through decomposition: the registry lowers each onto a template
-# of its own (SDPA: the fused attention kernel, ops/attention.py).
-KEEP_WHOLE = ("scaled_dot_product_attention",)
+# of its own (SDPA: the fused attention kernel, ops/attention.py) or a primitive
+# (im2col, F.unfold: the window view, ops/conv.py).
+KEEP_WHOLE = ("scaled_dot_product_attention", "im2col")
 
 
 def decomposition_table() -> dict:

@@ -370,6 +370,8 @@ class Emitter:
             inside = self.value(x, Index(x.shape, dims=inner))
             fill = literal(node.attrs["value"], v.dtype)
             return f"select({fill}, {inside}, {' && '.join(conds)})"
+        if op == "window":
+            return self._window(node, dims)
         if op == "cat":
             d = node.attrs["dim"]
             expr, offset, pieces = None, 0, []
@@ -383,6 +385,41 @@ class Emitter:
                 expr = f"select({expr}, {val}, {dims[d]} >= {start})"
             return expr
         raise CompileError(f"codegen cannot inline '{op}'")
+
+    def _window(self, node, dims: list[str]) -> str:
+        """The window view (ir.GraphBuilder.window): per windowed dim the index
+        j = o * stride - padding + k * dilation, read at j / spacing when that is a
+        whole number inside x, else 0. Bounds that hold for every (o, k) are not tested."""
+        x, at = node.inputs[0], node.attrs
+        nd = len(at["kernel"])
+        lead = len(x.shape) - nd
+        inner, conds = list(dims[:lead]), []
+        for i in range(nd):
+            k, o = dims[lead + i], dims[lead + nd + i]
+            s, p, d, e = (at[n][i] for n in ("stride", "padding", "dilation", "spacing"))
+            size = x.shape[lead + i]
+            o_hi, k_hi = node.out.shape[lead + nd + i] - 1, at["kernel"][i] - 1
+            expr = " + ".join(t if c == 1 else f"{t} * {c}" for t, c in ((o, s), (k, d))
+                              if t != "0") or "0"
+            if p:
+                expr = f"{expr} - {p}" if p > 0 else f"{expr} + {-p}"
+            j = expr if _is_simple(expr) else self.let(expr, "i32")
+            lo_ok = -p >= 0  # the smallest j, at o = k = 0
+            hi_ok = o_hi * s + k_hi * d - p <= (size - 1) * e
+            cond = [] if lo_ok else [f"{j} >= 0"]
+            if e > 1:
+                cond.append(f"{j} % {e} == 0")
+                j = self.let(f"{j} / {e}", "i32")
+            if not hi_ok:
+                cond.append(f"{j} < {size}")
+            if cond:
+                conds.append(" && ".join(cond))
+                j = self.let(f"clamp({j}, 0, {size - 1})", "i32")
+            inner.append(j)
+        inside = self.value(x, Index(x.shape, dims=inner))
+        if not conds:
+            return inside
+        return f"select({literal(0, node.out.dtype)}, {inside}, {' && '.join(conds)})"
 
     def function(self, name: str, params: list[str], ret_dtype: str, result: str) -> str:
         body = "\n".join(f"    {line}" for line in self.lines)
@@ -424,6 +461,14 @@ def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
         elif op == "pad":
             idx = tuple(min(max(i - lo, 0), s - 1)
                         for i, (lo, _), s in zip(idx, node.attrs["pads"], x.shape))
+        elif op == "window":
+            at = node.attrs
+            nd = len(at["kernel"])
+            lead = len(x.shape) - nd
+            idx = idx[:lead] + tuple(
+                min(max((o * s - p + k * d) // e, 0), n - 1) for o, k, s, p, d, e, n in zip(
+                    idx[lead + nd:], idx[lead:lead + nd], at["stride"], at["padding"],
+                    at["dilation"], at["spacing"], x.shape[lead:]))
         else:
             return None
         v = x

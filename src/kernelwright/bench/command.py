@@ -44,6 +44,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--loose", action="store_true",
                         help="fp32 tolerance 1e-2 instead of 1e-4, labelled loose(1e-2), for "
                              "comparison with older published numbers")
+    parser.add_argument("--accelerated", action="store_true",
+                        help="compile with precision='accelerated' (matmuls on the "
+                             "cooperative-matrix units, f16 operands) and verify with the "
+                             "fp16 tolerance 1e-2, labelled accelerated-f16")
     parser.add_argument("--resume", action="store_true",
                         help="reuse results in OUT/results.sqlite made with the same settings")
     parser.add_argument("--timeout", type=float, default=300.0,
@@ -96,6 +100,7 @@ def select(problems: list, only: str | None, levels: list[int] | None) -> list:
 def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,
              results: list[dict[str, Any]]) -> dict[str, Any]:
     from .timing import reference_label
+    from .worker import precision_label
 
     devices = [r["device"] for r in results if r.get("device")]
     references = [r["reference"] for r in results if r.get("reference")]
@@ -104,7 +109,7 @@ def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,
         "suite": str(suite),
         "size": f"{size} ({size_why})",
         "device": devices[0] if devices else "unknown (no problem reached the device)",
-        "precision": "loose(1e-2)" if args.loose else "strict",
+        "precision": precision_label(args.loose, args.accelerated),
         "reference": references[0] if references else reference_label(),
         "reference_compile": "torch.compile timed" if args.compile_ref else "not timed",
         "candidate": args.candidate,
@@ -115,6 +120,7 @@ def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,
 
 def run(args: argparse.Namespace) -> int:
     from . import metrics, problems, report, runner
+    from .worker import precision_label
 
     suite = args.suite or bundled_suite()
     try:
@@ -135,14 +141,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         size, size_why = default_size()
     settings = runner.BenchSettings(
-        size=size, trials=args.trials, loose=args.loose, compile_ref=args.compile_ref,
+        size=size, trials=args.trials, loose=args.loose, accelerated=args.accelerated,
+        compile_ref=args.compile_ref,
         candidate=args.candidate, seed=args.seed, alt_shape=not args.no_alt_shape,
         timeout_s=args.timeout,
         max_rss_gb=args.max_rss_gb or runner.default_rss_limit_gb())
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     print(f"kernelwright bench: {len(chosen)} problems from {suite}, size {size} ({size_why}), "
-          f"{'loose(1e-2)' if args.loose else 'strict'} precision, out {out}", file=sys.stderr)
+          f"{precision_label(args.loose, args.accelerated)} precision, out {out}",
+          file=sys.stderr)
 
     interrupted = False
     previous_handler = signal.signal(signal.SIGTERM, stop)

@@ -61,6 +61,7 @@ class BenchSettings:
     size: str | None = "small"
     trials: int = 5
     loose: bool = False
+    accelerated: bool = False
     compile_ref: bool = False
     candidate: str = "kernelwright"
     seed: int = 0
@@ -77,6 +78,7 @@ class BenchSettings:
     def worker_config(self, problem: Problem) -> WorkerConfig:
         return WorkerConfig(path=str(problem.path), name=problem.name, level=problem.level,
                             size=self.size, trials=self.trials, loose=self.loose,
+                            accelerated=self.accelerated,
                             compile_ref=self.compile_ref, candidate=self.candidate,
                             seed=self.seed, alt_shape=self.alt_shape,
                             time_target_s=self.time_target_s)

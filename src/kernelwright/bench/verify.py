@@ -102,19 +102,23 @@ class Rejected(Exception):
 
 @dataclass(frozen=True)
 class Tolerance:
-    """atol = rtol by dtype: fp32 1e-4 (strict) or 1e-2 (loose); fp16/bf16 1e-2."""
+    """atol = rtol by dtype: fp32 1e-4 (strict) or 1e-2 (loose, and accelerated: the fp16
+    tolerance for kernels whose matmuls round their operands to f16); fp16/bf16 1e-2."""
 
     loose: bool = False
+    accelerated: bool = False
 
     @property
     def label(self) -> str:
+        if self.accelerated:
+            return "accelerated-f16"
         return "loose(1e-2)" if self.loose else "strict"
 
     def for_dtype(self, dtype: torch.dtype) -> tuple[float, float]:
         if dtype in (torch.float16, torch.bfloat16):
             return 1e-2, 1e-2
         if dtype.is_floating_point or dtype.is_complex:
-            return (1e-2, 1e-2) if self.loose else (1e-4, 1e-4)
+            return (1e-2, 1e-2) if self.loose or self.accelerated else (1e-4, 1e-4)
         return 0.0, 0.0
 
 
@@ -617,14 +621,15 @@ def is_constant(extent: tuple[float, float], atol: float, rtol: float) -> bool:
 
 def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
            trials: int = 5, loose: bool = False, seed: int = 0, alt_shape: bool = True,
-           check_torch_calls: bool = True, reference_device: str = "cpu") -> Verification:
+           check_torch_calls: bool = True, reference_device: str = "cpu",
+           accelerated: bool = False) -> Verification:
     """Make a candidate with `make` and verify it against `model`; see the module docstring.
 
     `own_inputs(seed)` returns the problem's own inputs drawn with `seed`; it must
     work (the caller has run the reference on it once). Exceptions from the
     factory or the candidate become rejections, never escape.
     """
-    tol = Tolerance(loose)
+    tol = Tolerance(loose, accelerated)
     verdict = Verdict(precision=tol.label)
     verifier = Verifier(model, own_inputs, tol, check_torch_calls, reference_device)
 

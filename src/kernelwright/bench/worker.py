@@ -49,6 +49,7 @@ class WorkerConfig:
     size: str | None = None
     trials: int = 5
     loose: bool = False
+    accelerated: bool = False  # compile(precision="accelerated"), fp16 tolerance
     compile_ref: bool = False
     candidate: str = "kernelwright"
     seed: int = 0
@@ -75,10 +76,15 @@ def new_result(cfg: WorkerConfig) -> dict[str, Any]:
         "ref_eager_ms": None, "ref_eager": None, "speedup_eager": None,
         "ref_compile_ms": None, "ref_compile": None, "speedup_compile": None,
         "ref_compile_error": None,
-        "precision": "loose(1e-2)" if cfg.loose else "strict",
+        "precision": precision_label(cfg.loose, cfg.accelerated),
         "reference": None, "device": None, "degenerate": None, "alt_shape": None,
         "flags": [], "trials": [], "wall_s": None, "warmup_s": None, "stage_s": {},
     }
+
+
+def precision_label(loose: bool, accelerated: bool) -> str:
+    """The precision mode of a run, as verify.Tolerance labels it."""
+    return "accelerated-f16" if accelerated else "loose(1e-2)" if loose else "strict"
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -88,13 +94,13 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def load_factory(spec: str):  # returns a Factory
+def load_factory(spec: str, precision: str = "strict"):  # returns a Factory
     """The candidate factory named by `spec` (see the module docstring)."""
     if spec == "kernelwright":
         import kernelwright
 
         def make(model, example_inputs):
-            return kernelwright.compile(model, example_inputs)
+            return kernelwright.compile(model, example_inputs, precision=precision)
 
         return make
     target, _, attr = spec.rpartition(":")
@@ -183,7 +189,7 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
 
     stage("compile")
     try:
-        make = load_factory(cfg.candidate)
+        make = load_factory(cfg.candidate, "accelerated" if cfg.accelerated else "strict")
     except Exception as exc:  # noqa: BLE001
         return fail("harness", f"cannot load candidate factory {cfg.candidate!r}: {exc}")
     if cfg.candidate == "kernelwright":
@@ -196,7 +202,8 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
     try:
         with lock.shared():
             verification = verify.verify(model, own_inputs, make, trials=cfg.trials,
-                                         loose=cfg.loose, seed=cfg.seed,
+                                         loose=cfg.loose, accelerated=cfg.accelerated,
+                                         seed=cfg.seed,
                                          alt_shape=cfg.alt_shape,
                                          check_torch_calls=cfg.check_torch_calls,
                                          reference_device=ref_device)
@@ -208,6 +215,8 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
                               "degenerate", "alt_shape", "trials", "precision")})
     if verdict.degenerate:
         result["flags"].append(f"degenerate: {verdict.degenerate}")
+    if cfg.accelerated and getattr(verification.candidate, "precision", None) == "strict":
+        result["flags"].append("accelerated mode unavailable on the device: strict kernels")
     reported = getattr(verification.candidate, "compile_seconds", None)
     if isinstance(reported, (int, float)):
         result["compile_s_reported"] = float(reported)
