@@ -1,8 +1,11 @@
 """Movement ops (views, permutes, slices, cat, pad) against PyTorch eager."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 from conftest import Fn, check
+
+import kernelwright
 
 
 def test_reshape_permute_transpose():
@@ -41,3 +44,73 @@ def test_index_select_embedding_index_and_roll():
 def test_one_hot():
     t = torch.randint(0, 6, (4, 3))
     check(Fn(lambda t: F.one_hot(t, 6) * 2), t)
+
+
+def test_advanced_indexing_several_index_tensors():
+    x = torch.randn(5, 5, 6)
+    i = torch.tensor([3, 0, -1])
+    j = torch.tensor([[1], [4]])  # broadcasts with i to [2, 3]
+    # adjacent index tensors replace their dims in place; separated ones go first
+    check(Fn(lambda x, i, j: (x[i, :, j], x[:, j, i], x[i, j], x[i, j, i], x[:, :, i],
+                              x[j, 2:4, j] * 2)), x, i, j)
+
+
+def test_bool_masks():
+    x = torch.randn(4, 5)
+    check(Fn(lambda x: (torch.where(x > 0, x, x * 0.1), x.masked_fill(x < -0.5, 3.0),
+                        torch.where(x > 0, x, 0.0))), x)
+
+    class Positives(torch.nn.Module):
+        def forward(self, x):
+            return x[x > 0]
+
+    message = r"(?s)aten.index.Tensor: indexing with a boolean mask.*torch.where.*\n  at .*" \
+              r"test_movement.py.*return x\[x > 0\]"
+    with pytest.raises(kernelwright.CompileError, match=message):
+        kernelwright.compile(Positives(), [x])
+
+
+def test_index_put_and_accumulate():
+    def put(x, i, j, v):
+        y = x.clone()
+        y[i] = v  # rows
+        y[:, j, 1] = -1.0  # a scalar into a sliced and indexed spot
+        z = x.clone()
+        z[i, j] = v[:, 0, 0]
+        w = x.clone()
+        w[x > 0.5] = 0.0  # a run-time mask with one value: torch.where
+        return y, z, w
+
+    x = torch.randn(5, 4, 3)
+    i = torch.tensor([3, 0, -1])
+    j = torch.tensor([2, -4, 1])
+    check(Fn(put), x, i, j, torch.randn(3, 4, 3))
+    dup = torch.tensor([1, 3, 1, 1, 0])  # duplicates are summed when accumulating
+    check(Fn(lambda x, d, v: (x.index_put((d,), v, accumulate=True),
+                              x.index_add(1, d[:4], v[:4].transpose(0, 1)))),
+          torch.randn(4, 4), dup, torch.randn(5, 4))
+
+
+def test_scatter_and_scatter_add():
+    x = torch.randn(4, 6)
+    index = torch.tensor([[5, 0, 2], [1, 1, 3], [0, 4, 5]])  # smaller than x and src
+    src = torch.randn(4, 5)
+    uniq = torch.stack([torch.randperm(6)[:3] for _ in range(3)])  # scatter: no duplicates
+    check(Fn(lambda x, i, u, s: (x.scatter(1, u, s), x.scatter(1, u, 2.5), x.scatter_add(1, i, s),
+                                 x.scatter_add(0, i.clamp(max=3), s),
+                                 torch.zeros(3, 6).scatter_(1, u, 1.0))), x, index, uniq, src)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_max_unpool(nd):
+    class PoolUnpool(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pool = getattr(torch.nn, f"MaxPool{nd}d")(2, stride=2, return_indices=True)
+            self.unpool = getattr(torch.nn, f"MaxUnpool{nd}d")(2, stride=2)
+
+        def forward(self, x):
+            y, idx = self.pool(x)
+            return self.unpool(y, idx), self.unpool(y * 2, idx, output_size=x.shape)
+
+    check(PoolUnpool(), torch.randn(2, 3, *[6 if nd < 3 else 4] * nd))

@@ -7,9 +7,11 @@ the index arithmetic of the kernels that read them.
 
 from __future__ import annotations
 
-from ..ir import CompileError, GraphBuilder, Value
+import math
+
+from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes
 from . import register
-from .elementwise import as_dtype
+from .elementwise import as_dtype, binary
 
 
 @register("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
@@ -168,8 +170,6 @@ def index_select(b, x, dim, index):
 
 def _wrapped(b, idx, size):
     """Negative indices count from the end, as in PyTorch."""
-    from .elementwise import binary
-
     return b.ew("where", binary(b, "lt", idx, 0, out_dtype="bool"), binary(b, "add", idx, size),
                 idx)
 
@@ -180,15 +180,158 @@ def embedding(b, weight, indices, padding_idx=-1, scale_grad_by_freq=False, spar
     return b.reshape(out, indices.shape + weight.shape[1:])
 
 
-@register("aten.index.Tensor")
+# -- advanced indexing and scatters ----------------------------------------------------
+# x[i0, :, i2] and friends: the index tensors (broadcast together to shape B) pick, per
+# element of B, one position p of the indexed dims taken together, p = i0 * S2 + i2 in
+# row-major order; x seen as [P, R] (indexed dims first, the sliced ones flattened into
+# R) is then gathered at p. Writes (index_put, scatter, max_unpool) are the inverse map:
+# each destination element searches the written positions for the one that names it
+# (`scatter_rows`), a gather-form that needs no atomics and is exact for duplicates when
+# accumulating, at the cost of one comparison per (destination, written element) pair.
+
+
+def _no_masks(indices, what: str) -> list:
+    """The index entries, refusing bool masks: x[mask]'s shape is the mask's count of
+    true elements, known only at run time (torch.export gives it an unbacked size)."""
+    for t in indices:
+        if t is not None and t.dtype == "bool":
+            raise CompileError(
+                f"{what} with a boolean mask: the result's shape depends on how many elements "
+                "are true, which a compiled plan cannot have; keep the shape with "
+                "torch.where(mask, x, other) or x.masked_fill(mask, value)")
+    return list(indices)
+
+
+def _positions(b: GraphBuilder, x: Value, indices, what: str):
+    """For x[indices]: (xf, p, bshape, rest, front): x as [P, R] with its indexed dims
+    first; p [*bshape] the flat position in those dims of each picked element (negative
+    indices counted from the end, as PyTorch); rest the sizes of the sliced dims; front
+    where the broadcast dims sit among them in PyTorch's result (in place of the indexed
+    dims when these are adjacent, else first)."""
+    idx = _no_masks(indices, what)
+    if len(idx) > len(x.shape):
+        raise CompileError(f"{len(idx)} indices for a {len(x.shape)}-d tensor")
+    idx += [None] * (len(x.shape) - len(idx))
+    tdims = [d for d, t in enumerate(idx) if t is not None]
+    rest = [d for d, t in enumerate(idx) if t is None]
+    if not tdims:
+        raise CompileError("advanced indexing without an index tensor")
+    bshape = broadcast_shapes(*(idx[d].shape for d in tdims))
+    p = None
+    for d in tdims:
+        t = _wrapped(b, as_dtype(b, idx[d], "i32"), x.shape[d])
+        p = t if p is None else binary(b, "add", binary(b, "mul", p, x.shape[d]), t)
+    p = b.expand(p, bshape)
+    npos = math.prod(x.shape[d] for d in tdims)
+    rest_shape = tuple(x.shape[d] for d in rest)
+    xf = b.reshape(b.permute(x, tdims + rest), (npos, math.prod(rest_shape)))
+    front = tdims[0] if tdims == list(range(tdims[0], tdims[-1] + 1)) else 0
+    return xf, p, bshape, rest_shape, front, tdims + rest
+
+
+def _b_first(nb: int, nrest: int, front: int) -> list[int]:
+    """The permutation of [*bshape, *rest] into PyTorch's result order."""
+    return (list(range(nb, nb + front)) + list(range(nb))
+            + list(range(nb + front, nb + nrest)))
+
+
+@register("aten.index.Tensor", "aten._unsafe_index.Tensor")
 def index_tensor(b, x, indices):
-    """x[..., idx, ...] with one index tensor (the other positions None or absent)."""
-    given = [(d, t) for d, t in enumerate(indices) if t is not None]
-    if len(given) != 1:
-        raise CompileError("advanced indexing with several index tensors is not supported "
-                           "(one index tensor, other dims sliced, is)")
-    dim, idx = given[0]
-    if idx.dtype == "bool":
-        raise CompileError("indexing with a boolean mask has a data-dependent shape")
-    out = index_select(b, x, dim, b.reshape(idx, (idx.numel,)))
-    return b.reshape(out, x.shape[:dim] + idx.shape + x.shape[dim + 1:])
+    """x[i0, :, i2, ...]: one gather of x seen as [P, R] at the flat positions p."""
+    xf, p, bshape, rest, front, _ = _positions(b, x, indices, "indexing")
+    nb, r = math.prod(bshape), xf.shape[1]
+    g = b.gather(xf, 0, b.expand(b.reshape(p, (nb, 1)), (nb, r)))
+    y = b.reshape(g, bshape + rest)
+    return b.permute(y, _b_first(len(bshape), len(rest), front))
+
+
+@register("aten.index_put.default", "aten._unsafe_index_put.default")
+def index_put(b, x, indices, values, accumulate=False):
+    """x with x[indices] = values (or += when accumulating), values broadcast to the shape
+    of x[indices]. A run-time bool mask with one value is torch.where(mask, value, x)."""
+    if (len(indices) == 1 and indices[0] is not None and indices[0].dtype == "bool"
+            and values.numel == 1):
+        mask = indices[0]
+        if mask.shape != x.shape[:len(mask.shape)]:
+            raise CompileError(f"mask {list(mask.shape)} does not match {list(x.shape)}")
+        m = b.reshape(mask, mask.shape + (1,) * (len(x.shape) - len(mask.shape)))
+        v = b.reshape(as_dtype(b, values, x.dtype), ())
+        return b.ew("where", m, binary(b, "add", x, v) if accumulate else v, x)
+    xf, p, bshape, rest, front, order = _positions(b, x, indices, "index_put")
+    nb, npos, r = math.prod(bshape), xf.shape[0], xf.shape[1]
+    perm = _b_first(len(bshape), len(rest), front)
+    v = b.expand(as_dtype(b, values, x.dtype), [(bshape + rest)[d] for d in perm])
+    v = b.reshape(b.permute(v, [perm.index(d) for d in range(len(perm))]), (1, nb, r))
+    y = scatter_rows(b, b.reshape(xf, (1, npos, r)), b.reshape(p, (1, nb)), v, accumulate)
+    y = b.reshape(y, [x.shape[d] for d in order])
+    return b.permute(y, [order.index(d) for d in range(len(order))])
+
+
+def scatter_rows(b: GraphBuilder, x: Value, idx: Value, v: Value, accumulate: bool) -> Value:
+    """x [N, J, C] with row n's element idx[n, k] (a position in [0, J); others write
+    nothing) set to v[n, k, :] (added to it when accumulating), as a gather-form: each
+    destination (n, j) searches idx[n, :] for the writers that name it. Without
+    accumulation the last writer wins (PyTorch leaves duplicates undefined); with it every
+    writer is summed, so duplicates are exact. Costs N * J * K comparisons."""
+    n, j, c = x.shape
+    k = idx.shape[1]
+    hit = binary(b, "eq", b.expand(b.reshape(idx, (n, 1, k)), (n, j, k)),
+                 b.iota((n, j, k), 1), out_dtype="bool")
+    if accumulate:
+        hits = b.expand(b.reshape(hit, (n, j, 1, k)), (n, j, c, k))
+        vals = b.expand(b.reshape(b.permute(v, (0, 2, 1)), (n, 1, c, k)), (n, j, c, k))
+        dt = "i32" if v.dtype == "bool" else v.dtype
+        total = b.reduce(b.ew("where", hits, as_dtype(b, vals, dt), b.scalar(0, dt)), "sum", [3])
+        return as_dtype(b, binary(b, "add", x, total), x.dtype)
+    writer = b.reduce(b.ew("where", hit, b.iota((n, j, k), 2), b.scalar(-1, "i32")), "max", [2])
+    first = b.expand(b.reshape(binary(b, "maximum", writer, 0), (n, j, 1)), (n, j, c))
+    taken = b.gather(v, 1, first)
+    written = b.reshape(binary(b, "ge", writer, 0, out_dtype="bool"), (n, j, 1))
+    return b.ew("where", written, taken, x)
+
+
+def _scatter(b, x, dim, index, src, accumulate):
+    """torch.scatter / scatter_add along `dim`: each element of `index` writes the
+    element of src at its position into x at that position with dim replaced by its
+    value. Rows are the other dims; the parts of x that index does not reach in them are
+    never written (index padded with -1 there)."""
+    if not x.shape:
+        x, index = b.reshape(x, (1,)), b.reshape(index, (1,))
+        src = b.reshape(src, (1,)) if src.shape else src
+        return b.reshape(_scatter(b, x, 0, index, src, accumulate), ())
+    dim %= len(x.shape)
+    others = [d for d in range(len(x.shape)) if d != dim]
+    if len(index.shape) != len(x.shape):
+        raise CompileError(f"scatter index {list(index.shape)} and tensor {list(x.shape)} "
+                           "differ in rank")
+    src = b.expand(src, index.shape) if src.kind == "scalar" else _crop(b, src, index.shape)
+    idx = _wrapped(b, as_dtype(b, index, "i32"), x.shape[dim])
+    pads = [(0, 0 if d == dim else x.shape[d] - index.shape[d]) for d in range(len(x.shape))]
+    idx = b.pad(idx, pads, -1)
+    src = b.pad(as_dtype(b, src, x.dtype), pads, 0)
+    rows, j, k = math.prod(x.shape[d] for d in others), x.shape[dim], index.shape[dim]
+    x3 = b.reshape(b.permute(x, others + [dim]), (rows, j, 1))
+    i2 = b.reshape(b.permute(idx, others + [dim]), (rows, k))
+    v3 = b.reshape(b.permute(src, others + [dim]), (rows, k, 1))
+    y = scatter_rows(b, x3, i2, v3, accumulate)
+    order = others + [dim]
+    y = b.reshape(y, [x.shape[d] for d in order])
+    return b.permute(y, [order.index(d) for d in range(len(order))])
+
+
+def _crop(b, x, shape):
+    for d, s in enumerate(shape):
+        x = b.slice(x, d, 0, s)
+    return x
+
+
+@register("aten.scatter.src", "aten.scatter.value")
+def scatter(b, x, dim, index, src):
+    if not isinstance(src, Value):
+        src = b.scalar(src)
+    return _scatter(b, x, dim, index, as_dtype(b, src, x.dtype), False)
+
+
+@register("aten.scatter_add.default")
+def scatter_add(b, x, dim, index, src):
+    return _scatter(b, x, dim, index, src, True)

@@ -6,13 +6,21 @@ F.avg_pool1d and the 1-d adaptive pools arrive as their 2-d ops over an unsqueez
 input (kernel 1 on the added dim), and adaptive average pooling to size 1 arrives as
 aten.mean. The indices of the max pools (int64, as i32 on the device) are a second
 `pool` node ('argmax'), which dead-code removal drops when nothing reads it.
+
+Max unpooling (nn.MaxUnpool1d/2d/3d; 1-d arrives as 2-d) writes each input element at
+the flat position its index names within its own plane: a scatter, lowered in the
+gather-form of ops/movement.py (every output element searches its plane's indices).
 """
 
 from __future__ import annotations
 
-from ..ir import GraphBuilder, Value
+import math
+
+from ..ir import CompileError, GraphBuilder, Value
 from . import register
 from .conv import per_dim
+from .elementwise import as_dtype
+from .movement import scatter_rows
 
 
 def _args(nd: int, kernel_size, stride, padding, dilation=1):
@@ -85,3 +93,28 @@ def adaptive_max_pool2d(b, x, output_size):
 def adaptive_max_pool3d(b, x, output_size):
     size = per_dim(output_size, 3, "output_size")
     return b.adaptive_pool(x, "max", size), b.adaptive_pool(x, "argmax", size)
+
+
+def _max_unpool(b: GraphBuilder, x: Value, indices: Value, output_size) -> Value:
+    """Zeros with out_plane[indices[..., k]] = x_plane[k] in each plane (the leading dims),
+    the spatial dims flattened: PyTorch's MaxUnpool, whose indices are flat positions in
+    the output plane (as max pooling returns them)."""
+    nd = len(output_size)
+    if indices.shape != x.shape or len(x.shape) < nd + 1:
+        raise CompileError(f"max_unpool of {list(x.shape)} with indices {list(indices.shape)}")
+    lead = x.shape[:len(x.shape) - nd]
+    planes, k, j = math.prod(lead), math.prod(x.shape[len(lead):]), math.prod(output_size)
+    zeros = b.expand(b.scalar(0.0 if x.dtype == "f32" else 0, x.dtype), (planes, j, 1))
+    y = scatter_rows(b, zeros, b.reshape(as_dtype(b, indices, "i32"), (planes, k)),
+                     b.reshape(x, (planes, k, 1)), accumulate=False)
+    return b.reshape(y, (*lead, *output_size))
+
+
+@register("aten.max_unpool2d.default")
+def max_unpool2d(b, x, indices, output_size):
+    return _max_unpool(b, x, indices, per_dim(output_size, 2, "output_size"))
+
+
+@register("aten.max_unpool3d.default")
+def max_unpool3d(b, x, indices, output_size, stride=None, padding=None):
+    return _max_unpool(b, x, indices, per_dim(output_size, 3, "output_size"))
