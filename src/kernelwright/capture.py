@@ -43,8 +43,10 @@ def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.Export
 
 # ATen ops kept whole through decomposition: the registry lowers each onto a template
 # of its own (SDPA: the fused attention kernel, ops/attention.py) or a primitive
-# (im2col, F.unfold: the window view, ops/conv.py).
-KEEP_WHOLE = ("scaled_dot_product_attention", "im2col")
+# (im2col, F.unfold: the window view, ops/conv.py), or whose decomposition loses what
+# they know (max_unpool: each plane's indices stay in that plane, ops/pool.py; the
+# decomposed index_put would search all planes).
+KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unpool3d")
 
 
 def decomposition_table() -> dict:
