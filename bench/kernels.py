@@ -1,6 +1,7 @@
 """Benchmark: single kernels against PyTorch on the same GPU (issue 5's figures; not a test).
 
-    python bench/kernels.py [--only NAME] [--out bench/results/kernels.json]
+    python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
+                            [--out bench/results/kernels.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
 timestamps (median over reps, inputs rotated among 3 sets), PyTorch's from CUDA
@@ -13,7 +14,9 @@ memory-bound ones).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -22,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
+from kernelwright.ops import conv as conv_ops
 
 
 class Fn(torch.nn.Module):
@@ -43,6 +47,18 @@ def linear_t(m, k, n):  # x @ W^T + b, W stored [N, K] as nn.Linear does
                 flops=2 * m * n * k)
 
 
+def conv(module, shape):
+    """A convolution case: FLOPs of its real multiply-adds (a transposed convolution's
+    zero taps not counted)."""
+    out = copy.deepcopy(module).to("meta")(torch.empty(*shape, device="meta")).shape
+    w = module.weight
+    if isinstance(module, torch.nn.modules.conv._ConvTransposeNd):
+        flops = 2 * shape[0] * math.prod(shape[1:]) * w.shape[1] * math.prod(w.shape[2:])
+    else:
+        flops = 2 * math.prod(out) * math.prod(w.shape[1:])
+    return dict(module=module, inputs=lambda: [torch.randn(*shape)], flops=flops)
+
+
 def memory(fn, shape, reads, writes):
     numel = 1
     for s in shape:
@@ -62,10 +78,26 @@ CASES = {
     "layernorm_16384x8192": dict(module=torch.nn.LayerNorm(8192),
                                  inputs=lambda: [torch.randn(16384, 8192)],
                                  bytes=4 * 16384 * 8192 * 2),
-    "conv3x3_64ch_128x128_b32": dict(
-        module=torch.nn.Conv2d(64, 64, 3, padding=1),
-        inputs=lambda: [torch.randn(32, 64, 128, 128)],
-        flops=2 * 32 * 64 * 64 * 9 * 128 * 128),
+    # Convolutions (ops/conv.py: implicit GEMM or the direct kernel; --conv-lowering
+    # forces one, to measure the crossover).
+    "conv3x3_64ch_128x128_b32": conv(torch.nn.Conv2d(64, 64, 3, padding=1), (32, 64, 128, 128)),
+    "conv3x3_64ch_bias_relu_128x128_b32": dict(
+        conv(torch.nn.Conv2d(64, 64, 3, padding=1), (32, 64, 128, 128)),
+        module=torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU())),
+    "conv1x1_256to64_56x56_b32": conv(torch.nn.Conv2d(256, 64, 1), (32, 256, 56, 56)),
+    "conv3x3s2_128to256_28x28_b32": conv(torch.nn.Conv2d(128, 256, 3, 2, 1), (32, 128, 28, 28)),
+    "conv3x3_512ch_7x7_b8": conv(torch.nn.Conv2d(512, 512, 3, padding=1), (8, 512, 7, 7)),
+    "conv7x7s2_stem_3to64_224x224_b16": conv(torch.nn.Conv2d(3, 64, 7, 2, 3),
+                                             (16, 3, 224, 224)),
+    "conv1d_k3_256ch_4096_b16": conv(torch.nn.Conv1d(256, 256, 3, padding=1), (16, 256, 4096)),
+    "conv3d_3x3x3_32ch_16x64x64_b8": conv(torch.nn.Conv3d(32, 32, 3, padding=1),
+                                          (8, 32, 16, 64, 64)),
+    "conv_grouped32_3x3_256ch_28x28_b32": conv(torch.nn.Conv2d(256, 256, 3, padding=1,
+                                                               groups=32), (32, 256, 28, 28)),
+    "conv_depthwise3x3_256ch_56x56_b32": conv(torch.nn.Conv2d(256, 256, 3, padding=1,
+                                                              groups=256), (32, 256, 56, 56)),
+    "conv_transpose4x4s2_128to64_64x64_b16": conv(torch.nn.ConvTranspose2d(128, 64, 4, 2, 1),
+                                                  (16, 128, 64, 64)),
     "maxpool3x3s2_b32x64x256": memory(lambda x: F.max_pool2d(x, 3, 2, 1), (32, 64, 256, 256), 1,
                                       0.25),
 }
@@ -94,7 +126,14 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", default="bench/results/kernels.json")
+    ap.add_argument("--conv-lowering", choices=("auto", "gemm", "direct"), default="auto",
+                    help="convolutions through ops/conv.py's choice (auto), or all through "
+                         "the implicit GEMM or the direct kernel (where each applies)")
     args = ap.parse_args()
+    if args.conv_lowering != "auto":
+        gemm = args.conv_lowering == "gemm"
+        conv_ops.GEMM_MIN_COUT = conv_ops.GEMM_MIN_K = 1 if gemm else 1 << 30
+        conv_ops.GEMM_MAX_TRANSPOSED_WASTE = 1 << 30
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = kernelwright.runtime.default_device()
@@ -115,7 +154,9 @@ def main() -> None:
         scale = ref.abs().max().item() or 1.0
         kw_ms = statistics.median(compiled.gpu_times_ms(sets, args.reps))
         ref_ms = torch_ms(module, sets, args.reps) if torch.cuda.is_available() else float("nan")
-        row = dict(case=name, kernels=len(compiled.plan.kernels), compile_s=round(compile_s, 3),
+        row = dict(case=name, kernels=len(compiled.plan.kernels),
+                   kernel_names=[k.name for k in compiled.plan.kernels],
+                   compile_s=round(compile_s, 3),
                    max_abs_err=err, rel_err=err / scale, kernelwright_ms=round(kw_ms, 4),
                    torch_ms=round(ref_ms, 4), ratio=round(ref_ms / kw_ms, 4))
         if "flops" in case:
