@@ -3,6 +3,7 @@ parsing, and both SDKs against a fake server on 127.0.0.1 (fake_llm.py)."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -285,3 +286,122 @@ def test_anthropic_generator_round_trip():
         assert "3 of 100 elements differ" in fake.user_prompt(0)
         assert cand.usage["input_tokens"] == FakeLLM.prompt_chars(body) // 4
         assert "cost_usd" not in cand.usage
+
+
+# --- end to end: optimize_problem driven by the fake server ----------------------------
+
+N = 256
+PROBLEM = f'''
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2.0 + 1.0
+
+
+def get_inputs():
+    return [torch.randn({N})]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+WGSL_TYPE = {"f32": "f32", "i32": "i32", "bool": "u32"}
+
+
+def bindings_in(body: dict) -> list[tuple[int, str, str, str]]:
+    """(index, name, dtype, access) of each row of the bindings table in a request's
+    prompt: the interface a candidate must declare."""
+    prompt = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+    table = prompt.split("## Bindings")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\w+)[^|]* \|[^|]*\|[^|]*\| (\w+) \|$", table,
+                      re.M)
+    return [(int(i), name, dtype, access) for i, name, dtype, access in rows]
+
+
+def scripted(expression: str, guard: str = f"{N}u"):
+    """A reply function: a kernel declaring the prompt's bindings whose invocation i
+    writes out[i] = `expression` (X: the first input's element i) where i < `guard`."""
+    def answer(body: dict) -> str:
+        rows = bindings_in(body)
+        decls = [f"@group(0) @binding({i}) var<storage, {access}> {name}: "
+                 f"array<{WGSL_TYPE[dtype]}>;" for i, name, dtype, access in rows]
+        x = next(name for _, name, _, access in rows if access == "read")
+        out = next(name for _, name, _, access in rows if access == "read_write")
+        code = "\n".join(decls + [
+            f"// grid: {N // 64}, 1, 1",
+            "@compute @workgroup_size(64)",
+            "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {",
+            "    let i = gid.x;",
+            f"    if (i < {guard}) {{ {out}[i] = {expression.replace('X', f'{x}[i]')}; }}",
+            "}"])
+        return f"One element per invocation.\n\n```wgsl\n{code}\n```\n"
+    return answer
+
+
+def test_optimize_problem_end_to_end_through_the_fake_server(tmp_path, monkeypatch):
+    from kernelwright.optimize.search import Settings, optimize_problem, pass_at_k
+    from kernelwright.optimize.store import RunState
+
+    monkeypatch.setenv("KERNELWRIGHT_TUNE_DB", str(tmp_path / "tune.sqlite"))
+    monkeypatch.setenv(llm.CONFIG_ENV, str(write(tmp_path, """
+max_retries = 0
+[models."fake-model"]
+price_input_per_mtok = 1.0
+price_output_per_mtok = 4.0
+""")))
+    problem = tmp_path / "tanh_affine.py"
+    problem.write_text(PROBLEM)
+    replies = [
+        scripted("tanhh(X) * 2.0 + 1.0"),  # 1: does not compile
+        scripted("tanh(X) * 2.0 - 1.0"),  # 2: computes the wrong thing
+        scripted("tanh(X) * 2.0 + 1.0", guard=f"{N // 2}u"),  # 3: cheat: half the output
+        "I would unroll it, but I'll leave the code to you.",  # 4: no code
+        scripted("fma(tanh(X), 2.0, 1.0)"),  # 5: correct
+    ]
+    with FakeLLM(replies) as fake:
+        monkeypatch.setenv("KERNELWRIGHT_OPENAI_BASE_URL", fake.url + "/v1")
+        lines: list[str] = []
+        report = optimize_problem(
+            problem, ["openai:fake-model"], attempts=5, out=tmp_path / "out",
+            settings=Settings(trials=3, reps=3, warmup=1, profile_runs=1, module_trials=2),
+            progress=lines.append)
+    assert report.error is None, report.error
+    (kr,) = report.kernels
+    state = RunState(tmp_path / "out")
+    try:
+        history = [a for a, _ in state.attempts(report.name, kr.key)]
+    finally:
+        state.close()
+    statuses = [a.status for a in history]
+    assert statuses[:4] == ["compile_error", "mismatch", "rejected", "rejected"], lines
+    assert statuses[4] in ("improved", "slower"), history[4].message
+    assert "tanhh" in history[0].message
+    assert "unwritten" in history[2].message  # the cheat: the NaN poison is still there
+    assert "no ```wgsl block" in history[3].message
+    assert len(fake.requests) == 5
+    # each attempt's feedback reaches the next prompt
+    for i in range(4):
+        first_line = history[i].message.strip().splitlines()[0]
+        assert first_line[:120] in fake.user_prompt(i + 1), (i, first_line)
+        assert f"### Attempt {i + 1} (openai:fake-model): {statuses[i]}" in \
+            fake.user_prompt(i + 1)
+    assert "Earlier attempts" not in fake.user_prompt(0)
+    # pass@k: the first correct candidate was the fifth
+    assert kr.pass_at == {"openai:fake-model": 5} and kr.tries == {"openai:fake-model": 5}
+    assert pass_at_k(report.kernels, 4) == 0.0 and pass_at_k(report.kernels, 5) == 1.0
+    # usage: every request's tokens and cost, as the server reported them
+    n_in = sum(FakeLLM.prompt_chars(r["body"]) // 4 for r in fake.requests)
+    answers = [r(req["body"]) if callable(r) else r for r, req in zip(replies, fake.requests)]
+    n_out = sum(tokens_of(a) for a in answers)
+    assert report.tokens == n_in + n_out
+    assert report.cost_usd == pytest.approx((n_in * 1.0 + n_out * 4.0) / 1e6)
+    # the cheat never became the kernel: a winner, if any, is the correct one
+    if kr.status == "improved":
+        assert "fma(tanh(" in kr.source and report.after.get("correct")
+    else:
+        assert kr.source is None
