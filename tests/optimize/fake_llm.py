@@ -2,8 +2,9 @@
 (/v1/chat/completions) and Anthropic's messages (/v1/messages), answering scripted
 replies in order and recording every request body.
 
-A scripted reply is the assistant's text, a function of the request body that returns
-it (to answer with what the prompt holds), or an int: that HTTP status with an error
+A scripted reply is the assistant's text, a dict {"text": ..., "truncated": True} for a
+reply cut off at the token limit, a function of the request body that returns either
+(to answer with what the prompt holds), or an int: that HTTP status with an error
 body. Token counts are reported as (characters of the request's messages) // 4 in and
 (characters of the reply) // 4 out, so tests can check the accounting exactly.
 """
@@ -37,6 +38,8 @@ class FakeLLM:
                     reply = fake.replies.pop(0) if fake.replies else 503
                 if callable(reply):
                     reply = reply(body)
+                if isinstance(reply, str):
+                    reply = {"text": reply}
                 if isinstance(reply, int):
                     self._send(reply, {"error": {"message": f"scripted status {reply}",
                                                  "type": "server_error"}})
@@ -77,19 +80,23 @@ class FakeLLM:
             chars += len(m["content"]) if isinstance(m["content"], str) else 0
         return chars
 
-    def openai_body(self, body: dict, text: str) -> dict:
+    def openai_body(self, body: dict, reply: dict) -> dict:
+        text = reply["text"]
         n_in, n_out = self.prompt_chars(body) // 4, tokens_of(text)
         return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
                 "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
+                "choices": [{"index": 0,
+                             "finish_reason": "length" if reply.get("truncated") else "stop",
                              "message": {"role": "assistant", "content": text}}],
                 "usage": {"prompt_tokens": n_in, "completion_tokens": n_out,
                           "total_tokens": n_in + n_out}}
 
-    def anthropic_body(self, body: dict, text: str) -> dict:
+    def anthropic_body(self, body: dict, reply: dict) -> dict:
+        text = reply["text"]
         return {"id": "msg_fake", "type": "message", "role": "assistant",
                 "model": body["model"], "content": [{"type": "text", "text": text}],
-                "stop_reason": "end_turn", "stop_sequence": None,
+                "stop_reason": "max_tokens" if reply.get("truncated") else "end_turn",
+                "stop_sequence": None,
                 "usage": {"input_tokens": self.prompt_chars(body) // 4,
                           "output_tokens": tokens_of(text)}}
 

@@ -261,12 +261,17 @@ def test_generator_stops_at_its_token_budget():
         assert len(fake.requests) == 1
 
 
-def test_failed_request_is_a_failed_proposal():
-    with FakeLLM([500]) as fake:
+def test_failed_request_is_a_failed_proposal_a_refused_one_an_error():
+    with FakeLLM([500, 404, {"text": "```wgsl\n@compute fn main() {", "truncated": True}]) \
+            as fake:
         g = llm.OpenAIGenerator(llm.load_config("openai", "m", env=openai_env(fake.url)))
         with pytest.raises(ProposalFailed, match="request failed"):
             g.propose(make_spec(), [])
         assert len(fake.requests) == 1  # max_retries = 0
+        with pytest.raises(RuntimeError, match="refused the request"):
+            g.propose(make_spec(), [])
+        with pytest.raises(ProposalFailed, match="cut off at max_output_tokens = 16384"):
+            g.propose(make_spec(), [])
 
 
 def test_anthropic_generator_round_trip():

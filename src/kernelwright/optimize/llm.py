@@ -12,8 +12,11 @@ and one user message with the kernel's spec (source, bindings, grid, description
 reference, profile) and the attempt history (the most recent ``history_full``
 attempts in full with their source and feedback, older ones one line each). The
 reply must hold the kernel in a fenced ```wgsl block, optionally with a
-``// grid: X, Y, Z`` line; a reply without one raises ``ProposalFailed``, which the
-search loop records as a failed attempt so that the next prompt says so.
+``// grid: X, Y, Z`` line. A reply without one (or cut off at the token limit) and a
+request that failed after the SDK's retries raise ``ProposalFailed``, which the search
+loop records as a failed attempt so that the next prompt says so; a request the
+endpoint refuses (bad request, key, permission, unknown model) raises RuntimeError,
+which ends the generator's turn.
 
 Configuration, later sources overriding earlier ones:
 
@@ -66,6 +69,7 @@ EXTRA_HINT = "pip install 'kernelwright[llm]'"
 MESSAGE_CHARS = 3000  # of each attempt's feedback shown in full
 SUMMARY_CHARS = 160  # of each older attempt's one-line summary
 MAX_GRID = 65535  # WebGPU's default maxComputeWorkgroupsPerDimension
+REFUSED = (400, 401, 403, 404, 422)  # HTTP statuses no retry or other prompt would change
 
 
 @dataclass
@@ -402,6 +406,7 @@ class _Reply:
     text: str
     input_tokens: int
     output_tokens: int
+    truncated: bool = False  # cut off at max_output_tokens
 
 
 class LLMGenerator:
@@ -448,6 +453,9 @@ class LLMGenerator:
         try:
             source, grid = parse_reply(reply.text)
         except ProposalFailed as exc:
+            if reply.truncated:
+                exc.args = (f"{exc.args[0]} (the reply was cut off at max_output_tokens = "
+                            f"{self.config.max_output_tokens})",)
             exc.usage = usage
             raise
         return Candidate(source=source, grid=grid, note=_note(reply.text), usage=usage)
@@ -458,6 +466,14 @@ class LLMGenerator:
         except ImportError:
             raise ImportError(f"the {self.provider} generator needs the `{self.sdk}` package: "
                               f"{EXTRA_HINT}") from None
+
+    def _failed(self, exc: Exception, status: int | None) -> Exception:
+        """What a request's failure (after the SDK's retries) becomes: a failed attempt,
+        or, for a request the endpoint refuses as such (bad request, key, permission,
+        unknown model), an error that ends this generator's turn."""
+        if status in REFUSED:
+            return RuntimeError(f"{self.name}: the endpoint refused the request: {exc}")
+        return ProposalFailed(f"{self.name}: request failed: {exc}")
 
     def _complete(self, system: str, prompt: str) -> _Reply:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -493,11 +509,13 @@ class OpenAIGenerator(LLMGenerator):
                 model=c.model, messages=[{"role": "system", "content": system},
                                          {"role": "user", "content": prompt}], **kwargs)
         except openai.APIError as exc:
-            raise ProposalFailed(f"{self.name}: request failed: {exc}") from exc
-        text = resp.choices[0].message.content if resp.choices else ""
+            raise self._failed(exc, getattr(exc, "status_code", None)) from exc
+        choice = resp.choices[0] if resp.choices else None
+        text = choice.message.content if choice is not None else ""
         u = resp.usage
         return _Reply(text or "", int(getattr(u, "prompt_tokens", 0) or 0),
-                      int(getattr(u, "completion_tokens", 0) or 0))
+                      int(getattr(u, "completion_tokens", 0) or 0),
+                      getattr(choice, "finish_reason", None) == "length")
 
 
 class AnthropicGenerator(LLMGenerator):
@@ -525,12 +543,13 @@ class AnthropicGenerator(LLMGenerator):
                 model=c.model, system=system, max_tokens=c.max_output_tokens,
                 messages=[{"role": "user", "content": prompt}], **kwargs)
         except anthropic.APIError as exc:
-            raise ProposalFailed(f"{self.name}: request failed: {exc}") from exc
+            raise self._failed(exc, getattr(exc, "status_code", None)) from exc
         text = "".join(getattr(b, "text", "") for b in resp.content
                        if getattr(b, "type", "") == "text")
         u = resp.usage
         return _Reply(text, int(getattr(u, "input_tokens", 0) or 0),
-                      int(getattr(u, "output_tokens", 0) or 0))
+                      int(getattr(u, "output_tokens", 0) or 0),
+                      getattr(resp, "stop_reason", None) == "max_tokens")
 
 
 register("openai", OpenAIGenerator.from_name)
