@@ -24,7 +24,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS kernels (
     source TEXT NOT NULL,         -- the winner's WGSL
     grid TEXT NOT NULL,           -- JSON [x, y, z]
     knobs TEXT,                   -- JSON: template knobs that made it (built-in generator)
+    views TEXT,                   -- JSON: reads bound again as vec4 arrays (Generated.views)
     generator TEXT NOT NULL,      -- who wrote it ("builtin", "openai:MODEL", ...)
     baseline_ms REAL,             -- GPU time of the compiler's kernel
     best_ms REAL,                 -- GPU time of the winner
@@ -84,6 +85,7 @@ class KernelWinner:
     baseline_ms: float | None
     best_ms: float | None
     problem: str = ""
+    views: list[int] = field(default_factory=list)  # templates.Generated.views
 
 
 class TuneCache:
@@ -118,7 +120,7 @@ class TuneCache:
                 for r in self.rows()}
             self._kernels = {(r["device"], r["spec_key"]): KernelWinner(
                 r["source"], tuple(r["grid"]), r["knobs"], r["generator"], r["baseline_ms"],
-                r["best_ms"], r["problem"] or "") for r in self.kernel_rows()}
+                r["best_ms"], r["problem"] or "", r["views"] or []) for r in self.kernel_rows()}
             self._stamp = (st.st_mtime_ns, st.st_size)
         return True
 
@@ -127,10 +129,10 @@ class TuneCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute(
-                "INSERT OR REPLACE INTO kernels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO kernels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (device, spec_key, winner.source, json.dumps(list(winner.grid)),
-                 json.dumps(winner.knobs), winner.generator, winner.baseline_ms,
-                 winner.best_ms, winner.problem,
+                 json.dumps(winner.knobs), json.dumps(winner.views), winner.generator,
+                 winner.baseline_ms, winner.best_ms, winner.problem,
                  datetime.now(timezone.utc).isoformat(timespec="seconds")))
         self._stamp = None
 
@@ -150,7 +152,7 @@ class TuneCache:
             db.row_factory = sqlite3.Row
             rows = [dict(r) for r in db.execute("SELECT * FROM kernels")]
         for r in rows:
-            for column in ("grid", "knobs"):
+            for column in ("grid", "knobs", "views"):
                 r[column] = json.loads(r[column]) if r[column] else None
         return rows
 

@@ -20,6 +20,7 @@ that fails to tune keeps its defaults; tuning never makes a compile fail.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -82,7 +83,9 @@ def cached_choice(request: KernelRequest, cache: TuneCache,
     if optimized:
         found = cache.lookup_kernel(device, request.spec_key)
         if found is not None:
-            return request.replaced(found.source, found.grid, found.knobs)
+            return dataclasses.replace(request.default, source=found.source,
+                                       grid=tuple(found.grid), knobs=dict(found.knobs or {}),
+                                       views=list(found.views), workgroup_bytes=0)
     winner = cache.lookup(device, str(request.key))
     return winner.knobs if winner else None
 

@@ -1,0 +1,300 @@
+"""The sandbox: candidate kernels are compiled and run in a process of their own.
+
+``python -m kernelwright.optimize.sandbox`` reads jobs, one JSON object per line, on
+stdin and answers each with one JSON line (on the stdout it was started with; anything
+else the process prints goes to stderr). A job carries the kernel's bindings
+(element count, dtype, access), the *reference* kernel (the compiler's kernel, which
+was verified against PyTorch as part of the module), the current *best* kernel and one
+*candidate*. The worker
+
+1. checks the candidate's declared bindings: exactly @group(0) @binding(0..n-1), the
+   inputs `var<storage, read>`, the output `read_write` ("rejected" otherwise);
+2. builds its pipeline: a shader compiler error is "compile_error" with the text;
+3. runs the reference and the candidate on `trials` fresh random input sets (normal,
+   positive and heavy-tailed in turn; tune.tuner.random_inputs), the output poisoned
+   with NaN before every run, and compares every element with the reference's
+   (tune.tuner.compare: fp32 within 1e-4 of the output's scale). Cheats are
+   "rejected": poison left in place (part of the output unwritten), inputs written to,
+   an output equal to one of the inputs, or the same constant everywhere where the
+   reference's output varies; any other difference is a "mismatch" with the first
+   differing elements and the error norms;
+4. times the best kernel and the candidate with GPU timestamps, interleaved (best,
+   candidate, best, candidate; each the median of `reps` runs), and returns both.
+
+The parent (`Sandbox`) starts the worker once, waits for its "ready" line, sends one
+job at a time and kills the worker's process group when a job runs past its timeout
+("timeout") or the worker dies ("crash"); the next job starts a fresh worker. So a
+candidate that hangs or crashes costs that candidate only, and no candidate is ever
+compiled or run in the agent's process. Each job builds its own buffers and
+pipelines; nothing but the opened device is shared between jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+BINDING = re.compile(
+    r"(?:@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)"
+    r"|@binding\(\s*(\d+)\s*\)\s*@group\(\s*(\d+)\s*\))"
+    r"\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)")
+START_TIMEOUT_S = 180.0  # imports and opening the device
+
+
+# -- the worker (child process) ---------------------------------------------------------
+def declared_bindings(source: str) -> list[tuple[int, int, str, str, str]]:
+    """(group, binding, address space, access, name) of every resource the WGSL declares."""
+    found = []
+    for m in BINDING.finditer(source):
+        group, binding = (m.group(1), m.group(2)) if m.group(1) is not None else \
+            (m.group(4), m.group(3))
+        found.append((int(group), int(binding), m.group(5), m.group(6) or "read", m.group(7)))
+    return found
+
+
+def binding_problem(source: str, bindings: list[dict]) -> str | None:
+    """Why the candidate's declared bindings differ from the kernel's, else None."""
+    declared = declared_bindings(source)
+    want = {b["index"]: b["access"] for b in bindings}
+    seen: dict[int, str] = {}
+    for group, binding, space, access, _ in declared:
+        if group != 0 or binding not in want:
+            return f"declares @group({group}) @binding({binding}), which the kernel does not have"
+        if space != "storage":
+            return f"binding {binding} is var<{space}>; every binding is var<storage, ...>"
+        seen[binding] = access
+    for index, access in want.items():
+        if index not in seen:
+            return f"binding {index} is not declared"
+        if seen[index] != access:
+            return (f"binding {index} is declared {seen[index]}, the kernel's is {access} "
+                    "(inputs must be var<storage, read>)")
+    return None
+
+
+def evaluate(job: dict, device) -> dict:
+    """Check and time one candidate (see the module docstring)."""
+    import numpy as np
+
+    from ..runtime import Executable
+    from ..tune.tuner import TuneSettings, compare, random_inputs, run_once, time_ms
+
+    # The buffers: one per binding of the reference that views no other; a kernel's
+    # binding that views another (`alias`, a vec4 view) binds that binding's buffer.
+    ref_bindings = job["reference"]["bindings"]
+    buffers = [(b["numel"], b["dtype"]) for b in ref_bindings if b.get("alias") is None]
+    out_dtype = ref_bindings[-1]["dtype"]
+
+    def views(bindings: list[dict]) -> list[int]:
+        return [b["alias"] for b in bindings[:-1] if b.get("alias") is not None]
+
+    def build(kernel: dict) -> Executable:
+        from ..tune.tuner import single_kernel_plan
+
+        plan = single_kernel_plan("kernel", kernel["source"], tuple(kernel["grid"]), buffers,
+                                  views=views(kernel["bindings"]))
+        return Executable(plan, device)
+
+    cand = job["candidate"]
+    why = binding_problem(cand["source"], cand["bindings"])
+    own = [(b["numel"], b["dtype"]) for b in cand["bindings"] if b.get("alias") is None]
+    if why is None and own != buffers:
+        why = f"its buffers {own} are not the kernel's {buffers}"
+    aliases = [b.get("alias") is not None for b in cand["bindings"]]
+    if why is None and (aliases[:-1] != sorted(aliases[:-1]) or aliases[-1]):
+        why = "views of inputs must come after the inputs, before the output"
+    if why:
+        return {"status": "rejected", "message": f"bindings: {why}"}
+    reference = build(job["reference"])
+    try:
+        exe = build(cand)
+    except Exception as exc:  # noqa: BLE001 - the shader compiler's verdict, whatever its type
+        return {"status": "compile_error", "message": f"{type(exc).__name__}: {exc}".strip()}
+
+    inputs = random_inputs(buffers[:-1], job.get("trials", 3), job.get("seed", 0))
+    outs, wants = [], []
+    max_err = 0.0
+    for t, arrays in enumerate(inputs):
+        want = run_once(reference, arrays)[0]
+        got = run_once(exe, arrays)[0]
+        for k, (spec, a) in enumerate(zip(exe.plan.inputs, arrays)):
+            if not np.array_equal(exe.read(spec).reshape(-1), a.reshape(-1), equal_nan=True):
+                return {"status": "rejected", "message": f"writes into input buffer {k}"}
+        found = compare(want, got, out_dtype)
+        if found is not None:
+            label = f"input set {t} ({['normal', 'positive', 'heavy-tailed'][t % 3]})"
+            if found.unwritten:
+                return {"status": "rejected", "message": (
+                    f"{label}: {found.unwritten} of {found.size} output elements left unwritten "
+                    f"(the NaN poison is still there); {found.describe()}")}
+            for k, a in enumerate(arrays):
+                if a.size == got.size and np.array_equal(a.reshape(-1).view(np.uint32),
+                                                         got.reshape(-1).view(np.uint32)):
+                    return {"status": "rejected", "message": (
+                        f"{label}: the output is a copy of input buffer {k}; "
+                        f"{found.describe()}")}
+            flat = got.reshape(-1)
+            if flat.size > 1 and np.all(flat == flat[0]):
+                return {"status": "rejected", "message": (
+                    f"{label}: the output is the constant {flat[0]} everywhere; "
+                    f"{found.describe()}")}
+            return {"status": "mismatch", "message": f"{label}: {found.describe()}"}
+        if out_dtype == "f32":
+            w, g = want.astype(np.float64), got.astype(np.float64)
+            finite = np.isfinite(w)
+            if finite.any():
+                max_err = max(max_err, float(np.abs(g[finite] - w[finite]).max()))
+        outs.append(got)
+        wants.append(want)
+
+    best = build(job["best"]) if job.get("best") else reference
+    settings = TuneSettings(reps=job.get("reps", 20), warmup=job.get("warmup", 3))
+    best_times, cand_times = [], []
+    for _ in range(max(1, job.get("rounds", 2))):
+        best_times.append(time_ms(best, inputs[0], settings))
+        cand_times.append(time_ms(exe, inputs[0], settings))
+    return {"status": "correct", "time_ms": min(cand_times), "best_ms": min(best_times),
+            "max_abs_err": max_err,
+            "message": f"matches the reference on {len(inputs)} input sets "
+                       f"(max |err| {max_err:.3g})"}
+
+
+def serve() -> int:
+    """The worker loop: jobs on stdin, one JSON line per job on the original stdout."""
+    reply = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything else written to stdout (drivers, prints) goes to the log
+    sys.stdout = sys.stderr
+    from .. import runtime
+
+    device = runtime.default_device()
+    reply.write(json.dumps({"ready": True, "device": device.description,
+                            "timestamps": device.has_timestamps}) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            result = evaluate(json.loads(line), device)
+        except Exception as exc:  # noqa: BLE001 - reported as this candidate's crash
+            traceback.print_exc()
+            result = {"status": "crash", "message": f"{type(exc).__name__}: {exc}"[:4000]}
+        reply.write(json.dumps(result) + "\n")
+    return 0
+
+
+# -- the parent side --------------------------------------------------------------------
+class Sandbox:
+    """A worker process that judges one candidate at a time; restarted after a timeout
+    or a crash. Use as a context manager (or call `close`)."""
+
+    def __init__(self, log_path: str | Path | None = None, timeout_s: float = 60.0) -> None:
+        self.log_path = Path(log_path) if log_path else None
+        self.timeout_s = timeout_s
+        self.proc: subprocess.Popen | None = None
+        self.device: str | None = None
+        self.restarts = 0
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        from ..bench.runner import worker_env
+
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kernelwright.optimize.sandbox"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, start_new_session=True, env=worker_env())
+        finally:
+            if log is not subprocess.DEVNULL:
+                log.close()
+        hello = self._read_line(START_TIMEOUT_S)
+        if hello is None:
+            self.close()
+            raise RuntimeError("the sandbox worker did not start (see its log "
+                               f"{self.log_path})" if self.log_path else
+                               "the sandbox worker did not start")
+        self.device = json.loads(hello).get("device")
+
+    def _read_line(self, timeout_s: float) -> str | None:
+        """One line from the worker, or None when it died or the time ran out."""
+        assert self.proc is not None and self.proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout_s
+        buf = b""
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(min(left, 1.0)):
+                    if left <= 0:
+                        return None
+                    continue
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+                if not chunk:
+                    return None
+                buf += chunk
+                if buf.endswith(b"\n"):
+                    return buf.decode()
+        finally:
+            sel.close()
+
+    def evaluate(self, job: dict, timeout_s: float | None = None) -> dict:
+        """The worker's verdict on one job; "timeout" or "crash" when it hangs or dies."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        assert self.proc is not None and self.proc.stdin is not None
+        timeout = timeout_s or self.timeout_s
+        try:
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.flush()
+            line = self._read_line(timeout)
+        except (BrokenPipeError, OSError):
+            line = None
+        if line is not None:
+            return json.loads(line)
+        died = self.proc.poll()
+        self.close()
+        self.restarts += 1
+        if died is None:
+            return {"status": "timeout", "message": f"killed after {timeout:g} s"}
+        return {"status": "crash", "message": f"the sandbox worker died ({_exit(died)})"}
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self.proc = None
+
+
+def _exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
