@@ -31,6 +31,7 @@ class Binding:
     shape: tuple[int, ...]
     dtype: str  # device dtype: "f32" | "i32" | "bool" (bool stored as u32)
     access: str  # "read" | "read_write"
+    alias: int | None = None  # the binding whose buffer this one views too (a vec4 view)
 
 
 @dataclass
@@ -75,6 +76,9 @@ class Candidate:
     note: str = ""  # the generator's own summary of the change
     # {"input_tokens": .., "output_tokens": .., "cost_usd": ..} spent to make it
     usage: dict = field(default_factory=dict)
+    # Its bindings when they differ from spec.bindings (e.g. template knobs that add a vec4
+    # view of an input); the buffers behind them (non-alias bindings) are the spec's.
+    bindings: list[Binding] | None = None
 
 
 class ProposalFailed(Exception):
