@@ -462,13 +462,9 @@ def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
             idx = tuple(min(max(i - lo, 0), s - 1)
                         for i, (lo, _), s in zip(idx, node.attrs["pads"], x.shape))
         elif op == "window":
-            at = node.attrs
-            nd = len(at["kernel"])
-            lead = len(x.shape) - nd
-            idx = idx[:lead] + tuple(
-                min(max((o * s - p + k * d) // e, 0), n - 1) for o, k, s, p, d, e, n in zip(
-                    idx[lead + nd:], idx[lead:lead + nd], at["stride"], at["padding"],
-                    at["dilation"], at["spacing"], x.shape[lead:]))
+            # not one affine map (taps wrap at the kernel's edge, padding clamps): three
+            # probes would mislead; templates then load it along their output dim
+            return None
         else:
             return None
         v = x
