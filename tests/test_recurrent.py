@@ -96,3 +96,22 @@ def test_lstm_classifier():
 
     torch.manual_seed(4)
     check(Classifier(), torch.randn(2, 5, 4))
+
+
+def test_lstm_nested_outputs_and_final_state_shapes():
+    # (out, (h_n, c_n)) as nn.LSTM returns it: check() compares every leaf. torch 2.11's
+    # decomposition gave h_n/c_n a unit dim too many ([1, 1, 2, 5]); capture corrects it
+    # (capture.lstm_state_shapes), here also for a state read further on.
+    class LastState(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(3, 5, num_layers=2)
+            self.head = nn.Linear(5, 2)
+
+        def forward(self, x):
+            _, (h, c) = self.lstm(x)
+            return self.head(h[-1]) + c.sum(0).mean(-1, keepdim=True)
+
+    torch.manual_seed(5)
+    check(nn.LSTM(3, 5), torch.randn(4, 2, 3))
+    check(LastState(), torch.randn(3, 2, 3))

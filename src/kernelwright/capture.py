@@ -10,10 +10,12 @@ naming the op and the user's source line.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import numpy as np
 import torch
+import torch._decomp.decompositions
 import torch.fx
 
 from .ir import CompileError, GraphBuilder, Value
@@ -34,11 +36,41 @@ def user_line(node: torch.fx.Node) -> str:
 
 
 def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.ExportedProgram:
+    with lstm_state_shapes():
+        try:
+            ep = torch.export.export(module, tuple(example_inputs), strict=False)
+        except Exception as e:
+            raise CompileError(f"torch.export could not capture {type(module).__name__}: "
+                               f"{e}") from e
+        return ep.run_decompositions(decomposition_table())
+
+
+@contextlib.contextmanager
+def lstm_state_shapes():
+    """While exporting, each LSTM layer's final states keep the shape of its initial ones.
+    torch 2.11's decomposition of aten.lstm (torch/_decomp, one_layer_lstm) squeezes them
+    on dim 1 instead of 0, and as export traces with that decomposition, h_n and c_n and
+    everything computed from them get a unit dim too many ([L, 1, B, H] for [L, B, H]) in
+    the graph and its recorded shapes, unlike eager PyTorch. The layer functions are
+    wrapped to reshape the states they return to their inputs' shapes: a no-op (no node)
+    on versions that get it right."""
+    decomps = torch._decomp.decompositions
+    names = [n for n in ("one_layer_lstm", "mkldnn_one_layer_lstm") if hasattr(decomps, n)]
+    originals = {n: getattr(decomps, n) for n in names}
+
+    def keeping_shapes(layer):
+        def run(inp, hidden, *args, **kwargs):
+            out, (h, c) = layer(inp, hidden, *args, **kwargs)
+            return out, (h.reshape(hidden[0].shape), c.reshape(hidden[1].shape))
+        return run
+
+    for n in names:
+        setattr(decomps, n, keeping_shapes(originals[n]))
     try:
-        ep = torch.export.export(module, tuple(example_inputs), strict=False)
-    except Exception as e:
-        raise CompileError(f"torch.export could not capture {type(module).__name__}: {e}") from e
-    return ep.run_decompositions(decomposition_table())
+        yield
+    finally:
+        for n in names:
+            setattr(decomps, n, originals[n])
 
 
 # ATen ops kept whole through decomposition: the registry lowers each onto a template
