@@ -14,6 +14,7 @@ import importlib
 SUBCOMMANDS = [
     "kernelwright.bench.command",  # kernelwright bench
     "kernelwright.tune.command",  # kernelwright tune
+    "kernelwright.optimize.command",  # kernelwright optimize
 ]
 
 
