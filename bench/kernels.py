@@ -2,6 +2,7 @@
 
     python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
                             [--out bench/results/kernels.json]
+    python bench/kernels.py --matmul-variants [--out bench/results/matmul_variants.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
 timestamps (median over reps, inputs rotated among 3 sets), PyTorch's from CUDA
@@ -9,6 +10,11 @@ events (median, same inputs; fp32 with TF32 off: strict mode). Reported per case
 kernelwright ms, torch ms, ratio (torch / kernelwright: above 1 is faster), and the
 achieved rate (TFLOP/s for compute-bound cases, TB/s of bytes read + written for
 memory-bound ones).
+
+--matmul-variants times, for each GEMM case (MATMUL_CASES), every setting of the matmul
+template's search space for its shape (templates.matmul_space), each forced through the
+knob chooser hook (tune.choosing) and checked against PyTorch on the GPU, and writes
+every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
+from kernelwright import tune
 from kernelwright.ops import conv as conv_ops
 
 
@@ -103,6 +110,64 @@ CASES = {
 }
 
 
+MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096")
+
+
+def matmul_variants(args, dev) -> None:
+    """Every matmul setting of the space, per GEMM case: GPU ms, TFLOP/s, ratio to
+    PyTorch and the error against PyTorch's result on the GPU. The JSON is rewritten
+    after each variant, so that a run cut short keeps what it measured."""
+    out = dict(device=dev.description, torch=torch.__version__,
+               precision="strict fp32 (TF32 off)", cases=[])
+    cuda = torch.cuda.is_available()
+    for name in MATMUL_CASES:
+        if args.only and args.only not in name:
+            continue
+        case = CASES[name]
+        torch.manual_seed(0)
+        module = case["module"].eval()
+        sets = [case["inputs"]() for _ in range(3)]
+        with torch.no_grad():
+            ref = (module.cuda()(*[x.cuda() for x in sets[0]]).cpu() if cuda
+                   else module(*sets[0]))
+        scale = ref.abs().max().item() or 1.0
+        ref_ms = torch_ms(module, sets, args.reps) if cuda else float("nan")
+        module = module.cpu()
+        requests = []
+        with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind == "matmul"
+                           else None):
+            kernelwright.compile(module, sets[0])
+        (request,) = requests
+        row = dict(case=name, torch_ms=round(ref_ms, 4),
+                   torch_tflops=round(case["flops"] / ref_ms / 1e9, 2), key=str(request.key),
+                   variants=[])
+        out["cases"].append(row)
+        for knobs in request.space:
+            variant = dict(knobs=knobs)
+            try:
+                with tune.choosing(lambda r, k=knobs: k if r.kind == "matmul" else None):
+                    compiled = kernelwright.compile(module, sets[0])
+                used = [k.knobs for k in compiled.plan.kernels if k.key == str(request.key)]
+                if used != [knobs]:
+                    raise RuntimeError(f"the compile used {used}")
+                got = compiled(*sets[0], poison=True)
+                err = (got - ref).abs().max().item()
+                ms = statistics.median(compiled.gpu_times_ms(sets, args.reps))
+                variant.update(ms=round(ms, 4), tflops=round(case["flops"] / ms / 1e9, 2),
+                               ratio=round(ref_ms / ms, 4), rel_err=err / scale,
+                               correct=err <= 1e-4 * max(1.0, scale))
+                del compiled
+            except Exception as exc:  # noqa: BLE001 - record the failure, measure the rest
+                variant["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            row["variants"].append(variant)
+            print(json.dumps(dict(case=name, **variant)), flush=True)
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(out, indent=1))
+        best = max((v for v in row["variants"] if v.get("correct")),
+                   key=lambda v: v["tflops"], default=None)
+        print(f"{name}: best {best}", flush=True)
+
+
 def torch_ms(module, sets, reps):
     with torch.no_grad():
         m = module.cuda()
@@ -125,7 +190,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="")
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--out", default="bench/results/kernels.json")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--matmul-variants", action="store_true",
+                    help="time every setting of the matmul space on the GEMM cases")
     ap.add_argument("--conv-lowering", choices=("auto", "gemm", "direct"), default="auto",
                     help="convolutions through ops/conv.py's choice (auto), or all through "
                          "the implicit GEMM or the direct kernel (where each applies)")
@@ -137,6 +204,11 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = kernelwright.runtime.default_device()
+    if args.matmul_variants:
+        args.out = args.out or "bench/results/matmul_variants.json"
+        matmul_variants(args, dev)
+        return
+    args.out = args.out or "bench/results/kernels.json"
     rows = []
     for name, case in CASES.items():
         if args.only and args.only not in name:

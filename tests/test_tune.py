@@ -27,9 +27,10 @@ from kernelwright.plan import Plan
 from kernelwright.tune import choose as choose_module
 from kernelwright.tune import tuner
 
-WINNER = {"BM": 32, "BN": 32, "TM": 2, "TN": 2, "BK": 8}  # a setting in the test matmul's space
-BROKEN = {"BM": 16, "BN": 64, "TM": 1, "TN": 4, "BK": 8}
-UNCOMPILABLE = {"BM": 64, "BN": 16, "TM": 4, "TN": 1, "BK": 8}
+# settings in the test matmul's space
+WINNER = {"BM": 32, "BN": 32, "TM": 2, "TN": 2, "BK": 8, "VEC": 1, "DB": 1}
+BROKEN = {"BM": 16, "BN": 64, "TM": 1, "TN": 4, "BK": 8, "VEC": 1, "DB": 1}
+UNCOMPILABLE = {"BM": 64, "BN": 16, "TM": 4, "TN": 1, "BK": 8, "VEC": 1, "DB": 1}
 
 
 @pytest.fixture(autouse=True)
@@ -76,10 +77,11 @@ def _sdpa(q, k, v):
 
 CASES = {
     # name: (kind, module, input shapes, settings the space must hold at least)
+    # (the settings for large products: tests/test_matmul_knobs.py)
     "matmul": ("matmul", Fn(lambda a, b: torch.relu(a @ b)), [(130, 37), (37, 131)],
-               templates.matmul_space(1 << 12, 1 << 12, 1 << 12)),
+               templates.matmul_space(256, 256, 64)),
     "matmul_transposed_b": ("matmul", Fn(lambda a, b: a @ b.t()), [(130, 37), (131, 37)],
-                            templates.matmul_space(1 << 12, 1 << 12, 1 << 12)),
+                            templates.matmul_space(256, 256, 64)),
     "elementwise": ("elementwise", Fn(lambda x: F.gelu(x) * 2), [(3, 1001)],
                     templates.elementwise_space(1 << 24)),
     "reduce_rows": ("reduce", Fn(lambda x: x.sum(-1)), [(37, 300)],
@@ -126,7 +128,8 @@ def test_knobs_outside_a_template_are_errors_and_a_chooser_cannot_break_a_compil
     module, inputs = Fn(lambda a, b: a @ b), [torch.randn(20, 9), torch.randn(9, 11)]
     _, (request,) = requests_of(module, inputs)
     for bad in ({"BM": 48, "TM": 5}, {"BM": 512, "BN": 512, "TM": 1, "TN": 1},
-                {"BQ": 8}, {"BK": 64, "BM": 64, "BN": 64}):
+                {"BQ": 8}, {"BK": 64, "BM": 128, "BN": 128, "TM": 8, "TN": 8},
+                {"VEC": 4}, {"DB": 3}):
         with pytest.raises(CompileError):
             request.generate(bad)
     with tune.choosing(lambda request: {"BM": 48, "TM": 5}):
@@ -178,7 +181,7 @@ def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypa
     second = kernelwright.compile(module, inputs)  # the default mode: the cache's answer
     kernel = second.plan.kernels[0]
     assert kernel.knobs == WINNER and kernel.source == first.plan.kernels[0].source
-    assert "array<f32, 8 * 32>" in kernel.source  # tile_a: BK * BM
+    assert "tile_a: array<f32, 256>" in kernel.source  # BK * BM
     assert_matches(second(*inputs), torch.relu(inputs[0] @ inputs[1]))
     with tune.tuning(settings) as session:
         kernelwright.compile(module, inputs)
@@ -208,10 +211,10 @@ def test_wrong_and_uncompilable_candidates_are_discarded(tune_db, monkeypatch):
 
     def sabotaged(src, materialized, out, tnode, knobs=None):
         tmpl, slots, grid, used = fill(src, materialized, out, tnode, knobs)
-        if knobs == BROKEN:  # one product too many, in every element's first accumulator
-            slots["MULTIPLY"] += "\n            acc_0_0 = acc_0_0 + 1.0;"
+        if knobs == BROKEN:  # every element's first accumulator starts at 1
+            slots["ACCUMULATORS"] += "\n    acc_0_0 = 1.0;"
         if knobs == UNCOMPILABLE:
-            slots["MULTIPLY"] += "\n            this is not wgsl;"
+            slots["ACCUMULATORS"] += "\n    this is not wgsl;"
         return tmpl, slots, grid, used
 
     def with_invalid(out, tnode):

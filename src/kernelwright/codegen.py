@@ -208,6 +208,7 @@ class KernelSource:
     def __init__(self, buffer_of) -> None:
         self.buffer_of = buffer_of  # Value -> buffer id for materialized values
         self.reads: list[Value] = []
+        self.views: list[int] = []  # reads bound a second time as array<vec4<f32>> (in<i>v4)
         self.helpers: set[str] = set()
 
     def bind(self, v: Value) -> str:
@@ -217,11 +218,21 @@ class KernelSource:
         self.reads.append(v)
         return f"in{len(self.reads) - 1}"
 
+    def view4(self, v: Value) -> str:
+        """A vec4 view of the (f32) buffer of `v`, for 16-byte loads: bound after the
+        reads, before the output (`bindings`, `Generated.binding_ids`)."""
+        i = int(self.bind(v)[2:])
+        if i not in self.views:
+            self.views.append(i)
+        return f"in{i}v4"
+
     def bindings(self, out: Value) -> str:
         lines = [f"@group(0) @binding({i}) var<storage, read> in{i}: array<{BUFFER_TYPE[v.dtype]}>;"
                  for i, v in enumerate(self.reads)]
-        lines.append(f"@group(0) @binding({len(self.reads)}) var<storage, read_write> out: "
-                     f"array<{BUFFER_TYPE[out.dtype]}>;")
+        lines += [f"@group(0) @binding({len(self.reads) + j}) var<storage, read> in{i}v4: "
+                  "array<vec4<f32>>;" for j, i in enumerate(self.views)]
+        lines.append(f"@group(0) @binding({len(self.reads) + len(self.views)}) var<storage, "
+                     f"read_write> out: array<{BUFFER_TYPE[out.dtype]}>;")
         return "\n".join(lines)
 
 

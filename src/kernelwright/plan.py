@@ -7,7 +7,8 @@ kernel in it replaced by another with the same bindings.
 
 Buffers are physical: the memory planner has already folded intermediates whose
 lifetimes do not overlap into one buffer, so `Buffer.size` is the largest tensor it
-ever holds. Each kernel binds buffers by id: its inputs in order, then its output.
+ever holds. Each kernel binds buffers by id: its inputs in order (then vec4 views of
+some of them, templates.Generated.views), then its output.
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ class Buffer:
 class Kernel:
     name: str  # what it computes, e.g. "matmul+add+relu"
     source: str  # WGSL
-    bindings: list[int]  # buffer ids: inputs..., then the output
+    bindings: list[int]  # buffer ids: inputs..., vec4 views of some of them, then the output
     grid: tuple[int, int, int]  # workgroups dispatched
     source_lines: list[str] = field(default_factory=list)  # user lines it came from
     key: str = ""  # what it computes, independent of knobs (templates.KernelKey)
     knobs: dict = field(default_factory=dict)  # the template knobs it was generated with
+    workgroup_bytes: int = 0  # workgroup memory it declares (runtime checks the device allows it)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -65,12 +66,24 @@ class Device:
             t0 = time.perf_counter()
             module = self.device.create_shader_module(code=source)
             pipe = self.device.create_compute_pipeline(
-                layout="auto", compute={"module": module, "entry_point": "main"})
+                layout=self._layout(source), compute={"module": module, "entry_point": "main"})
             self.pipeline_seconds += time.perf_counter() - t0
             self._pipelines[key] = pipe
         return pipe
 
+    def _layout(self, source: str) -> wgpu.GPUPipelineLayout:
+        """The pipeline layout of every storage binding the kernel declares ("auto" would
+        drop the bindings a shader never reads, e.g. a buffer the matmul reads only
+        through its vec4 view)."""
+        entries = [{"binding": int(i), "visibility": wgpu.ShaderStage.COMPUTE,
+                    "buffer": {"type": wgpu.BufferBindingType.storage if access == "read_write"
+                               else wgpu.BufferBindingType.read_only_storage}}
+                   for i, access in _BINDING.findall(source)]
+        group = self.device.create_bind_group_layout(entries=entries)
+        return self.device.create_pipeline_layout(bind_group_layouts=[group])
 
+
+_BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var<storage,\s*(read|read_write)>")
 _DEFAULT: Device | None = None
 
 
@@ -127,6 +140,14 @@ class Executable:
         self.buffers = [d.create_buffer(size=_aligned(b.nbytes), usage=usage) for b in plan.buffers]
         for bid, data in plan.constants.items():
             d.queue.write_buffer(self.buffers[bid], 0, np.ascontiguousarray(data))
+        # wgpu does not check a shader's workgroup memory against the device's limit
+        # (which open_device requested in full): knobs that need more than the device has
+        # fail here, and the tuner discards them.
+        limit = d.limits.get("max-compute-workgroup-storage-size", 16384)
+        for k in plan.kernels:
+            if k.workgroup_bytes > limit:
+                raise RuntimeError(f"kernel {k.name} ({k.knobs}) needs {k.workgroup_bytes} bytes "
+                                   f"of workgroup memory; {self.dev.description} has {limit}")
         self.steps = []
         pipes = self.dev.pipelines([k.source for k in plan.kernels])
         for k, pipe in zip(plan.kernels, pipes):

@@ -211,12 +211,12 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
 
     kernels = []
     for g, gen in zip(groups, gens):
-        bindings = [buffer_of[v] for v in gen.reads] + [buffer_of[g.root]]
+        bindings = gen.binding_ids([buffer_of[v] for v in gen.reads], buffer_of[g.root])
         ops = [n.attrs.get("fn", n.op) for n in reversed(g.members) if n.op not in
                ("reshape", "permute", "expand")]
         lines = sorted({n.source for n in g.members if n.source})
         kernels.append(Kernel("+".join(dict.fromkeys(ops)) or "copy", gen.source, bindings,
-                              gen.grid, lines, str(gen.key), gen.knobs))
+                              gen.grid, lines, str(gen.key), gen.knobs, gen.workgroup_bytes))
     return Plan(
         buffers=buffers,
         kernels=kernels,

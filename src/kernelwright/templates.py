@@ -40,6 +40,7 @@ from .codegen import (
     KernelSource,
     _cast,
     buffer_address,
+    contiguous_strides,
     literal,
     template,
     to_buffer,
@@ -408,7 +409,13 @@ def _scan(src, materialized, out, tnode, knobs=None):
     return "scan", slots, (gx, math.ceil(max(1, rows) / gx), 1), knobs
 
 
-MATMUL_BK = 16  # the K depth of one staged tile
+MATMUL_BK = 16  # the K depth of one staged tile in the default knobs
+# The most workgroup memory a matmul setting may declare: twice WebGPU's default. The
+# runtime asks the adapter for its limit (32 KiB and more on desktop Vulkan drivers,
+# 48 KiB on NVIDIA's) and refuses a kernel that needs more than the device has, so
+# such settings fall back to the defaults there (the tuner discards them).
+MATMUL_WORKGROUP_BYTES = 32768
+_LANES = "xyzw"
 
 
 def matmul_tiles(m: int, n: int) -> tuple[int, int, int, int]:
@@ -426,23 +433,61 @@ def matmul_tiles(m: int, n: int) -> tuple[int, int, int, int]:
 
 
 def matmul_knobs(m: int, n: int) -> dict:
+    """The default knobs: the tiles above, BK = 16, scalar staged tiles (VEC = 1) in one
+    buffer (DB = 1). VEC = 4 stages vec4 fragments and loads 16 bytes per load where
+    the operand allows; DB = 2 double-buffers the staged tiles (see _matmul)."""
     bm, bn, tm, tn = matmul_tiles(m, n)
-    return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK}
+    return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK, "VEC": 1, "DB": 1}
 
 
-# The matmul's search space: (BM, BN, TM, TN) tiles, each with 256 invocations, times BK.
+_MATMUL_KNOBS = ("BM", "BN", "TM", "TN", "BK", "VEC", "DB")
+# The search space. Products of at least 512 x 512 (where the default is 128 x 128 with
+# 8 x 8 per invocation) try MATMUL_VARIANTS, ~16 settings that vary one lever at a time
+# around the default: double buffering alone, vec4 fragments alone, both, BK, the tile
+# shape (128 x 64, 64 x 128, 8 x 16 blocks, 256 x 128). Smaller products try the scalar
+# tiles MATMUL_TILES x MATMUL_BKS (each with 256 invocations) and MATMUL_VEC_VARIANTS.
+MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
+    (128, 128, 8, 8, 16, 1, 1),  # the default (measured: 20.8 TFLOP/s at 4096^3 on the H200)
+    (128, 128, 8, 8, 8, 1, 2),
+    (128, 128, 8, 8, 16, 1, 2),
+    (128, 128, 8, 8, 8, 4, 1),
+    (128, 128, 8, 8, 16, 4, 1),
+    (128, 128, 8, 8, 32, 4, 1),
+    (128, 128, 8, 8, 8, 4, 2),
+    (128, 128, 8, 8, 16, 4, 2),
+    (128, 128, 8, 16, 8, 4, 2),
+    (128, 128, 8, 16, 16, 4, 2),
+    (128, 64, 8, 8, 16, 4, 2),
+    (128, 64, 8, 8, 32, 4, 1),
+    (64, 128, 8, 8, 16, 4, 2),
+    (256, 128, 8, 16, 8, 4, 2),
+    (256, 128, 8, 16, 16, 4, 1),
+    (64, 64, 4, 4, 16, 4, 2),
+)
 MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
                 (64, 128, 4, 8), (128, 64, 8, 4), (128, 128, 8, 8))
 MATMUL_BKS = (8, 16, 32)
+MATMUL_VEC_VARIANTS = ((64, 64, 4, 4, 16, 4, 2), (64, 64, 4, 4, 8, 4, 1),
+                       (64, 128, 4, 8, 16, 4, 2), (128, 64, 8, 4, 16, 4, 2))
+
+
+def matmul_workgroup_bytes(knobs: dict) -> int:
+    """Workgroup memory of a setting: BK-deep slices of A and B, once or twice."""
+    return (knobs["BM"] + knobs["BN"]) * knobs["BK"] * 4 * knobs["DB"]
 
 
 def matmul_space(m: int, n: int, k: int) -> list[dict]:
     """Tiles whose sides are at most twice the product's (rounded up to a power of two),
-    BK at most K (rounded up), staged tiles that fit workgroup memory."""
-    return [{"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": bk}
-            for bm, bn, tm, tn in MATMUL_TILES for bk in MATMUL_BKS
-            if bm <= 2 * _pow2_ceil(m) and bn <= 2 * _pow2_ceil(n)
-            and bk <= max(8, _pow2_ceil(k)) and (bm + bn) * bk * 4 <= WORKGROUP_BYTES]
+    BK at most K (rounded up), staged tiles within MATMUL_WORKGROUP_BYTES."""
+    if m >= 512 and n >= 512:
+        rows = MATMUL_VARIANTS
+    else:
+        rows = tuple((bm, bn, tm, tn, bk, 1, 1) for bm, bn, tm, tn in MATMUL_TILES
+                     for bk in MATMUL_BKS) + MATMUL_VEC_VARIANTS
+    space = [dict(zip(_MATMUL_KNOBS, row)) for row in rows]
+    return [s for s in space if s["BM"] <= 2 * _pow2_ceil(m) and s["BN"] <= 2 * _pow2_ceil(n)
+            and s["BK"] <= max(8, _pow2_ceil(k))
+            and matmul_workgroup_bytes(s) <= MATMUL_WORKGROUP_BYTES]
 
 
 def _contiguous_dim(v: Value, materialized) -> int | None:
@@ -460,49 +505,304 @@ def _contiguous_dim(v: Value, materialized) -> int | None:
     return None
 
 
+def _plain_strides(v: Value, materialized) -> tuple[Value, int, list[int]] | None:
+    """(buffer value, offset, strides) when `v` is one f32 buffer read at an affine
+    index through movement ops alone (permute, expand, slice, reshapes that keep a
+    view): a loader the matmul may replace by vec4 loads. None otherwise."""
+    if 0 in v.shape:
+        return None
+    if v.kind in ("input", "const") or v in materialized:
+        return (v, 0, contiguous_strides(v.shape)) if v.dtype == "f32" else None
+    if v.kind != "node" or v.node.op not in ("permute", "expand", "slice", "reshape"):
+        return None
+    node, x = v.node, v.node.inputs[0]
+    inner = _plain_strides(x, materialized)
+    if inner is None:
+        return None
+    root, offset, st = inner
+    if node.op == "permute":
+        st = [st[d] for d in node.attrs["dims"]]
+    elif node.op == "expand":
+        lead = len(v.shape) - len(x.shape)
+        st = [0] * lead + [0 if s == 1 else t for s, t in zip(x.shape, st)]
+    elif node.op == "slice":
+        d = node.attrs["dim"]
+        offset += node.attrs["start"] * st[d]
+        st = st[:d] + [st[d] * node.attrs["step"]] + st[d + 1:]
+    else:
+        st = _view_strides(x.shape, st, v.shape)
+        if st is None:
+            return None
+    return root, offset, st
+
+
+def _view_strides(shape, strides, new_shape) -> list[int] | None:
+    """Strides of `new_shape` viewing data of `shape` with `strides`, or None when the
+    reshape is no view: each run of dims whose sizes multiply to the same number must
+    be contiguous among itself (unit dims take no part)."""
+    old = [(s, t) for s, t in zip(shape, strides) if s != 1]
+    new = [i for i, s in enumerate(new_shape) if s != 1]
+    res = [0] * len(new_shape)
+    a = b = 0
+    while b < len(new):
+        if a >= len(old):
+            return None
+        a2, b2, pa, pb = a + 1, b + 1, old[a][0], new_shape[new[b]]
+        while pa != pb:
+            if pa < pb and a2 < len(old):
+                pa, a2 = pa * old[a2][0], a2 + 1
+            elif pb < pa and b2 < len(new):
+                pb, b2 = pb * new_shape[new[b2]], b2 + 1
+            else:
+                return None
+        group = old[a:a2]
+        if any(t0 != t1 * s1 for (_, t0), (s1, t1) in zip(group, group[1:])):
+            return None
+        stride = group[-1][1]
+        for i in reversed(new[b:b2]):
+            res[i], stride = stride, stride * new_shape[i]
+        a, b = a2, b2
+    return res if a == len(old) else None
+
+
+@dataclass
+class _Operand:
+    """One matmul operand as the tile code sees it: `rows` (BM or BN) rows of the tile
+    along the output dim (m for A, n for B), `size` of that dim, the register block's
+    `per` rows per invocation spread over `threads` invocations along `tid`."""
+
+    name: str  # "a" or "b"
+    rows: int
+    size: int
+    base: str  # the tile's first row: "m0" or "n0"
+    tid: str  # "ty" or "tx"
+    threads: int  # TY or TX
+    per: int  # TM or TN
+    row_dim: int  # the loader dim of the rows (A: 1, B: 2); K is the other of 1, 2
+    contiguous: str | None  # "row", "k" or None (unknown): which dim is contiguous
+    layout: str  # "O": fragments along the rows, "K": along K (vec4 only)
+    width: int  # 1 (scalars) or 4 (vec4)
+    view: tuple[str, int, list[int]] | None  # vec4 view name, offset, strides: 16-byte loads
+
+    def call(self, row: str, k: str) -> str:
+        return f"load_a(b, {row}, {k})" if self.name == "a" else f"load_b(b, {k}, {row})"
+
+    def row_of(self, i: int) -> str:
+        """The tile row of the invocation's i-th row (A: m, B: n)."""
+        if self.layout == "K":
+            return f"{self.tid} + {i * self.threads}"
+        w = self.width
+        return f"({self.tid} + {i // w * self.threads}) * {w} + {i % w}"
+
+
+def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Operand:
+    vec = knobs["VEC"]
+    a = name == "a"
+    row_dim = 1 if a else 2
+    cdim = _contiguous_dim(x, materialized)
+    contiguous = None if cdim is None else ("row" if cdim == row_dim else "k")
+    layout = "K" if vec == 4 and contiguous == "k" else "O"
+    width = 1 if vec == 1 else 4
+    view = None
+    plain = _plain_strides(x, materialized) if vec == 4 else None
+    if plain is not None:
+        root, offset, st = plain
+        vdim = row_dim if layout == "O" else 3 - row_dim  # the dim a vec4 runs along
+        if (st[vdim] == 1 and x.shape[vdim] % 4 == 0 and offset % 4 == 0
+                and all(s % 4 == 0 for d, s in enumerate(st) if d != vdim)):
+            view = (src.view4(root), offset, st)
+    return _Operand(name, knobs["BM" if a else "BN"], x.shape[row_dim], "m0" if a else "n0",
+                    "ty" if a else "tx", knobs["BM"] // knobs["TM"] if a else
+                    knobs["BN"] // knobs["TN"], knobs["TM" if a else "TN"], row_dim,
+                    contiguous, layout, width, view)
+
+
+def _matmul_tile_code(op: _Operand, bk: int, nt: int, k: int, db: int):
+    """Declarations, prefetch registers, and the code that fetches one staged tile of
+    the operand into registers (at K offset `kb`) and stores it (at `{off}`)."""
+    w, rows = op.width, op.rows
+    vec_t = "f32" if w == 1 else "vec4<f32>"
+    per_buffer = rows * bk // w
+    decl = f"var<workgroup> tile_{op.name}: array<{vec_t}, {per_buffer * db}>;"
+    chunks = bk // 4
+    if op.layout == "O":
+        units, groups = per_buffer, rows // w
+        if op.contiguous == "k":
+            pos = f"let kq = t % {bk}; let rq = t / {bk};"
+        else:
+            pos = f"let rq = t % {groups}; let kq = t / {groups};"
+        elems = [(f"rq * {w} + {e}" if w > 1 else "rq", "kq") for e in range(w)]
+        slot = f"kq * {groups} + rq"
+    else:
+        units = per_buffer
+        if op.contiguous == "row":
+            pos = f"let rq = t % {rows}; let kq = (t / {rows}) * 4;"
+        else:
+            pos = f"let kq = (t % {chunks}) * 4; let rq = t / {chunks};"
+        elems = [("rq", f"kq + {e}") for e in range(4)]
+        slot = f"rq * {chunks} + ((kq / 4) ^ {_swizzle('rq', chunks)})"
+    prefetch, fetch, store = [], [], []
+    for u in range(-(-units // nt)):
+        reg = f"p{op.name}{u}"
+        prefetch.append(f"    var {reg}: {vec_t};")
+        head = f"let t = lin + {u * nt}; {pos}"
+        if op.view is not None:
+            name, offset, st = op.view
+            r, kk = elems[0]
+            terms = [str(offset // 4)] if offset else []
+            for dim, idx in ((0, "b"), (op.row_dim, f"({op.base} + {r})"),
+                             (3 - op.row_dim, f"(kb + {kk})")):
+                if st[dim] == 1:
+                    terms.append(f"{idx} / 4")
+                elif st[dim]:
+                    terms.append(f"{idx} * {st[dim] // 4}")
+            body = (f"{reg} = vec4<f32>(0.0); if ({op.base} + {r} < {op.size} && kb + {kk} < {k})"
+                    f" {{ {reg} = {name}[{' + '.join(terms)}]; }}")
+        else:
+            body = f"{reg} = {vec_t}(0.0);"
+            for e, (r, kk) in enumerate(elems):
+                lane = f"{reg}.{_LANES[e]}" if w > 1 else reg
+                body += (f" if ({op.base} + {r} < {op.size} && kb + {kk} < {k})"
+                         f" {{ {lane} = {op.call(f'{op.base} + {r}', f'kb + {kk}')}; }}")
+        st_line = f"tile_{op.name}[{{off}} + {slot}] = {reg};"
+        f_line, s_line = f"{head} {body}", f"{head} {st_line}"
+        if (u + 1) * nt > units:  # a last round that only part of the workgroup loads
+            f_line = f"if (lin + {u * nt} < {units}) {{ {f_line} }}"
+            s_line = f"if (lin + {u * nt} < {units}) {{ {s_line} }}"
+        fetch.append(f"{{ {f_line} }}")
+        store.append(f"{{ {s_line} }}")
+    return decl, per_buffer, prefetch, fetch, store
+
+
+def _swizzle(row: str, chunks: int) -> str:
+    """The XOR swizzle of K-major vec4 tiles: row r's chunk c is stored at c ^ s(r), so
+    that 8 consecutive rows read at one chunk hit 8 different 16-byte bank groups."""
+    shift = max(0, 3 - (chunks.bit_length() - 1))  # rows per swizzle step: 8 / chunks
+    return f"(({row} >> {shift}u) & {chunks - 1})" if shift else f"({row} & {chunks - 1})"
+
+
+def _matmul_multiply(a: _Operand, b: _Operand, bk: int, vec: int) -> list[str]:
+    """The unrolled register block of one K step (VEC = 1) or four (VEC = 4): A's values
+    for the step held in registers, B's streamed, one fma per accumulator and k."""
+    lines = []
+    steps = 1 if vec == 1 else 4
+    kv = "kk" if vec == 1 else "kq"
+
+    def fragment(op: _Operand, g: int, c: int, off: str) -> str:
+        """Tile element (vec4 or scalar) g of the operand's fragment at step c."""
+        if op.layout == "K":
+            chunks = bk // 4
+            z = f"z{op.name}" if op.threads % 8 == 0 else _swizzle(f"({op.row_of(g)})", chunks)
+            return f"tile_{op.name}[{off} + ({op.row_of(g)}) * {chunks} + (({kv} / 4) ^ {z})]"
+        groups = op.rows // op.width
+        k = kv if c == 0 else f"{kv} + {c}"
+        return f"tile_{op.name}[{off} + ({k}) * {groups} + {op.tid} + {g * op.threads}]"
+
+    def value(op: _Operand, var: str, i: int, c: int) -> str:
+        if op.layout == "K":
+            return f"{var}{i}.{_LANES[c]}"
+        if op.width == 1:
+            return f"{var}{i}_{c}"
+        return f"{var}{i // 4}_{c}.{_LANES[i % 4]}"
+
+    if a.layout == "K":
+        lines += [f"let a{i} = {fragment(a, i, 0, 'aoff')};" for i in range(a.per)]
+    else:
+        lines += [f"let a{g}_{c} = {fragment(a, g, c, 'aoff')};"
+                  for c in range(steps) for g in range(a.per // a.width)]
+    if b.layout == "K":
+        for j in range(b.per):
+            lines.append(f"let b{j} = {fragment(b, j, 0, 'boff')};")
+            lines += [f"acc_{i}_{j} = fma({value(a, 'a', i, c)}, {value(b, 'b', j, c)},"
+                      f" acc_{i}_{j});" for c in range(steps) for i in range(a.per)]
+    else:
+        for c in range(steps):
+            for g in range(b.per // b.width):
+                lines.append(f"let b{g}_{c} = {fragment(b, g, c, 'boff')};")
+                lines += [f"acc_{i}_{j} = fma({value(a, 'a', i, c)}, {value(b, 'b', j, c)},"
+                          f" acc_{i}_{j});"
+                          for j in range(g * b.width, (g + 1) * b.width) for i in range(a.per)]
+    return lines
+
+
 def _matmul(src, materialized, out, tnode, knobs=None):
+    """The matmul kernel for the given knobs (module comment of kernels/matmul.wgsl).
+    VEC = 4: each operand's staged tile holds vec4 fragments along its contiguous dim
+    (A K-contiguous, as stored by a row-major A: [m][k/4], XOR-swizzled; A
+    M-contiguous: [k][m/4]; B likewise with n), so the inner loop does 16-byte shared
+    loads for both operands; the global loads are 16 bytes wide too when the loader is
+    a plain buffer read whose contiguous dim is a multiple of 4 (a vec4 view of the
+    buffer is bound next to it), else four scalar loader calls. DB = 2: two staged
+    buffers; the next tile is fetched into registers while this one is multiplied and
+    stored after it, one barrier per K step."""
     a, b = tnode.inputs
     nb, m, k = a.shape
     n = b.shape[2]
     knobs = _merge(matmul_knobs(m, n), knobs)
-    bm, bn, tm, tn, bk = (knobs[name] for name in ("BM", "BN", "TM", "TN", "BK"))
+    bm, bn, tm, tn, bk, vec, db = (knobs[name] for name in _MATMUL_KNOBS)
     _require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, tm, tn, bk)), knobs,
              "tile sizes must be positive integers")
     _require(bm % tm == 0 and bn % tn == 0, knobs, "TM must divide BM and TN divide BN")
     _require((bm // tm) * (bn // tn) <= MAX_WG, knobs, f"more than {MAX_WG} invocations")
-    _require((bm + bn) * bk * 4 <= WORKGROUP_BYTES, knobs, "staged tiles exceed 16 KiB")
-    functions = (_loader(src, materialized, "load_a", a) + _loader(src, materialized, "load_b", b))
-    tx, ty = bn // tn, bm // tm
+    _require(vec in (1, 4) and db in (1, 2), knobs, "VEC must be 1 or 4 and DB 1 or 2")
+    _require(vec == 1 or (tm % 4 == 0 and tn % 4 == 0 and bk % 4 == 0
+                          and (bk // 4) & (bk // 4 - 1) == 0 and bk <= 32), knobs,
+             "VEC = 4 needs TM, TN multiples of 4 and BK 4 times a power of two, at most 32")
+    wg_bytes = matmul_workgroup_bytes(knobs)
+    _require(wg_bytes <= MATMUL_WORKGROUP_BYTES, knobs,
+             f"staged tiles exceed {MATMUL_WORKGROUP_BYTES} bytes")
     if nb > MAX_GRID:
         raise CompileError(f"matmul batch {nb} exceeds the grid limit {MAX_GRID}")
-    # Tile loads: consecutive invocations walk the operand's contiguous dim.
+    functions = (_loader(src, materialized, "load_a", a) + _loader(src, materialized, "load_b", b))
+    tx, ty = bn // tn, bm // tm
     nt = tx * ty
-    a_idx = (("kk", "mm", bm) if _contiguous_dim(a, materialized) == 1 else ("mm", "kk", bk))
-    b_idx = (("nn", "kk", bk) if _contiguous_dim(b, materialized) == 1 else ("kk", "nn", bn))
-    loads = []
-    operands = (
-        ("a", a_idx, bm * bk, f"m0 + mm < {m} && k0 + kk < {k}", "load_a(b, m0 + mm, k0 + kk)"),
-        ("b", b_idx, bk * bn, f"k0 + kk < {k} && n0 + nn < {n}", "load_b(b, k0 + kk, n0 + nn)"))
-    for name, (hi, lo, width), count, cond, call in operands:
-        row = bm if name == "a" else bn
-        for u in range(-(-count // nt)):
-            load = (f"let t = lin + {u * nt}; let {hi} = t / {width}; let {lo} = t % {width};"
-                    f" var v = 0.0; if ({cond}) {{ v = {call}; }}"
-                    f" tile_{name}[kk * {row} + {'mm' if name == 'a' else 'nn'}] = v;")
-            if (u + 1) * nt > count:  # a last round that only part of the workgroup loads
-                load = f"if (lin + {u * nt} < {count}) {{ {load} }}"
-            loads.append(f"        {{ {load} }}")
-    mult = [f"            let a{i} = tile_a[kk * {bm} + ty + {i * ty}];" for i in range(tm)]
-    mult += [f"            let b{j} = tile_b[kk * {bn} + tx + {j * tx}];" for j in range(tn)]
-    mult += [f"            acc_{i}_{j} = fma(a{i}, b{j}, acc_{i}_{j});"
-             for i in range(tm) for j in range(tn)]
+    ops = [_matmul_operand(src, materialized, name, x, knobs) for name, x in (("a", a), ("b", b))]
+    tiles, prefetch, fetch, stores, sizes = [], [], [], [], []
+    for op in ops:
+        decl, per_buffer, pre, fet, sto = _matmul_tile_code(op, bk, nt, k, db)
+        tiles.append(decl)
+        prefetch += pre
+        fetch += fet
+        stores.append(sto)
+        sizes.append(per_buffer)
+        if op.layout == "K" and op.threads % 8 == 0:  # one swizzle for all of its rows
+            prefetch.append(f"    let z{op.name} = {_swizzle(op.tid, bk // 4)};")
+
+    def stored(off_a: str, off_b: str, indent: str) -> str:
+        return "\n".join(indent + line.replace("{off}", off)
+                         for off, lines in zip((off_a, off_b), stores) for line in lines)
+
+    def fetched(indent: str) -> str:
+        return "\n".join(indent + f for f in fetch)
+
+    mult = "\n".join(f"            {line}" for line in _matmul_multiply(*ops, bk, vec))
+    step = 1 if vec == 1 else 4
+    kv = "kk" if vec == 1 else "kq"
+    inner = (f"        for (var {kv} = 0; {kv} < {bk}; {kv} += {step}) {{\n{mult}\n        }}")
+    if db == 1:
+        loop = (f"    for (var k0 = 0; k0 < {k}; k0 += {bk}) {{\n        let kb = k0;\n"
+                f"{fetched('        ')}\n{stored('0', '0', '        ')}\n"
+                f"        workgroupBarrier();\n        let aoff = 0;\n        let boff = 0;\n"
+                f"{inner}\n        workgroupBarrier();\n    }}")
+    else:
+        sa, sb = sizes
+        later = stored(f"(1 - cur) * {sa}", f"(1 - cur) * {sb}", "            ")
+        loop = (f"    {{\n        let kb = 0;\n{fetched('        ')}\n    }}\n"
+                f"{stored('0', '0', '    ')}\n    workgroupBarrier();\n"
+                f"    for (var k0 = 0; k0 < {k}; k0 += {bk}) {{\n"
+                f"        let cur = (k0 / {bk}) % 2;\n        let more = k0 + {bk} < {k};\n"
+                f"        if (more) {{\n            let kb = k0 + {bk};\n"
+                f"{fetched('            ')}\n        }}\n"
+                f"        let aoff = cur * {sa};\n        let boff = cur * {sb};\n{inner}\n"
+                f"        if (more) {{\n{later}\n        }}\n        workgroupBarrier();\n    }}")
+    a_op, b_op = ops
     accs = [f"    var acc_{i}_{j} = 0.0;" for i in range(tm) for j in range(tn)]
-    stores = [f"    {{ let m = m0 + ty + {i * ty}; let n = n0 + tx + {j * tx};"
-              f" if (m < {m} && n < {n}) {{ let gi = (b * {m} + m) * {n} + n;"
-              f" let acc = acc_{i}_{j}; $STORE }} }}" for i in range(tm) for j in range(tn)]
-    slots = dict(functions=functions, M=m, N=n, K=k, BM=bm, BN=bn, BK=bk, TX=tx, TY=ty,
-                 ACCUMULATORS="\n".join(accs), LOAD_TILES="\n".join(loads),
-                 MULTIPLY="\n".join(mult), STORE_BLOCK="\n".join(stores))
+    outs = [f"    {{ let m = m0 + {a_op.row_of(i)}; let n = n0 + {b_op.row_of(j)};"
+            f" if (m < {m} && n < {n}) {{ let gi = (b * {m} + m) * {n} + n;"
+            f" let acc = acc_{i}_{j}; $STORE }} }}" for i in range(tm) for j in range(tn)]
+    slots = dict(functions=functions, BM=bm, BN=bn, TX=tx, TY=ty, TILES="\n".join(tiles),
+                 PREFETCH="\n".join(prefetch), ACCUMULATORS="\n".join(accs), K_LOOP=loop,
+                 STORE_BLOCK="\n".join(outs), workgroup_bytes=wg_bytes)
     return "matmul", slots, (math.ceil(n / bn), math.ceil(m / bm), nb), knobs
 
 

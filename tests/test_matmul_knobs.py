@@ -1,0 +1,89 @@
+"""Every setting of the matmul template's knobs (templates.matmul_space: tile shapes,
+BK, vec4 fragments, double buffering) against PyTorch, at shapes no tile divides:
+operands stored plain and transposed (so that both staged layouts and the vec4 global
+loads are used), batched, with an elementwise prologue (scalar loads) and a fused
+bias + relu epilogue."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from conftest import Fn
+
+import kernelwright
+from kernelwright import templates, tune
+from kernelwright.compiler import CompiledModule
+from kernelwright.plan import Plan
+
+# The scalar settings of small products (VEC = 1, DB = 1) are run by test_tune's
+# test_every_knob_setting_matches_pytorch; here every other setting of the space.
+SETTINGS = list({tuple(sorted(s.items())): s for s in
+                 templates.matmul_space(1 << 12, 1 << 12, 1 << 12)
+                 + templates.matmul_space(64, 64, 64)
+                 if s["VEC"] != 1 or s["DB"] != 1 or s["BM"] * s["BN"] >= 128 * 128}.values())
+
+
+def _products(a, b, at, w, bias):
+    """Batched relu(A @ B^T + bias) (both operands read along K: K-major vec4 tiles);
+    (2 A)^T @ W (A through a prologue, read along M; W along N); A^T @ B[1]^T (A along M,
+    B along K at an offset)."""
+    return (torch.relu(torch.bmm(a, b.transpose(1, 2)) + bias), (at * 2).t() @ w,
+            at.t() @ b[1].t())
+
+
+CASES = {  # (batch, M, N, K), products: M, N, K multiples of 4 (vec4 loads), then none
+    "aligned": ((2, 68, 44, 36), 3),
+    "irregular": ((2, 37, 29, 33), 2),  # the third product's paths are the first two's here
+}
+
+
+def _retarget(plan: Plan, requests, knobs: dict) -> Plan:
+    """The plan with every matmul kernel generated with `knobs` (bindings recomputed:
+    a setting may bind vec4 views of the operands)."""
+    gens = {str(r.key): (r, r.generate(knobs)) for r in requests}
+    kernels = []
+    for k in plan.kernels:
+        if k.key in gens:
+            r, gen = gens[k.key]
+            assert gen.key == r.key and gen.knobs == knobs
+            reads = k.bindings[:len(r.default.reads)]
+            k = dataclasses.replace(k, source=gen.source, grid=gen.grid, knobs=gen.knobs,
+                                    bindings=gen.binding_ids(reads, k.bindings[-1]),
+                                    workgroup_bytes=gen.workgroup_bytes)
+        kernels.append(k)
+    return dataclasses.replace(plan, kernels=kernels)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_matmul_setting_matches_pytorch(case):
+    (nb, m, n, k), products = CASES[case]
+    torch.manual_seed(0)
+    inputs = [torch.randn(nb, m, k), torch.randn(nb, n, k), torch.randn(k, m),
+              torch.randn(k, n), torch.randn(n)]
+    module = Fn(lambda *xs: _products(*xs)[:products]).eval()
+    with torch.no_grad():
+        want = module(*inputs)
+    requests = []
+
+    def keep(request):
+        if request.kind == "matmul":
+            requests.append(request)
+        return None
+
+    with tune.choosing(keep):
+        compiled = kernelwright.compile(module, inputs)
+    assert len(requests) == products
+    vec_loads = 0
+    for knobs in SETTINGS:
+        plan = _retarget(compiled.plan, requests, knobs)
+        vec_loads += sum("v4[" in kern.source for kern in plan.kernels)
+        got = CompiledModule(plan)(*inputs, poison=True)
+        for g, w in zip(got, want):
+            try:
+                torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+            except AssertionError as exc:
+                raise AssertionError(f"matmul with knobs {knobs}: {exc}") from None
+    # the aligned case exercises the vec4 global loads, the irregular one never can
+    assert (vec_loads > 0) == (case == "aligned")
