@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from bench_browser import dump_dom, needs_chromium
 
 from kernelwright import cli
-from kernelwright.bench import problems, runner
+from kernelwright.bench import gpulock, problems, runner
 from kernelwright.bench.gpulock import GpuLock
 
 FIELDS = ("name", "level", "compiled", "correct", "error", "compile_s", "time_ms",
@@ -154,41 +155,76 @@ def test_no_problems_is_an_error(tmp_path: Path) -> None:
     assert cli.main(["bench", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
 
 
+LOCKER = """
+import importlib.util, os, sys, time
+spec = importlib.util.spec_from_file_location("gpulock", sys.argv[1])
+gpulock = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpulock)  # alone: importing the package (torch) is slow
+lock_path, mode, name, folder = sys.argv[2:]
+
+def log(text):
+    with open(os.path.join(folder, "log"), "a") as f:
+        f.write(f"{name} {text}\\n")
+
+lock = gpulock.GpuLock(lock_path)
+log("waiting")
+with (lock.exclusive() if mode == "ex" else lock.shared()):
+    log("in")
+    if mode == "fork" and os.fork() == 0:  # a child outliving the lock, as compile workers do
+        time.sleep(5)
+        os._exit(0)
+    while mode == "hold" and not os.path.exists(os.path.join(folder, "release")):
+        time.sleep(0.05)
+    log("out")
+"""
+
+
+def locker(tmp_path: Path, mode: str, name: str) -> subprocess.Popen:
+    script = tmp_path / "locker.py"
+    script.write_text(LOCKER)
+    return subprocess.Popen([sys.executable, str(script), gpulock.__file__,
+                             str(tmp_path / "gpu.lock"), mode, name, str(tmp_path)])
+
+
+def log_of(tmp_path: Path) -> list[str]:
+    path = tmp_path / "log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def wait_for(tmp_path: Path, line: str) -> None:
+    deadline = time.monotonic() + 60
+    while line not in log_of(tmp_path):
+        assert time.monotonic() < deadline, log_of(tmp_path)
+        time.sleep(0.05)
+
+
 def test_gpu_lock_times_alone_and_a_waiting_timer_is_not_starved(tmp_path: Path) -> None:
-    lock = GpuLock(str(tmp_path / "gpu.lock"))
-    log: list[str] = []
-    reader_in, timer_waiting, release_reader = (threading.Event() for _ in range(3))
+    procs = [locker(tmp_path, "hold", "verifier")]  # shared, until told to release
+    wait_for(tmp_path, "verifier in")
+    procs.append(locker(tmp_path, "ex", "timer"))
+    wait_for(tmp_path, "timer waiting")
+    time.sleep(1.5)  # the timer now holds the gate and waits for the verifier
+    procs.append(locker(tmp_path, "sh", "late"))
+    wait_for(tmp_path, "late waiting")
+    time.sleep(1.5)
+    assert log_of(tmp_path) == ["verifier waiting", "verifier in", "timer waiting",
+                                "late waiting"]
+    (tmp_path / "release").touch()
+    for proc in procs:
+        assert proc.wait(60) == 0
+    assert log_of(tmp_path)[4:] == ["verifier out", "timer in", "timer out", "late in",
+                                    "late out"]
 
-    def reader() -> None:
-        with lock.shared():
-            log.append("reader 1 in")
-            reader_in.set()
-            release_reader.wait(10)
-            log.append("reader 1 out")
 
-    def timer() -> None:
-        reader_in.wait(10)
-        timer_waiting.set()
-        with lock.exclusive():
-            log.append("timer in")
-            time.sleep(0.2)
-            log.append("timer out")
+def test_a_forked_child_does_not_keep_the_gpu_lock(tmp_path: Path) -> None:
+    assert locker(tmp_path, "fork", "forker").wait(60) == 0  # its child lives on for 5 s
+    started = time.monotonic()
+    assert locker(tmp_path, "ex", "timer").wait(60) == 0
+    assert time.monotonic() - started < 4.5
 
-    def late_reader() -> None:
-        timer_waiting.wait(10)
-        time.sleep(0.2)  # the timer is now waiting for reader 1
-        with lock.shared():
-            log.append("reader 2 in")
 
-    threads = [threading.Thread(target=f) for f in (reader, timer, late_reader)]
-    for thread in threads:
-        thread.start()
-    timer_waiting.wait(10)
-    time.sleep(0.5)
-    assert log == ["reader 1 in"]  # the timer waits for the reader; reader 2 for the timer
-    release_reader.set()
-    for thread in threads:
-        thread.join(10)
-    assert log == ["reader 1 in", "reader 1 out", "timer in", "timer out", "reader 2 in"]
+
+
+def test_one_job_needs_no_lock() -> None:
     with GpuLock(None).exclusive(), GpuLock(None).shared():
-        pass  # one job: no lock at all
+        pass

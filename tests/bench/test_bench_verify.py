@@ -125,3 +125,49 @@ def test_accepts_poison() -> None:
     assert v.accepts_poison(lambda x, poison=False: x)
     assert v.accepts_poison(lambda *a, **k: a)
     assert not v.accepts_poison(lambda x: x)
+
+
+def test_long_fp32_sums_are_judged_against_float64_with_pytorchs_own_error() -> None:
+    """A large-K matmul: a correct fp32 kernel adding in another order than PyTorch
+    differs from it by more than 1e-4 near zero; against a float64 reference it is as
+    close as PyTorch's own fp32 result, while fp16-rounded arithmetic is far off."""
+    torch.manual_seed(0)
+    a, b = torch.randn(64, 65536), torch.randn(65536, 64)
+    exact = a.double() @ b.double()
+    ref32 = a @ b
+    noise = float((ref32.double() - exact).abs().max())
+    assert noise > 1e-4  # the float32 reference itself is off by more than the tolerance
+    other_order = exact.float()  # the best fp32 answer there is: not PyTorch's
+    tol = v.Tolerance()
+    with pytest.raises(v.Rejected, match="mismatch"):
+        v.compare(other_order, [ref32], tol)  # strict against the fp32 reference alone
+    v.compare(other_order, [ref32], tol, [exact])  # as accurate as PyTorch's own fp32
+    fp16 = (a.half().float() @ b.half().float())
+    with pytest.raises(v.Rejected, match="float64 reference") as bad:
+        v.compare(fp16, [ref32], tol, [exact])
+    assert "mismatch" == bad.value.reason
+
+
+def test_the_float64_fallback_runs_in_verification(monkeypatch: pytest.MonkeyPatch) -> None:
+    class MatMul(torch.nn.Module):
+        def forward(self, a, b):
+            return a @ b
+
+    def inputs(seed: int) -> list:
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randn(32, 65536, generator=g), torch.randn(65536, 32, generator=g)]
+
+    def make(model, example):
+        def candidate(a, b):  # exact, rounded to fp32 (numpy): not PyTorch's fp32 sum
+            product = a.numpy().astype(np.float64) @ b.numpy().astype(np.float64)
+            return torch.from_numpy(product.astype(np.float32))
+        return candidate
+
+    calls = []
+    float64 = v.Reference.float64
+    monkeypatch.setattr(v.Reference, "float64",
+                        lambda self, xs: calls.append(1) or float64(self, xs))
+    result = v.verify(MatMul(), inputs, make, trials=3, alt_shape=False,
+                      check_torch_calls=False)
+    assert result.verdict.correct, result.verdict.detail
+    assert calls  # some trial was outside 1e-4 of PyTorch's fp32 result

@@ -7,12 +7,15 @@ torch.compile's first call). Timing holds it *exclusive*: no other worker runs G
 work while a candidate or a reference is timed; only CPU-side work of other workers
 (imports, capture, code generation) goes on beside it.
 
-It is two ``flock`` locks on files next to each other: the gate and the lock itself.
-A shared holder passes the gate (exclusive, released at once) and then takes the
-lock shared; an exclusive holder takes the gate, keeps it, and waits for the shared
-holders to drain, so a waiting timer is not starved by a stream of verifiers. The
-kernel releases both when a worker dies, however it dies. Without a path (one job)
-both are no-ops.
+It is two POSIX record locks (``lockf``) on files next to each other: the gate and
+the lock itself. A shared holder passes the gate (exclusive, released at once) and
+then takes the lock shared; an exclusive holder takes the gate, keeps it, and waits
+for the shared holders to drain, so a waiting timer is not starved by a stream of
+verifiers. Record locks belong to the process: a child forked while one is held
+(torch.compile's compile workers) does not hold it too — with ``flock`` it did, and
+a worker waited forever on its own children. The kernel releases both when a worker
+dies, however it dies. Locks are per process, so threads of one process do not
+exclude each other; workers are processes. Without a path (one job) both are no-ops.
 """
 
 from __future__ import annotations
@@ -43,9 +46,9 @@ class GpuLock:
             return
         gate, lock = self._open(".gate"), self._open("")
         try:
-            fcntl.flock(gate, fcntl.LOCK_EX)
-            fcntl.flock(lock, fcntl.LOCK_SH)
-            fcntl.flock(gate, fcntl.LOCK_UN)
+            fcntl.lockf(gate, fcntl.LOCK_EX)
+            fcntl.lockf(lock, fcntl.LOCK_SH)
+            fcntl.lockf(gate, fcntl.LOCK_UN)
             yield
         finally:
             os.close(lock)  # closing releases the lock
@@ -58,8 +61,8 @@ class GpuLock:
             return
         gate, lock = self._open(".gate"), self._open("")
         try:
-            fcntl.flock(gate, fcntl.LOCK_EX)
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            fcntl.lockf(gate, fcntl.LOCK_EX)
+            fcntl.lockf(lock, fcntl.LOCK_EX)
             yield
         finally:
             os.close(lock)
