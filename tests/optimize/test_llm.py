@@ -101,6 +101,11 @@ def test_prompt_carries_the_spec():
                  "grid 2, 1, 1", "WG=64", SOURCE.strip()):
         assert text in prompt, text
     assert "Earlier attempts" not in prompt
+    spec = make_spec()
+    spec.bindings.insert(1, Binding(1, "in0v4", (100,), "f32", "read", alias=0))
+    spec.bindings[2].index = 2
+    assert "| 1 | in0v4 | f32 | [100] | 100 | read, the buffer of binding 0 viewed as vec4 |" \
+        in llm.build_prompt(spec, [])
     for rule in ("same `@group(0) @binding(i)`", "NaN", "Strict fp32", "1e-4", "WGSL only",
                  "// grid: X, Y, Z", "```wgsl"):
         assert rule in llm.SYSTEM, rule
@@ -323,8 +328,8 @@ def bindings_in(body: dict) -> list[tuple[int, str, str, str]]:
     prompt: the interface a candidate must declare."""
     prompt = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
     table = prompt.split("## Bindings")[1].split("\n## ")[0]
-    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\w+)[^|]* \|[^|]*\|[^|]*\| (\w+) \|$", table,
-                      re.M)
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\w+)[^|]* \|[^|]*\|[^|]*\| (\w+)[^|]*\|$",
+                      table, re.M)
     return [(int(i), name, dtype, access) for i, name, dtype, access in rows]
 
 
@@ -410,3 +415,19 @@ price_output_per_mtok = 4.0
         assert "fma(tanh(" in kr.source and report.after.get("correct")
     else:
         assert kr.source is None
+
+
+def test_cli_llm_config_reaches_the_generators(tmp_path, monkeypatch, capsys):
+    from kernelwright.cli import main
+
+    monkeypatch.setenv(llm.CONFIG_ENV, "")  # restored after the test; the CLI sets it
+    problem = tmp_path / "p.py"
+    problem.write_text(PROBLEM)
+    missing = tmp_path / "missing.toml"
+    assert main(["optimize", str(problem), "--generators", "openai:m",
+                 "--llm-config", str(missing), "--out", str(tmp_path / "out")]) == 2
+    assert f"LLM config {missing} does not exist" in capsys.readouterr().err
+    path = write(tmp_path, 'modle = "typo"\n')
+    assert main(["optimize", str(problem), "--generators", "anthropic:m",
+                 "--llm-config", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "unknown setting 'modle'" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -36,6 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="comma-separated generators run on every kernel, the fastest "
                              "correct candidate kept (ensemble): builtin, openai[:MODEL], "
                              "anthropic[:MODEL] (default: builtin)")
+    parser.add_argument("--llm-config", type=Path, metavar="TOML",
+                        help="the language models' settings (default: "
+                             "$KERNELWRIGHT_LLM_CONFIG or ~/.config/kernelwright/llm.toml)")
     parser.add_argument("--attempts", type=int, default=8,
                         help="candidates per generator and kernel, at most (default: 8)")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
@@ -86,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     target = args.target or bundled_suite()
+    if args.llm_config is not None:  # read by optimize/llm.py when a model is made
+        from .llm import CONFIG_ENV
+
+        os.environ[CONFIG_ENV] = str(args.llm_config.expanduser().resolve())
     try:
         chosen = select(problems.discover(target), args.only, args.level)
         generators = [make(name.strip()) for name in args.generators.split(",") if name.strip()]

@@ -288,7 +288,9 @@ def format_spec(spec: KernelSpec) -> str:
         for d in b.shape:
             n *= int(d)
         dtype = "bool (stored as u32)" if b.dtype == "bool" else b.dtype
-        lines.append(f"| {b.index} | {b.name} | {dtype} | {list(b.shape)} | {n} | {b.access} |")
+        access = b.access if b.alias is None else \
+            f"{b.access}, the buffer of binding {b.alias} viewed as vec4"
+        lines.append(f"| {b.index} | {b.name} | {dtype} | {list(b.shape)} | {n} | {access} |")
     lines.append("")
     profile = format_profile(spec.profile or {})
     if profile:
