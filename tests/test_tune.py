@@ -57,7 +57,9 @@ def requests_of(module, inputs) -> tuple[CompiledModule, list[templates.KernelRe
 
 def with_kernel(plan: Plan, gen: templates.Generated) -> Plan:
     """The plan with every kernel of gen's key replaced by gen (same bindings)."""
-    kernels = [dataclasses.replace(k, source=gen.source, grid=gen.grid, knobs=gen.knobs)
+    kernels = [dataclasses.replace(k, source=gen.source, grid=gen.grid, knobs=gen.knobs,
+                                   bindings=gen.binding_ids(k.bindings[:len(gen.reads)],
+                                                            k.bindings[-1]))
                if k.key == str(gen.key) else k for k in plan.kernels]
     return dataclasses.replace(plan, kernels=kernels)
 
@@ -82,14 +84,20 @@ CASES = {
                templates.matmul_space(256, 256, 64)),
     "matmul_transposed_b": ("matmul", Fn(lambda a, b: a @ b.t()), [(130, 37), (131, 37)],
                             templates.matmul_space(256, 256, 64)),
-    "elementwise": ("elementwise", Fn(lambda x: F.gelu(x) * 2), [(3, 1001)],
+    "elementwise": ("elementwise", Fn(lambda x: F.gelu(x) * 2), [(8, 1025)],
                     templates.elementwise_space(1 << 24)),
+    "elementwise_odd": ("elementwise", Fn(lambda x: F.gelu(x) * 2), [(3, 1001)],
+                        templates.elementwise_space(3)),
     "reduce_rows": ("reduce", Fn(lambda x: x.sum(-1)), [(37, 300)],
                     templates.reduce_space(1, 300)),
     "reduce_argmax": ("reduce", Fn(lambda x: x.argmax(-1)), [(37, 300)],
                       templates.reduce_space(1, 300)),
     "reduce_short_rows": ("reduce", Fn(lambda x: x.amax(-1)), [(1500, 7)],
                           templates.reduce_space(1500, 7)),
+    "reduce_columns": ("reduce", Fn(lambda x: x.sum(0)), [(300, 37)],
+                       templates.reduce_space(37, 300)),
+    "rows_softmax": ("rows", Fn(lambda x: torch.softmax(x, -1)), [(37, 300)],
+                     templates.rows_space(300, 3)),
     "scan": ("scan", Fn(lambda x: torch.cumsum(x, 1)), [(5, 700)], templates.scan_space(700)),
     "conv": ("conv", torch.nn.Conv2d(3, 5, 3, padding=1), [(2, 3, 11, 13)],
              templates.pointwise_space()),
@@ -257,7 +265,7 @@ def test_mismatch_checks_every_element():
 
 def test_old_plans_without_knobs_load(tmp_path):
     compiled = kernelwright.compile(Fn(lambda x: x * 2), [torch.randn(5)])
-    assert compiled.plan.kernels[0].knobs == {"WG": 256, "EPT": 1}
+    assert compiled.plan.kernels[0].knobs == {"WG": 256, "EPT": 1, "VEC": 1}
     compiled.plan.save(tmp_path / "plan")
     meta = json.loads((tmp_path / "plan" / "plan.json").read_text())
     for k in meta["kernels"]:

@@ -210,6 +210,8 @@ class KernelSource:
         self.reads: list[Value] = []
         self.views: list[int] = []  # reads bound a second time as array<vec4<f32>> (in<i>v4)
         self.helpers: set[str] = set()
+        self.lanes: dict[int, Value] = {}  # reads passed to the functions as values: x<i>
+        self.out_vec4 = False  # the output bound as array<vec4<T>> (16-byte stores)
 
     def bind(self, v: Value) -> str:
         for i, r in enumerate(self.reads):
@@ -226,25 +228,47 @@ class KernelSource:
             self.views.append(i)
         return f"in{i}v4"
 
+    def lane(self, v: Value) -> str:
+        """The parameter `x<i>` that carries the element of read i at the kernel's own
+        element (Emitter `lanes`): the template loads it (and may load it once for
+        several uses, or four at a time) and passes it to the generated functions."""
+        i = int(self.bind(v)[2:])
+        self.lanes[i] = v
+        return f"x{i}"
+
+    def lane_params(self) -> list[str]:
+        return [f"x{i}: {BUFFER_TYPE[v.dtype]}" for i, v in sorted(self.lanes.items())]
+
     def bindings(self, out: Value) -> str:
         lines = [f"@group(0) @binding({i}) var<storage, read> in{i}: array<{BUFFER_TYPE[v.dtype]}>;"
                  for i, v in enumerate(self.reads)]
         lines += [f"@group(0) @binding({len(self.reads) + j}) var<storage, read> in{i}v4: "
                   "array<vec4<f32>>;" for j, i in enumerate(self.views)]
+        out_t = f"vec4<{BUFFER_TYPE[out.dtype]}>" if self.out_vec4 else BUFFER_TYPE[out.dtype]
         lines.append(f"@group(0) @binding({len(self.reads) + len(self.views)}) var<storage, "
-                     f"read_write> out: array<{BUFFER_TYPE[out.dtype]}>;")
+                     f"read_write> out: array<{out_t}>;")
         return "\n".join(lines)
 
 
 class Emitter:
-    """Writes WGSL statements that compute values at indices, inlining fusible ops."""
+    """Writes WGSL statements that compute values at indices, inlining fusible ops.
+
+    `lanes` names the kernel's flat element index (e.g. "gi"): a buffer read at exactly
+    that index becomes a parameter (KernelSource.lane) that the template loads, so it
+    can load it 16 bytes at a time or keep it on chip for several passes. `bound` maps
+    values the kernel has already computed for the current row (a row kernel's
+    reductions) to their WGSL names; schedule.fuse_rows proved that every read of them
+    is at that row."""
 
     def __init__(self, src: KernelSource, materialized, root: Value | None = None,
-                 root_flat: str = "gi", computes: Value | None = None) -> None:
+                 root_flat: str = "gi", computes: Value | None = None,
+                 lanes: str | None = None, bound: dict | None = None) -> None:
         self.src = src
         self.materialized = materialized
         self.computes = computes  # the kernel's stored value: computed here, never loaded
         self.root, self.root_flat = root, root_flat
+        self.lanes = lanes
+        self.bound = bound or {}
         self.lines: list[str] = []
         self.cache: dict = {}
         self.count = 0
@@ -309,6 +333,8 @@ class Emitter:
     def value(self, v: Value, idx: Index) -> str:
         if v.kind == "scalar":
             return literal(v.scalar, v.dtype)
+        if v in self.bound:
+            return self.bound[v]
         if v is self.root:
             if self.flat(idx) != self.root_flat:
                 raise NotFusable(v)
@@ -317,8 +343,9 @@ class Emitter:
         if key in self.cache:
             return self.cache[key]
         if v.kind in ("input", "const") or (v in self.materialized and v is not self.computes):
-            buf = self.src.bind(v)
-            expr = f"{buf}[{self.flat(idx)}]"
+            flat = self.flat(idx)
+            expr = (self.src.lane(v) if self.lanes is not None and flat == self.lanes
+                    else f"{self.src.bind(v)}[{flat}]")
             if v.dtype == "bool":
                 expr = f"({expr} != 0u)"
         else:

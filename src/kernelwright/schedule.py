@@ -27,7 +27,7 @@ import numpy as np
 
 from .ir import TEMPLATE_OPS, Graph, Node, Value
 from .plan import Buffer, Kernel, Plan, TensorSpec
-from .templates import KnobChooser, generate
+from .templates import ROW_LIMIT, KnobChooser, generate
 from .tune import choose_knobs
 
 ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}
@@ -39,6 +39,7 @@ class Group:
     root: Value  # the stored value
     template: Node | None = None
     members: list[Node] = field(default_factory=list)
+    phases: list[Group] = field(default_factory=list)  # a row kernel's reductions (fuse_rows)
 
 
 def live_nodes(graph: Graph) -> list[Node]:
@@ -106,7 +107,7 @@ def fuse(graph: Graph, nodes: list[Node]) -> list[Group]:
         group.members.append(node)
         group_of[node] = group
     groups.reverse()
-    return recompute_cheap_values(groups, graph, users)
+    return fuse_rows(recompute_cheap_values(groups, graph, users), graph)
 
 
 RECOMPUTE_MAX_OPS = 8  # elementwise ops each reader may compute again instead of a load
@@ -154,6 +155,183 @@ def _inline_ops(v: Value, roots: set[Value], reads: set[Value]) -> float:
     return own + sum(_inline_ops(x, roots, reads) for x in v.node.inputs)
 
 
+ROW_FUSION_MAX = ROW_LIMIT  # rows longer than this keep a kernel per reduction (0: never fuse)
+
+
+def fuse_rows(groups: list[Group], graph: Graph) -> list[Group]:
+    """Row kernels: an elementwise kernel over O x R elements that reads reductions of
+    rows of R (in the same O rows) computes them itself (templates._rows): for each
+    row, the reductions one after the other, then its own elements, all in one kernel
+    that reads the row from memory once (softmax, log_softmax, layer and RMS norm: the
+    max, the sum of exp(x - max), then exp(x - max) / sum).
+
+    A reduction group joins the row kernel of `c` when its rows are c's rows (O, R with
+    O * R = c's size, R <= ROW_FUSION_MAX so the row fits on chip), its value is no graph
+    output and only c or the kernel's other reductions read it, and every read of it
+    (through elementwise and movement ops) is at the row being computed: the reads'
+    index maps are traced symbolically (`_row_reads_ok`). Reductions that another
+    reduction of the kernel reads join too (the softmax's sum reads its max). Values
+    that several of these kernels read and recompute_cheap_values folded back (the
+    exp(x - max)) are computed in each pass again. Otherwise nothing changes."""
+    if ROW_FUSION_MAX < 2:
+        return groups
+    roots = {g.root: g for g in groups}
+    outputs = set(graph.outputs)
+    reads = {g: _group_reads(g, roots) for g in groups}
+    fused: set[Group] = set()
+    for c in reversed(groups):
+        if c.template is not None or c in fused:
+            continue
+        shape, cands, todo = None, [], [c]
+        while todo:
+            for v in reads[todo.pop()]:
+                p = roots[v]
+                if (p.template is None or p.template.op != "reduce" or p in cands
+                        or p in fused or v in outputs):
+                    continue
+                o, r = p.template.inputs[0].shape
+                if (o * r != c.root.numel or not 1 < r <= ROW_FUSION_MAX
+                        or shape not in (None, (o, r))):
+                    continue
+                shape = (o, r)
+                cands.append(p)
+                todo.append(p)
+        while True:  # a reduction read outside the row kernel keeps its own kernel
+            inside = {c, *cands}
+            keep = [p for p in cands
+                    if not any(p.root in reads[g] for g in groups if g not in inside)]
+            if len(keep) == len(cands):
+                break
+            cands = keep
+        if not cands or not _row_reads_ok(c, cands, shape, roots):
+            continue
+        order = {g: i for i, g in enumerate(groups)}
+        c.phases = sorted(cands, key=order.__getitem__)
+        c.members = [n for p in c.phases for n in p.members] + c.members
+        fused.update(cands)
+    return [g for g in groups if g not in fused]
+
+
+def _group_reads(g: Group, roots) -> set[Value]:
+    """The materialized values (other groups' roots) that group g's kernel reads."""
+    found: set[Value] = set()
+    seen: set[Value] = set()
+    stack = [g.root]
+    while stack:
+        v = stack.pop()
+        if v in seen or v.node is None:
+            continue
+        seen.add(v)
+        if v in roots and v is not g.root:
+            found.add(v)
+            continue
+        stack.extend(v.node.inputs)
+    return found
+
+
+# Row indices, symbolically: the index of each dim of a value as a mixed-radix number
+# of pieces (atom, stride, size), high to low, each the digit (atom // stride) % size of
+# the row kernel's row "o" or element "r"; a broadcast or unit dim has no pieces.
+Piece = tuple[str, int, int]
+
+
+def _norm(pieces) -> list[Piece]:
+    out: list[Piece] = []
+    for a, st, n in pieces:
+        if n == 1:
+            continue
+        if out and out[-1][0] == a and out[-1][1] == st * n:
+            out[-1] = (a, st, out[-1][2] * n)
+        else:
+            out.append((a, st, n))
+    return out
+
+
+def _split(pieces, shape) -> list[list[Piece]] | None:
+    """The pieces of each dim of `shape` whose flat (row-major) index is the number
+    `pieces`; None when a dim boundary falls inside a piece it does not divide."""
+    rest, dims = _norm(pieces), []
+    for size in reversed(shape):
+        dim: list[Piece] = []
+        while size > 1:
+            if not rest:
+                return None
+            a, st, n = rest.pop()
+            if n <= size:
+                if size % n:
+                    return None
+                dim.insert(0, (a, st, n))
+                size //= n
+            else:
+                if n % size:
+                    return None
+                dim.insert(0, (a, st, size))
+                rest.append((a, st * size, n // size))
+                size = 1
+        dims.append(dim)
+    return None if rest else dims[::-1]
+
+
+def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
+    """Whether every read of the phases' values, from c's elements (row o, element r:
+    c's flat index o * R + r), from the phases' loaders (x[o, r]) and their epilogues
+    (row o), is at row o."""
+    o, r = shape
+    row = [("o", 1, o)]
+    values = {p.root for p in phases}
+    materialized = set(roots)
+    seen: set = set()
+    reach: dict[Value, bool] = {}
+
+    def reaches(v: Value) -> bool:  # does inline code from v read a phase's value?
+        if v not in reach:
+            reach[v] = v in values or (v.kind == "node" and v not in materialized
+                                       and v.node.op not in TEMPLATE_OPS
+                                       and any(reaches(x) for x in v.node.inputs))
+        return reach[v]
+
+    def ok(v: Value, sym, stop: Value | None) -> bool:
+        if sym is None:
+            return not reaches(v)
+        if v in values:
+            return _norm(p for d in sym for p in d) == row
+        if v.kind != "node" or v is stop or v in materialized or not reaches(v):
+            return True
+        return node_ok(v, sym, stop)
+
+    def node_ok(v: Value, sym, stop: Value | None) -> bool:  # the node computing v
+        if sym is None:
+            return not any(reaches(x) for x in v.node.inputs)
+        key = (v, tuple(tuple(d) for d in sym))
+        if key in seen:
+            return True
+        seen.add(key)
+        node, x = v.node, (v.node.inputs[0] if v.node.inputs else None)
+        if node.op == "ew":
+            return all(ok(a, sym, stop) for a in node.inputs)
+        if node.op == "reshape":
+            return ok(x, _split([p for d in sym for p in d], x.shape), stop)
+        if node.op == "permute":
+            inner: list = [None] * len(sym)
+            for i, d in enumerate(node.attrs["dims"]):
+                inner[d] = sym[i]
+            return ok(x, inner, stop)
+        if node.op == "expand":
+            off = len(v.shape) - len(x.shape)
+            return ok(x, [[] if s == 1 else sym[i + off] for i, s in enumerate(x.shape)], stop)
+        return False  # other index maps (slices, gathers, ...) are not traced
+
+    if not node_ok(c.root, _split([("o", 1, o), ("r", 1, r)], c.root.shape), None):
+        return False
+    for p in phases:
+        if not ok(p.template.inputs[0], [[("o", 1, o)], [("r", 1, r)]], None):
+            return False
+        if p.root is not p.template.out and not node_ok(p.root, _split(row, p.root.shape),
+                                                        p.template.out):
+            return False
+    return True
+
+
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                choose: KnobChooser | None = choose_knobs) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
@@ -180,7 +358,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     last_use: dict[Value, int] = {}
     outputs = set(graph.outputs)
     for i, g in enumerate(groups):
-        gen = generate(g.root, g.template, materialized, lambda v: id(v), choose)
+        gen = generate(g.root, g.template, materialized, lambda v: id(v), choose,
+                       [(p.template, p.root) for p in g.phases])
         gens.append(gen)
         for v in gen.reads:
             last_use[v] = i

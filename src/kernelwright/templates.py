@@ -32,6 +32,7 @@ from functools import cache, cached_property
 from typing import NamedTuple
 
 from .codegen import (
+    BUFFER_TYPE,
     HELPERS,
     KERNEL_DIR,
     WGSL_TYPE,
@@ -91,6 +92,7 @@ class KernelRequest:
     tnode: Node | None
     materialized: set
     buffer_of: Callable
+    phases: tuple = ()  # a row kernel's reductions (generate)
 
     @property
     def key(self) -> KernelKey:
@@ -115,11 +117,12 @@ class KernelRequest:
     @cached_property
     def space(self) -> list[dict]:
         """The default knobs first, then the template's other settings for this shape."""
-        rest = knob_space(self.kind, self.out, self.tnode)
+        rest = knob_space(self.kind, self.out, self.tnode, self.phases)
         return [self.default.knobs] + [k for k in rest if k != self.default.knobs]
 
     def generate(self, knobs: dict | None) -> Generated:
-        return fill_kernel(self.out, self.tnode, self.materialized, self.buffer_of, knobs)
+        return fill_kernel(self.out, self.tnode, self.materialized, self.buffer_of, knobs,
+                           self.phases)
 
 
 # A chooser returns knobs, a whole kernel (a `Generated` from `KernelRequest.replaced`:
@@ -146,22 +149,52 @@ def _loader(src: KernelSource, materialized, name: str, x: Value, dtype: str = "
 
 def _epilogue(src: KernelSource, materialized, out: Value, root: Value | None,
               acc_dtype: str) -> str:
-    em = Emitter(src, materialized, root=root, computes=out)
+    """A template's `epilogue(acc, gi)`; a plain elementwise kernel's `epilogue(gi,
+    x...)`, whose buffers read at gi are lanes (arguments the template loads)."""
+    em = Emitter(src, materialized, root=root, computes=out,
+                 lanes="gi" if root is None else None)
     val = em.value(out, Index(out.shape, flat="gi"))
     params = ([f"acc: {WGSL_TYPE[acc_dtype]}"] if root is not None else []) + ["gi: i32"]
-    return em.function("epilogue", params, out.dtype, val)
+    return em.function("epilogue", params + (src.lane_params() if root is None else []),
+                       out.dtype, val)
+
+
+XYZW = "xyzw"
+
+
+def _lane_args(src: KernelSource, vec: int, q: str, gi: str, loaded: dict | None = None,
+               prefix: str = "l") -> tuple[list[str], list[str]]:
+    """How a template hands the lanes (codegen: buffers read at the kernel's element) to
+    the generated functions for the VEC consecutive elements gi, gi + 1, ... (vector
+    q = gi / VEC): statements loading them (f32 lanes through a vec4 view, 16 bytes at a
+    time) and, per element, the argument text ", x0, x1, ...". `loaded` maps a lane
+    to an expression already holding its vector (VEC 4) or element (VEC 1): a cache."""
+    stmts, args = [], [""] * vec
+    for i, v in sorted(src.lanes.items()):
+        if loaded and i in loaded:
+            vals = [loaded[i]] if vec == 1 else [f"{loaded[i]}.{XYZW[j]}" for j in range(vec)]
+        elif vec == 4 and v.dtype == "f32":
+            stmts.append(f"let {prefix}{i} = {src.view4(v)}[{q}];")
+            vals = [f"{prefix}{i}.{XYZW[j]}" for j in range(vec)]
+        else:
+            vals = [f"in{i}[{gi}{f' + {j}' if j else ''}]" for j in range(vec)]
+        args = [a + f", {val}" for a, val in zip(args, vals)]
+    return stmts, args
 
 
 def generate(out: Value, tnode: Node | None, materialized, buffer_of,
-             choose: KnobChooser | None = None) -> Generated:
+             choose: KnobChooser | None = None, phases=()) -> Generated:
     """The kernel that stores `out`, computed by template node `tnode` (None: a plain
-    elementwise kernel). Its knobs are the template's defaults unless `choose` returns
-    others for the kernel's request (knobs that no longer fit the template, e.g. stored
-    by an older version, are ignored), or a whole kernel to use instead."""
-    gen = fill_kernel(out, tnode, materialized, buffer_of)
+    elementwise kernel, or with `phases` (pairs of a reduce node and the value its group
+    stores) a row kernel: those reductions, then `out` over the same rows). Its knobs
+    are the template's defaults unless `choose` returns others for the kernel's request
+    (knobs that no longer fit the template, e.g. stored by an older version, are
+    ignored), or a whole kernel to use instead."""
+    phases = tuple(phases)
+    gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases)
     if choose is None:
         return gen
-    request = KernelRequest(gen, out, tnode, materialized, buffer_of)
+    request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases)
     knobs = choose(request)
     if isinstance(knobs, Generated):
         return knobs
@@ -174,15 +207,19 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
 
 
 def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
-                knobs: dict | None = None) -> Generated:
+                knobs: dict | None = None, phases=()) -> Generated:
     """Generate the kernel with the given knobs (missing ones: the defaults)."""
     src = KernelSource(buffer_of)
-    epi = _epilogue(src, materialized, out, tnode.out if tnode else None,
-                    tnode.out.dtype if tnode else out.dtype)
-    kind = template_kind(tnode)
+    kind = "rows" if phases else template_kind(tnode)
     if kind not in TEMPLATES:
         raise CompileError(f"no kernel template for '{kind}'")
-    tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs)
+    epi = "" if kind in ("rows", "reduce") else _epilogue(  # row kernels write their own
+        src, materialized, out, tnode.out if tnode else None,
+        tnode.out.dtype if tnode else out.dtype)
+    if phases:
+        tmpl, slots, grid, used = _rows(src, materialized, out, list(phases), True, knobs)
+    else:
+        tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs)
     workgroup_bytes = slots.pop("workgroup_bytes", 0)
     result = f"epilogue({slots.pop('final', 'acc')}, gi)" if tnode else "epilogue(gi)"
     store = f"out[gi] = {to_buffer(result, out.dtype)};"
@@ -211,7 +248,7 @@ def kernel_key(kind: str, out: Value, tnode: Node | None, reads: list[Value],
 
 @cache
 def _template_text(kind: str) -> str:
-    names = {"reduce": ("reduce_row", "reduce_thread"), "conv": ("conv", "conv_transpose"),
+    names = {"reduce": ("rows",), "conv": ("conv", "conv_transpose"),
              "materialize": ("elementwise",)}.get(kind, (kind,))
     return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
 
@@ -241,30 +278,54 @@ def _pow2_ceil(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def knob_space(kind: str, out: Value, tnode: Node | None) -> list[dict]:
+def knob_space(kind: str, out: Value, tnode: Node | None, phases=()) -> list[dict]:
     """The settings the tuner tries for one kernel (besides its defaults)."""
+    if phases:
+        return rows_space(phases[0][0].inputs[0].shape[1], len(phases) + 1)
     return TEMPLATES[kind][1](out, tnode)
 
 
 def elementwise_knobs(numel: int) -> dict:
-    """256 invocations per workgroup; 4 elements per invocation (EPT) on tensors of
-    2^20 elements or more, else 1."""
-    return {"WG": 256, "EPT": 4 if numel >= 1 << 20 else 1}
+    """256 invocations per workgroup; vec4 loads and stores (VEC 4) when the element
+    count is a multiple of 4; steps per invocation (EPT, each of VEC elements) 4 on
+    tensors of 2^20 elements or more, else 1. Not yet measured against VEC 1 on a GPU
+    (bench/kernels.py --variants)."""
+    return {"WG": 256, "EPT": 4 if numel >= 1 << 20 else 1, "VEC": 4 if numel % 4 == 0 else 1}
 
 
 def elementwise_space(numel: int) -> list[dict]:
-    return [{"WG": wg, "EPT": ept} for wg in (64, 256) for ept in (1, 2, 4, 8)
-            if ept == 1 or numel >= ept * wg]
+    return [{"WG": wg, "EPT": ept, "VEC": vec} for wg in (64, 256) for ept in (1, 2, 4, 8)
+            for vec in ((1, 4) if numel % 4 == 0 else (1,))
+            if ept == 1 or numel >= ept * wg * vec]
 
 
 def _elementwise(src, materialized, out, tnode, knobs=None):
+    """A plain elementwise kernel (tnode None), or a materialize node's copy (the store
+    then follows the template's epilogue: one element per step)."""
     knobs = _merge(elementwise_knobs(out.numel), knobs)
-    wg, ept = _check_wg(knobs), knobs["EPT"]
+    wg, ept, vec = _check_wg(knobs), knobs["EPT"], knobs["VEC"]
     _require(isinstance(ept, int) and ept >= 1, knobs, "EPT must be a positive integer")
-    threads = math.ceil(out.numel / ept)
+    _require(vec in (1, 4), knobs, "VEC is 1 or 4")
+    _require(out.numel % vec == 0, knobs, "VEC 4 needs a multiple of 4 elements")
+    _require(vec == 1 or tnode is None, knobs, "VEC 4 only for plain elementwise kernels")
+    steps = out.numel // vec
+    threads = math.ceil(steps / ept)
     grid, row = grid_1d(threads, wg)
+    if tnode is not None:
+        body = "let gi = q;\n            $STORE"
+    elif vec == 1:
+        _, (args,) = _lane_args(src, 1, "q", "gi")
+        body = f"let gi = q;\n            out[gi] = {to_buffer(f'epilogue(gi{args})', out.dtype)};"
+    else:
+        src.out_vec4 = True
+        loads, args = _lane_args(src, 4, "q", "gi")
+        vals = [to_buffer(f"epilogue(gi{f' + {j}' if j else ''}{a})", out.dtype)
+                for j, a in enumerate(args)]
+        body = "\n            ".join(
+            ["let gi = q * 4;"] + loads
+            + [f"out[q] = vec4<{BUFFER_TYPE[out.dtype]}>({', '.join(vals)});"])
     return "elementwise", dict(functions="", WG=wg, ROW=row, THREADS=threads, EPT=ept,
-                               NUMEL=out.numel), grid, knobs
+                               STEPS=steps, BODY=body), grid, knobs
 
 
 _NAN = "((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
@@ -305,50 +366,215 @@ REDUCERS = {
 }
 
 
-def reduce_knobs(o: int, r: int) -> dict:
-    """One workgroup per row (VARIANT "row", WG 64/128/256 by row length) unless rows are
-    short (<= 64) and many (>= 1024): then one invocation per row ("thread")."""
-    if r > 64 or o < 1024:
-        return {"VARIANT": "row", "WG": 256 if r >= 1024 else 128 if r >= 128 else 64}
-    return {"VARIANT": "thread", "WG": 256}
+ROW_CACHE = 32  # elements of a row each invocation keeps on chip per buffer (default knobs)
+# The longest row that schedule.fuse_rows fuses into one multi-pass row kernel: the
+# default knobs keep it on chip (MAX_WG invocations x ROW_CACHE elements).
+ROW_LIMIT = MAX_WG * ROW_CACHE
+
+
+def rows_knobs(o: int, r: int, col: bool = False) -> dict:
+    """A row kernel's knobs for O rows of R elements: WG invocations per workgroup, TPR
+    of them per row (WG / TPR rows per workgroup), VEC elements per step (4: 16-byte
+    loads of the buffers read at the row's own elements, when R is a multiple of 4),
+    ORDER "row" (a row's invocations adjacent: the row is contiguous) or "col" (the
+    rows of a workgroup adjacent: used when the row index is the contiguous one, e.g. a
+    reduction over dim 0). TPR: enough that each invocation takes at most 8 steps
+    (32 elements at VEC 4); for "col", up to 8 per row while the rows give fewer than
+    2^16 invocations. Not yet measured on a GPU (bench/kernels.py --variants)."""
+    vec = 4 if r % 4 == 0 and not col else 1
+    if col:
+        tpr = 1 if o >= 1 << 16 else min(8, _pow2_ceil(-(-(1 << 16) // o)), _pow2_ceil(r))
+    else:
+        tpr = min(MAX_WG, _pow2_ceil(-(-(r // vec) // 8)))
+    return {"WG": MAX_WG, "TPR": tpr, "VEC": vec, "ORDER": "col" if col else "row"}
+
+
+def rows_space(r: int, passes: int = 1) -> list[dict]:
+    """Settings for rows of R elements; a kernel of several passes over the row keeps it
+    on chip, so it leaves out those that would hold more than 2 * ROW_CACHE per buffer."""
+    space = []
+    for order in ("row", "col") if passes == 1 else ("row",):
+        for vec in (1, 4) if r % 4 == 0 else (1,):
+            for wg, tprs in ((64, (1, 8, 64)), (MAX_WG, (1, 8, 32, MAX_WG))):
+                for tpr in tprs:
+                    items = -(-(r // vec) // tpr)
+                    if (tpr <= max(1, _pow2_ceil(r // vec))
+                            and (passes == 1 or items * vec <= 2 * ROW_CACHE)):
+                        space.append({"WG": wg, "TPR": tpr, "VEC": vec, "ORDER": order})
+    return space
+
+
+def reduce_knobs(o: int, r: int, col: bool = False) -> dict:
+    return rows_knobs(o, r, col)
 
 
 def reduce_space(o: int, r: int) -> list[dict]:
-    rows = [{"VARIANT": "row", "WG": wg} for wg in (32, 64, 128, 256)
-            if wg <= max(32, _pow2_ceil(r))]
-    threads = [{"VARIANT": "thread", "WG": wg} for wg in (64, 256)] if r <= 1024 else []
-    return rows + threads
+    return rows_space(r)
 
 
 def _reduce(src, materialized, out, tnode, knobs=None):
-    (x,) = tnode.inputs
-    o, r = x.shape
-    op = tnode.attrs["op"]
-    xt = "i32" if x.dtype in ("i32", "bool") else "f32"
-    vals = _fold_vals(xt)
-    acc_t, init, combine, leaf, final = (s.format(**vals) for s in REDUCERS[op])
-    functions = _loader(src, materialized, "load_x", x, xt)
-    if acc_t == "ArgAcc":
-        functions = f"struct ArgAcc {{ v: {xt}, i: i32 }}\n" + functions
-    functions += f"fn combine(a: {acc_t}, b: {acc_t}) -> {acc_t} {{ {combine} }}\n"
-    leaf_expr = "leaf(load_x(o, r), r)"
-    functions += f"fn leaf(v: {xt}, r: i32) -> {acc_t} {{ return {leaf}; }}\n"
-    slots = dict(functions=functions, O=o, R=r, ACC=acc_t, INIT=init, LEAF=leaf_expr)
-    knobs = _merge(reduce_knobs(o, r), knobs)
-    _require(knobs["VARIANT"] in ("row", "thread"), knobs, "VARIANT is 'row' or 'thread'")
-    row_wise = knobs["VARIANT"] == "row"
-    wg = _check_wg(knobs, pow2=row_wise)  # the row variant combines partials in a tree
-    if row_wise:
-        gx = min(o, MAX_GRID)
-        grid = (gx, math.ceil(o / gx), 1)
-        tmpl = "reduce_row"
-        slots.update(WG=wg, GRID_X=gx)
+    """A reduction (and its epilogue) as the row template with one pass."""
+    return _rows(src, materialized, out, [(tnode, out)], False, knobs)
+
+
+def _row_major(x: Value, materialized) -> bool:
+    """Whether the loader of x [O, R] walks memory along R (else along O: a reduction
+    over a leading dim, whose rows a workgroup then takes side by side)."""
+    base = buffer_address(x, (0, 0), materialized)
+    if base is None or x.shape[0] < 2:
+        return True
+    step_o = buffer_address(x, (1, 0), materialized)
+    step_r = buffer_address(x, (0, 1), materialized) if x.shape[1] > 1 else None
+    return not (step_o is not None and step_o - base == 1
+                and (step_r is None or step_r - base != 1))
+
+
+def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
+    """The row template (kernels/rows.wgsl): for each of O rows of R elements, the
+    reductions `phases` (reduce node, the value its group stores: the reduction and its
+    epilogue chain) one after the other, each able to read the ones before as per-row
+    values, then either the elementwise `out` over the row's elements (consumer: a
+    fused softmax or norm, stored at o * R + r) or the last phase's value (a plain
+    reduction, stored at o). The buffers read at the row's own elements are lanes
+    (codegen); a kernel of several passes loads them once into registers (c<i>_<k>)
+    and every pass reads them there: the row is read from memory once."""
+    x0 = phases[0][0].inputs[0]
+    o, r = x0.shape
+    passes = len(phases) + consumer
+    col = not consumer and len(phases) == 1 and not _row_major(x0, materialized)
+    knobs = _merge(rows_knobs(o, r, col), knobs)
+    wg = _check_wg(knobs, pow2=True)
+    tpr, vec, order = knobs["TPR"], knobs["VEC"], knobs["ORDER"]
+    _require(isinstance(tpr, int) and 1 <= tpr <= wg and tpr & (tpr - 1) == 0, knobs,
+             "TPR must be a power of two up to WG")
+    _require(vec in (1, 4) and r % vec == 0, knobs, "VEC is 1, or 4 when R is a multiple of 4")
+    _require(order in ("row", "col"), knobs, "ORDER is 'row' or 'col'")
+    rv = r // vec  # steps per row
+    items = -(-rv // tpr)  # steps per invocation
+    cached = passes > 1
+    _require(not cached or items * vec <= 2 * ROW_CACHE, knobs,
+             f"{items * vec} elements per invocation exceed the on-chip row cache")
+    rpw = wg // tpr
+    functions, pending, bound, shared, finals = [], [], {}, [], []
+    for j, (tn, root) in enumerate(phases):
+        x = tn.inputs[0]
+        _require(x.shape == (o, r), knobs, "the phases of a row kernel share O and R")
+        xt = "i32" if x.dtype in ("i32", "bool") else "f32"
+        acc_t, init, combine, leaf, final = (
+            s.format(**_fold_vals(xt)).replace("ArgAcc", f"ArgAcc{j}")
+            for s in REDUCERS[tn.attrs["op"]])
+        em = Emitter(src, materialized, lanes="gi", bound=dict(bound))
+        val = em.value(x, Index(x.shape, dims=["o", "r"], flat="gi"))
+        if x.dtype != xt:
+            val = _cast(val, {}, x.dtype, xt)
+        pending.append((em, f"load_{j}", ["o: i32", "r: i32", "gi: i32"], xt, val, True, j))
+        if acc_t.startswith("ArgAcc"):
+            functions.append(f"struct {acc_t} {{ v: {xt}, i: i32 }}\n")
+        functions.append(f"fn combine_{j}(a: {acc_t}, b: {acc_t}) -> {acc_t} {{ {combine} }}\n"
+                         f"fn leaf_{j}(v: {xt}, r: i32) -> {acc_t} {{ return {leaf}; }}\n")
+        em = Emitter(src, materialized, root=tn.out, root_flat="o", computes=root,
+                     bound=dict(bound))
+        val = em.value(root, Index(root.shape, flat="o"))
+        pending.append((em, f"finish_{j}", [f"acc: {WGSL_TYPE[tn.out.dtype]}", "o: i32"],
+                        root.dtype, val, False, j))
+        bound[root] = f"rv{j}"
+        finals.append((acc_t, init, final))
+    if consumer:
+        em = Emitter(src, materialized, lanes="gi", bound=dict(bound), computes=out)
+        val = em.value(out, Index(out.shape, flat="gi"))
+        pending.append((em, "epilogue", ["gi: i32"], out.dtype, val, True, len(phases)))
+    lanes = src.lane_params()
+    for em, name, params, dtype, val, uses_lanes, n in pending:
+        prior = [f"rv{k}: {WGSL_TYPE[phases[k][1].dtype]}" for k in range(n)]
+        functions.append(em.function(name, params + (lanes if uses_lanes else []) + prior,
+                                     dtype, val))
+    rvs = "".join(f", rv{k}" for k in range(len(phases)))
+
+    def steps(fn) -> list[str]:
+        """The steps of one pass over the row: unrolled over the cached items, else a
+        loop loading the lanes from memory."""
+        if not cached:
+            loads, args = _lane_args(src, vec, f"o * {rv} + q", "g")
+            return ([f"    if (live) {{ for (var q = t; q < {rv}; q += {tpr}) {{",
+                     f"        let g = o * {r} + q * {vec};"]
+                    + [f"        {s}" for s in loads] + [f"        {s}" for s in fn(args)]
+                    + ["    } }"])
+        lines = []
+        for k in range(items):
+            _, args = _lane_args(src, vec, "", "g", {i: f"c{i}_{k}" for i in src.lanes})
+            lines += [f"    {{ let q = {k * tpr} + t; if (live && q < {rv}) {{",
+                      f"        let g = o * {r} + q * {vec};"]
+            lines += [f"        {s}" for s in fn(args)] + ["    } }"]
+        return lines
+
+    def at(e: int) -> str:
+        return f" + {e}" if e else ""
+
+    body = []
+    ts = 1 if order == "row" else rpw  # partial index step between a row's invocations
+    for j, (acc_t, init, final) in enumerate(finals):
+        body.append(f"    var a{j}: {acc_t} = {init};")
+        prior = "".join(f", rv{k}" for k in range(j))
+        body += steps(lambda args, j=j, prior=prior: [
+            f"a{j} = combine_{j}(a{j}, leaf_{j}(load_{j}(o, q * {vec}{at(e)}, g{at(e)}{a}"
+            f"{prior}), q * {vec}{at(e)}));" for e, a in enumerate(args)])
+        if tpr > 1:
+            shared.append(f"var<workgroup> partial_{j}: array<{acc_t}, {wg}>;")
+            body += [f"    partial_{j}[li] = a{j};", "    workgroupBarrier();",
+                     f"    for (var s = {tpr // 2}; s > 0; s = s / 2) {{",
+                     f"        if (t < s) {{ partial_{j}[li] = combine_{j}(partial_{j}[li],"
+                     f" partial_{j}[li + s * {ts}]); }}",
+                     "        workgroupBarrier();", "    }"]
+            total = f"partial_{j}[lead]"
+        else:
+            total = f"a{j}"
+        body.append(f"    let rv{j} = finish_{j}({final.replace('acc', total)}, o{prior});")
+    if consumer:
+        out_t = BUFFER_TYPE[out.dtype]
+
+        def store(args):
+            vals = [to_buffer(f"epilogue(g{at(e)}{a}{rvs})", out.dtype)
+                    for e, a in enumerate(args)]
+            if vec == 1:
+                return [f"out[g] = {vals[0]};"]
+            return [f"out[o * {rv} + q] = vec4<{out_t}>({', '.join(vals)});"]
+        src.out_vec4 = vec == 4
+        body += steps(store)
     else:
-        grid, row = grid_1d(o, wg)
-        tmpl = "reduce_thread"
-        slots.update(WG=wg, ROW=row)
-    slots["final"] = final
-    return tmpl, slots, grid, knobs
+        body.append(f"    if (live && t == 0) {{ out[o] = "
+                    f"{to_buffer(f'rv{len(phases) - 1}', out.dtype)}; }}")
+    if cached:  # fill the registers first: each lane's vector (or element) per item
+        fill = []
+        for i, v in sorted(src.lanes.items()):
+            t_ = BUFFER_TYPE[v.dtype]
+            for k in range(items):
+                fill.append(f"    var c{i}_{k}: {f'vec4<{t_}>' if vec == 4 else t_};")
+        for k in range(items):
+            loads = []
+            for i, v in sorted(src.lanes.items()):
+                if vec == 1:
+                    loads.append(f"c{i}_{k} = in{i}[o * {r} + q];")
+                elif v.dtype == "f32":
+                    loads.append(f"c{i}_{k} = {src.view4(v)}[o * {rv} + q];")
+                else:
+                    g = f"(o * {rv} + q) * 4"
+                    loads.append(f"c{i}_{k} = vec4<{BUFFER_TYPE[v.dtype]}>("
+                                 + ", ".join(f"in{i}[{g} + {e}]" for e in range(4)) + ");")
+            if loads:
+                fill.append(f"    {{ let q = {k * tpr} + t; if (live && q < {rv}) {{ "
+                            + " ".join(loads) + " } }")
+        body = fill + body
+    lead = "slot * TPR" if order == "row" else "slot"
+    nwg = -(-o // rpw)
+    gx = min(nwg, MAX_GRID)
+    slots = dict(functions="".join(functions), WG=wg, TPR=tpr, RPW=rpw, O=o, GRID_X=gx,
+                 SLOT=f"li / {tpr}" if order == "row" else f"li % {rpw}",
+                 LANE=f"li % {tpr}" if order == "row" else f"li / {rpw}",
+                 LEAD=lead.replace("TPR", str(tpr)), SHARED="\n".join(shared),
+                 BODY="\n".join(body),
+                 workgroup_bytes=sum(wg * (8 if f[0].startswith("ArgAcc") else 4)
+                                     for f in finals) if tpr > 1 else 0)
+    return "rows", slots, (gx, -(-nwg // gx), 1), knobs
 
 
 SCANNERS = {
@@ -888,7 +1114,8 @@ def _materialize(src, materialized, out, tnode, knobs=None):
     em = Emitter(src, materialized)
     val = em.value(x, Index(x.shape, flat="gi"))
     functions = em.function("load_x", ["gi: i32"], x.dtype, val)
-    tmpl, slots, grid, knobs = _elementwise(src, materialized, out, None, knobs)
+    tmpl, slots, grid, knobs = _elementwise(src, materialized, out, tnode,
+                                            {"VEC": 1, **(knobs or {})})
     return tmpl, {**slots, "functions": functions, "final": "load_x(gi)"}, grid, knobs
 
 
@@ -1146,8 +1373,10 @@ def _matmul_coop_space(out, tnode):
 # and its search space for one kernel.
 TEMPLATES = {
     "elementwise": (_elementwise, lambda out, tnode: elementwise_space(out.numel)),
-    "materialize": (_materialize, lambda out, tnode: elementwise_space(out.numel)),
+    "materialize": (_materialize, lambda out, tnode: [k for k in elementwise_space(out.numel)
+                                                      if k["VEC"] == 1]),
     "reduce": (_reduce, lambda out, tnode: reduce_space(*tnode.inputs[0].shape)),
+    "rows": (None, None),  # a row kernel: generated with its phases (fill_kernel)
     "scan": (_scan, lambda out, tnode: scan_space(tnode.inputs[0].shape[1])),
     "matmul": (_matmul, _matmul_space),
     "matmul_coop": (_matmul_coop, _matmul_coop_space),
