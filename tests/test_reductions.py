@@ -58,3 +58,13 @@ def test_nan_propagates_through_max_min_and_their_indices():
         x[4, :] = 1.0  # all equal: index 0
         check(Fn(lambda x: (x.amax(1), x.amin(1), x.max(1), x.min(1), x.argmax(1), x.argmin(1),
                             x.max(), x.amin(0), torch.max(x, 0).indices)), x, equal_nan=True)
+
+
+def test_nan_propagates_through_elementwise_max_min():
+    # torch.max(a, b) / torch.min(a, b) are aten.maximum / minimum: NaN if either is NaN,
+    # while fmax / fmin take the other operand.
+    nan = float("nan")
+    a = torch.tensor([[nan, 1.0, -2.0, 3.0, nan], [0.5, nan, 2.0, -1.0, 4.0]])
+    b = torch.tensor([[0.0, nan, 0.5, 1.0, nan], [1.5, 2.0, nan, -3.0, 4.0]])
+    check(Fn(lambda a, b: (torch.max(a, b), torch.min(a, b), torch.maximum(a, 0.25 * b),
+                           torch.fmax(a, b), torch.fmin(a, b))), a, b, equal_nan=True)

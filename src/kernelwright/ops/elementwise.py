@@ -135,8 +135,19 @@ def pow_tensor(b, x, y):
     return b.ew("pow_tensor", as_value(b, x, "f32"), as_value(b, y, "f32"))
 
 
-for _name, _fn in [("maximum", "maximum"), ("minimum", "minimum")]:
-    register(f"aten.{_name}.default")(lambda b, x, y, _fn=_fn: binary(b, _fn, x, y))
+def _nan_propagating(b, x, y, fn):
+    """torch.maximum / minimum (torch.max(a, b)): NaN when either operand is, as PyTorch;
+    WGSL's max and min may return the other operand."""
+    m = binary(b, fn, x, y)
+    if m.dtype != "f32":
+        return m
+    x, y = as_value(b, x, "f32"), as_value(b, y, "f32")
+    either = b.ew("or", b.ew("isnan", x, dtype="bool"), b.ew("isnan", y, dtype="bool"))
+    return b.ew("where", either, binary(b, "add", x, y), m)
+
+
+register("aten.maximum.default")(lambda b, x, y: _nan_propagating(b, x, y, "maximum"))
+register("aten.minimum.default")(lambda b, x, y: _nan_propagating(b, x, y, "minimum"))
 
 for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     register(f"aten.{_op}.Tensor", f"aten.{_op}.Scalar")(
