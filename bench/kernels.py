@@ -3,6 +3,7 @@
     python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
                             [--out bench/results/kernels.json]
     python bench/kernels.py --matmul-variants [--out bench/results/matmul_variants.json]
+    python bench/kernels.py --variants [--only NAME] [--out bench/results/memory_variants.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
 timestamps (median over reps, inputs rotated among 3 sets), PyTorch's from CUDA
@@ -15,6 +16,12 @@ memory-bound ones).
 template's search space for its shape (templates.matmul_space), each forced through the
 knob chooser hook (tune.choosing) and checked against PyTorch on the GPU, and writes
 every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
+
+--variants does the same for the memory-bound cases (MEMORY_CASES): the knobs of their
+elementwise, row and reduction kernels (VEC, EPT, TPR, ORDER: templates.elementwise_space,
+rows_space, reduce_space, trimmed to WG 256), and for cases that fuse into a row kernel
+also the unfused schedule (schedule.ROW_FUSION_MAX = 0: one kernel per reduction), each
+with its TB/s (bytes read + written once) and correctness against PyTorch.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
-from kernelwright import tune
+from kernelwright import schedule, tune
 from kernelwright.ops import conv as conv_ops
 
 
@@ -107,7 +114,22 @@ CASES = {
                                                   (16, 128, 64, 64)),
     "maxpool3x3s2_b32x64x256": memory(lambda x: F.max_pool2d(x, 3, 2, 1), (32, 64, 256, 256), 1,
                                       0.25),
+    "rmsnorm_16384x8192": dict(module=Fn(lambda x, w: F.rms_norm(x, (8192,), w, 1e-6)),
+                               inputs=lambda: [torch.randn(16384, 8192), torch.randn(8192)],
+                               bytes=4 * 16384 * 8192 * 2),
+    "log_softmax_16384x8192": memory(lambda x: torch.log_softmax(x, -1), (16384, 8192), 1, 1),
+    "softmax_131072x1024": memory(lambda x: torch.softmax(x, -1), (131072, 1024), 1, 1),
+    "sum_cols_8192x16384": memory(lambda x: x.sum(0), (8192, 16384), 1, 0),
+    "add_bias_rows_16384x8192": dict(module=Fn(lambda x, b: x + b),
+                                     inputs=lambda: [torch.randn(16384, 8192), torch.randn(8192)],
+                                     bytes=4 * 16384 * 8192 * 2),
+    "cumsum_16384x8192": memory(lambda x: torch.cumsum(x, -1), (16384, 8192), 1, 1),
 }
+MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192",
+                "sum_rows_16384x8192", "sum_cols_8192x16384", "softmax_16384x8192",
+                "softmax_131072x1024", "log_softmax_16384x8192", "layernorm_16384x8192",
+                "rmsnorm_16384x8192")
+VARIANT_KINDS = ("elementwise", "rows", "reduce")
 
 
 MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096")
@@ -168,6 +190,71 @@ def matmul_variants(args, dev) -> None:
         print(f"{name}: best {best}", flush=True)
 
 
+def memory_variants(args, dev) -> None:
+    """Per memory-bound case: the default compile, each knob setting of its main kernel
+    (the first elementwise, row or reduction kernel; WG 256 only) and, where the default
+    fuses a row kernel, the schedule without row fusion. The JSON is rewritten after
+    each variant."""
+    out = dict(device=dev.description, torch=torch.__version__,
+               precision="strict fp32 (TF32 off)", cases=[])
+    cuda = torch.cuda.is_available()
+    for name in MEMORY_CASES:
+        if args.only and args.only not in name:
+            continue
+        case = CASES[name]
+        torch.manual_seed(0)
+        module = case["module"].eval()
+        sets = [case["inputs"]() for _ in range(3)]
+        with torch.no_grad():
+            ref = module(*sets[0])
+        scale = ref.abs().max().item() or 1.0
+        ref_ms = torch_ms(module, sets, args.reps) if cuda else float("nan")
+        module = module.cpu()
+        requests = []
+        with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind in VARIANT_KINDS
+                           else None):
+            kernelwright.compile(module, sets[0])
+        request = requests[0]
+        settings = [("default", None, None)] + [
+            (json.dumps(k, sort_keys=True), k, None) for k in request.space
+            if k.get("WG", 256) == 256 and k != request.default.knobs]
+        if request.kind == "rows":
+            settings.append(("unfused (ROW_FUSION_MAX = 0)", None, 0))
+        row = dict(case=name, torch_ms=round(ref_ms, 4),
+                   torch_tbps=round(case["bytes"] / ref_ms / 1e9, 3), key=str(request.key),
+                   default_knobs=request.default.knobs, variants=[])
+        out["cases"].append(row)
+        for label, knobs, fusion in settings:
+            variant = dict(variant=label)
+            keep = schedule.ROW_FUSION_MAX
+            try:
+                if fusion is not None:
+                    schedule.ROW_FUSION_MAX = fusion
+                with tune.choosing(lambda r, k=knobs, key=request.key: k if k and r.key == key
+                                   else None):
+                    compiled = kernelwright.compile(module, sets[0])
+                got = compiled(*sets[0], poison=True)
+                err = (got - ref).abs().max().item()
+                ms = statistics.median(compiled.gpu_times_ms(sets, args.reps))
+                variant.update(kernels=[k.name for k in compiled.plan.kernels],
+                               knobs=[k.knobs for k in compiled.plan.kernels],
+                               ms=round(ms, 4), tbps=round(case["bytes"] / ms / 1e9, 3),
+                               ratio=round(ref_ms / ms, 4), rel_err=err / scale,
+                               correct=err <= 1e-4 * max(1.0, scale))
+                del compiled
+            except Exception as exc:  # noqa: BLE001 - record the failure, measure the rest
+                variant["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            finally:
+                schedule.ROW_FUSION_MAX = keep
+            row["variants"].append(variant)
+            print(json.dumps(dict(case=name, **variant)), flush=True)
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(out, indent=1))
+        best = min((v for v in row["variants"] if v.get("correct")),
+                   key=lambda v: v["ms"], default=None)
+        print(f"{name}: best {best}", flush=True)
+
+
 def torch_ms(module, sets, reps):
     with torch.no_grad():
         m = module.cuda()
@@ -193,6 +280,8 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--matmul-variants", action="store_true",
                     help="time every setting of the matmul space on the GEMM cases")
+    ap.add_argument("--variants", action="store_true",
+                    help="time the knob variants of the memory-bound cases' kernels")
     ap.add_argument("--conv-lowering", choices=("auto", "gemm", "direct"), default="auto",
                     help="convolutions through ops/conv.py's choice (auto), or all through "
                          "the implicit GEMM or the direct kernel (where each applies)")
@@ -207,6 +296,10 @@ def main() -> None:
     if args.matmul_variants:
         args.out = args.out or "bench/results/matmul_variants.json"
         matmul_variants(args, dev)
+        return
+    if args.variants:
+        args.out = args.out or "bench/results/memory_variants.json"
+        memory_variants(args, dev)
         return
     args.out = args.out or "bench/results/kernels.json"
     rows = []
