@@ -109,11 +109,6 @@ class KernelRequest:
         shapes = [v.shape for v in self.default.reads] + [self.out.shape]
         return f"{self.key} | " + " ".join(f"[{','.join(map(str, s))}]" for s in shapes)
 
-    def replaced(self, source: str, grid: tuple[int, int, int], knobs: dict | None) -> Generated:
-        """This kernel with another WGSL text and grid (same bindings, same key)."""
-        d = self.default
-        return Generated(d.name, source, list(d.reads), tuple(grid), d.key, dict(knobs or {}))
-
     @cached_property
     def space(self) -> list[dict]:
         """The default knobs first, then the template's other settings for this shape."""
@@ -125,8 +120,8 @@ class KernelRequest:
                            self.phases)
 
 
-# A chooser returns knobs, a whole kernel (a `Generated` from `KernelRequest.replaced`:
-# an optimized kernel), or None for the template's defaults.
+# A chooser returns knobs, a whole kernel (a `Generated`: an optimized kernel from the
+# tuning cache), or None for the template's defaults.
 KnobChooser = Callable[[KernelRequest], "dict | Generated | None"]
 
 
