@@ -114,3 +114,27 @@ def test_max_unpool(nd):
             return self.unpool(y, idx), self.unpool(y * 2, idx, output_size=x.shape)
 
     check(PoolUnpool(), torch.randn(2, 3, *[6 if nd < 3 else 4] * nd))
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_and_put(include_self):
+    x = torch.randn(4, 6)
+    index = torch.tensor([[5, 0, 5], [1, 1, 3], [0, 4, 4]])  # duplicates in each row
+    src = torch.randn(4, 5) + 2
+    check(Fn(lambda x, i, s: tuple(x.scatter_reduce(1, i, s, r, include_self=include_self)
+                                   for r in ("sum", "prod", "mean", "amax", "amin"))),
+          x, index, src)
+    counts = torch.tensor([[3, 0, 2], [1, 5, 1]])
+    check(Fn(lambda c, i: c.scatter_reduce(1, i[:2, :3] % 3, c * 2, "mean",
+                                           include_self=include_self)), counts, index)
+    if include_self:
+        flat = torch.tensor([7, -1, 0, 20])
+        check(Fn(lambda x, f, s: (x.clone().put_(f, s[0, :4]),
+                                  x.put(f[:3], s[1, :3] * 0 + 1, accumulate=True))),
+              x, flat, src)
+
+
+def test_data_dependent_shapes_raise():
+    for f in (lambda x: torch.masked_select(x, x > 0), lambda x: torch.nonzero(x)):
+        with pytest.raises(kernelwright.CompileError, match=r"known only at run time"):
+            kernelwright.compile(Fn(f), [torch.randn(3, 4)])

@@ -11,7 +11,7 @@ import math
 
 from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes
 from . import register
-from .elementwise import as_dtype, binary
+from .elementwise import as_dtype, binary, div_mode
 
 
 @register("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
@@ -196,8 +196,8 @@ def _no_masks(indices, what: str) -> list:
     for t in indices:
         if t is not None and t.dtype == "bool":
             raise CompileError(
-                f"{what} with a boolean mask: the result's shape depends on how many elements "
-                "are true, which a compiled plan cannot have; keep the shape with "
+                f"{what} with a boolean mask: how many elements it selects is known only at "
+                "run time, and a compiled plan's shapes are static; for a fixed shape use "
                 "torch.where(mask, x, other) or x.masked_fill(mask, value)")
     return list(indices)
 
@@ -262,35 +262,60 @@ def index_put(b, x, indices, values, accumulate=False):
     perm = _b_first(len(bshape), len(rest), front)
     v = b.expand(as_dtype(b, values, x.dtype), [(bshape + rest)[d] for d in perm])
     v = b.reshape(b.permute(v, [perm.index(d) for d in range(len(perm))]), (1, nb, r))
-    y = scatter_rows(b, b.reshape(xf, (1, npos, r)), b.reshape(p, (1, nb)), v, accumulate)
+    y = scatter_rows(b, b.reshape(xf, (1, npos, r)), b.reshape(p, (1, nb)), v,
+                     "sum" if accumulate else None)
     y = b.reshape(y, [x.shape[d] for d in order])
     return b.permute(y, [order.index(d) for d in range(len(order))])
 
 
-def scatter_rows(b: GraphBuilder, x: Value, idx: Value, v: Value, accumulate: bool) -> Value:
+# scatter_reduce's reductions: (reduce op, identity of the op for i32 / f32)
+SCATTER_REDUCE = {"sum": ("sum", 0), "mean": ("sum", 0), "prod": ("prod", 1),
+                  "amax": ("max", "-inf"), "amin": ("min", "inf")}
+
+
+def scatter_rows(b: GraphBuilder, x: Value, idx: Value, v: Value, reduce: str | None = None,
+                 include_self: bool = True) -> Value:
     """x [N, J, C] with row n's element idx[n, k] (a position in [0, J); others write
-    nothing) set to v[n, k, :] (added to it when accumulating), as a gather-form: each
-    destination (n, j) searches idx[n, :] for the writers that name it. Without
-    accumulation the last writer wins (PyTorch leaves duplicates undefined); with it every
-    writer is summed, so duplicates are exact. Costs N * J * K comparisons."""
+    nothing) set to v[n, k, :], as a gather-form: each destination (n, j) searches
+    idx[n, :] for the writers that name it. Without `reduce` the last writer wins
+    (PyTorch leaves duplicates undefined); with one (a key of SCATTER_REDUCE, "sum" for
+    index_put's accumulate) the writers' values are reduced, with x's own value unless
+    not include_self, so duplicates are exact. Costs N * J * K comparisons."""
     n, j, c = x.shape
     k = idx.shape[1]
     hit = binary(b, "eq", b.expand(b.reshape(idx, (n, 1, k)), (n, j, k)),
                  b.iota((n, j, k), 1), out_dtype="bool")
-    if accumulate:
-        hits = b.expand(b.reshape(hit, (n, j, 1, k)), (n, j, c, k))
-        vals = b.expand(b.reshape(b.permute(v, (0, 2, 1)), (n, 1, c, k)), (n, j, c, k))
-        dt = "i32" if v.dtype == "bool" else v.dtype
-        total = b.reduce(b.ew("where", hits, as_dtype(b, vals, dt), b.scalar(0, dt)), "sum", [3])
-        return as_dtype(b, binary(b, "add", x, total), x.dtype)
-    writer = b.reduce(b.ew("where", hit, b.iota((n, j, k), 2), b.scalar(-1, "i32")), "max", [2])
-    first = b.expand(b.reshape(binary(b, "maximum", writer, 0), (n, j, 1)), (n, j, c))
-    taken = b.gather(v, 1, first)
-    written = b.reshape(binary(b, "ge", writer, 0, out_dtype="bool"), (n, j, 1))
-    return b.ew("where", written, taken, x)
+    if reduce is None:
+        writer = b.reduce(b.ew("where", hit, b.iota((n, j, k), 2), b.scalar(-1, "i32")),
+                          "max", [2])
+        first = b.expand(b.reshape(binary(b, "maximum", writer, 0), (n, j, 1)), (n, j, c))
+        written = b.reshape(binary(b, "ge", writer, 0, out_dtype="bool"), (n, j, 1))
+        return b.ew("where", written, b.gather(v, 1, first), x)
+    if reduce not in SCATTER_REDUCE:
+        raise CompileError(f"scatter reduction '{reduce}' is not one of {list(SCATTER_REDUCE)}")
+    op, identity = SCATTER_REDUCE[reduce]
+    dt = "i32" if v.dtype == "bool" else v.dtype
+    if isinstance(identity, str):  # the max's / min's identity: the dtype's extreme
+        identity = float(identity) if dt == "f32" else (-2**31 if op == "max" else 2**31 - 1)
+    hits = b.expand(b.reshape(hit, (n, j, 1, k)), (n, j, c, k))
+    vals = b.expand(b.reshape(b.permute(as_dtype(b, v, dt), (0, 2, 1)), (n, 1, c, k)),
+                    (n, j, c, k))
+    total = b.reduce(b.ew("where", hits, vals, b.scalar(identity, dt)), op, [3])
+    if reduce == "mean" or not include_self:
+        count = b.reduce(as_dtype(b, hit, "i32"), "sum", [2], keepdim=True)  # [N, J, 1]
+    if include_self:
+        fn = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}[op]
+        total = binary(b, fn, as_dtype(b, x, dt), total)
+    if reduce == "mean":
+        denom = binary(b, "add", count, 1) if include_self else binary(b, "maximum", count, 1)
+        total = div_mode(b, total, denom, None if dt == "f32" else "floor")
+    if not include_self:
+        total = b.ew("where", binary(b, "gt", count, 0, out_dtype="bool"), total,
+                     as_dtype(b, x, dt))
+    return as_dtype(b, total, x.dtype)
 
 
-def _scatter(b, x, dim, index, src, accumulate):
+def _scatter(b, x, dim, index, src, reduce=None, include_self=True):
     """torch.scatter / scatter_add along `dim`: each element of `index` writes the
     element of src at its position into x at that position with dim replaced by its
     value. Rows are the other dims; the parts of x that index does not reach in them are
@@ -298,7 +323,7 @@ def _scatter(b, x, dim, index, src, accumulate):
     if not x.shape:
         x, index = b.reshape(x, (1,)), b.reshape(index, (1,))
         src = b.reshape(src, (1,)) if src.shape else src
-        return b.reshape(_scatter(b, x, 0, index, src, accumulate), ())
+        return b.reshape(_scatter(b, x, 0, index, src, reduce, include_self), ())
     dim %= len(x.shape)
     others = [d for d in range(len(x.shape)) if d != dim]
     if len(index.shape) != len(x.shape):
@@ -313,7 +338,7 @@ def _scatter(b, x, dim, index, src, accumulate):
     x3 = b.reshape(b.permute(x, others + [dim]), (rows, j, 1))
     i2 = b.reshape(b.permute(idx, others + [dim]), (rows, k))
     v3 = b.reshape(b.permute(src, others + [dim]), (rows, k, 1))
-    y = scatter_rows(b, x3, i2, v3, accumulate)
+    y = scatter_rows(b, x3, i2, v3, reduce, include_self)
     order = others + [dim]
     y = b.reshape(y, [x.shape[d] for d in order])
     return b.permute(y, [order.index(d) for d in range(len(order))])
@@ -329,9 +354,31 @@ def _crop(b, x, shape):
 def scatter(b, x, dim, index, src):
     if not isinstance(src, Value):
         src = b.scalar(src)
-    return _scatter(b, x, dim, index, as_dtype(b, src, x.dtype), False)
+    return _scatter(b, x, dim, index, as_dtype(b, src, x.dtype))
 
 
 @register("aten.scatter_add.default")
 def scatter_add(b, x, dim, index, src):
-    return _scatter(b, x, dim, index, src, True)
+    return _scatter(b, x, dim, index, src, "sum")
+
+
+@register("aten.scatter_reduce.two")
+def scatter_reduce(b, x, dim, index, src, reduce, include_self=True):
+    return _scatter(b, x, dim, index, src, reduce, include_self)
+
+
+@register("aten.put.default")
+def put(b, x, index, source, accumulate=False):
+    """x.put_(index, source): x flattened, one row."""
+    flat = _wrapped(b, b.reshape(as_dtype(b, index, "i32"), (1, index.numel)), x.numel)
+    y = scatter_rows(b, b.reshape(x, (1, x.numel, 1)), flat,
+                     b.reshape(as_dtype(b, source, x.dtype), (1, source.numel, 1)),
+                     "sum" if accumulate else None)
+    return b.reshape(y, x.shape)
+
+
+@register("aten.masked_select.default", "aten.nonzero.default")
+def data_dependent_shape(b, x, *args):
+    raise CompileError("masked_select / nonzero: how many elements they give is known only "
+                       "at run time, and a compiled plan's shapes are static; for a fixed "
+                       "shape use torch.where(mask, x, other) or x.masked_fill(mask, value)")

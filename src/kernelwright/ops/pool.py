@@ -106,7 +106,7 @@ def _max_unpool(b: GraphBuilder, x: Value, indices: Value, output_size) -> Value
     planes, k, j = math.prod(lead), math.prod(x.shape[len(lead):]), math.prod(output_size)
     zeros = b.expand(b.scalar(0.0 if x.dtype == "f32" else 0, x.dtype), (planes, j, 1))
     y = scatter_rows(b, zeros, b.reshape(as_dtype(b, indices, "i32"), (planes, k)),
-                     b.reshape(x, (planes, k, 1)), accumulate=False)
+                     b.reshape(x, (planes, k, 1)))
     return b.reshape(y, (*lead, *output_size))
 
 
