@@ -12,6 +12,7 @@ for the shapes it was found at, so the harness's other-shape trial is off).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 
@@ -52,4 +53,7 @@ def check_plan(plan, folder: Path, problem, size: str | None, seed: int, trials:
     spec = write_factory(folder / "plan")
     cfg = WorkerConfig(path=str(problem.path), name=problem.name, level=problem.level,
                        size=size, trials=trials, candidate=spec, seed=seed, alt_shape=False)
-    return run_worker(cfg, folder / "worker", timeout_s, default_rss_limit_gb())
+    try:
+        return run_worker(cfg, folder / "worker", timeout_s, default_rss_limit_gb())
+    finally:  # the constants of a full-size model take room; the plan can be made again
+        shutil.rmtree(folder / "plan", ignore_errors=True)
