@@ -6,11 +6,11 @@ from torch import nn
 batch_size = 32
 seq_len = 4096
 dim = 1024
-picks = 524288
+picks = 458752
 
 SIZES = {
     "small": {"batch_size": 3, "seq_len": 13, "dim": 7, "picks": 9},
-    "full": {"batch_size": 32, "seq_len": 4096, "dim": 1024, "picks": 524288},
+    "full": {"batch_size": 32, "seq_len": 4096, "dim": 1024, "picks": 458752},
 }
 
 
