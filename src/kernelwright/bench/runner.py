@@ -209,6 +209,10 @@ def worker_env() -> dict[str, str]:
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    # torch.compile (--compile-ref) compiles in the worker itself, not in a pool of one
+    # process per core: eight workers at once with a pool each took minutes to compile
+    # one matmul on the 16-core H200 host.
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     return env
 
 

@@ -30,6 +30,7 @@ WARMUP_BATCH = 5  # calls per warm-up round
 WARMUP_ROUNDS = 12  # at most; warm-up stops once two rounds agree within 10%
 WARMUP_BUDGET_S = 2.0
 WALL_BUDGET_S = 2.0  # the measured calls may take this long in wall time, at most
+ROTATE_MAX_BYTES = 64 << 20  # input sets larger than this are not rotated (see timing_sets)
 # Why a wall budget: on a software driver one timestamped call took ~10 ms of wall
 # time for 0.05 ms of GPU time, so 0.2 s of GPU time cost 10 s per problem.
 # Why rounds and not a fixed count: in a fresh process PyTorch's first ~20 small CPU
@@ -91,6 +92,15 @@ def measure(batch: Callable[[int], list[float]], source: str, target_s: float = 
     reps = choose_reps(previous, target_s, max_reps)
     reps = min(reps, max(MIN_REPS, int(WALL_BUDGET_S / max(wall_per_call, 1e-9))))
     return summarize_times(list(batch(reps)), source, build_s)
+
+
+def timing_sets(input_sets: list[list]) -> list[list]:
+    """The input sets to rotate through: all of them, unless one set is larger than
+    ROTATE_MAX_BYTES (more than the H200's 50 MB L2: no cache can flatter a call, and
+    uploading hundreds of MB before every timed call of the candidate cost seconds)."""
+    nbytes = sum(x.numel() * x.element_size() for x in input_sets[0]
+                 if isinstance(x, torch.Tensor))
+    return input_sets if nbytes <= ROTATE_MAX_BYTES else input_sets[:1]
 
 
 def wall_times_ms(fn: Callable[[list], Any], input_sets: list[list], reps: int,

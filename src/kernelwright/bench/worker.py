@@ -237,23 +237,24 @@ def measure(cfg: WorkerConfig, result: dict[str, Any], candidate: Any, model: An
             own_inputs: Any, stage: Any, lock: GpuLock) -> None:
     """Time the candidate and the reference (eager, and torch.compile when asked).
 
-    Everything but the timed calls (input sets, moving the reference to its device,
-    torch.compile's compile) happens under the shared GPU lock; the timed calls under
-    the exclusive one, so that with ``--jobs`` no other worker's GPU work overlaps them.
+    Moving the reference to its device happens under the shared GPU lock, the timed
+    calls under the exclusive one, so that with ``--jobs`` no other worker's GPU work
+    overlaps them; torch.compile's compile (its first call) takes no lock: it is CPU
+    work, and a timer waiting behind it stalled every worker.
     """
     from . import timing
 
+    input_sets = timing.timing_sets(
+        [own_inputs(cfg.seed + 1000 + i) for i in range(TIMING_INPUT_SETS)])
     with lock.shared():
-        input_sets = [own_inputs(cfg.seed + 1000 + i) for i in range(TIMING_INPUT_SETS)]
         eager = timing.prepare_reference(model, input_sets, False, allow_tf32=cfg.loose)
-        compiled = None
-        if cfg.compile_ref:
-            stage("compile-ref")
-            try:
-                compiled = timing.prepare_reference(model, input_sets, True,
-                                                    allow_tf32=cfg.loose)
-            except Exception as exc:  # noqa: BLE001 - torch.compile itself failed
-                result["ref_compile_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    compiled = None
+    if cfg.compile_ref:  # outside the lock: torch.compile's compile is seconds of CPU work
+        stage("compile-ref")
+        try:
+            compiled = timing.prepare_reference(model, input_sets, True, allow_tf32=cfg.loose)
+        except Exception as exc:  # noqa: BLE001 - torch.compile itself failed
+            result["ref_compile_error"] = f"{type(exc).__name__}: {exc}"[:2000]
     stage("timing-wait")
     with lock.exclusive():
         stage("timing")
