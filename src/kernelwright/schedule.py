@@ -11,7 +11,9 @@ nodes from the outputs back:
 * a template whose readers all sit in one elementwise kernel becomes that kernel's
   template, the elementwise chain its epilogue (matmul + bias + activation is one
   kernel), provided the chain reads the template's result only at the element it
-  stores (through elementwise ops and reshapes).
+  stores (through elementwise ops and reshapes);
+* an elementwise kernel over rows whose reductions (over the same rows) only it reads
+  computes them itself: a row kernel (fuse_rows).
 
 Memory planning then gives each materialized intermediate a buffer, reusing a
 buffer once every kernel that reads its previous tenant has run. Each kernel's knobs

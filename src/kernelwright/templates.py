@@ -7,10 +7,11 @@ workgroup size, elements per invocation) and returns the WGSL text with its
 bindings, dispatch grid, knobs and a stable key.
 
 Knobs are data. Each template's fill function takes an optional `knobs` dict (names
-as the template's slots: BM, BN, TM, TN, BK for the matmul; WG and EPT for
-elementwise kernels; VARIANT and WG for reductions; ...); knobs left out take the
-template's heuristic default (`*_knobs` below, the one place for defaults), and a
-setting the template cannot run correctly is a CompileError. `knob_space` lists a
+as the template's slots: BM, BN, TM, TN, BK for the matmul; WG, EPT and VEC for
+elementwise kernels; WG, TPR, VEC and ORDER for reductions and row kernels; ...);
+knobs left out take the template's heuristic default (`*_knobs` below, the one place
+for defaults), and a setting the template cannot run correctly is a CompileError.
+`knob_space` lists a
 small, shape-keyed set of settings per template: the autotuner's search space
 (tune/). The key (`KernelKey`: template, operand shapes, and a digest of the
 generated functions, the template node's attributes and the template's text) names
