@@ -42,7 +42,7 @@ import inspect
 import time
 import traceback
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -53,6 +53,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 Candidate = Callable[..., Any]
 Factory = Callable[[torch.nn.Module, list], Candidate]
 InputSource = Callable[[int], list]
+GpuSection = Callable[[], AbstractContextManager]
 
 # Why a candidate was rejected: the short reason stored with each result.
 REASONS = {
@@ -337,6 +338,11 @@ class LeafStats:
     max_ref: float = 0.0
 
 
+def compare_device() -> torch.device:
+    """Where outputs are compared: the CUDA GPU when there is one, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
                  exact: torch.Tensor | None = None) -> LeafStats:
     """Check one candidate output against one reference output; raises Rejected.
@@ -375,33 +381,38 @@ def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
         return LeafStats()
     atol, rtol = tol.for_dtype(r.dtype)
     work = torch.float64 if r.dtype == torch.float64 or exact is not None else torch.float32
+    dev = compare_device()  # chunks are compared there: minutes on the CPU at 10^9 elements
+    zero = torch.zeros((), dtype=work, device=dev)
     noise_bound = 0.0
     if exact is not None:
-        ef = exact.detach().reshape(-1).to(torch.float64)
-        rd = rf.to(torch.float64)
-        finite = torch.isfinite(rd) & torch.isfinite(ef)
-        noise = float((rd - ef).abs()[finite].max()) if bool(finite.any()) else 0.0
+        ef = exact.detach().reshape(-1)
+        noise = 0.0
+        for start in range(0, n, CHUNK):
+            rd = rf[start:start + CHUNK].to(dev, torch.float64)
+            ed = ef[start:start + CHUNK].to(dev, torch.float64)
+            finite = torch.isfinite(rd) & torch.isfinite(ed)
+            if bool(finite.any()):
+                noise = max(noise, float((rd - ed).abs()[finite].max()))
         noise_bound = FP32_NOISE_FACTOR * noise
     stats = LeafStats()
     max_cand = 0.0
     nan_count = bad_count = 0
     first_nan = first_bad = -1
     for start in range(0, n, CHUNK):
-        cc = cf[start:start + CHUNK].to(work)
-        rr = rf[start:start + CHUNK].to(work)
+        cc = cf[start:start + CHUNK].to(dev, work)
+        rr = rf[start:start + CHUNK].to(dev, work)
         r_finite, c_finite = torch.isfinite(rr), torch.isfinite(cc)
         lost = r_finite & ~c_finite
         same_nonfinite = (cc == rr) | (torch.isnan(cc) & torch.isnan(rr))
         both = r_finite & c_finite
         if exact is not None:  # against float64, allowing PyTorch's own fp32 error
-            ee = ef[start:start + CHUNK]
+            ee = ef[start:start + CHUNK].to(dev, work)
             both = both & torch.isfinite(ee)
-            err = torch.where(both, (cc - ee).abs(), torch.zeros((), dtype=work))
-            bound = torch.clamp(atol + rtol * torch.where(both, ee.abs(), torch.zeros(
-                (), dtype=work)), min=noise_bound)
+            err = torch.where(both, (cc - ee).abs(), zero)
+            bound = torch.clamp(atol + rtol * torch.where(both, ee.abs(), zero), min=noise_bound)
         else:
-            err = torch.where(both, (cc - rr).abs(), torch.zeros((), dtype=work))
-            bound = atol + rtol * torch.where(r_finite, rr.abs(), torch.zeros((), dtype=work))
+            err = torch.where(both, (cc - rr).abs(), zero)
+            bound = atol + rtol * torch.where(r_finite, rr.abs(), zero)
         bad = (both & (err > bound)) | (~r_finite & ~same_nonfinite)
         if lost.any():
             nan_count += int(lost.sum())
@@ -585,7 +596,9 @@ class Verifier:
     """Runs the trials of one candidate against one reference; see the module docstring."""
 
     def __init__(self, model: torch.nn.Module, own_inputs: InputSource, tol: Tolerance,
-                 check_torch_calls: bool, reference_device: str) -> None:
+                 check_torch_calls: bool, reference_device: str,
+                 gpu_section: GpuSection = nullcontext) -> None:
+        self.gpu = gpu_section  # held around every run on the GPU (see `verify`)
         self.model = model
         self.own_inputs = own_inputs
         self.tol = tol
@@ -597,7 +610,8 @@ class Verifier:
         """The reference's outputs for `inputs`, or None when it cannot run on them
         (or, with `finite`, gives NaN/Inf on them)."""
         try:
-            leaves = self.reference(inputs)
+            with self.gpu():
+                leaves = self.reference(inputs)
         except Exception:  # noqa: BLE001 - this distribution or shape is not allowed
             return None
         if not finite:
@@ -614,7 +628,7 @@ class Verifier:
         kwargs = {"poison": True} if accepts_poison(candidate) else {}
         recorder = TorchOpRecorder() if self.check_torch_calls else nullcontext()
         try:
-            with torch.no_grad(), recorder:
+            with self.gpu(), torch.no_grad(), recorder:
                 out = candidate(*inputs, **kwargs)
         except Rejected:
             raise
@@ -637,18 +651,19 @@ class Verifier:
         """
         ref_args = clone_inputs(values if values is not None else inputs)
         out = self.call(candidate, inputs)
-        ref_leaves = self.reference(ref_args)
-        try:
-            return compare(out, ref_leaves, self.tol)
-        except Rejected as rejection:
-            if rejection.reason != "mismatch" or self.tol.label != "strict":
-                raise
-            exact = self.reference.float64(ref_args)
-            if exact is None:
-                raise
-            return compare(out, ref_leaves, self.tol, exact)
-        finally:
-            self.reference.release(ref_leaves)
+        with self.gpu():
+            ref_leaves = self.reference(ref_args)
+            try:
+                return compare(out, ref_leaves, self.tol)
+            except Rejected as rejection:
+                if rejection.reason != "mismatch" or self.tol.label != "strict":
+                    raise
+                exact = self.reference.float64(ref_args)
+                if exact is None:
+                    raise
+                return compare(out, ref_leaves, self.tol, exact)
+            finally:
+                self.reference.release(ref_leaves)
 
 
 def constant_extent(per_trial: list[list[tuple[float, float]]]) -> list[tuple[float, float]]:
@@ -682,16 +697,20 @@ def is_constant(extent: tuple[float, float], atol: float, rtol: float) -> bool:
 def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
            trials: int = 5, loose: bool = False, seed: int = 0, alt_shape: bool = True,
            check_torch_calls: bool = True, reference_device: str = "cpu",
-           accelerated: bool = False) -> Verification:
+           accelerated: bool = False, gpu_section: GpuSection = nullcontext) -> Verification:
     """Make a candidate with `make` and verify it against `model`; see the module docstring.
 
     `own_inputs(seed)` returns the problem's own inputs drawn with `seed`; it must
-    work (the caller has run the reference on it once). Exceptions from the
-    factory or the candidate become rejections, never escape.
+    work (the caller has run the reference on it once). `gpu_section()` is entered
+    around each run of the candidate or the reference and each comparison (the
+    bench's shared GPU lock), never around input generation or building the
+    candidate, so that a timer elsewhere waits for one call, not a whole verification.
+    Exceptions from the factory or the candidate become rejections, never escape.
     """
     tol = Tolerance(loose, accelerated)
     verdict = Verdict(precision=tol.label)
-    verifier = Verifier(model, own_inputs, tol, check_torch_calls, reference_device)
+    verifier = Verifier(model, own_inputs, tol, check_torch_calls, reference_device,
+                        gpu_section)
 
     # Plan the trials, and run the reference on each first: drop distributions the
     # problem does not allow, and find out whether its output is degenerate.

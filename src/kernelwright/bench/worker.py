@@ -200,13 +200,11 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     try:
-        with lock.shared():
-            verification = verify.verify(model, own_inputs, make, trials=cfg.trials,
-                                         loose=cfg.loose, accelerated=cfg.accelerated,
-                                         seed=cfg.seed,
-                                         alt_shape=cfg.alt_shape,
-                                         check_torch_calls=cfg.check_torch_calls,
-                                         reference_device=ref_device)
+        verification = verify.verify(model, own_inputs, make, trials=cfg.trials,
+                                     loose=cfg.loose, accelerated=cfg.accelerated,
+                                     seed=cfg.seed, alt_shape=cfg.alt_shape,
+                                     check_torch_calls=cfg.check_torch_calls,
+                                     reference_device=ref_device, gpu_section=lock.shared)
     except Exception as exc:  # noqa: BLE001 - the reference failed on a trial's own inputs
         return fail("reference", f"{type(exc).__name__}: {exc}")
     verdict = verification.verdict
