@@ -1,11 +1,14 @@
 """A readers-writer lock between the workers of a parallel run, so that timing stays honest.
 
 With ``kernelwright bench --jobs N`` several workers share one GPU. Compiling and
-verifying may overlap: each worker holds the lock *shared* while it runs anything on
-the GPU outside timing (the reference's first run, compile and correctness trials,
-torch.compile's first call). Timing holds it *exclusive*: no other worker runs GPU
-work while a candidate or a reference is timed; only CPU-side work of other workers
-(imports, capture, code generation) goes on beside it.
+verifying may overlap: a worker holds the lock *shared* around each single run on
+the GPU outside timing (one call of the candidate or of the reference, one
+comparison, moving the reference to its device). Timing holds it *exclusive*: no
+other worker runs GPU work while a candidate or a reference is timed; only CPU-side
+work of other workers (imports, capture, code generation, input generation,
+torch.compile's compile) goes on beside it. Shared sections must stay short: a
+timer waits for all of them to end, and everyone else waits for the timer (the
+first H200 runs held it for whole verifications and stalled).
 
 It is two POSIX record locks (``lockf``) on files next to each other: the gate and
 the lock itself. A shared holder passes the gate (exclusive, released at once) and
