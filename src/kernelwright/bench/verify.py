@@ -21,7 +21,10 @@ Each defence answers one loophole that fooled published kernel agents:
   then calls the candidate again on them ("not-deterministic-on-reuse");
 - outputs poisoned before each run (``poison=True`` where the candidate takes it),
   every element checked: shape, dtype, no NaN/Inf where the reference is finite,
-  ``|a - b| <= atol + rtol * |b|`` with tolerances by dtype;
+  ``|a - b| <= atol + rtol * |b|`` with tolerances by dtype; in strict mode a float
+  output outside it is judged again against a float64 run of the reference, within
+  the tolerance or 4x PyTorch's own fp32 error there (FP32_NOISE_FACTOR): long fp32
+  sums added in another order than PyTorch's pass, fp16/TF32 arithmetic does not;
 - degenerate problems (reference output constant or near zero) are flagged;
   a near-zero output must also carry the reference's signal to 10%, and a
   reference that is constant on every distribution tried cannot tell a real

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Everything kernelwright measures on the H200, in as few device calls as possible.
+#
+#   source .device/env.sh && bash scripts/h200_session.sh TASK[=SECONDS] ...
+#
+# Tasks run in the order given, each under its own time limit (SIGINT at the limit, so
+# benchmarks write what they measured); afterwards everything under $OUT/r is packed
+# into $OUT/results.tar.gz (the device returns at most 8 files) and session.log says
+# what ran and how long it took. Unpack it here and commit the parts worth keeping
+# under bench/results/.
+#
+#   suite     kernelwright bench, whole bundled suite, full size, --compile-ref,
+#             --jobs 8, resumed from bench/results/suite_h200_full/results.sqlite when
+#             that file is in the tree (issues 3 and 4)
+#   level2    the same for level 2 only (issue 5: level-2 geometric mean)
+#   kernels   bench/kernels.py, every single-kernel figure of issue 5
+#   matmul    bench/kernels.py --matmul-variants (which matmul knobs win)
+#   memory    bench/kernels.py --variants --reps 10 (elementwise/row-kernel knobs)
+#   conv      bench/kernels.py --only conv, with each lowering (auto, gemm, direct)
+#   coop      bench/coop_matmul.py --quick (the cooperative-matrix mode)
+#   models    bench/models.py --size full
+#   optimize  bench/optimize_suite.sh --level 2 (issue 6, built-in generator)
+#   tests     the op tests through Vulkan on the H200 (torch of the host)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:?set OUT}
+R="$OUT/r"
+mkdir -p "$R"
+LOG="$OUT/session.log"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+
+limit() { timeout -s INT -k 30 "$@"; }
+
+run_task() {
+  local task=${1%%=*} secs=${1#*=}
+  [ "$secs" = "$1" ] && secs=300
+  local start=$SECONDS
+  echo "== $task (limit ${secs}s) $(date -u +%H:%M:%S)" >> "$LOG"
+  case "$task" in
+    suite|level2)
+      local dir="$R/$task" args=()
+      mkdir -p "$dir"
+      [ "$task" = level2 ] && args+=(--level 2)
+      [ -f "bench/results/suite_h200_full/results.sqlite" ] && [ "$task" = suite ] &&
+        cp bench/results/suite_h200_full/results.sqlite "$dir/"
+      limit "$secs" python3 -m kernelwright.cli bench --size full --compile-ref --jobs 8 \
+        --resume --out "$dir" "${args[@]}" > "$dir/bench.log" 2>&1
+      rm -rf "$dir/work"
+      tail -12 "$dir/bench.log" >> "$LOG" ;;
+    kernels) limit "$secs" python3 bench/kernels.py --out "$R/kernels.json" >> "$LOG" 2>&1 ;;
+    matmul) limit "$secs" python3 bench/kernels.py --matmul-variants \
+              --out "$R/matmul_variants.json" >> "$LOG" 2>&1 ;;
+    memory) limit "$secs" python3 bench/kernels.py --variants --reps 10 \
+              --out "$R/memory_variants.json" >> "$LOG" 2>&1 ;;
+    conv)
+      for lowering in auto gemm direct; do
+        limit $((secs / 3)) python3 bench/kernels.py --only conv --conv-lowering "$lowering" \
+          --out "$R/conv_$lowering.json" >> "$LOG" 2>&1
+      done ;;
+    coop) limit "$secs" python3 bench/coop_matmul.py --quick --out "$R/coop_matmul.json" \
+            >> "$LOG" 2>&1 ;;
+    models) limit "$secs" python3 bench/models.py --size full --out "$R/models.json" \
+              >> "$LOG" 2>&1 ;;
+    optimize) RESULTS="$R/optimize" RUN_BUDGET=$((secs - 30)) limit "$secs" \
+                sh bench/optimize_suite.sh --level 2 >> "$LOG" 2>&1 ;;
+    tests) limit "$secs" python3 -m pytest -q -p no:cacheprovider -p no:timeout tests \
+             --ignore=tests/bench --ignore=tests/optimize > "$R/tests.log" 2>&1
+           tail -5 "$R/tests.log" >> "$LOG" ;;
+    *) echo "unknown task $task" >> "$LOG" ;;
+  esac
+  echo "== $task done: exit $?, $((SECONDS - start)) s" >> "$LOG"
+}
+
+for task in "$@"; do
+  run_task "$task"
+done
+tar -czf "$OUT/results.tar.gz" -C "$R" . && rm -rf "$R"
+cat "$LOG"
