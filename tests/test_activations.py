@@ -138,3 +138,10 @@ def test_random_training_ops_are_compile_errors():
     for fn in (lambda x: F.rrelu(x, training=True), lambda x: F.dropout(x, 0.5, training=True)):
         with pytest.raises(CompileError, match="training mode is random"):
             kernelwright.compile(Fn(fn), [x])
+
+
+def test_relu_and_clamp_keep_nan_as_pytorch():
+    x = torch.tensor([[float("nan"), -2.0, 0.5, 3.0, float("inf"), float("-inf"), -0.0, 7.0]])
+    check(Fn(lambda x: (torch.relu(x), torch.clamp(x, -1.0, 1.0), torch.clamp(x, min=0.25),
+                        torch.clamp(x, max=0.25), F.hardtanh(x), F.relu6(x))), x,
+          equal_nan=True)

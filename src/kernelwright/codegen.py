@@ -132,7 +132,7 @@ EW = {
     "erf": lambda a, p: f"kw_erf({a})",
     "tanh": lambda a, p: f"tanh(clamp({a}, -15.0, 15.0))",
     "sigmoid": lambda a, p: f"(1.0 / (1.0 + exp(-{a})))",
-    "relu": lambda a, p: f"max({a}, {literal(0, 'f32')})",
+    "relu": lambda a, p: _keep_nan(f"max({a}, {literal(0, 'f32')})", a, "f32"),
     "silu": lambda a, p: f"({a} / (1.0 + exp(-{a})))",
     "gelu": lambda a, p: f"(0.5 * {a} * (1.0 + kw_erf({a} * 0.7071067811865476)))",
     "gelu_tanh": lambda a, p: (
@@ -145,15 +145,23 @@ EW = {
         f"select({_f(p, 'scale')} * {_f(p, 'alpha')} * (exp({a} * {_f(p, 'input_scale')}) - 1.0),"
         f" {_f(p, 'scale')} * {a}, {a} > 0.0)"),
     "leaky_relu": lambda a, p: f"select({a} * {_f(p, 'slope')}, {a}, {a} > 0.0)",
-    "clamp": lambda a, p: (
+    "clamp": lambda a, p: _keep_nan(
         (f"max({a}, {literal(p['lo'], p['dtype'])})" if p.get("lo") is not None else a)
         if p.get("hi") is None else
-        f"min({_clamp_lo(a, p)}, {literal(p['hi'], p['dtype'])})"),
+        f"min({_clamp_lo(a, p)}, {literal(p['hi'], p['dtype'])})", a, p["dtype"]),
     "pow": lambda a, p: _pow(a, p),
     # NaN and infinity tests on the bits: `x != x` may be folded away by the compiler.
     "isnan": lambda a, p: f"((bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)",
     "isinf": lambda a, p: f"((bitcast<u32>({a}) & 0x7fffffffu) == 0x7f800000u)",
 }
+
+
+def _keep_nan(expr: str, a: str, dtype: str) -> str:
+    """`expr`, or `a` itself where `a` is NaN (f32): PyTorch's relu and clamp keep NaN,
+    WGSL's max and min may return the other operand."""
+    if dtype != "f32":
+        return expr
+    return f"select({expr}, {a}, (bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)"
 
 
 def _clamp_lo(a, p):
