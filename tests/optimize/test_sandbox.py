@@ -79,10 +79,14 @@ def test_a_half_written_grid_is_caught_by_the_poison(sandbox):
 
 
 def test_a_hang_costs_that_candidate_only(sandbox):
-    spin = body("var acc = in0[0]; for (var k = 0u; k < 4000000000u; k = k + 1u) { "
-                "acc = acc * 0.999 + in0[(k + u32(i)) % 1000u]; } "
-                "if (i < 1000) { out[i] = max(in0[i], 0.0) + select(0.0, 1.0, acc == 12345.678); }")
-    result = sandbox.evaluate(job(spin), timeout_s=8)
+    # Searches the input for a bit pattern random inputs never hold (FLT_MAX), in each
+    # of 65535 x 64 invocations. The software driver ends a loop after 65535 iterations
+    # (llvmpipe's loop limiter): over 16 workgroups a "hang" took 0.1 s; over 65535 it
+    # takes minutes.
+    spin = body("var j = 0u; loop { if (bitcast<u32>(in0[(j + u32(i)) % 1000u]) == "
+                "0x7f7fffffu) { break; } j = j + 1u; } "
+                "if (i < 1000) { out[i] = max(in0[i], 0.0) + select(0.0, 1.0, j == 7u); }")
+    result = sandbox.evaluate(job(spin, grid=(65535, 1, 1)), timeout_s=8)
     assert result["status"] == "timeout", result
     after = sandbox.evaluate(job(RELU))  # a fresh worker
     assert after["status"] == "correct", after
