@@ -1,6 +1,6 @@
 """Benchmark: single kernels against PyTorch on the same GPU (issue 5's figures; not a test).
 
-    python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
+    python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct] [--suite]
                             [--out bench/results/kernels.json]
     python bench/kernels.py --matmul-variants [--out bench/results/matmul_variants.json]
     python bench/kernels.py --variants [--only NAME] [--out bench/results/memory_variants.json]
@@ -10,7 +10,15 @@ timestamps (median over reps, inputs rotated among 3 sets), PyTorch's from CUDA
 events (median, same inputs; fp32 with TF32 off: strict mode). Reported per case:
 kernelwright ms, torch ms, ratio (torch / kernelwright: above 1 is faster), and the
 achieved rate (TFLOP/s for compute-bound cases, TB/s of bytes read + written for
-memory-bound ones).
+memory-bound ones). Cases marked accelerated compile with precision="accelerated" (the
+cooperative-matrix f16 matmul, labelled; a device without it falls back to strict
+kernels, recorded as such) against PyTorch's f16 matmul (cuBLAS), their error measured
+against the product of the f16-rounded inputs.
+
+--suite adds issue 5's suite figures to the same JSON: `kernelwright bench --level 2
+--size full --compile-ref --jobs 8` on the bundled suite, run as a subprocess, and its
+level-2 geometric-mean speedups and median compile time (the run's own files go to
+OUT's folder, suite_level2/).
 
 --matmul-variants times, for each GEMM case (MATMUL_CASES), every setting of the matmul
 template's search space for its shape (templates.matmul_space), each forced through the
@@ -31,6 +39,8 @@ import copy
 import json
 import math
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -59,6 +69,10 @@ def gemm(m, k, n):
 def linear_t(m, k, n):  # x @ W^T + b, W stored [N, K] as nn.Linear does
     return dict(module=torch.nn.Linear(k, n), inputs=lambda: [torch.randn(m, k)],
                 flops=2 * m * n * k)
+
+
+def gemm_accelerated(m, k, n):
+    return dict(gemm(m, k, n), precision="accelerated", torch_dtype=torch.float16)
 
 
 def conv(module, shape):
@@ -124,6 +138,8 @@ CASES = {
                                      inputs=lambda: [torch.randn(16384, 8192), torch.randn(8192)],
                                      bytes=4 * 16384 * 8192 * 2),
     "cumsum_16384x8192": memory(lambda x: torch.cumsum(x, -1), (16384, 8192), 1, 1),
+    "gemm_4096_accelerated_f16": gemm_accelerated(4096, 4096, 4096),
+    "gemm_8192_accelerated_f16": gemm_accelerated(8192, 8192, 8192),
 }
 MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192",
                 "sum_rows_16384x8192", "sum_cols_8192x16384", "softmax_16384x8192",
@@ -282,6 +298,9 @@ def main() -> None:
                     help="time every setting of the matmul space on the GEMM cases")
     ap.add_argument("--variants", action="store_true",
                     help="time the knob variants of the memory-bound cases' kernels")
+    ap.add_argument("--suite", action="store_true",
+                    help="also run kernelwright bench on the bundled level 2 (full size, "
+                         "--compile-ref, --jobs 8) and add its figures")
     ap.add_argument("--conv-lowering", choices=("auto", "gemm", "direct"), default="auto",
                     help="convolutions through ops/conv.py's choice (auto), or all through "
                          "the implicit GEMM or the direct kernel (where each applies)")
@@ -310,16 +329,21 @@ def main() -> None:
         module = case["module"].eval()
         sets = [case["inputs"]() for _ in range(3)]
         t0 = time.perf_counter()
-        compiled = kernelwright.compile(module, sets[0])
+        compiled = kernelwright.compile(module, sets[0], precision=case.get("precision"))
         compile_s = time.perf_counter() - t0
-        with torch.no_grad():
-            ref = module(*sets[0])
+        low = case.get("torch_dtype")  # PyTorch's side runs in this dtype (f16 cases)
+        with torch.no_grad():  # the f16 cases: the exact product of the f16-rounded inputs
+            ref = module(*[x.to(low).float() for x in sets[0]]) if low else module(*sets[0])
         got = compiled(*sets[0], poison=True)
         err = (got - ref).abs().max().item()
         scale = ref.abs().max().item() or 1.0
         kw_ms = statistics.median(compiled.gpu_times_ms(sets, args.reps))
-        ref_ms = torch_ms(module, sets, args.reps) if torch.cuda.is_available() else float("nan")
+        torch_sets = [[x.to(low) for x in s] for s in sets] if low else sets
+        ref_ms = (torch_ms(module, torch_sets, args.reps) if torch.cuda.is_available()
+                  else float("nan"))
         row = dict(case=name, kernels=len(compiled.plan.kernels),
+                   precision=getattr(compiled, "precision", "strict"),
+                   torch_dtype=str(low or torch.float32).replace("torch.", ""),
                    kernel_names=[k.name for k in compiled.plan.kernels],
                    compile_s=round(compile_s, 3),
                    max_abs_err=err, rel_err=err / scale, kernelwright_ms=round(kw_ms, 4),
@@ -334,9 +358,37 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         del compiled
     out = dict(device=dev.description, torch=torch.__version__,
-               precision="strict fp32 (TF32 off)", cases=rows)
+               precision="strict fp32 (TF32 off), except the cases labelled accelerated",
+               cases=rows)
+    if args.suite:
+        out["suite"] = suite_figures(Path(args.out).parent / "suite_level2")
+        print(json.dumps(out["suite"]), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+def suite_figures(out_dir: Path, jobs: int = 8) -> dict:
+    """Issue 5's level-2 figures from the bench harness: geometric-mean speedups over
+    PyTorch eager and torch.compile, fast_p, and the median compile time."""
+    command = [sys.executable, "-m", "kernelwright.cli", "bench", "--level", "2",
+               "--size", "full", "--compile-ref", "--jobs", str(jobs), "--out", str(out_dir)]
+    done = subprocess.run(command, check=False)
+    results = out_dir / "results.json"
+    if not results.exists():
+        return {"error": f"{' '.join(command)} exited {done.returncode} without results"}
+    return level_figures(json.loads(results.read_text()), "2", " ".join(command))
+
+
+def level_figures(document: dict, level: str, command: str) -> dict:
+    """The figures of one level from a `kernelwright bench` results.json."""
+    summary = document["summary"]["levels"].get(level, {})
+    return {"command": command, "device": document.get("device"),
+            "level": int(level), "problems": summary.get("problems"),
+            "correct": summary.get("correct"),
+            "geomean_speedup_eager": summary.get("geomean_speedup_eager"),
+            "geomean_speedup_compile": summary.get("geomean_speedup_compile"),
+            "fast_eager": summary.get("fast_eager"),
+            "median_compile_s": summary.get("median_compile_s")}
 
 
 if __name__ == "__main__":
