@@ -16,7 +16,7 @@ kernels, recorded as such) against PyTorch's f16 matmul (cuBLAS), their error me
 against the product of the f16-rounded inputs.
 
 --suite adds issue 5's suite figures to the same JSON: `kernelwright bench --level 2
---size full --compile-ref --jobs 8` on the bundled suite, run as a subprocess, and its
+--size full --compile-ref --jobs 6` on the bundled suite, run as a subprocess, and its
 level-2 geometric-mean speedups and median compile time (the run's own files go to
 OUT's folder, suite_level2/).
 
@@ -300,7 +300,7 @@ def main() -> None:
                     help="time the knob variants of the memory-bound cases' kernels")
     ap.add_argument("--suite", action="store_true",
                     help="also run kernelwright bench on the bundled level 2 (full size, "
-                         "--compile-ref, --jobs 8) and add its figures")
+                         "--compile-ref, --jobs 6) and add its figures")
     ap.add_argument("--conv-lowering", choices=("auto", "gemm", "direct"), default="auto",
                     help="convolutions through ops/conv.py's choice (auto), or all through "
                          "the implicit GEMM or the direct kernel (where each applies)")
@@ -367,7 +367,7 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(out, indent=1))
 
 
-def suite_figures(out_dir: Path, jobs: int = 8) -> dict:
+def suite_figures(out_dir: Path, jobs: int = 6) -> dict:
     """Issue 5's level-2 figures from the bench harness: geometric-mean speedups over
     PyTorch eager and torch.compile, fast_p, and the median compile time."""
     command = [sys.executable, "-m", "kernelwright.cli", "bench", "--level", "2",

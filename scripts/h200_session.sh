@@ -10,7 +10,7 @@
 # under bench/results/.
 #
 #   suite     kernelwright bench, whole bundled suite, full size, --compile-ref,
-#             --jobs 8, resumed from bench/results/suite_h200_full/results.sqlite when
+#             --jobs 6, resumed from bench/results/suite_h200_full/results.sqlite when
 #             that file is in the tree (issues 3 and 4)
 #   level2    the same for level 2 only (issue 5: level-2 geometric mean)
 #   kernels   bench/kernels.py, every single-kernel figure of issue 5
@@ -43,7 +43,8 @@ run_task() {
       [ "$task" = level2 ] && args+=(--level 2)
       [ -f "bench/results/suite_h200_full/results.sqlite" ] && [ "$task" = suite ] &&
         cp bench/results/suite_h200_full/results.sqlite "$dir/"
-      limit "$secs" python3 -m kernelwright.cli bench --size full --compile-ref --jobs 8 \
+      # 6 workers: the largest problems hold ~10 GB of host memory each while verified
+      limit "$secs" python3 -m kernelwright.cli bench --size full --compile-ref --jobs 6 \
         --resume --out "$dir" "${args[@]}" > "$dir/bench.log" 2>&1
       rm -rf "$dir/work"
       tail -12 "$dir/bench.log" >> "$LOG" ;;

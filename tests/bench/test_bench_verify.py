@@ -171,3 +171,20 @@ def test_the_float64_fallback_runs_in_verification(monkeypatch: pytest.MonkeyPat
                       check_torch_calls=False)
     assert result.verdict.correct, result.verdict.detail
     assert calls  # some trial was outside 1e-4 of PyTorch's fp32 result
+
+
+def test_timing_rotates_small_input_sets_and_makes_one_large_one() -> None:
+    from kernelwright.bench import timing
+
+    made = []
+
+    def make(size):
+        def one(i):
+            made.append(i)
+            return [torch.zeros(size), 3]
+        return one
+
+    assert len(timing.timing_sets(make(1000), 3)) == 3 and made == [0, 1, 2]
+    made.clear()
+    large = timing.ROTATE_MAX_BYTES // 4 + 1
+    assert len(timing.timing_sets(make(large), 3)) == 1 and made == [0]

@@ -94,13 +94,17 @@ def measure(batch: Callable[[int], list[float]], source: str, target_s: float = 
     return summarize_times(list(batch(reps)), source, build_s)
 
 
-def timing_sets(input_sets: list[list]) -> list[list]:
-    """The input sets to rotate through: all of them, unless one set is larger than
-    ROTATE_MAX_BYTES (more than the H200's 50 MB L2: no cache can flatter a call, and
-    uploading hundreds of MB before every timed call of the candidate cost seconds)."""
-    nbytes = sum(x.numel() * x.element_size() for x in input_sets[0]
-                 if isinstance(x, torch.Tensor))
-    return input_sets if nbytes <= ROTATE_MAX_BYTES else input_sets[:1]
+def timing_sets(make: Callable[[int], list], count: int) -> list[list]:
+    """The input sets to rotate through, `make(i)` for i < count: all of them, unless
+    the first is larger than ROTATE_MAX_BYTES (more than the H200's 50 MB L2: no cache
+    can flatter a call, and uploading hundreds of MB before every timed call of the
+    candidate cost seconds); then only the first is made (host memory: several
+    workers of a parallel run hold their sets at once)."""
+    first = make(0)
+    nbytes = sum(x.numel() * x.element_size() for x in first if isinstance(x, torch.Tensor))
+    if nbytes > ROTATE_MAX_BYTES:
+        return [first]
+    return [first] + [make(i) for i in range(1, count)]
 
 
 def wall_times_ms(fn: Callable[[list], Any], input_sets: list[list], reps: int,

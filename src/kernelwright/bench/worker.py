@@ -242,8 +242,8 @@ def measure(cfg: WorkerConfig, result: dict[str, Any], candidate: Any, model: An
     """
     from . import timing
 
-    input_sets = timing.timing_sets(
-        [own_inputs(cfg.seed + 1000 + i) for i in range(TIMING_INPUT_SETS)])
+    input_sets = timing.timing_sets(lambda i: own_inputs(cfg.seed + 1000 + i),
+                                    TIMING_INPUT_SETS)
     with lock.shared():
         eager = timing.prepare_reference(model, input_sets, False, allow_tf32=cfg.loose)
     compiled = None
