@@ -9,7 +9,7 @@
 # what ran and how long it took. Unpack it here and commit the parts worth keeping
 # under bench/results/.
 #
-#   suite     kernelwright bench, whole bundled suite, full size, --compile-ref,
+#   suite     kernelwright bench (more arguments in BENCH_ARGS), bundled suite, full size, --compile-ref,
 #             --jobs 6, resumed from bench/results/suite_h200_full/results.sqlite when
 #             that file is in the tree (issues 3 and 4)
 #   level2    the same for level 2 only (issue 5: level-2 geometric mean)
@@ -41,6 +41,8 @@ run_task() {
       local dir="$R/$task" args=()
       mkdir -p "$dir"
       [ "$task" = level2 ] && args+=(--level 2)
+      read -r -a extra <<< "${BENCH_ARGS:-}"  # e.g. BENCH_ARGS="--only level1/0*"
+      args+=("${extra[@]}")
       [ -f "bench/results/suite_h200_full/results.sqlite" ] && [ "$task" = suite ] &&
         cp bench/results/suite_h200_full/results.sqlite "$dir/"
       # 6 workers: the largest problems hold ~10 GB of host memory each while verified
