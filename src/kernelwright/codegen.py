@@ -151,9 +151,14 @@ EW = {
         f"min({_clamp_lo(a, p)}, {literal(p['hi'], p['dtype'])})", a, p["dtype"]),
     "pow": lambda a, p: _pow(a, p),
     # NaN and infinity tests on the bits: `x != x` may be folded away by the compiler.
-    "isnan": lambda a, p: f"((bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)",
+    "isnan": lambda a, p: is_nan(a),
     "isinf": lambda a, p: f"((bitcast<u32>({a}) & 0x7fffffffu) == 0x7f800000u)",
 }
+
+
+def is_nan(a: str) -> str:
+    """WGSL for `a` (an f32) is NaN, tested on its bits: compilers may fold `a != a`."""
+    return f"((bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)"
 
 
 def _keep_nan(expr: str, a: str, dtype: str) -> str:
@@ -161,7 +166,7 @@ def _keep_nan(expr: str, a: str, dtype: str) -> str:
     WGSL's max and min may return the other operand."""
     if dtype != "f32":
         return expr
-    return f"select({expr}, {a}, (bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)"
+    return f"select({expr}, {a}, {is_nan(a)})"
 
 
 def _clamp_lo(a, p):

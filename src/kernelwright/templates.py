@@ -43,6 +43,7 @@ from .codegen import (
     _cast,
     buffer_address,
     contiguous_strides,
+    is_nan,
     literal,
     template,
     to_buffer,
@@ -324,9 +325,6 @@ def _elementwise(src, materialized, out, tnode, knobs=None):
                                STEPS=steps, BODY=body), grid, knobs
 
 
-_NAN = "((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
-
-
 def _fold_vals(xt: str) -> dict:
     """The names REDUCERS and SCANNERS entries use, for element type xt: t, zero, one,
     lowest and highest (the identities of max and min), and the NaN tests of f32
@@ -336,9 +334,9 @@ def _fold_vals(xt: str) -> dict:
     lims = {"f32": ("bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"),
             "i32": ("i32(-2147483647 - 1)", "i32(2147483647)")}[xt]
     return dict(t=xt, zero=literal(0, xt), one=literal(1, xt), lowest=lims[0], highest=lims[1],
-                nan_a=_NAN.format(x="a.v") if f32 else "false",
-                nan_b=_NAN.format(x="b.v") if f32 else "false",
-                nan_ab=(f"if ({_NAN.format(x='a')} || {_NAN.format(x='b')}) "
+                nan_a=is_nan("a.v") if f32 else "false",
+                nan_b=is_nan("b.v") if f32 else "false",
+                nan_ab=(f"if ({is_nan('a')} || {is_nan('b')}) "
                         "{ return a + b; } ") if f32 else "")
 
 
@@ -1179,7 +1177,7 @@ def _pool(src, materialized, out, tnode, knobs=None):
     else:  # the first maximum in window order; a NaN wins (as PyTorch), tested on its
         # bits: compilers may fold `v != v` to false
         init = "bitcast<f32>(0xff800000u)"
-        fold = ("if (best < 0 || v > acc || (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u) "
+        fold = (f"if (best < 0 || v > acc || {is_nan('v')}) "
                 f"{{ acc = v; best = (id * {size[1]} + ih) * {size[2]} + iw; }}")
         final, finish = ("best" if op == "argmax" else "acc"), ""
     functions = _loader(src, materialized, "load_x", x)

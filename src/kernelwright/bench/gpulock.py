@@ -39,34 +39,29 @@ class GpuLock:
     def from_env(cls) -> GpuLock:
         return cls(os.environ.get(ENV) or None)
 
-    def _open(self, suffix: str) -> int:
-        return os.open(self.path + suffix, os.O_RDWR | os.O_CREAT, 0o644)
+    def shared(self):
+        """Held by each run on the GPU outside timing (one call, one comparison)."""
+        return self._held(fcntl.LOCK_SH)
+
+    def exclusive(self):
+        """Held while timing: no other worker runs anything on the GPU."""
+        return self._held(fcntl.LOCK_EX)
 
     @contextmanager
-    def shared(self) -> Iterator[None]:
+    def _held(self, mode: int) -> Iterator[None]:
+        """Pass the gate, take the lock in `mode`; a shared holder leaves the gate at
+        once, an exclusive one keeps it, so new readers queue behind a waiting timer."""
         if not self.path:
             yield
             return
-        gate, lock = self._open(".gate"), self._open("")
+        flags = os.O_RDWR | os.O_CREAT
+        gate, lock = os.open(self.path + ".gate", flags, 0o644), os.open(self.path, flags, 0o644)
         try:
             fcntl.lockf(gate, fcntl.LOCK_EX)
-            fcntl.lockf(lock, fcntl.LOCK_SH)
-            fcntl.lockf(gate, fcntl.LOCK_UN)
+            fcntl.lockf(lock, mode)
+            if mode == fcntl.LOCK_SH:
+                fcntl.lockf(gate, fcntl.LOCK_UN)
             yield
         finally:
-            os.close(lock)  # closing releases the lock
-            os.close(gate)
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        if not self.path:
-            yield
-            return
-        gate, lock = self._open(".gate"), self._open("")
-        try:
-            fcntl.lockf(gate, fcntl.LOCK_EX)
-            fcntl.lockf(lock, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(lock)
+            os.close(lock)  # closing releases the locks
             os.close(gate)

@@ -191,14 +191,6 @@ def time_prepared(ref: PreparedReference, target_s: float = TARGET_S,
                        "cpu", target_s, max_reps, ref.build_s)
 
 
-def time_reference(model: torch.nn.Module, input_sets: list[list], compiled: bool = False,
-                   target_s: float = TARGET_S, max_reps: int = MAX_REPS,
-                   allow_tf32: bool = False) -> Timing:
-    """`prepare_reference`, then `time_prepared`."""
-    return time_prepared(prepare_reference(model, input_sets, compiled, allow_tf32),
-                         target_s, max_reps)
-
-
 def event_times_ms(fn: Callable, sets: list[list], reps: int) -> list[float]:
     """Per-call GPU time between CUDA events, synchronising after each call."""
     times = []

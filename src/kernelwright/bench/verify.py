@@ -480,6 +480,7 @@ class Reference:
         self.device = torch.device(device)
         self.model.to(self.device).eval()
         self.protected = {storage_ptr(t) for t in self._owned_tensors()}
+        self._model64: torch.nn.Module | None = None  # see float64
 
     def _owned_tensors(self) -> list[torch.Tensor]:
         owned = list(self.model.parameters()) + list(self.model.buffers())
@@ -499,10 +500,11 @@ class Reference:
         return on_cpu
 
     def float64(self, inputs: list) -> list | None:
-        """The outputs of a float64 copy of the model on float64 copies of the float
-        inputs (on the CPU), or None when the model cannot run so."""
+        """The outputs of a float64 copy of the model (made on first use) on float64
+        copies of the float inputs, run on the reference's device and returned on the
+        CPU; None when the model cannot run in float64."""
         try:
-            if getattr(self, "_model64", None) is None:
+            if self._model64 is None:
                 self._model64 = copy.deepcopy(self.model).double()
             args = [x.detach().clone().double() if isinstance(x, torch.Tensor)
                     and x.is_floating_point() else copy.deepcopy(x) for x in inputs]

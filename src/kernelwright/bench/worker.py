@@ -84,7 +84,9 @@ def new_result(cfg: WorkerConfig) -> dict[str, Any]:
 
 def precision_label(loose: bool, accelerated: bool) -> str:
     """The precision mode of a run, as verify.Tolerance labels it."""
-    return "accelerated-f16" if accelerated else "loose(1e-2)" if loose else "strict"
+    from .verify import Tolerance
+
+    return Tolerance(loose, accelerated).label
 
 
 def write_json(path: Path, data: dict) -> None:
