@@ -19,4 +19,3 @@ python -m kernelwright.cli optimize --size full --generators builtin --attempts 
     2> "$RESULTS/optimize.log"
 cp "$WORK/summary.json" "$RESULTS/summary.json"
 python -m kernelwright.cli optimize --report "$WORK" > "$RESULTS/report.txt"
-tail -1 "$RESULTS/report.txt"
