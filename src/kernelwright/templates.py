@@ -674,7 +674,8 @@ _MATMUL_KNOBS = ("BM", "BN", "TM", "TN", "BK", "VEC", "DB")
 # The search space. Products of at least 512 x 512 (128 x 128 tiles with 8 x 8 per
 # invocation by default) try MATMUL_VARIANTS, ~16 settings that vary one lever at a time
 # around the first default (VEC 1, DB 1): double buffering alone, vec4 fragments alone,
-# both (the default now), BK, the tile shape (128 x 64, 64 x 128, 8 x 16 blocks, 256 x 128). Smaller products try the scalar
+# both (the default now), BK, the tile shape (128 x 64, 64 x 128, 8 x 16 blocks,
+# 256 x 128). Smaller products try the scalar
 # tiles MATMUL_TILES x MATMUL_BKS (each with 256 invocations) and MATMUL_VEC_VARIANTS.
 MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
     (128, 128, 8, 8, 16, 1, 1),  # the first default (20.8 TFLOP/s at 4096^3 on the H200)

@@ -318,6 +318,13 @@ def _segfault(model: nn.Module, example: list) -> Callable:
     raise AssertionError("unreachable")
 
 
+def _segfault_on_call(model: nn.Module, example: list) -> Callable:
+    def run(*inputs: torch.Tensor) -> torch.Tensor:
+        ctypes.string_at(0)  # during the first trial
+        raise AssertionError("unreachable")
+    return run
+
+
 def _exit(model: nn.Module, example: list) -> Callable:
     os._exit(3)
 
@@ -327,6 +334,7 @@ BY_CLASS_NAME = {
     "Softmax": honest_softmax,
     "Hang": _hang,
     "Segfault": _segfault,
+    "SegfaultInTrial": _segfault_on_call,
     "Exit": _exit,
     "Zeros": cheat_ones,
 }

@@ -1,7 +1,8 @@
 """Tiny KernelBench-format problem files for the harness tests, written to a tmp folder.
 
 The class names pick the candidate in bench_candidates.make (Relu, Softmax:
-honest; Hang, Segfault, Exit: a candidate that hangs or crashes).
+honest; Hang, Segfault, Exit: a candidate that hangs or crashes; SegfaultInTrial:
+one that crashes when called).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def problem(class_name: str, body: str = "return torch.relu(x)", shape: str = "r
 RELU = problem("Relu")
 SOFTMAX = problem("Softmax", "return torch.softmax(x, dim=1)", "8, 64", extra="")
 SEGFAULT = problem("Segfault")
+SEGFAULT_IN_TRIAL = problem("SegfaultInTrial")
 HANG = problem("Hang")
 EXIT = problem("Exit")
 MISSING_GET_INPUTS = problem("Relu", inputs="# no get_inputs here\n")

@@ -4,10 +4,12 @@ written under --out, and the report as Chromium renders it."""
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from bench_browser import dump_dom, needs_chromium
 from kernelwright import cli
 from kernelwright.bench import gpulock, problems, runner
 from kernelwright.bench.gpulock import GpuLock
+from kernelwright.bench.progress import Progress
 
 FIELDS = ("name", "level", "compiled", "correct", "error", "compile_s", "time_ms",
           "ref_eager_ms", "speedup_eager")
@@ -143,6 +146,14 @@ def test_an_exit_without_a_result_is_a_crash(tmp_path: Path) -> None:
     assert result["reason"] == "crash" and "exit code 3" in result["error"]
 
 
+def test_a_crash_during_verification_names_the_trial(tmp_path: Path) -> None:
+    result = runner.run_worker(worker_for(tmp_path, s.SEGFAULT_IN_TRIAL), tmp_path / "work",
+                               timeout_s=60, max_rss_gb=16)
+    assert result["reason"] == "crash" and "SIGSEGV" in result["error"]
+    assert result["stage"] == "trial 0 (own)" and "(stage: trial 0 (own))" in result["error"]
+    assert {"screen 0 (own)", "screen 1 (normal)", "compile"} <= set(result["stage_s"])
+
+
 def test_a_memory_hog_is_killed_by_the_rss_limit(tmp_path: Path) -> None:
     result = runner.run_worker(worker_for(tmp_path, s.RELU), tmp_path / "work",
                                timeout_s=60, max_rss_gb=0.03)
@@ -228,3 +239,58 @@ def test_a_forked_child_does_not_keep_the_gpu_lock(tmp_path: Path) -> None:
 def test_one_job_needs_no_lock() -> None:
     with GpuLock(None).exclusive(), GpuLock(None).shared():
         pass
+
+
+def run_fake_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                   available_kb: int) -> tuple[int, int]:
+    """run_suite, 3 jobs, over three problems with workers that only sleep, /proc/meminfo
+    saying `available_kb` of 100000 kB: how many workers ran at once at most, and how
+    often the progress line was redrawn while one waited for memory."""
+    suite = s.write_suite(tmp_path / "suite", {f"p{i}.py": s.RELU for i in range(3)})
+    state = {"running": 0, "most": 0, "waits": 0}
+    lock = threading.Lock()
+
+    def fake_worker(cfg, workdir, timeout_s, max_rss_gb, on_tick=None, stop=None,
+                    gpu_lock=None) -> dict:
+        with lock:
+            state["running"] += 1
+            state["most"] = max(state["most"], state["running"])
+        time.sleep(0.5)
+        with lock:
+            state["running"] -= 1
+        return {"name": cfg.name, "level": cfg.level, "correct": True, "finished": True}
+
+    def tick(*args, **kwargs) -> None:
+        if not args and not kwargs:  # as wait_for_memory calls it; start() forces a redraw
+            state["waits"] += 1
+
+    monkeypatch.setattr(runner, "run_worker", fake_worker)
+    monkeypatch.setattr(runner, "MEMORY_POLL_S", 0.01)
+    monkeypatch.setattr(runner, "meminfo",
+                        lambda: {"MemTotal": 100000, "MemAvailable": available_kb})
+    progress = Progress(3, io.StringIO(), live=False)
+    monkeypatch.setattr(progress, "tick", tick)
+    results = runner.run_suite(problems.discover(suite), runner.BenchSettings(),
+                               tmp_path / "out", progress=progress, jobs=3)
+    assert [r["name"] for r in results] == ["p0", "p1", "p2"]
+    return state["most"], state["waits"]
+
+
+def test_workers_start_beside_others_only_with_memory_to_spare(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert runner.MIN_AVAILABLE_FRACTION == 0.3
+    assert run_fake_suite(tmp_path / "room", monkeypatch, available_kb=30000) == (3, 0)
+    # too little: one at a time (a worker alone always starts), the progress line redrawn
+    most, waits = run_fake_suite(tmp_path / "full", monkeypatch, available_kb=29999)
+    assert most == 1 and waits > 0
+
+
+def test_memory_room_reads_meminfo(monkeypatch: pytest.MonkeyPatch) -> None:
+    info = runner.meminfo()
+    assert info["MemTotal"] >= info["MemAvailable"] > 0
+    monkeypatch.setattr(runner, "meminfo", lambda: {"MemTotal": 1000, "MemAvailable": 299})
+    assert not runner.memory_room()
+    monkeypatch.setattr(runner, "meminfo", lambda: {"MemTotal": 1000, "MemAvailable": 300})
+    assert runner.memory_room()
+    monkeypatch.setattr(runner, "meminfo", lambda: {})  # no /proc: never in the way
+    assert runner.memory_room()

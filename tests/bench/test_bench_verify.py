@@ -188,3 +188,129 @@ def test_timing_rotates_small_input_sets_and_makes_one_large_one() -> None:
     made.clear()
     large = timing.ROTATE_MAX_BYTES // 4 + 1
     assert len(timing.timing_sets(make(large), 3)) == 1 and made == [0]
+
+
+def test_draws_depend_on_the_seed_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drawn chunk by chunk on several threads, the values are the same for the same seed
+    whatever the number of threads, and differ between seeds and between tensors."""
+    monkeypatch.setattr(v, "DRAW_CHUNK", 1000)  # many chunks, on the pool
+    own = [torch.randn(40, 100), torch.randn(40, 100)]
+    for distribution in ("normal", "heavy"):
+        first, second = v.synthesize(own, distribution, 5)
+        threads = torch.get_num_threads()
+        try:
+            torch.set_num_threads(1)
+            again = v.synthesize(own, distribution, 5)
+        finally:
+            torch.set_num_threads(threads)
+        assert torch.equal(first, again[0]) and torch.equal(second, again[1])
+        assert not torch.equal(first, second)
+        assert not torch.equal(first, v.synthesize(own, distribution, 6)[0])
+
+
+def test_heavy_draws_are_student_t_with_2_degrees_of_freedom() -> None:
+    t = v.draw("heavy", [3, 0], (200_000,)).abs()
+    # P(|t| <= x) = x / sqrt(2 + x^2) for 2 degrees of freedom
+    assert abs(float(t.median()) - (2 / 3) ** 0.5) < 0.02
+    assert abs(float((t <= 1).float().mean()) - 3 ** -0.5) < 0.01
+    clipped = float((t >= v.HEAVY_TAIL_CLIP).float().mean())
+    assert float(t.max()) == v.HEAVY_TAIL_CLIP and 0.001 < clipped < 0.005
+    z = v.draw("normal", [3, 0], (200_000,))
+    assert abs(float(z.mean())) < 0.01 and abs(float(z.std()) - 1) < 0.01
+
+
+def test_non_finite_own_values_are_left_out_of_the_range() -> None:
+    own = torch.rand(64, 64) * 3 + 0.5
+    own[0, 0], own[1, 1] = float("inf"), float("nan")
+    drawn = v.synthesize([own], "heavy", 2)[0]
+    assert bool(torch.isfinite(drawn).all()) and float(drawn.min()) >= 0.5
+    finite = own[torch.isfinite(own)]
+    assert v.leaf_range(own) == (float(finite.min()), float(finite.max()), False)
+    assert v.leaf_range(finite) == (float(finite.min()), float(finite.max()), True)
+
+
+def test_verification_holds_one_trials_inputs_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial inputs are drawn again where they are used: when the candidate runs, only its
+    own trial's inputs and trial 0's (for the reuse trial) exist, and never the example
+    it was made for."""
+    import weakref
+
+    import bench_candidates as bc
+
+    drawn: weakref.WeakSet = weakref.WeakSet()
+    trial_inputs = v.trial_inputs
+
+    def tracked(own_inputs, distribution: str, seed: int, fresh: bool = False) -> list:
+        inputs = trial_inputs(own_inputs, distribution, seed, fresh)
+        drawn.update(x for x in inputs if isinstance(x, torch.Tensor))
+        return inputs
+
+    monkeypatch.setattr(v, "trial_inputs", tracked)
+    examples: weakref.WeakSet = weakref.WeakSet()
+    own_inputs = bc.randn_inputs(8, 64)
+
+    def own(seed: int) -> list:
+        inputs = own_inputs(seed)
+        if seed == v.EXAMPLE_SEED_OFFSET:
+            examples.update(inputs)
+        return inputs
+
+    alive = []
+
+    def make(model, example):
+        softmax = bc.honest_softmax(model, example)
+
+        def candidate(x, poison=False):
+            held = [t for t in drawn if t.numel() > 0]  # retired tensors are emptied
+            alive.append((len(held), len(examples)))
+            return softmax(x, poison=poison)
+        return candidate
+
+    stages: list[str] = []
+    result = v.verify(bc.RowSoftmax(), own, make, on_stage=stages.append)
+    assert result.verdict.correct, result.verdict.error
+    assert len(alive) == 7  # trials 0-3, the reuse trial twice, the other shape
+    assert max(count for count, _ in alive) == 2 and all(e == 0 for _, e in alive)
+    assert stages == [f"screen {i} ({d})" for i, d in enumerate(
+        ["own", "normal", "heavy", "own", "normal"])] + ["compile"] + [
+        f"trial {i} ({d})" for i, d in enumerate(
+            ["own", "normal", "heavy", "own", "normal"])] + ["alt-shape"]
+
+
+def test_compare_fast_path_agrees_with_the_full_check() -> None:
+    """Chunks that pass the quick test report the same statistics as the full one."""
+    tol = v.Tolerance()
+    ref = torch.randn(3000)
+    cand = ref + 5e-5 * torch.rand(3000)
+    fast = v.compare(cand, [ref], tol)[0]
+    full = v.compare(cand, [ref], tol, [ref.double()])[0]  # never takes the quick path
+    assert fast.max_ref == pytest.approx(full.max_ref)
+    assert fast.max_abs_err == pytest.approx(full.max_abs_err, rel=1e-3)
+    inf_ref = ref.clone()
+    inf_ref[7] = float("inf")
+    with pytest.raises(v.Rejected, match="mismatch"):
+        v.compare(torch.where(torch.isinf(inf_ref), 5.0, inf_ref), [inf_ref], tol)
+
+
+def test_each_trial_gives_the_candidate_tensor_objects_never_seen_before() -> None:
+    """Inputs are freed after their trial, yet a later trial's tensor never has the id of
+    an earlier one (nor trial 0's, but in the reuse trial): identity caches stay caught."""
+    import bench_candidates as bc
+
+    seen: list[int] = []
+
+    def make(model, example):
+        softmax = bc.honest_softmax(model, example)
+
+        def candidate(x, poison=False):
+            seen.append(id(x))
+            return softmax(x, poison=poison)
+        return candidate
+
+    for _ in range(5):
+        seen.clear()
+        result = v.verify(bc.RowSoftmax(), bc.randn_inputs(8, 64), make, trials=7,
+                          alt_shape=False)
+        assert result.verdict.correct, result.verdict.error
+        assert len(seen) == 8 and seen[6] == seen[7] == seen[0]  # the reuse trial, twice
+        assert len(set(seen[:6])) == 6

@@ -12,6 +12,12 @@ Each result is written to SQLite (`ResultStore`) the moment its problem
 finishes; with ``resume=True`` problems already finished with the same settings
 and an unchanged file are taken from the store instead of being run again.
 `run_suite` hands the list of result dicts to metrics and report.
+
+With several jobs, a worker is only started beside running ones while the machine
+has room (`wait_for_memory`): MemAvailable at least MIN_AVAILABLE_FRACTION of
+MemTotal. Each worker's limit is 80% of the machine, so without this only the
+kernel's OOM killer stopped several large problems at once; a worker alone always
+starts.
 """
 
 from __future__ import annotations
@@ -41,17 +47,52 @@ from .worker import WorkerConfig, new_result
 POLL_S = 0.1
 RSS_POLL_S = 0.5  # reading every process's parent from /proc took ~30 ms here
 LOG_TAIL_CHARS = 2000
+# Another worker starts beside running ones only while at least this fraction of the
+# machine's memory is available: 38 GB on the 128 GB H200 host, room for one more large
+# problem (level-1 problems at full size have 1.9 GB inputs; their workers peaked at
+# ~24 GB there when verification still held every trial's inputs at once) while the
+# running ones may still grow.
+MIN_AVAILABLE_FRACTION = 0.3
+MEMORY_POLL_S = 1.0
+
+
+def meminfo() -> dict[str, int]:
+    """/proc/meminfo in kB (empty where it cannot be read)."""
+    info = {}
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if value.split():
+                info[name] = int(value.split()[0])
+    except (OSError, ValueError):
+        pass
+    return info
 
 
 def default_rss_limit_gb() -> float:
     """80% of the machine's memory."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / 2**20 * 0.8, 1)
-    except OSError:
-        pass
-    return 16.0
+    total = meminfo().get("MemTotal")
+    return round(total / 2**20 * 0.8, 1) if total else 16.0
+
+
+def memory_room() -> bool:
+    """Whether MemAvailable is at least MIN_AVAILABLE_FRACTION of MemTotal (True when
+    /proc/meminfo says neither)."""
+    info = meminfo()
+    total, available = info.get("MemTotal"), info.get("MemAvailable")
+    if not total or available is None:
+        return True
+    return available >= MIN_AVAILABLE_FRACTION * total
+
+
+def wait_for_memory(running: Callable[[], int], stop: threading.Event,
+                    on_wait: Callable[[], None] | None = None) -> None:
+    """Return once a worker may start: none is `running`, or there is `memory_room`
+    (or `stop` is set); `on_wait` is called at each look while waiting."""
+    while running() > 0 and not stop.is_set() and not memory_room():
+        if on_wait:
+            on_wait()
+        stop.wait(MEMORY_POLL_S)
 
 
 @dataclass
@@ -306,7 +347,8 @@ def run_suite(problems: list[Problem], settings: BenchSettings, out_dir: Path,
     """Evaluate `problems`, `jobs` at a time; returns their results in the problems' order.
 
     With several jobs the workers share the GPU through `gpulock`: compiles and
-    correctness trials overlap, timed calls never do. Results reach SQLite (from
+    correctness trials overlap, timed calls never do; and another worker starts only
+    while there is memory for it (`wait_for_memory`). Results reach SQLite (from
     this thread only) in the order problems finish. On an exception (Ctrl-C) the
     running workers are killed and problems not started are dropped.
     """
@@ -327,11 +369,23 @@ def run_suite(problems: list[Problem], settings: BenchSettings, out_dir: Path,
     workdir = out_dir / "work"
     gpu_lock = str(workdir / "gpu.lock") if jobs > 1 else None
     stop = threading.Event()
+    admission, counting = threading.Lock(), threading.Lock()  # workers start one at a time
+    running = 0
 
     def evaluate(problem: Problem) -> dict[str, Any]:
-        progress.start(problem.name)
-        return run_worker(settings.worker_config(problem), workdir, settings.timeout_s,
-                          settings.max_rss_gb, progress.tick, stop=stop, gpu_lock=gpu_lock)
+        nonlocal running
+        with admission:  # the running workers' threads keep the progress line drawn
+            wait_for_memory(lambda: running, stop, progress.tick)
+            with counting:
+                running += 1
+        try:
+            progress.start(problem.name)
+            return run_worker(settings.worker_config(problem), workdir, settings.timeout_s,
+                              settings.max_rss_gb, progress.tick, stop=stop,
+                              gpu_lock=gpu_lock)
+        finally:
+            with counting:
+                running -= 1
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:

@@ -36,15 +36,31 @@ Each defence answers one loophole that fooled published kernel agents:
 - the reference is a private copy of the model, and PyTorch's functions and the
   model's classes are checked unchanged after the candidate ran
   ("tampered-reference").
+
+How it runs, and what it holds: every trial is first *screened* (its inputs drawn,
+the reference run on them, outputs poisoned at once) for the distributions the
+problem allows and the output ranges the degenerate check needs; then the candidate
+is made from example inputs of their own seed, which are not kept; then each trial's
+inputs are drawn again from the trial's seed, identically, and checked. So at most
+one trial's inputs exist at a time, besides trial 0's tensors kept for the reuse
+trial, and none while the factory runs; a finished trial's tensors are emptied but
+kept (`retire`), so that no later one has the identity of one the candidate saw
+before, as when every trial's inputs were held. Normal and heavy-tailed values are
+drawn with torch generators, chunk by chunk on a pool of threads, each chunk seeded
+from the trial's seed (`fill_random`): the same values for the same seed, whatever
+the number of threads. The reference's outputs stay on its device (the GPU in the
+bench), where they are compared.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import math
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
@@ -93,6 +109,7 @@ HEAVY_TAIL_CLIP = 20.0
 NEAR_ZERO_FACTOR = 10.0  # max|ref| <= this * atol: a zero output would nearly pass
 SIGNAL_FRACTION = 0.1  # near-zero outputs must match to this fraction of max|ref|
 CHUNK = 1 << 22  # elements compared at a time, to bound temporary memory
+DRAW_CHUNK = 1 << 20  # elements drawn with one generator (on one thread) at a time
 # A float output outside the tolerance is judged again against a float64 run of the
 # reference: it passes when every element is within the tolerance of the float64
 # result, or within FP32_NOISE_FACTOR times PyTorch's own float32 error (the largest
@@ -174,15 +191,9 @@ class Verdict:
 class Verification:
     verdict: Verdict
     candidate: Candidate | None = None
-    example_inputs: list | None = None
 
 
 # --- inputs -----------------------------------------------------------------
-
-
-def clone_inputs(inputs: list) -> list:
-    return [x.detach().clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x)
-            for x in inputs]
 
 
 def describe_inputs(inputs: list) -> str:
@@ -196,53 +207,94 @@ def describe_inputs(inputs: list) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
-def draw(distribution: str, rng: np.random.Generator, shape: tuple) -> np.ndarray:
-    """Standardised float32 samples of one distribution."""
+def seed_key(*parts: int) -> list[int]:
+    """Non-negative entropy for numpy's SeedSequence, from seeds and indices."""
+    return [part % 2**64 for part in parts]
+
+
+def fill_random(out: torch.Tensor, kind: str, key: list[int]) -> None:
+    """Fill the contiguous float32 tensor `out` with standard normal (`kind` "normal") or
+    uniform [-1, 1) ("uniform") samples. Each DRAW_CHUNK elements have a torch.Generator
+    of their own, seeded from `key` and the chunk's index, and the chunks are drawn on a
+    pool of threads (PyTorch's CPU generators are sequential): the values depend on `key`
+    alone, never on how many threads drew them."""
+    parts = out.view(-1).split(DRAW_CHUNK)
+    seeds = np.random.SeedSequence(key).generate_state(len(parts))  # uint32 each
+
+    def fill(i: int) -> None:
+        generator = torch.Generator().manual_seed(int(seeds[i]))
+        if kind == "normal":
+            parts[i].normal_(generator=generator)
+        else:
+            parts[i].uniform_(-1.0, 1.0, generator=generator)
+
+    threads = min(len(parts), torch.get_num_threads())
+    if threads <= 1:
+        for i in range(len(parts)):
+            fill(i)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(fill, range(len(parts))))
+
+
+def draw(distribution: str, key: list[int], shape: tuple) -> torch.Tensor:
+    """Standardised float32 samples of one distribution, the same for the same `key`."""
+    z = torch.empty(shape, dtype=torch.float32)
     if distribution == "heavy":  # Student-t with 2 degrees of freedom, clipped
-        z = rng.standard_normal(shape, dtype=np.float32)
-        z /= np.sqrt(rng.standard_exponential(shape, dtype=np.float32) + 1e-12)
-        return np.clip(z, -HEAVY_TAIL_CLIP, HEAVY_TAIL_CLIP, out=z)
-    z = rng.standard_normal(shape, dtype=np.float32)
+        # by its inverse CDF: for w = 2 F(t) - 1, uniform in (-1, 1),
+        # t = w * sqrt(2 / (1 - w^2)) = sqrt(2) * sinh(atanh(w)), computed in place
+        fill_random(z, "uniform", key)
+        z.atanh_().sinh_().mul_(math.sqrt(2.0))
+        return z.clamp_(-HEAVY_TAIL_CLIP, HEAVY_TAIL_CLIP)
+    fill_random(z, "normal", key)
     if distribution.startswith("normal*"):
-        z *= float(distribution.removeprefix("normal*"))
+        z.mul_(float(distribution.removeprefix("normal*")))
     return z
 
 
-def synthesize_float(own: torch.Tensor, distribution: str, rng: np.random.Generator,
+def value_stats(own: torch.Tensor) -> tuple[float, float, float, float, int]:
+    """(min, max, mean, std, count) of the finite values of a float tensor; the values are
+    only filtered (copied) when some are not finite."""
+    values = own.detach().reshape(-1).float()
+    lo, hi = (float(v) for v in torch.aminmax(values))
+    if not (math.isfinite(lo) and math.isfinite(hi)):  # aminmax propagates NaN
+        values = values[torch.isfinite(values)]
+        if values.numel() == 0:
+            return 0.0, 0.0, 0.0, 0.0, 0
+        lo, hi = (float(v) for v in torch.aminmax(values))
+    count = values.numel()
+    if count < 2:
+        return lo, hi, lo, 0.0, count
+    mean = float(values.mean())
+    # sum of squared deviations, chunk by chunk: ~5x faster than torch.std_mean here
+    squares = sum(float((part - mean).square_().sum()) for part in values.split(CHUNK))
+    return lo, hi, mean, math.sqrt(squares / (count - 1)), count
+
+
+def synthesize_float(own: torch.Tensor, distribution: str, key: list[int],
                      shape: tuple) -> torch.Tensor:
     """A tensor like `own` (dtype, value range) drawn from another distribution."""
-    values = own.detach().float().reshape(-1)
-    values = values[torch.isfinite(values)]
+    lo, hi, mean, std, count = value_stats(own)
     same_shape = tuple(own.shape) == tuple(shape)
-    if values.numel() == 0:
+    if count == 0:
         return own.clone() if same_shape else torch.zeros(shape, dtype=own.dtype)
-    lo, hi = (float(v) for v in torch.aminmax(values))
-    mean = float(values.mean())
-    std = float(values.std()) if values.numel() > 1 else 0.0
     if hi == lo:  # a constant input is structure (a mask, a scale), not data
         return own.clone() if same_shape else torch.full(shape, lo, dtype=own.dtype)
-    z = draw(distribution, rng, tuple(shape))
+    z = draw(distribution, key, tuple(shape))
     if lo >= 0 and hi <= 1:  # stay in [0, 1], off-centre so that E[x] != 0.5
         widened = distribution.startswith("normal*")
-        z *= 1.5
-        z += 0.7 * (float(distribution.removeprefix("normal*")) if widened else 1.0)
-        np.negative(z, out=z)
-        with np.errstate(over="ignore"):  # exp overflows to inf: the sigmoid is then 0
-            np.exp(z, out=z)
-        z += 1
-        np.reciprocal(z, out=z)
+        offset = 0.7 * (float(distribution.removeprefix("normal*")) if widened else 1.0)
+        z.mul_(1.5).add_(offset).sigmoid_()  # 1 / (1 + exp(-(1.5 z + offset)))
     elif lo >= 0:  # stay positive (and above the own minimum when that is > 0)
-        np.abs(z, out=z)
-        z *= std
-        z += lo
+        z.abs_().mul_(std).add_(lo)
     else:
-        z *= std
-        z += mean
-    return torch.from_numpy(z).to(own.dtype)
+        z.mul_(std).add_(mean)
+    return z.to(own.dtype)
 
 
-def synthesize_other(own: torch.Tensor, rng: np.random.Generator, shape: tuple) -> torch.Tensor:
+def synthesize_other(own: torch.Tensor, key: list[int], shape: tuple) -> torch.Tensor:
     """An integer or bool tensor of another shape, values within the own range."""
+    rng = np.random.default_rng(key)
     if own.dtype == torch.bool:
         return torch.from_numpy(rng.random(shape) < 0.5)
     if own.numel() == 0:
@@ -253,8 +305,8 @@ def synthesize_other(own: torch.Tensor, rng: np.random.Generator, shape: tuple) 
 
 def synthesize(own: list, distribution: str, seed: int,
                shapes: list[tuple] | None = None) -> list:
-    """`own` with every float tensor redrawn from `distribution` (and `shapes`, if given)."""
-    rng = np.random.default_rng(seed)
+    """`own` with every float tensor redrawn from `distribution` (and `shapes`, if given);
+    the values depend on `seed` and each tensor's position alone."""
     result = []
     for i, x in enumerate(own):
         if not isinstance(x, torch.Tensor):
@@ -262,17 +314,35 @@ def synthesize(own: list, distribution: str, seed: int,
             continue
         shape = tuple(shapes[i]) if shapes else tuple(x.shape)
         if x.is_floating_point() and x.numel() > 0:
-            result.append(synthesize_float(x, distribution, rng, shape))
+            result.append(synthesize_float(x, distribution, seed_key(seed, i), shape))
         elif shape != tuple(x.shape):
-            result.append(synthesize_other(x, rng, shape))
+            result.append(synthesize_other(x, seed_key(seed, i), shape))
         else:
             result.append(x)
     return result
 
 
-def trial_inputs(own_inputs: InputSource, distribution: str, seed: int) -> list:
+def trial_inputs(own_inputs: InputSource, distribution: str, seed: int,
+                 fresh: bool = False) -> list:
+    """A trial's inputs; with `fresh`, every tensor is one the harness made (the problem's
+    own are copied: its module may keep them), so that `retire` may empty it later."""
     own = own_inputs(seed)
-    return own if distribution == "own" else synthesize(own, distribution, seed)
+    drawn = own if distribution == "own" else synthesize(own, distribution, seed)
+    if not fresh:
+        return drawn
+    copies = {id(x): x.clone() for x in own if isinstance(x, torch.Tensor)}
+    return [copies.get(id(x), x) if isinstance(x, torch.Tensor) else x for x in drawn]
+
+
+def retire(inputs: list, spent: list) -> None:
+    """Free a finished trial's tensors (harness-made: `trial_inputs(fresh=True)`) but keep
+    the emptied objects in `spent`: freed, a later trial's tensor could get the same id
+    and address as one the candidate saw, and an output cached by input identity could be
+    found again before the reuse trial that is there to catch it."""
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            x.set_()
+            spent.append(x)
 
 
 def plan_trials(count: int, seed: int) -> list[TrialSpec]:
@@ -376,6 +446,7 @@ def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
     cf, rf = c.reshape(-1), r.reshape(-1)
     n = rf.numel()
     if not r.is_floating_point():
+        cf = cf.to(rf.device)
         wrong = int((cf != rf).sum())
         if wrong:
             first = int((cf != rf).nonzero()[0])
@@ -404,6 +475,12 @@ def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
     for start in range(0, n, CHUNK):
         cc = cf[start:start + CHUNK].to(dev, work)
         rr = rf[start:start + CHUNK].to(dev, work)
+        passed = chunk_within(cc, rr, atol, rtol) if exact is None else None
+        if passed is not None:  # the common case, in fewer passes over the chunk
+            stats.max_abs_err = max(stats.max_abs_err, passed[0])
+            stats.max_ref = max(stats.max_ref, passed[1])
+            max_cand = max(max_cand, passed[2])
+            continue
         r_finite, c_finite = torch.isfinite(rr), torch.isfinite(cc)
         lost = r_finite & ~c_finite
         same_nonfinite = (cc == rr) | (torch.isnan(cc) & torch.isnan(rr))
@@ -450,6 +527,21 @@ def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
     return stats
 
 
+def chunk_within(cc: torch.Tensor, rr: torch.Tensor, atol: float,
+                 rtol: float) -> tuple[float, float, float] | None:
+    """(max |c - r|, max |r|, max |c|) of a chunk whose reference values are all finite
+    and whose candidate values are all within ``atol + rtol * |r|`` of them (so finite:
+    NaN compares false); None otherwise, and `compare_leaf` looks at every element."""
+    r_lo, r_hi = (float(v) for v in torch.aminmax(rr))  # NaN if any value is NaN
+    if not (math.isfinite(r_lo) and math.isfinite(r_hi)):
+        return None
+    err = (cc - rr).abs_()
+    if not bool((err <= rr.abs().mul_(rtol).add_(atol)).all()):
+        return None
+    c_lo, c_hi = (float(v) for v in torch.aminmax(cc))
+    return float(err.max()), max(abs(r_lo), abs(r_hi)), max(abs(c_lo), abs(c_hi))
+
+
 def compare(cand_out: Any, ref_leaves: list, tol: Tolerance,
             exact_leaves: list | None = None) -> list[LeafStats]:
     cand_leaves = flatten(cand_out)
@@ -470,7 +562,8 @@ def compare(cand_out: Any, ref_leaves: list, tol: Tolerance,
 
 
 class Reference:
-    """A private copy of the model; its outputs come back on the CPU as flat leaves."""
+    """A private copy of the model on its device; its outputs stay there, as flat leaves
+    (compared there: `compare_device`), and are poisoned by `release`."""
 
     def __init__(self, model: torch.nn.Module, device: str = "cpu") -> None:
         try:
@@ -488,32 +581,30 @@ class Reference:
             owned += [v for v in vars(module).values() if isinstance(v, torch.Tensor)]
         return owned
 
-    def __call__(self, inputs: list) -> list:
-        args = [x.detach().clone().to(self.device) if isinstance(x, torch.Tensor)
+    def place(self, inputs: list) -> list:
+        """A private copy of `inputs`, tensors copied straight to the reference's device."""
+        return [x.detach().to(self.device, copy=True) if isinstance(x, torch.Tensor)
                 else copy.deepcopy(x) for x in inputs]
+
+    def __call__(self, inputs: list) -> list:
+        args = self.place(inputs)  # the model may write into its arguments
         with torch.no_grad():
-            leaves = flatten(self.model(*args))
-        if self.device.type == "cpu":
-            return leaves
-        on_cpu = [x.cpu() if isinstance(x, torch.Tensor) else x for x in leaves]
-        self.release(leaves)
-        return on_cpu
+            return flatten(self.model(*args))
 
     def float64(self, inputs: list) -> list | None:
         """The outputs of a float64 copy of the model (made on first use) on float64
-        copies of the float inputs, run on the reference's device and returned on the
-        CPU; None when the model cannot run in float64."""
+        copies of the float inputs, run and left on the reference's device; None when
+        the model cannot run in float64."""
         try:
             if self._model64 is None:
                 self._model64 = copy.deepcopy(self.model).double()
-            args = [x.detach().clone().double() if isinstance(x, torch.Tensor)
-                    and x.is_floating_point() else copy.deepcopy(x) for x in inputs]
-            args = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in args]
+            args = [x.detach().to(self.device, torch.float64, copy=True)
+                    if isinstance(x, torch.Tensor) and x.is_floating_point()
+                    else self.place([x])[0] for x in inputs]
             with torch.no_grad():
-                leaves = flatten(self._model64(*args))
+                return flatten(self._model64(*args))
         except Exception:  # noqa: BLE001 - some models cannot run in float64
             return None
-        return [x.cpu() if isinstance(x, torch.Tensor) else x for x in leaves]
 
     def release(self, leaves: list) -> None:
         """Poison outputs once compared (never the model's own tensors)."""
@@ -611,29 +702,29 @@ class Verifier:
         self.reference = Reference(model, reference_device)
         self.guard = TamperGuard(model)
 
-    def reference_ok(self, inputs: list, finite: bool = True) -> list | None:
-        """The reference's outputs for `inputs`, or None when it cannot run on them
-        (or, with `finite`, gives NaN/Inf on them)."""
-        try:
-            with self.gpu():
+    def screen(self, inputs: list) -> Screened | None:
+        """Run the reference on `inputs` for what its outputs look like (`Screened`),
+        outputs poisoned at once; None when it cannot run on them."""
+        with self.gpu():
+            try:
                 leaves = self.reference(inputs)
-        except Exception:  # noqa: BLE001 - this distribution or shape is not allowed
-            return None
-        if not finite:
-            return leaves
-        for leaf in leaves:
-            inexact = isinstance(leaf, torch.Tensor) and (
-                leaf.is_floating_point() or leaf.is_complex())
-            if inexact and not bool(torch.isfinite(leaf).all()):
-                self.reference.release(leaves)
+            except Exception:  # noqa: BLE001 - this distribution or shape is not allowed
                 return None
-        return leaves
+            try:
+                extents = [leaf_range(leaf) for leaf in leaves]
+            finally:
+                self.reference.release(leaves)
+        return Screened([(lo, hi) for lo, hi, _ in extents],
+                        [leaf.dtype if isinstance(leaf, torch.Tensor) else None
+                         for leaf in leaves],
+                        all(finite for _, _, finite in extents))
 
     def call(self, candidate: Candidate, inputs: list) -> Any:
+        """One call of the candidate, recorded and checked; the caller holds the GPU."""
         kwargs = {"poison": True} if accepts_poison(candidate) else {}
         recorder = TorchOpRecorder() if self.check_torch_calls else nullcontext()
         try:
-            with self.gpu(), torch.no_grad(), recorder:
+            with torch.no_grad(), recorder:
                 out = candidate(*inputs, **kwargs)
         except Rejected:
             raise
@@ -654,8 +745,10 @@ class Verifier:
         `values`, when given, are what the inputs held when the harness last set
         them (a candidate that overwrote its inputs is judged against those).
         """
-        ref_args = clone_inputs(values if values is not None else inputs)
-        out = self.call(candidate, inputs)
+        with self.gpu():  # one hold (GpuLock is not re-entrant), as short as the call
+            # the reference's copy first, before the candidate can touch the inputs
+            ref_args = self.reference.place(values if values is not None else inputs)
+            out = self.call(candidate, inputs)
         with self.gpu():
             ref_leaves = self.reference(ref_args)
             try:
@@ -679,19 +772,35 @@ def constant_extent(per_trial: list[list[tuple[float, float]]]) -> list[tuple[fl
     return extent
 
 
-def leaf_range(leaf: Any) -> tuple[float, float]:
+@dataclass
+class Screened:
+    """What one run of the reference showed of its outputs on one input set."""
+
+    ranges: list[tuple[float, float]]  # per output leaf, (min, max) of its finite values
+    dtypes: list[torch.dtype | None]
+    finite: bool  # no NaN/Inf in any float output tensor
+
+
+def leaf_range(leaf: Any) -> tuple[float, float, bool]:
+    """(min, max) of an output's finite values, and whether all of a tensor's are finite;
+    the values are only filtered (copied) when some are not."""
     if not isinstance(leaf, torch.Tensor):
         value = float(leaf) if isinstance(leaf, (int, float, bool)) else 0.0
-        return value, value
+        return value, value, True
     values = leaf.detach().reshape(-1)
     if values.is_complex():
         values = torch.view_as_real(values).reshape(-1)
     values = values.double() if values.dtype == torch.float64 else values.float()
+    if values.numel() == 0:
+        return 0.0, 0.0, True
+    lo, hi = (float(v) for v in torch.aminmax(values))  # NaN if any value is NaN
+    if math.isfinite(lo) and math.isfinite(hi):
+        return lo, hi, True
     values = values[torch.isfinite(values)]
     if values.numel() == 0:
-        return 0.0, 0.0
-    lo, hi = torch.aminmax(values)
-    return float(lo), float(hi)
+        return 0.0, 0.0, False
+    lo, hi = (float(v) for v in torch.aminmax(values))
+    return lo, hi, False
 
 
 def is_constant(extent: tuple[float, float], atol: float, rtol: float) -> bool:
@@ -702,16 +811,22 @@ def is_constant(extent: tuple[float, float], atol: float, rtol: float) -> bool:
 def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
            trials: int = 5, loose: bool = False, seed: int = 0, alt_shape: bool = True,
            check_torch_calls: bool = True, reference_device: str = "cpu",
-           accelerated: bool = False, gpu_section: GpuSection = nullcontext) -> Verification:
+           accelerated: bool = False, gpu_section: GpuSection = nullcontext,
+           on_stage: Callable[[str], None] | None = None) -> Verification:
     """Make a candidate with `make` and verify it against `model`; see the module docstring.
 
     `own_inputs(seed)` returns the problem's own inputs drawn with `seed`; it must
-    work (the caller has run the reference on it once). `gpu_section()` is entered
-    around each run of the candidate or the reference and each comparison (the
-    bench's shared GPU lock), never around input generation or building the
-    candidate, so that a timer elsewhere waits for one call, not a whole verification.
+    work (the caller has run the reference on it once) and give the same values for
+    the same seed: a trial's inputs are drawn again, from its seeds, where they are
+    used, so that only one trial's inputs (and trial 0's, for the reuse trial) are
+    held at a time. `gpu_section()` is entered around each run of the candidate or the
+    reference and each comparison (the bench's shared GPU lock), never around input
+    generation or building the candidate, so that a timer elsewhere waits for one
+    call, not a whole verification. `on_stage(name)` is told where the verification
+    is: "screen 0 (own)", ..., "compile", "trial 0 (own)", ..., "alt-shape".
     Exceptions from the factory or the candidate become rejections, never escape.
     """
+    stage = on_stage or (lambda name: None)
     tol = Tolerance(loose, accelerated)
     verdict = Verdict(precision=tol.label)
     verifier = Verifier(model, own_inputs, tol, check_torch_calls, reference_device,
@@ -720,36 +835,26 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
     # Plan the trials, and run the reference on each first: drop distributions the
     # problem does not allow, and find out whether its output is degenerate.
     plan = plan_trials(max(1, trials), seed)
-    inputs_of: list[list] = []
     ranges: list[list[tuple[float, float]]] = []
     ref_dtypes: list[torch.dtype | None] = []
     for spec in plan:
-        inputs = trial_inputs(own_inputs, spec.distribution, spec.seed)
-        leaves = verifier.reference_ok(inputs)
-        if leaves is None and spec.distribution != "own":
-            spec.distribution = "own"
-            inputs = trial_inputs(own_inputs, "own", spec.seed)
-            leaves = verifier.reference_ok(inputs)
-        if leaves is None:  # NaN/Inf on the problem's own inputs: then they must match
-            leaves = verifier.reference_ok(inputs, finite=False)
-        if leaves is None:
-            raise RuntimeError(f"the reference fails on its own inputs (seed {spec.seed})")
-        ranges.append([leaf_range(leaf) for leaf in leaves])
-        ref_dtypes = [leaf.dtype if isinstance(leaf, torch.Tensor) else None for leaf in leaves]
-        verifier.reference.release(leaves)
-        inputs_of.append(inputs)
+        stage(f"screen {spec.index} ({spec.distribution})")
+        screened = screen_trial(verifier, spec)
+        ranges.append(screened.ranges)
+        ref_dtypes = screened.dtypes
 
-    verdict.degenerate = classify_degenerate(verifier, plan, inputs_of, ranges, ref_dtypes,
-                                             tol, seed)
+    verdict.degenerate = classify_degenerate(verifier, plan, ranges, ref_dtypes, tol, seed,
+                                             stage)
 
-    example = own_inputs(seed + EXAMPLE_SEED_OFFSET)
-    candidate = build(make, model, example, verdict, verifier)
+    stage("compile")
+    candidate = build(make, model, own_inputs(seed + EXAMPLE_SEED_OFFSET), verdict, verifier)
     if candidate is None:
-        return Verification(verdict, None, example)
+        return Verification(verdict, None)
 
     try:
-        run_trials(verifier, candidate, plan, inputs_of, verdict)
+        run_trials(verifier, candidate, plan, verdict, stage)
         if alt_shape:
+            stage("alt-shape")
             run_alt_shape(verifier, make, model, own_inputs, seed, verdict)
         if verdict.degenerate in ("zero", "constant"):
             kind = verdict.degenerate
@@ -761,14 +866,27 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
             reason = f"degenerate-{verdict.degenerate}"
             detail = f"the reference output is {verdict.degenerate} on every input tried; {detail}"
         verdict.reason, verdict.detail = reason, detail
-        return Verification(verdict, candidate, example)
+        return Verification(verdict, candidate)
     verdict.correct = True
-    return Verification(verdict, candidate, example)
+    return Verification(verdict, candidate)
 
 
-def classify_degenerate(verifier: Verifier, plan: list[TrialSpec], inputs_of: list[list],
+def screen_trial(verifier: Verifier, spec: TrialSpec) -> Screened:
+    """Run the reference on a trial's inputs, which are then dropped (`run_trials` draws
+    them again); a distribution it cannot run on, or gives NaN/Inf on, becomes "own"."""
+    screened = verifier.screen(trial_inputs(verifier.own_inputs, spec.distribution, spec.seed))
+    if (screened is None or not screened.finite) and spec.distribution != "own":
+        spec.distribution = "own"
+        screened = verifier.screen(trial_inputs(verifier.own_inputs, "own", spec.seed))
+    if screened is None:  # NaN/Inf on the problem's own inputs is allowed: they must match
+        raise RuntimeError(f"the reference fails on its own inputs (seed {spec.seed})")
+    return screened
+
+
+def classify_degenerate(verifier: Verifier, plan: list[TrialSpec],
                         ranges: list[list[tuple[float, float]]],
-                        dtypes: list[torch.dtype | None], tol: Tolerance, seed: int) -> str | None:
+                        dtypes: list[torch.dtype | None], tol: Tolerance, seed: int,
+                        stage: Callable[[str], None] = lambda name: None) -> str | None:
     """None, "near-zero", "constant" or "zero"; may add a probe trial that breaks constancy."""
     def tolerances(k: int) -> tuple[float, float]:
         return tol.for_dtype(dtypes[k]) if dtypes[k] is not None else (0.0, 0.0)
@@ -780,16 +898,13 @@ def classify_degenerate(verifier: Verifier, plan: list[TrialSpec], inputs_of: li
     if all_constant(extent):
         for probe in PROBE_DISTRIBUTIONS:
             probe_seed = seed + 31337 + len(plan)
-            inputs = trial_inputs(verifier.own_inputs, probe, probe_seed)
-            leaves = verifier.reference_ok(inputs)
-            if leaves is None:
+            stage(f"probe {probe}")
+            screened = verifier.screen(trial_inputs(verifier.own_inputs, probe, probe_seed))
+            if screened is None or not screened.finite:
                 continue
-            probe_ranges = [leaf_range(leaf) for leaf in leaves]
-            verifier.reference.release(leaves)
-            if not all_constant(constant_extent(ranges + [probe_ranges])):
+            if not all_constant(constant_extent(ranges + [screened.ranges])):
                 plan.append(TrialSpec(len(plan), probe, probe_seed))
-                inputs_of.append(inputs)
-                ranges.append(probe_ranges)
+                ranges.append(screened.ranges)
                 break
         else:
             biggest = max(max(abs(lo), abs(hi)) for lo, hi in extent)
@@ -802,9 +917,11 @@ def classify_degenerate(verifier: Verifier, plan: list[TrialSpec], inputs_of: li
 
 def build(make: Factory, model: torch.nn.Module, example: list, verdict: Verdict,
           verifier: Verifier) -> Candidate | None:
+    """The candidate made for `example` (which nothing else keeps), or None when the
+    factory failed or changed the reference (the verdict says which)."""
     start = time.perf_counter()
     try:
-        candidate = make(model, clone_inputs(example))
+        candidate = make(model, example)
     except Exception as exc:  # noqa: BLE001 - CompileError or anything else
         verdict.compile_s = time.perf_counter() - start
         verdict.reason, verdict.detail = "compile", short_exception(exc)
@@ -820,20 +937,27 @@ def build(make: Factory, model: torch.nn.Module, example: list, verdict: Verdict
 
 
 def run_trials(verifier: Verifier, candidate: Candidate, plan: list[TrialSpec],
-               inputs_of: list[list], verdict: Verdict) -> None:
-    first_inputs = inputs_of[0]
-    for spec, inputs in zip(plan, inputs_of):
+               verdict: Verdict, stage: Callable[[str], None] = lambda name: None) -> None:
+    """Check `candidate` on each trial's inputs, drawn again from the trial's seed as it
+    comes; trial 0's are kept for the reuse trial, which writes into those tensors."""
+    first_inputs: list | None = None
+    spent: list[torch.Tensor] = []  # see retire
+    for spec in plan:
+        stage(f"trial {spec.index} ({spec.distribution})")
+        inputs = trial_inputs(verifier.own_inputs, spec.distribution, spec.seed, fresh=True)
         record = {"index": spec.index, "distribution": spec.distribution, "seed": spec.seed,
                   "reuse": spec.reuse, "inputs": describe_inputs(inputs)}
         verdict.trials.append(record)
-        if spec.reuse:
+        values = None
+        if spec.reuse:  # the tensors drawn hold the values written, for the reference
             for target, value in zip(first_inputs, inputs):
                 if isinstance(target, torch.Tensor):
                     target.copy_(value)
-            inputs = first_inputs
-        values = clone_inputs(inputs) if spec.reuse else None
+            inputs, values = first_inputs, inputs
+        elif spec.index == 0:
+            first_inputs = inputs
         try:
-            stats = verifier.check(candidate, inputs)
+            stats = verifier.check(candidate, inputs, values)
         except Rejected as rejection:
             record["failed"] = rejection.reason
             if spec.reuse and rejection.reason in ("mismatch", "nan/poison"):
@@ -852,6 +976,11 @@ def run_trials(verifier: Verifier, candidate: Candidate, plan: list[TrialSpec],
                     raise Rejected("not-deterministic-on-reuse", "a second call on the same "
                                    f"inputs gave another answer ({rejection.detail})") from None
                 raise
+            retire(first_inputs, spent)  # nothing writes into them again
+            first_inputs = None
+        elif inputs is not first_inputs:
+            retire(inputs, spent)
+        inputs = values = None  # dropped before the next trial's are drawn
 
 
 def run_alt_shape(verifier: Verifier, make: Factory, model: torch.nn.Module,
@@ -860,17 +989,18 @@ def run_alt_shape(verifier: Verifier, make: Factory, model: torch.nn.Module,
     own = own_inputs(seed + 55)
     for shapes in alt_shape_variants(own):
         example = synthesize(own, "normal", seed + 56, shapes)
-        probe = verifier.reference_ok(example)
-        if probe is None:
+        screened = verifier.screen(example)
+        if screened is None or not screened.finite:
             continue
-        verifier.reference.release(probe)
+        own = None  # only its shapes and value ranges were needed
         check_inputs = synthesize(own_inputs(seed + 57), "normal", seed + 58, shapes)
         verdict.alt_shape = describe_inputs(check_inputs)
         try:
-            candidate = make(model, clone_inputs(example))
+            candidate = make(model, example)
         except Exception as exc:  # noqa: BLE001
             raise Rejected("alt-shape-failed", f"at {verdict.alt_shape} the factory failed: "
                            f"{short_exception(exc)}") from None
+        example = None
         try:
             verifier.check(candidate, check_inputs)
         except Rejected as rejection:

@@ -12,7 +12,9 @@ kills a hung or bloated worker it still knows how far it got; the last write has
 kernelwright, a tiny module is compiled first (``warmup_s``), so that the one-time
 costs of a fresh process (imports, opening the device, torch.export's first use)
 are not billed to the problem; ``stage_s`` says when each stage began (seconds
-after the worker's imports).
+after the worker's imports). Verification reports its own stages ("screen 0 (own)",
+..., "compile", "trial 0 (own)", ..., "alt-shape", see verify.verify), so a worker
+killed or crashed during it names the trial it was in.
 
 The candidate factory is named by a spec: ``kernelwright`` (the compiler's
 ``kernelwright.compile``), ``package.module:function`` or ``path/to/file.py:function``;
@@ -182,6 +184,7 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
         with lock.shared(), torch.no_grad():  # on the device the reference is timed on
             problems.call_user("reference", lambda: copy.deepcopy(model).to(ref_device)(
                 *[x.to(ref_device) if isinstance(x, torch.Tensor) else x for x in own]))
+        own = None  # not kept: verification draws its inputs one trial at a time
     except problems.ProblemError as exc:
         return fail(exc.stage, exc.message)
     result["loaded"] = True
@@ -197,7 +200,6 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
     if cfg.candidate == "kernelwright":
         stage("warm-up")
         result["warmup_s"] = warm_up(make)
-        stage("compile")
     if ref_device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -206,7 +208,8 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
                                      loose=cfg.loose, accelerated=cfg.accelerated,
                                      seed=cfg.seed, alt_shape=cfg.alt_shape,
                                      check_torch_calls=cfg.check_torch_calls,
-                                     reference_device=ref_device, gpu_section=lock.shared)
+                                     reference_device=ref_device, gpu_section=lock.shared,
+                                     on_stage=stage)
     except Exception as exc:  # noqa: BLE001 - the reference failed on a trial's own inputs
         return fail("reference", f"{type(exc).__name__}: {exc}")
     verdict = verification.verdict
