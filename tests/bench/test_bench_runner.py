@@ -126,6 +126,13 @@ def test_other_settings_are_not_resumed(tmp_path: Path) -> None:
     store.close()
 
 
+def test_results_of_another_compiler_are_not_resumed(monkeypatch) -> None:
+    before = runner.BenchSettings().key()
+    assert runner.compiler_digest() == runner.compiler_digest()
+    monkeypatch.setattr(runner, "compiler_digest", lambda: "another")
+    assert runner.BenchSettings().key() != before
+
+
 def worker_for(tmp_path: Path, text: str) -> runner.WorkerConfig:
     suite = s.write_suite(tmp_path / "suite", {"p.py": text})
     problem = problems.discover(suite)[0]

@@ -9,8 +9,9 @@ group is killed and the problem is reported as "timeout" or "memory". A crash
 the tail of the worker's log. The run always goes on.
 
 Each result is written to SQLite (`ResultStore`) the moment its problem
-finishes; with ``resume=True`` problems already finished with the same settings
-and an unchanged file are taken from the store instead of being run again.
+finishes; with ``resume=True`` problems already finished with the same settings,
+the same compiler (`compiler_digest`) and an unchanged file are taken from the
+store instead of being run again.
 `run_suite` hands the list of result dicts to metrics and report.
 
 With several jobs, a worker is only started beside running ones while the machine
@@ -114,6 +115,7 @@ class BenchSettings:
     def key(self) -> str:
         fields = asdict(self)
         del fields["timeout_s"], fields["max_rss_gb"]
+        fields["compiler"] = compiler_digest()
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
     def worker_config(self, problem: Problem) -> WorkerConfig:
@@ -123,6 +125,19 @@ class BenchSettings:
                             compile_ref=self.compile_ref, candidate=self.candidate,
                             seed=self.seed, alt_shape=self.alt_shape,
                             time_target_s=self.time_target_s)
+
+
+def compiler_digest() -> str:
+    """A digest of the compiler's source (the package less the bench and the search
+    agent): a result measured with other kernels is not reused by ``--resume``."""
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package)
+        if relative.parts[0] in ("bench", "optimize"):
+            continue
+        digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def file_sha(path: Path) -> str:
