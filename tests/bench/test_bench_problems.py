@@ -69,6 +69,8 @@ def test_sizes_are_applied(suite: Path) -> None:
     as_is = problems.load(good, None)
     assert as_is.size is None and as_is.inputs(0)[0].shape == (64, 32)
     assert problems.load(good, "small").inputs(3)[0].equal(small.inputs(3)[0])
+    # the bench draws on the reference's device: that device is the default meanwhile
+    assert small.inputs(3, "meta")[0].device.type == "meta"
 
 
 def test_file_without_sizes_is_used_as_it_is(tmp_path: Path) -> None:

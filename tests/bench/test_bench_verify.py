@@ -314,3 +314,14 @@ def test_each_trial_gives_the_candidate_tensor_objects_never_seen_before() -> No
         assert result.verdict.correct, result.verdict.error
         assert len(seen) == 8 and seen[6] == seen[7] == seen[0]  # the reuse trial, twice
         assert len(set(seen[:6])) == 6
+
+
+def test_a_candidate_is_given_host_copies_of_the_problems_own_tensors() -> None:
+    own = [torch.ones(3), 2.0]
+    drawn = [torch.zeros(3), own[0], 2.0]
+    given = v.for_candidate(drawn, own)
+    assert given[0] is drawn[0]  # made by the harness already
+    assert given[1] is not own[0] and given[1].equal(own[0])  # the problem's: copied
+    assert given[2] == 2.0
+    trial = v.trial_inputs(lambda seed: [torch.full((2,), float(seed))], "own", 5, fresh=True)
+    assert trial[0].device.type == "cpu" and trial[0].tolist() == [5.0, 5.0]

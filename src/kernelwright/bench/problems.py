@@ -69,10 +69,17 @@ class LoadedProblem:
     def init_inputs(self) -> list[Any]:
         return list(self.module.get_init_inputs())
 
-    def inputs(self, seed: int) -> list[Any]:
-        """The problem's own inputs, drawn from every RNG seeded with `seed`, on the CPU."""
+    def inputs(self, seed: int, device: str = "cpu") -> list[Any]:
+        """The problem's own inputs, drawn from every RNG seeded with `seed`. On the CPU by
+        default; with another `device` that is the default device while `get_inputs`
+        runs (the bench draws them on the reference's GPU: hundreds of MB in
+        milliseconds instead of seconds), and tensors it makes elsewhere stay there."""
         seed_everything(seed)
-        return [x.cpu() if isinstance(x, torch.Tensor) else x for x in self.module.get_inputs()]
+        if device == "cpu":
+            return [x.cpu() if isinstance(x, torch.Tensor) else x
+                    for x in self.module.get_inputs()]
+        with torch.device(device):
+            return list(self.module.get_inputs())
 
     def build_model(self, seed: int = 0) -> torch.nn.Module:
         """The reference model in eval mode, its weights drawn with `seed`."""

@@ -45,11 +45,13 @@ inputs are drawn again from the trial's seed, identically, and checked. So at mo
 one trial's inputs exist at a time, besides trial 0's tensors kept for the reuse
 trial, and none while the factory runs; a finished trial's tensors are emptied but
 kept (`retire`), so that no later one has the identity of one the candidate saw
-before, as when every trial's inputs were held. Normal and heavy-tailed values are
-drawn with torch generators, chunk by chunk on a pool of threads, each chunk seeded
-from the trial's seed (`fill_random`): the same values for the same seed, whatever
-the number of threads. The reference's outputs stay on its device (the GPU in the
-bench), where they are compared.
+before, as when every trial's inputs were held. Inputs are drawn on the device
+`own_inputs` draws on (the bench's worker draws them on the reference's GPU) and
+copied to the CPU for the candidate only (`for_candidate`). Normal and heavy-tailed
+values are drawn with torch generators; on the CPU chunk by chunk on a pool of
+threads, each chunk seeded from the trial's seed (`fill_random`): the same values for
+the same seed, whatever the number of threads. The reference's outputs stay on its
+device (the GPU in the bench), where they are compared.
 """
 
 from __future__ import annotations
@@ -214,19 +216,26 @@ def seed_key(*parts: int) -> list[int]:
 
 def fill_random(out: torch.Tensor, kind: str, key: list[int]) -> None:
     """Fill the contiguous float32 tensor `out` with standard normal (`kind` "normal") or
-    uniform [-1, 1) ("uniform") samples. Each DRAW_CHUNK elements have a torch.Generator
-    of their own, seeded from `key` and the chunk's index, and the chunks are drawn on a
-    pool of threads (PyTorch's CPU generators are sequential): the values depend on `key`
-    alone, never on how many threads drew them."""
+    uniform [-1, 1) ("uniform") samples; the values depend on `key` alone. On a GPU one
+    generator seeded from `key` fills it. On the CPU each DRAW_CHUNK elements have a
+    torch.Generator of their own, seeded from `key` and the chunk's index, and the
+    chunks are drawn on a pool of threads (PyTorch's CPU generators are sequential), so
+    the values never depend on how many threads drew them."""
+    def sample(part: torch.Tensor, seed: int) -> None:
+        generator = torch.Generator(part.device).manual_seed(seed)
+        if kind == "normal":
+            part.normal_(generator=generator)
+        else:
+            part.uniform_(-1.0, 1.0, generator=generator)
+
+    if out.device.type != "cpu":
+        sample(out, int(np.random.SeedSequence(key).generate_state(1)[0]))
+        return
     parts = out.view(-1).split(DRAW_CHUNK)
     seeds = np.random.SeedSequence(key).generate_state(len(parts))  # uint32 each
 
     def fill(i: int) -> None:
-        generator = torch.Generator().manual_seed(int(seeds[i]))
-        if kind == "normal":
-            parts[i].normal_(generator=generator)
-        else:
-            parts[i].uniform_(-1.0, 1.0, generator=generator)
+        sample(parts[i], int(seeds[i]))
 
     threads = min(len(parts), torch.get_num_threads())
     if threads <= 1:
@@ -237,9 +246,11 @@ def fill_random(out: torch.Tensor, kind: str, key: list[int]) -> None:
         list(pool.map(fill, range(len(parts))))
 
 
-def draw(distribution: str, key: list[int], shape: tuple) -> torch.Tensor:
-    """Standardised float32 samples of one distribution, the same for the same `key`."""
-    z = torch.empty(shape, dtype=torch.float32)
+def draw(distribution: str, key: list[int], shape: tuple,
+         device: torch.device | str = "cpu") -> torch.Tensor:
+    """Standardised float32 samples of one distribution, the same for the same `key`
+    (and device)."""
+    z = torch.empty(shape, dtype=torch.float32, device=device)
     if distribution == "heavy":  # Student-t with 2 degrees of freedom, clipped
         # by its inverse CDF: for w = 2 F(t) - 1, uniform in (-1, 1),
         # t = w * sqrt(2 / (1 - w^2)) = sqrt(2) * sinh(atanh(w)), computed in place
@@ -277,10 +288,12 @@ def synthesize_float(own: torch.Tensor, distribution: str, key: list[int],
     lo, hi, mean, std, count = value_stats(own)
     same_shape = tuple(own.shape) == tuple(shape)
     if count == 0:
-        return own.clone() if same_shape else torch.zeros(shape, dtype=own.dtype)
+        return own.clone() if same_shape else torch.zeros(shape, dtype=own.dtype,
+                                                          device=own.device)
     if hi == lo:  # a constant input is structure (a mask, a scale), not data
-        return own.clone() if same_shape else torch.full(shape, lo, dtype=own.dtype)
-    z = draw(distribution, key, tuple(shape))
+        return own.clone() if same_shape else torch.full(shape, lo, dtype=own.dtype,
+                                                         device=own.device)
+    z = draw(distribution, key, tuple(shape), own.device)
     if lo >= 0 and hi <= 1:  # stay in [0, 1], off-centre so that E[x] != 0.5
         widened = distribution.startswith("normal*")
         offset = 0.7 * (float(distribution.removeprefix("normal*")) if widened else 1.0)
@@ -296,11 +309,11 @@ def synthesize_other(own: torch.Tensor, key: list[int], shape: tuple) -> torch.T
     """An integer or bool tensor of another shape, values within the own range."""
     rng = np.random.default_rng(key)
     if own.dtype == torch.bool:
-        return torch.from_numpy(rng.random(shape) < 0.5)
+        return torch.from_numpy(rng.random(shape) < 0.5).to(own.device)
     if own.numel() == 0:
-        return torch.zeros(shape, dtype=own.dtype)
+        return torch.zeros(shape, dtype=own.dtype, device=own.device)
     lo, hi = (int(v) for v in torch.aminmax(own.reshape(-1)))
-    return torch.from_numpy(rng.integers(lo, hi + 1, size=shape)).to(own.dtype)
+    return torch.from_numpy(rng.integers(lo, hi + 1, size=shape)).to(own.device, own.dtype)
 
 
 def synthesize(own: list, distribution: str, seed: int,
@@ -324,14 +337,21 @@ def synthesize(own: list, distribution: str, seed: int,
 
 def trial_inputs(own_inputs: InputSource, distribution: str, seed: int,
                  fresh: bool = False) -> list:
-    """A trial's inputs; with `fresh`, every tensor is one the harness made (the problem's
-    own are copied: its module may keep them), so that `retire` may empty it later."""
+    """A trial's inputs, on the device `own_inputs` draws on; with `fresh`, the inputs a
+    candidate is given: every tensor one the harness made (the problem's own are
+    copied: its module may keep them), so that `retire` may empty it later, and on the
+    CPU, where candidates take their inputs."""
     own = own_inputs(seed)
     drawn = own if distribution == "own" else synthesize(own, distribution, seed)
-    if not fresh:
-        return drawn
-    copies = {id(x): x.clone() for x in own if isinstance(x, torch.Tensor)}
-    return [copies.get(id(x), x) if isinstance(x, torch.Tensor) else x for x in drawn]
+    return for_candidate(drawn, own) if fresh else drawn
+
+
+def for_candidate(inputs: list, own: list = ()) -> list:
+    """`inputs` as a candidate is given them: on the CPU, and copies of the tensors in
+    `own` (the problem's) or elsewhere."""
+    theirs = {id(x) for x in own if isinstance(x, torch.Tensor)}
+    return [x.to("cpu", copy=True) if isinstance(x, torch.Tensor)
+            and (id(x) in theirs or x.device.type != "cpu") else x for x in inputs]
 
 
 def retire(inputs: list, spent: list) -> None:
@@ -693,14 +713,21 @@ class Verifier:
 
     def __init__(self, model: torch.nn.Module, own_inputs: InputSource, tol: Tolerance,
                  check_torch_calls: bool, reference_device: str,
-                 gpu_section: GpuSection = nullcontext) -> None:
+                 gpu_section: GpuSection = nullcontext,
+                 draw_section: GpuSection = nullcontext) -> None:
         self.gpu = gpu_section  # held around every run on the GPU (see `verify`)
+        self.draw_section = draw_section  # held while inputs are drawn (see `verify`)
         self.model = model
         self.own_inputs = own_inputs
         self.tol = tol
         self.check_torch_calls = check_torch_calls
         self.reference = Reference(model, reference_device)
         self.guard = TamperGuard(model)
+
+    def draw(self, distribution: str, seed: int, fresh: bool = False) -> list:
+        """`trial_inputs`, drawn inside the draw section."""
+        with self.draw_section():
+            return trial_inputs(self.own_inputs, distribution, seed, fresh)
 
     def screen(self, inputs: list) -> Screened | None:
         """Run the reference on `inputs` for what its outputs look like (`Screened`),
@@ -812,6 +839,7 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
            trials: int = 5, loose: bool = False, seed: int = 0, alt_shape: bool = True,
            check_torch_calls: bool = True, reference_device: str = "cpu",
            accelerated: bool = False, gpu_section: GpuSection = nullcontext,
+           draw_section: GpuSection = nullcontext,
            on_stage: Callable[[str], None] | None = None) -> Verification:
     """Make a candidate with `make` and verify it against `model`; see the module docstring.
 
@@ -822,15 +850,17 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
     held at a time. `gpu_section()` is entered around each run of the candidate or the
     reference and each comparison (the bench's shared GPU lock), never around input
     generation or building the candidate, so that a timer elsewhere waits for one
-    call, not a whole verification. `on_stage(name)` is told where the verification
-    is: "screen 0 (own)", ..., "compile", "trial 0 (own)", ..., "alt-shape".
+    call, not a whole verification. `draw_section()` is entered around drawing each
+    input set (the same lock, where `own_inputs` draws on the GPU). `on_stage(name)` is
+    told where the verification is: "screen 0 (own)", ..., "compile", "trial 0 (own)",
+    ..., "alt-shape".
     Exceptions from the factory or the candidate become rejections, never escape.
     """
     stage = on_stage or (lambda name: None)
     tol = Tolerance(loose, accelerated)
     verdict = Verdict(precision=tol.label)
     verifier = Verifier(model, own_inputs, tol, check_torch_calls, reference_device,
-                        gpu_section)
+                        gpu_section, draw_section)
 
     # Plan the trials, and run the reference on each first: drop distributions the
     # problem does not allow, and find out whether its output is degenerate.
@@ -847,7 +877,8 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
                                              stage)
 
     stage("compile")
-    candidate = build(make, model, own_inputs(seed + EXAMPLE_SEED_OFFSET), verdict, verifier)
+    candidate = build(make, model, verifier.draw("own", seed + EXAMPLE_SEED_OFFSET, fresh=True),
+                      verdict, verifier)
     if candidate is None:
         return Verification(verdict, None)
 
@@ -874,10 +905,10 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
 def screen_trial(verifier: Verifier, spec: TrialSpec) -> Screened:
     """Run the reference on a trial's inputs, which are then dropped (`run_trials` draws
     them again); a distribution it cannot run on, or gives NaN/Inf on, becomes "own"."""
-    screened = verifier.screen(trial_inputs(verifier.own_inputs, spec.distribution, spec.seed))
+    screened = verifier.screen(verifier.draw(spec.distribution, spec.seed))
     if (screened is None or not screened.finite) and spec.distribution != "own":
         spec.distribution = "own"
-        screened = verifier.screen(trial_inputs(verifier.own_inputs, "own", spec.seed))
+        screened = verifier.screen(verifier.draw("own", spec.seed))
     if screened is None:  # NaN/Inf on the problem's own inputs is allowed: they must match
         raise RuntimeError(f"the reference fails on its own inputs (seed {spec.seed})")
     return screened
@@ -899,7 +930,7 @@ def classify_degenerate(verifier: Verifier, plan: list[TrialSpec],
         for probe in PROBE_DISTRIBUTIONS:
             probe_seed = seed + 31337 + len(plan)
             stage(f"probe {probe}")
-            screened = verifier.screen(trial_inputs(verifier.own_inputs, probe, probe_seed))
+            screened = verifier.screen(verifier.draw(probe, probe_seed))
             if screened is None or not screened.finite:
                 continue
             if not all_constant(constant_extent(ranges + [screened.ranges])):
@@ -944,7 +975,7 @@ def run_trials(verifier: Verifier, candidate: Candidate, plan: list[TrialSpec],
     spent: list[torch.Tensor] = []  # see retire
     for spec in plan:
         stage(f"trial {spec.index} ({spec.distribution})")
-        inputs = trial_inputs(verifier.own_inputs, spec.distribution, spec.seed, fresh=True)
+        inputs = verifier.draw(spec.distribution, spec.seed, fresh=True)
         record = {"index": spec.index, "distribution": spec.distribution, "seed": spec.seed,
                   "reuse": spec.reuse, "inputs": describe_inputs(inputs)}
         verdict.trials.append(record)
@@ -986,14 +1017,19 @@ def run_trials(verifier: Verifier, candidate: Candidate, plan: list[TrialSpec],
 def run_alt_shape(verifier: Verifier, make: Factory, model: torch.nn.Module,
                   own_inputs: InputSource, seed: int, verdict: Verdict) -> None:
     """Verify a candidate made for another leading dimension, where the problem allows."""
-    own = own_inputs(seed + 55)
+    with verifier.draw_section():
+        own = own_inputs(seed + 55)
     for shapes in alt_shape_variants(own):
-        example = synthesize(own, "normal", seed + 56, shapes)
+        with verifier.draw_section():
+            example = synthesize(own, "normal", seed + 56, shapes)
         screened = verifier.screen(example)
         if screened is None or not screened.finite:
             continue
         own = None  # only its shapes and value ranges were needed
-        check_inputs = synthesize(own_inputs(seed + 57), "normal", seed + 58, shapes)
+        with verifier.draw_section():
+            check_inputs = for_candidate(synthesize(own_inputs(seed + 57), "normal", seed + 58,
+                                                    shapes))
+            example = for_candidate(example)
         verdict.alt_shape = describe_inputs(check_inputs)
         try:
             candidate = make(model, example)

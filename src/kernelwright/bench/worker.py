@@ -30,6 +30,7 @@ import os
 import sys
 import time
 import traceback
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -180,8 +181,19 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
         loaded = problems.load(problem, cfg.size)
         stage("reference")
         model = problems.call_user("reference", lambda: loaded.build_model(cfg.seed))
-        own = problems.call_user("reference", lambda: loaded.inputs(cfg.seed))
+        # inputs are drawn on the reference's device (fast), or on the CPU where the
+        # problem's get_inputs cannot run there (say it converts through numpy)
+        input_device = ref_device
         with lock.shared(), torch.no_grad():  # on the device the reference is timed on
+            try:
+                own = problems.call_user("reference",
+                                         lambda: loaded.inputs(cfg.seed, ref_device))
+            except problems.ProblemError:
+                if ref_device == "cpu":
+                    raise
+                input_device = "cpu"
+                own = problems.call_user("reference", lambda: loaded.inputs(cfg.seed))
+            result["inputs_drawn_on"] = input_device
             problems.call_user("reference", lambda: copy.deepcopy(model).to(ref_device)(
                 *[x.to(ref_device) if isinstance(x, torch.Tensor) else x for x in own]))
         own = None  # not kept: verification draws its inputs one trial at a time
@@ -190,7 +202,7 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
     result["loaded"] = True
 
     def own_inputs(seed: int) -> list:
-        return loaded.inputs(seed)
+        return loaded.inputs(seed, input_device)
 
     stage("compile")
     try:
@@ -209,6 +221,8 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
                                      seed=cfg.seed, alt_shape=cfg.alt_shape,
                                      check_torch_calls=cfg.check_torch_calls,
                                      reference_device=ref_device, gpu_section=lock.shared,
+                                     draw_section=lock.shared if input_device != "cpu"
+                                     else nullcontext,
                                      on_stage=stage)
     except Exception as exc:  # noqa: BLE001 - the reference failed on a trial's own inputs
         return fail("reference", f"{type(exc).__name__}: {exc}")
@@ -245,11 +259,12 @@ def measure(cfg: WorkerConfig, result: dict[str, Any], candidate: Any, model: An
     overlaps them; torch.compile's compile (its first call) takes no lock: it is CPU
     work, and a timer waiting behind it stalled every worker.
     """
-    from . import timing
+    from . import timing, verify
 
-    input_sets = timing.timing_sets(lambda i: own_inputs(cfg.seed + 1000 + i),
-                                    TIMING_INPUT_SETS)
-    with lock.shared():
+    with lock.shared():  # inputs may be drawn on the GPU
+        input_sets = timing.timing_sets(lambda i: own_inputs(cfg.seed + 1000 + i),
+                                        TIMING_INPUT_SETS)
+        host_sets = [verify.for_candidate(inputs) for inputs in input_sets]
         eager = timing.prepare_reference(model, input_sets, False, allow_tf32=cfg.loose)
     compiled = None
     if cfg.compile_ref:  # outside the lock: torch.compile's compile is seconds of CPU work
@@ -261,7 +276,7 @@ def measure(cfg: WorkerConfig, result: dict[str, Any], candidate: Any, model: An
     stage("timing-wait")
     with lock.exclusive():
         stage("timing")
-        cand = timing.time_candidate(candidate, input_sets, cfg.time_target_s)
+        cand = timing.time_candidate(candidate, host_sets, cfg.time_target_s)
         result["time_ms"], result["time"] = cand.median_ms, cand.to_dict()
         if cand.source != "gpu-timestamps":
             result["flags"].append(f"candidate timed by {cand.source}")
