@@ -68,3 +68,22 @@ def test_nan_propagates_through_elementwise_max_min():
     b = torch.tensor([[0.0, nan, 0.5, 1.0, nan], [1.5, 2.0, nan, -3.0, 4.0]])
     check(Fn(lambda a, b: (torch.max(a, b), torch.min(a, b), torch.maximum(a, 0.25 * b),
                            torch.fmax(a, b), torch.fmin(a, b))), a, b, equal_nan=True)
+
+
+def test_few_long_rows_reduce_in_two_steps():
+    """A few long rows are split (ir.reduce_split): partials first, then the partials;
+    a row length with no suitable divisor (a prime) stays one step."""
+    import kernelwright as kw
+    from kernelwright.ir import reduce_split
+
+    assert reduce_split(1, 1 << 28) == 2048 and reduce_split(4, 1 << 20) == 256
+    assert reduce_split(1, 65537) == 1 and reduce_split(1024, 1 << 20) == 1
+    x, y = torch.randn(3, 8192 * 3), torch.randn(2, 40000) * 0.01 + 1
+    fn = Fn(lambda x, y: (torch.nn.functional.mse_loss(x[0], x[1]), x.sum(), x.amax(1),
+                          x.amin(), y.prod(1), x.mean(0)))
+    check(fn, x, y)
+    kernels = [k.name for k in kw.compile(fn, [x, y]).plan.kernels]
+    assert len(kernels) == 11  # five reductions in two steps, and mean(0) in one
+    assert kernels[:2] == ["slice+sub+pow+reduce", "reduce+mul"]  # the loss's 1/N at the end
+    one = kw.compile(Fn(lambda x: x.sum()), [torch.randn(65537)])
+    assert [k.name for k in one.plan.kernels] == ["reduce"]

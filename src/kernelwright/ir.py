@@ -37,6 +37,25 @@ TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "materi
 # stage, the output being one); longer cats are built as a tree of materialized cats.
 CAT_FANIN = 7
 SCAN_OPS = ("sum", "prod", "max", "min", "logaddexp", "argmax", "argmin")
+# A reduction of a few long rows runs in two steps (`reduce_split`): one workgroup per
+# row leaves most of the GPU idle (a full sum of 2^28 elements ran in a single
+# workgroup) and each invocation added 2^20 elements in a row, so far from fp32 exact
+# that the loss problems of the suite failed at full size on the H200.
+SPLITTABLE_REDUCTIONS = ("sum", "prod", "max", "min")
+SPLIT_BELOW_ROWS = 512  # rows: fewer than this many is "a few"
+SPLIT_MIN_PIECE = 4096  # elements: no piece of a split row is shorter
+SPLIT_TARGET_ROWS = 2048  # rows of the first step, about (16 workgroups per H200 SM)
+
+
+def reduce_split(o: int, r: int) -> int:
+    """Into how many pieces each of `o` rows of `r` elements is reduced first: a divisor
+    of `r` giving about SPLIT_TARGET_ROWS rows in all, pieces of at least SPLIT_MIN_PIECE
+    elements; 1 (no split) for many rows, short rows, or a row length with no such
+    divisor."""
+    if o >= SPLIT_BELOW_ROWS or r < 2 * SPLIT_MIN_PIECE:
+        return 1
+    most = min(-(-SPLIT_TARGET_ROWS // o), r // SPLIT_MIN_PIECE)
+    return next(s for s in range(most, 0, -1) if r % s == 0)
 
 
 class CompileError(Exception):
@@ -295,9 +314,15 @@ class GraphBuilder:
         if x.kind == "scalar":
             x = self.expand(x, (1,))
             keep, dims, outer = [], [0], []
-        x2 = self.reshape(self.permute(x, keep + dims), (math.prod(outer), r))
+        o = math.prod(outer)
+        x2 = self.reshape(self.permute(x, keep + dims), (o, r))
         dtype = "i32" if op in ("argmax", "argmin") else ("i32" if x.dtype == "bool" else x.dtype)
-        y = self._node("reduce", [x2], (math.prod(outer),), dtype, op=op)
+        split = reduce_split(o, r) if op in SPLITTABLE_REDUCTIONS else 1
+        if split > 1:  # S partials per row first, then the partials
+            x2 = self._node("reduce", [self.reshape(x2, (o * split, r // split))],
+                            (o * split,), dtype, op=op)
+            x2 = self.reshape(x2, (o, split))
+        y = self._node("reduce", [x2], (o,), dtype, op=op)
         shape = [1 if d in dims else s for d, s in enumerate(x.shape)] if keepdim else outer
         return self.reshape(y, shape)
 

@@ -20,6 +20,7 @@ def test_bench_is_a_subcommand_and_others_can_join() -> None:
                               "--compile-ref", "--trials", "7", "--level", "2", "--only", "conv"])
     assert args.handler is command.run
     assert (args.suite, args.size, args.trials, args.level) == (Path("some/suite"), "full", 7, [2])
+    assert args.only == ["conv"]
     assert args.loose and args.resume and args.compile_ref and args.out == Path("out/bench")
     assert cli.main([]) == 2
 
@@ -27,9 +28,11 @@ def test_bench_is_a_subcommand_and_others_can_join() -> None:
 def test_filters() -> None:
     found = [Problem("level1/1_relu", Path("a"), 1), Problem("level2/3_conv_relu", Path("b"), 2),
              Problem("level2/4_linear", Path("c"), 2)]
-    assert [p.name for p in command.select(found, "conv", None)] == ["level2/3_conv_relu"]
-    assert [p.name for p in command.select(found, "*relu", None)] == [
+    assert [p.name for p in command.select(found, ["conv"], None)] == ["level2/3_conv_relu"]
+    assert [p.name for p in command.select(found, ["*relu"], None)] == [
         "level1/1_relu", "level2/3_conv_relu"]
+    assert [p.name for p in command.select(found, ["level1/1_*", "linear"], None)] == [
+        "level1/1_relu", "level2/4_linear"]
     assert [p.name for p in command.select(found, None, [2])] == [
         "level2/3_conv_relu", "level2/4_linear"]
 

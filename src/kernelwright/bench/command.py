@@ -54,8 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="seconds allowed per problem (default: 300)")
     parser.add_argument("--max-rss-gb", type=float, default=None,
                         help="resident memory allowed per problem (default: 80%% of RAM)")
-    parser.add_argument("--only", metavar="PATTERN",
-                        help="only problems whose name matches this glob, or contains it")
+    parser.add_argument("--only", metavar="PATTERN", action="append",
+                        help="only problems whose name matches this glob, or contains it "
+                        "(repeatable: any of them)")
     parser.add_argument("--level", type=int, action="append",
                         help="only this level (repeatable)")
     parser.add_argument("--candidate", default="kernelwright",
@@ -88,12 +89,15 @@ def default_size() -> tuple[str, str]:
         return "small", f"no wgpu device ({type(exc).__name__})"
 
 
-def select(problems: list, only: str | None, levels: list[int] | None) -> list:
+def select(problems: list, only: list[str] | None, levels: list[int] | None) -> list:
+    """The problems of `levels` (all when None) that match any pattern of `only`."""
     chosen = problems
     if levels:
         chosen = [p for p in chosen if p.level in levels]
     if only:
-        chosen = [p for p in chosen if fnmatch.fnmatch(p.name, only) or only in p.name]
+        chosen = [p for p in chosen
+                  if any(fnmatch.fnmatch(p.name, pattern) or pattern in p.name
+                         for pattern in only)]
     return chosen
 
 

@@ -60,8 +60,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--size", choices=("small", "full"),
                         help="problem sizes for files that define SIZES; default: small on a "
                              "software GPU driver, else full")
-    parser.add_argument("--only", metavar="PATTERN",
-                        help="only problems whose name matches this glob, or contains it")
+    parser.add_argument("--only", metavar="PATTERN", action="append",
+                        help="only problems whose name matches this glob, or contains it "
+                        "(repeatable: any of them)")
     parser.add_argument("--level", type=int, action="append", help="only this level (repeatable)")
     parser.add_argument("--seed", type=int, default=0, help="seed of weights and inputs")
     parser.add_argument("--report", nargs="?", const="", metavar="DIR",

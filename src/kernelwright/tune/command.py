@@ -36,8 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--size", choices=("small", "full"),
                         help="problem sizes for files that define SIZES; default: small on a "
                              "software GPU driver, else full")
-    parser.add_argument("--only", metavar="PATTERN",
-                        help="only problems whose name matches this glob, or contains it")
+    parser.add_argument("--only", metavar="PATTERN", action="append",
+                        help="only problems whose name matches this glob, or contains it "
+                        "(repeatable: any of them)")
     parser.add_argument("--level", type=int, action="append",
                         help="only this level (repeatable)")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
