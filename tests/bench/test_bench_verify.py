@@ -325,3 +325,16 @@ def test_a_candidate_is_given_host_copies_of_the_problems_own_tensors() -> None:
     assert given[2] == 2.0
     trial = v.trial_inputs(lambda seed: [torch.full((2,), float(seed))], "own", 5, fresh=True)
     assert trial[0].device.type == "cpu" and trial[0].tolist() == [5.0, 5.0]
+
+
+def test_indices_out_of_bounds_are_found_on_the_cpu_before_a_gpu_sees_them() -> None:
+    class Gather(torch.nn.Module):
+        def forward(self, x, idx):
+            return x[idx]
+
+    # a reference on another device ("meta" here, CUDA in the bench) is not asked
+    verifier = v.Verifier(Gather(), lambda seed: [], v.Tolerance(), True, "meta")
+    x = torch.randn(4, 3)
+    assert verifier.index_safe([x, torch.tensor([0, 3, -4])])
+    assert not verifier.index_safe([x, torch.tensor([0, 4])])
+    assert verifier.index_safe([x, 2.0])  # no integer tensor: nothing to index with

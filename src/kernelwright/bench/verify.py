@@ -746,6 +746,22 @@ class Verifier:
                          for leaf in leaves],
                         all(finite for _, _, finite in extents))
 
+    def index_safe(self, inputs: list) -> bool:
+        """Whether the reference can run on `inputs` without indexing out of bounds, asked
+        where that would be fatal: integer inputs (indices, perhaps) at a shape of the
+        harness's making, a reference on a GPU, where an index out of bounds is a
+        device-side assert that leaves the process unable to use the GPU at all. The
+        model then runs once on the CPU, where it is an exception."""
+        if self.reference.device.type == "cpu" or not any(
+                isinstance(x, torch.Tensor) and not x.is_floating_point() for x in inputs):
+            return True
+        try:
+            with torch.no_grad():
+                copy.deepcopy(self.model)(*for_candidate(inputs, inputs))
+        except Exception:  # noqa: BLE001 - it cannot run on these
+            return False
+        return True
+
     def call(self, candidate: Candidate, inputs: list) -> Any:
         """One call of the candidate, recorded and checked; the caller holds the GPU."""
         kwargs = {"poison": True} if accepts_poison(candidate) else {}
@@ -1022,6 +1038,8 @@ def run_alt_shape(verifier: Verifier, make: Factory, model: torch.nn.Module,
     for shapes in alt_shape_variants(own):
         with verifier.draw_section():
             example = synthesize(own, "normal", seed + 56, shapes)
+        if not verifier.index_safe(example):
+            continue
         screened = verifier.screen(example)
         if screened is None or not screened.finite:
             continue
