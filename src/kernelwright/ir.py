@@ -89,6 +89,12 @@ class Node:
     attrs: dict
     out: Value
     source: str = ""  # the user's line this node came from
+    # Other lowerings of the op this node computes, for rewrites (optimize/rewrite.py):
+    # `lowering` names this node's own, `alternatives` maps another's name to a function
+    # (GraphBuilder) -> Value computing the op's result that way, in new nodes. Neither
+    # is part of what the node computes (nor of its kernel's key).
+    lowering: str = ""
+    alternatives: dict = field(default_factory=dict, repr=False)
 
 
 @dataclass

@@ -95,6 +95,7 @@ class KernelRequest:
     materialized: set
     buffer_of: Callable
     phases: tuple = ()  # a row kernel's reductions (generate)
+    order: tuple = ()  # values bound first, in this order (fill_kernel)
 
     @property
     def key(self) -> KernelKey:
@@ -119,7 +120,7 @@ class KernelRequest:
 
     def generate(self, knobs: dict | None) -> Generated:
         return fill_kernel(self.out, self.tnode, self.materialized, self.buffer_of, knobs,
-                           self.phases)
+                           self.phases, self.order)
 
 
 # A chooser returns knobs, a whole kernel (a `Generated`: an optimized kernel from the
@@ -204,9 +205,13 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
 
 
 def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
-                knobs: dict | None = None, phases=()) -> Generated:
-    """Generate the kernel with the given knobs (missing ones: the defaults)."""
+                knobs: dict | None = None, phases=(), order=()) -> Generated:
+    """Generate the kernel with the given knobs (missing ones: the defaults). `order`:
+    values bound as its first reads in this order (another kernel's binding order, for a
+    rewrite that must bind the same buffers as the kernel it replaces), whether or not
+    the kernel reads them."""
     src = KernelSource(buffer_of)
+    src.reads = list(order)
     kind = "rows" if phases else template_kind(tnode)
     if kind not in TEMPLATES:
         raise CompileError(f"no kernel template for '{kind}'")

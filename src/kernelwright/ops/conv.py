@@ -69,8 +69,9 @@ def per_dim(v, nd: int, name: str) -> list[int]:
 
 
 def conv_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, dilation,
-              groups: int) -> Value:
-    """A convolution of x [N, C, *S] by w [CO, C / groups, *K] as an implicit GEMM."""
+              groups: int, multiply=product) -> Value:
+    """A convolution of x [N, C, *S] by w [CO, C / groups, *K] as an implicit GEMM
+    (`multiply(b, a, b)`: linalg.product, or one matmul node whatever the depth)."""
     nd = len(x.shape) - 2
     n, c = x.shape[:2]
     co, kernel = w.shape[0], list(w.shape[2:])
@@ -78,12 +79,12 @@ def conv_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, dilation,
     out = list(cols.shape[2 + nd:])
     depth = c // groups * math.prod(kernel)
     a = b.reshape(w, (groups, co // groups, depth))
-    y = product(b, a, b.reshape(cols, (n, groups, depth, math.prod(out))))
+    y = multiply(b, a, b.reshape(cols, (n, groups, depth, math.prod(out))))
     return b.reshape(y, (n, co, *out))
 
 
 def conv_transpose_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, dilation,
-                        output_padding, groups: int) -> Value:
+                        output_padding, groups: int, multiply=product) -> Value:
     """A transposed convolution of x [N, C, *S] by w [C, CO / groups, *K] as an implicit
     GEMM in gather form: out[o] sums x[i] w[k] over o = i * stride - padding + k * dilation,
     i.e. over the flipped taps k' = K - 1 - k of the input spaced by `stride`, padded by
@@ -100,9 +101,18 @@ def conv_transpose_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, di
     wg = b.flip(b.reshape(w, (groups, cg, cog, *kernel)), range(3, 3 + nd))
     wg = b.permute(wg, [0, 2, 1, *range(3, 3 + nd)])  # [G, CO/G, C/G, *K]
     depth = cg * math.prod(kernel)
-    y = product(b, b.reshape(wg, (groups, cog, depth)),
-                b.reshape(cols, (n, groups, depth, math.prod(out))))
+    y = multiply(b, b.reshape(wg, (groups, cog, depth)),
+                 b.reshape(cols, (n, groups, depth, math.prod(out))))
     return b.reshape(y, (n, cog * groups, *out))
+
+
+def mark_lowering(v: Value, op: str, lowering: str, alternatives: dict) -> None:
+    """Name the lowering of the `op` node computing v (seen through reshapes) and its
+    alternatives (ir.Node.alternatives); nothing when no such node computes v."""
+    while v.node is not None and v.node.op == "reshape":
+        v = v.node.inputs[0]
+    if v.node is not None and v.node.op == op:
+        v.node.lowering, v.node.alternatives = lowering, alternatives
 
 
 @register("aten.convolution.default")
@@ -120,12 +130,25 @@ def convolution(b: GraphBuilder, x: Value, w: Value, bias, stride, padding, dila
                                              (output_padding, "output_padding")))
     transposed = bool(transposed)
     cout = w.shape[1] * groups if transposed else w.shape[0]
-    if not implicit_gemm(x.shape[0], x.shape[1], cout, w.shape[2:], stride, groups, transposed):
-        out = b.conv(x, w, stride, padding, dilation, groups, transposed, output_padding)
-    elif transposed:
-        out = conv_transpose_gemm(b, x, w, stride, padding, dilation, output_padding, groups)
+
+    def direct(gb: GraphBuilder) -> Value:
+        return gb.conv(x, w, stride, padding, dilation, groups, transposed, output_padding)
+
+    def gemm(gb: GraphBuilder, multiply=product) -> Value:
+        if transposed:
+            return conv_transpose_gemm(gb, x, w, stride, padding, dilation, output_padding,
+                                       groups, multiply)
+        return conv_gemm(gb, x, w, stride, padding, dilation, groups, multiply)
+
+    if implicit_gemm(x.shape[0], x.shape[1], cout, w.shape[2:], stride, groups, transposed):
+        out = gemm(b)
+        # the other lowering, for rewrites (optimize/rewrite.py), when the product is one
+        # matmul (not split-K, not a small-K sum: those are not one kernel)
+        mark_lowering(out, "matmul", "implicit_gemm", {"direct": direct})
     else:
-        out = conv_gemm(b, x, w, stride, padding, dilation, groups)
+        out = direct(b)
+        mark_lowering(out, "conv", "direct", {
+            "implicit_gemm": lambda gb: gemm(gb, lambda g, p, q: g.matmul(p, q))})
     if bias is not None:
         out = binary(b, "add", out, b.reshape(bias, (1, -1) + (1,) * nd))
     return out

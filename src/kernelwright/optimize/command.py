@@ -180,6 +180,8 @@ def render(reports, diffs: bool) -> str:
             if k.gain:
                 head += (f" by {k.generator}, {k.baseline_ms:.4g} -> {k.best_ms:.4g} ms "
                          f"({k.gain:.2f}x)")
+                if k.knobs:  # a rewrite's knobs name it: rewrite=implicit_gemm ...
+                    head += " with " + " ".join(f"{n}={v}" for n, v in k.knobs.items())
             lines.append(head)
             lines.append(f"    {k.attempts} attempts ({statuses or 'none'}); {passes or '-'}"
                          + (f"; {k.note}" if k.note else ""))

@@ -52,6 +52,24 @@ class KernelSpec:
     # None when the spec does not come from a template (e.g. loaded from a file).
     variant: Callable[[dict], Candidate] | None = field(default=None, repr=False,
                                                         compare=False)
+    # The same kernel by another lowering of its op (optimize/rewrite.py): same bindings,
+    # another template; empty when there is none.
+    rewrites: list[Rewrite] = field(default_factory=list, repr=False, compare=False)
+
+
+@dataclass
+class Rewrite:
+    """A kernel's computation by another lowering: `name` (e.g. "implicit_gemm"), what
+    it replaces (`replaces`, e.g. "direct"), the template it uses (`kind`), that
+    template's settings for it (default first) and `variant(knobs)`, which generates it
+    with the spec's bindings (a CompileError or ValueError for settings it cannot run).
+    Its candidates' knobs carry {"rewrite": name}."""
+
+    name: str
+    replaces: str
+    kind: str
+    knob_space: list[dict]
+    variant: Callable[[dict], Candidate] = field(repr=False, compare=False)
 
 
 @dataclass

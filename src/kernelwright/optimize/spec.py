@@ -7,7 +7,8 @@ choice: tuned knobs, never an optimized kernel), keeping each kernel's
 plan kernel as a `KernelSpec`: its WGSL, its bindings with the shapes and dtypes of
 the values they hold (the plan's buffers are physical and may be larger), its grid
 and knobs, the template's search space and a `variant(knobs)` function that
-regenerates it, a description and a reference (the fused IR ops, one line each, with
+regenerates it, its rewrites (the same kernel by another lowering of its op, with
+the same bindings: rewrite.py), a description and a reference (the fused IR ops, one line each, with
 the user's source lines), and its share of the module's GPU time.
 """
 
@@ -139,6 +140,8 @@ def variant_of(request: KernelRequest):
 def kernel_specs(plan: Plan, requests: list[KernelRequest],
                  times_ms: list[float] | None = None) -> list[KernelSpec]:
     """A KernelSpec per plan kernel (`times_ms`: each kernel's GPU time, for profiles)."""
+    from .rewrite import rewrites_of
+
     total = sum(times_ms) if times_ms else 0.0
     specs = []
     for i, (kernel, request) in enumerate(zip(plan.kernels, requests)):
@@ -158,5 +161,6 @@ def kernel_specs(plan: Plan, requests: list[KernelRequest],
             key=request.spec_key, name=kernel.name, kind=request.kind, source=kernel.source,
             bindings=bindings, grid=tuple(kernel.grid), knobs=dict(kernel.knobs),
             description=description, reference=reference_text(request), profile=profile,
-            knob_space=[dict(k) for k in request.space], variant=variant_of(request)))
+            knob_space=[dict(k) for k in request.space], variant=variant_of(request),
+            rewrites=rewrites_of(request)))
     return specs

@@ -1,0 +1,167 @@
+"""Rewrites in the built-in generator: a convolution's other lowering, on the software
+driver.
+
+A convolution is lowered to an implicit GEMM (a matmul kernel) or to the direct kernel
+(ops/conv.implicit_gemm). For either, the built-in generator's first proposal is the
+same kernel by the other lowering, with the same bindings; the sandbox checks it
+against the compiler's kernel on fresh inputs. The search keeps it when it is faster:
+the compiler's implicit GEMM of a small dense convolution is made deliberately slow
+(16 x 16 tiles of one output per invocation, forced through the knob chooser, as
+test_optimize.py does; measured 1.8x slower than the direct kernel on lavapipe,
+2026-11), and the direct kernel must beat it and survive the whole-module check.
+(On lavapipe the implicit GEMM of these small convolutions loses even to a direct
+kernel forced to WG=1, so the forcing goes this way round.)
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from kernelwright import tune
+from kernelwright.optimize import Settings, optimize_problem
+from kernelwright.optimize.builtin import BuiltinGenerator
+from kernelwright.optimize.command import render
+from kernelwright.optimize.sandbox import Sandbox
+from kernelwright.optimize.search import kernel_job
+from kernelwright.optimize.spec import capture_problem, kernel_specs
+
+
+class Conv(torch.nn.Module):
+    def __init__(self, cin, cout, groups=1, transposed=False, stride=1):
+        super().__init__()
+        make = torch.nn.ConvTranspose2d if transposed else torch.nn.Conv2d
+        self.conv = make(cin, cout, 3, stride=stride, padding=1, groups=groups)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+# name: (module arguments, the compiler's lowering and template, the rewrite's)
+CASES = {
+    "dense": ((8, 16), ("implicit_gemm", "matmul"), ("direct", "conv")),
+    "depthwise": ((8, 8, 8), ("direct", "conv"), ("implicit_gemm", "matmul")),
+    "transposed": ((8, 16, 1, True, 2), ("implicit_gemm", "matmul"), ("direct", "conv")),
+}
+
+
+def conv_spec(args):
+    torch.manual_seed(0)
+    model = Conv(*args)
+    x = torch.randn(2, args[0], 6, 6)
+    with tune.choosing(tune.compiler_choice):
+        captured = capture_problem(model, [x])
+    (spec,) = kernel_specs(captured.plan, captured.requests)
+    return spec
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):
+    with Sandbox(tmp_path_factory.mktemp("rewrite") / "log", timeout_s=120) as box:
+        yield box
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_builtin_proposes_the_other_conv_lowering_and_it_verifies(sandbox, case):
+    args, (own, kind), (other, other_kind) = CASES[case]
+    spec = conv_spec(args)
+    assert spec.kind == kind
+    (rewrite,) = spec.rewrites
+    assert (rewrite.name, rewrite.replaces, rewrite.kind) == (other, own, other_kind)
+    cand = BuiltinGenerator().propose(spec, [])
+    assert cand.knobs["rewrite"] == other and f"rewrite {own} -> {other}" in cand.note
+    assert cand.knobs == {"rewrite": other, **rewrite.knob_space[0]}
+    assert cand.source != spec.source
+    # the same buffers, in the same order (views of them may follow)
+    own_buffers = [(b.shape, b.dtype, b.access) for b in cand.bindings if b.alias is None]
+    assert own_buffers == [(b.shape, b.dtype, b.access) for b in spec.bindings]
+    job = {"reference": kernel_job(spec.source, spec.grid, spec.bindings), "best": None,
+           "candidate": kernel_job(cand.source, cand.grid, cand.bindings), "trials": 3,
+           "seed": 3, "reps": 2, "warmup": 1}
+    result = sandbox.evaluate(job)
+    assert result["status"] == "correct", result
+
+
+def test_a_wrong_rewrite_is_caught_by_the_sandbox(sandbox):
+    # the check above can fail: the rewrite's kernel with one tap's weight dropped
+    spec = conv_spec(CASES["depthwise"][0])
+    cand = BuiltinGenerator().propose(spec, [])
+    broken = cand.source.replace("fn load_a(", "fn load_a_(", 1)
+    broken = broken.replace("fn load_a_(", "fn load_a(b: i32, m: i32, k: i32) -> f32 { "
+                            "return select(load_a_(b, m, k), 0.0, k == 4); }\nfn load_a_(", 1)
+    assert broken != cand.source
+    job = {"reference": kernel_job(spec.source, spec.grid, spec.bindings), "best": None,
+           "candidate": kernel_job(broken, cand.grid, cand.bindings), "trials": 1,
+           "seed": 3, "reps": 2, "warmup": 1}
+    assert sandbox.evaluate(job)["status"] == "mismatch"
+
+
+def test_rewrites_come_first_then_own_knobs_then_the_rewrites_space():
+    spec = conv_spec(CASES["dense"][0])  # an implicit GEMM: the direct kernel's WG space
+    gen, history = BuiltinGenerator(), []
+    from kernelwright.optimize.generator import Attempt
+
+    proposed = []
+    while (cand := gen.propose(spec, history)) is not None:
+        proposed.append(cand.knobs)
+        history.append(Attempt("builtin", cand.source, cand.knobs, cand.grid, "slower", "",
+                               1.0, 1.0))
+    (rewrite,) = spec.rewrites
+    assert proposed[0] == {"rewrite": "direct", **rewrite.knob_space[0]}
+    own = [k for k in proposed if "rewrite" not in k]
+    assert own and own == [k for k in spec.knob_space if k != spec.knobs][:len(own)]
+    rest = proposed[1 + len(own):]
+    assert rest and all(k["rewrite"] == "direct" for k in rest)
+    assert len(proposed) == len({str(sorted(k.items())) for k in proposed})
+
+
+PROBLEM = textwrap.dedent("""\
+    import torch
+
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(8, 16, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x))
+
+
+    def get_inputs():
+        return [torch.randn(2, 8, 16, 16)]
+
+
+    def get_init_inputs():
+        return []
+    """)
+
+
+SLOW_MATMUL = {"BM": 16, "BN": 16, "TM": 1, "TN": 1, "BK": 16, "VEC": 1, "DB": 1}
+
+
+def slow_gemm(request):
+    return SLOW_MATMUL if request.kind == "matmul" else None
+
+
+def test_the_search_keeps_a_faster_rewrite(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELWRIGHT_TUNE_DB", str(tmp_path / "tune.sqlite"))
+    monkeypatch.delenv("KERNELWRIGHT_TUNE", raising=False)
+    path = tmp_path / "dense_conv.py"
+    path.write_text(PROBLEM)
+    lines = []
+    with tune.choosing(slow_gemm):
+        report = optimize_problem(path, [BuiltinGenerator()], attempts=1, out=tmp_path / "run",
+                                  settings=Settings(reps=5, warmup=1, module_trials=2,
+                                                    profile_runs=2),
+                                  progress=lines.append)
+    assert report.error is None, report.error
+    (kernel,) = report.kernels
+    assert kernel.kind == "matmul" and kernel.status == "improved", (kernel, lines)
+    assert kernel.knobs == {"rewrite": "direct", "WG": 256}, kernel.knobs
+    assert "fn load_a(" in kernel.baseline_source and "fn load_x(" in kernel.source
+    assert report.before["correct"] and report.after["correct"]
+    assert report.stored == 1
+    assert "rewrite=direct" in render([report], diffs=False)
