@@ -1,21 +1,35 @@
 #!/bin/sh
 # kernelwright optimize with the built-in generator over the bundled suite, full size,
-# on the GPU machine; before/after speedups against PyTorch eager go to
-# bench/results/optimize_h200/ (summary.json: per problem and the geometric means;
-# report.txt: per kernel the winner, its gain and the WGSL diff; optimize.log: progress).
+# on the GPU machine; before/after speedups against PyTorch eager go to $RESULTS
+# (default bench/results/optimize_h200/; summary.json: per problem and the geometric
+# means; report.txt: per kernel the winner, its gain and the WGSL diff; optimize.log:
+# progress; optimize.sqlite and tune.sqlite: the run's state and the winners found).
 #
 #   source .device/env.sh && sh bench/optimize_suite.sh [--level 2] [--only PATTERN] ...
 #
-# RUN_BUDGET (seconds, default 1200) bounds the whole run; problems not reached are
-# not in the figures. Extra arguments go to kernelwright optimize. The state and plans
-# stay in $WORK (default /tmp/kw_optimize): run again with --resume to go on.
+# RUN_BUDGET (seconds, default 1200) bounds one call; problems not reached are not in
+# the figures. Extra arguments go to kernelwright optimize. The run is resumable across
+# calls and sessions: the state is kept in $WORK (default out/kw_optimize) and copied
+# to $RESULTS after the run; when $WORK has no state but $RESULTS (or $FROM) does, the
+# run goes on from that one, so finished problems are skipped.
 set -e
 RESULTS=${RESULTS:-bench/results/optimize_h200}
-WORK=${WORK:-/tmp/kw_optimize}
+FROM=${FROM:-$RESULTS}
+WORK=${WORK:-out/kw_optimize}
 mkdir -p "$RESULTS" "$WORK"
-export KERNELWRIGHT_TUNE_DB="$WORK/tune.sqlite"  # a fresh cache: "before" is plain compile
+if [ ! -f "$WORK/optimize.sqlite" ] && [ -f "$FROM/optimize.sqlite" ]; then
+  cp "$FROM/optimize.sqlite" "$WORK/"
+  [ -f "$FROM/tune.sqlite" ] && cp "$FROM/tune.sqlite" "$WORK/"
+fi
+# the run's own cache: "before" is plain compile plus what this run found for kernels
+# of the same key in earlier problems
+export KERNELWRIGHT_TUNE_DB="$WORK/tune.sqlite"
+status=0
+trap 'status=130' INT  # the limit's SIGINT: python writes its state, then we copy it
 python -m kernelwright.cli optimize --size full --generators builtin --attempts 8 \
-    --max-kernels 3 --budget 60 --run-budget "${RUN_BUDGET:-1200}" --out "$WORK" "$@" \
-    2> "$RESULTS/optimize.log"
-cp "$WORK/summary.json" "$RESULTS/summary.json"
+    --max-kernels 3 --budget 60 --run-budget "${RUN_BUDGET:-1200}" --out "$WORK" --resume \
+    "$@" 2>> "$RESULTS/optimize.log" || status=$?
+cp "$WORK/summary.json" "$WORK/optimize.sqlite" "$RESULTS/"
+[ -f "$WORK/tune.sqlite" ] && cp "$WORK/tune.sqlite" "$RESULTS/"
 python -m kernelwright.cli optimize --report "$WORK" > "$RESULTS/report.txt"
+exit $status

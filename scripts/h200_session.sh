@@ -19,7 +19,9 @@
 #   conv      bench/kernels.py --only conv, with each lowering (auto, gemm, direct)
 #   coop      bench/coop_matmul.py --quick (the cooperative-matrix mode)
 #   models    bench/models.py --size full
-#   optimize  bench/optimize_suite.sh --level 2 (issue 6, built-in generator)
+#   optimize  bench/optimize_suite.sh (issue 6, built-in generator; more arguments in
+#             OPT_ARGS, e.g. "--level 2"), resumed from the state in out/kw_optimize or
+#             bench/results/optimize_h200/
 #   tests     the op tests through Vulkan on the H200 (torch of the host)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -64,8 +66,11 @@ run_task() {
             >> "$LOG" 2>&1 ;;
     models) limit "$secs" python3 bench/models.py --size full --out "$R/models.json" \
               >> "$LOG" 2>&1 ;;
-    optimize) RESULTS="$R/optimize" RUN_BUDGET=$((secs - 30)) limit "$secs" \
-                sh bench/optimize_suite.sh --level 2 >> "$LOG" 2>&1 ;;
+    optimize)
+      read -r -a opt <<< "${OPT_ARGS:-}"
+      RESULTS="$R/optimize" FROM=bench/results/optimize_h200 RUN_BUDGET=$((secs - 45)) \
+        limit "$secs" sh bench/optimize_suite.sh "${opt[@]}" >> "$LOG" 2>&1
+      tail -3 "$R/optimize/optimize.log" >> "$LOG" ;;
     tests) limit "$secs" python3 -m pytest -q -p no:cacheprovider -p no:timeout tests \
              --ignore=tests/bench --ignore=tests/optimize > "$R/tests.log" 2>&1
            tail -5 "$R/tests.log" >> "$LOG" ;;

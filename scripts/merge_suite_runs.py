@@ -5,7 +5,8 @@
 Each RUN is a folder `kernelwright bench --out` wrote (results.json, results.sqlite).
 A problem's result is taken from the last RUN that has it. OUT gets results.json
 (the last run's description, a `merged_from` list of the runs with the problems taken
-from each, the summary recomputed), results.sqlite (each result's row copied as its run
+from each; a RUN that is itself a merge contributes its own list, so OUT may be one of
+the RUNs' copies), the summary recomputed), results.sqlite (each result's row copied as its run
 stored it, with that run's settings key) and report.html. Used when the suite on the
 H200 takes more than one device call, or when a change reruns only the problems whose
 kernels it changed; say which in the folder's README.
@@ -73,10 +74,16 @@ def main(argv: list[str]) -> int:
     summary = metrics.summarize(results)
     info = {key: value for key, value in documents[-1].items()
             if key not in ("summary", "problems", "settings")}
-    info["merged_from"] = [
-        {"run": str(run), "created": documents[i].get("created"),
-         "problems": [name for name in order if chosen[name][0] == i]}
-        for i, run in enumerate(runs)]
+    info["merged_from"] = []
+    for i, run in enumerate(runs):
+        taken = [name for name in order if chosen[name][0] == i]
+        # a RUN that is itself a merge keeps its runs: each problem stays with its own
+        parts = documents[i].get("merged_from") or [
+            {"run": str(run), "created": documents[i].get("created"), "problems": taken}]
+        for part in parts:
+            kept = [name for name in part["problems"] if name in taken]
+            if kept:
+                info["merged_from"].append({**part, "problems": kept})
     document = {**info, "settings": documents[-1].get("settings"), "summary": summary,
                 "problems": results}
     (out / "results.json").write_text(json.dumps(document, indent=1, default=str))

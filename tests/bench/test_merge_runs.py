@@ -47,3 +47,17 @@ def test_merge_takes_each_problem_from_the_last_run_that_has_it(tmp_path: Path) 
                                                                               "key-b"]
     db.close()
     assert (out / "report.html").read_text().startswith("<!")
+
+
+def test_a_merged_run_merged_again_keeps_each_problem_with_its_own_run(tmp_path: Path) -> None:
+    fake_run(tmp_path / "a", "key-a", {"level1/1_x": 1.0, "level1/2_y": 2.0})
+    fake_run(tmp_path / "b", "key-b", {"level1/3_z": 8.0})
+    fake_run(tmp_path / "c", "key-c", {"level1/2_y": 4.0})
+    merge = runpy.run_path(str(SCRIPT))["main"]
+    first = tmp_path / "first"
+    assert merge(["merge", str(first), str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = tmp_path / "out"
+    assert merge(["merge", str(out), str(first), str(tmp_path / "c")]) == 0
+    merged = json.loads((out / "results.json").read_text())
+    assert [(Path(m["run"]).name, m["problems"]) for m in merged["merged_from"]] == [
+        ("a", ["level1/1_x"]), ("b", ["level1/3_z"]), ("c", ["level1/2_y"])]

@@ -186,3 +186,14 @@ def test_cli_runs_end_to_end_and_reports(workdir, problem, tune_db, capsys):
     report = capsys.readouterr().out
     assert "by builtin" in report and "builtin: pass@1 of 1" in report
     assert "--- compiler" in report and "+++ builtin" in report
+
+
+def test_a_problem_budget_stops_the_problem_not_the_run(workdir):
+    from kernelwright.optimize.search import Budget, Search, Spend
+
+    budget = Budget(problem_s=0.0, run_tokens=10)
+    with Search([BuiltinGenerator()], 1, workdir / "budget", budget) as search:
+        assert search.spent(Spend()) == "time per problem"
+        assert search.spent() is None  # what the run loop asks before each problem
+        search.run_spend.add({"input_tokens": 6, "output_tokens": 5})
+        assert search.spent() == "tokens per run"

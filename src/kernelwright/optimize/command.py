@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=progress) as search:
         try:
             for i, problem in enumerate(chosen, 1):
-                stop = search.spent(search.run_spend)
+                stop = search.spent()
                 if stop:
                     progress(f"budget spent ({stop}): {len(chosen) - i + 1} problems not run")
                     break

@@ -226,15 +226,17 @@ class Search:
         self.close()
 
     # -- budgets ------------------------------------------------------------------------
-    def spent(self, problem: Spend) -> str | None:
-        """Which budget is spent, if any."""
-        b = self.budget
-        checks = (("time per problem", b.problem_s, problem.seconds),
-                  ("time per run", b.run_s, self.run_spend.seconds),
-                  ("tokens per problem", b.problem_tokens, problem.tokens),
-                  ("tokens per run", b.run_tokens, self.run_spend.tokens),
-                  ("cost per problem", b.problem_cost_usd, problem.cost_usd),
-                  ("cost per run", b.run_cost_usd, self.run_spend.cost_usd))
+    def spent(self, problem: Spend | None = None) -> str | None:
+        """Which budget is spent, if any: the run's, and the problem's when given (the
+        run loop asks with None, so one problem's limits never stop the run)."""
+        b, run = self.budget, self.run_spend
+        checks = [("time per run", b.run_s, run.seconds),
+                  ("tokens per run", b.run_tokens, run.tokens),
+                  ("cost per run", b.run_cost_usd, run.cost_usd)]
+        if problem is not None:
+            checks += [("time per problem", b.problem_s, problem.seconds),
+                       ("tokens per problem", b.problem_tokens, problem.tokens),
+                       ("cost per problem", b.problem_cost_usd, problem.cost_usd)]
         for label, limit, used in checks:
             if limit is not None and used >= limit:
                 return label
