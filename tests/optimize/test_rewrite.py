@@ -22,7 +22,7 @@ import torch
 
 from kernelwright import tune
 from kernelwright.optimize import Settings, optimize_problem
-from kernelwright.optimize.builtin import BuiltinGenerator
+from kernelwright.optimize.builtin import BuiltinGenerator, nearest_first
 from kernelwright.optimize.command import render
 from kernelwright.optimize.sandbox import Sandbox
 from kernelwright.optimize.search import kernel_job
@@ -98,6 +98,14 @@ def test_a_wrong_rewrite_is_caught_by_the_sandbox(sandbox):
     assert sandbox.evaluate(job)["status"] == "mismatch"
 
 
+def test_settings_nearest_the_kernels_own_knobs_come_first():
+    space = [{"A": 1, "B": 1}, {"A": 2, "B": 2}, {"A": 2, "B": 1}, {"A": 1, "B": 2},
+             {"A": 1, "B": 1, "C": 3}]
+    assert nearest_first(space, {"A": 1, "B": 1}) == [
+        {"A": 1, "B": 1}, {"A": 2, "B": 1}, {"A": 1, "B": 2}, {"A": 1, "B": 1, "C": 3},
+        {"A": 2, "B": 2}]
+
+
 def test_rewrites_come_first_then_own_knobs_then_the_rewrites_space():
     spec = conv_spec(CASES["dense"][0])  # an implicit GEMM: the direct kernel's WG space
     gen, history = BuiltinGenerator(), []
@@ -111,7 +119,8 @@ def test_rewrites_come_first_then_own_knobs_then_the_rewrites_space():
     (rewrite,) = spec.rewrites
     assert proposed[0] == {"rewrite": "direct", **rewrite.knob_space[0]}
     own = [k for k in proposed if "rewrite" not in k]
-    assert own and own == [k for k in spec.knob_space if k != spec.knobs][:len(own)]
+    assert own and own == [k for k in nearest_first(spec.knob_space, spec.knobs)
+                           if k != spec.knobs][:len(own)]
     rest = proposed[1 + len(own):]
     assert rest and all(k["rewrite"] == "direct" for k in rest)
     assert len(proposed) == len({str(sorted(k.items())) for k in proposed})
