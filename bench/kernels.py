@@ -49,6 +49,7 @@ import torch.nn.functional as F
 
 import kernelwright
 from kernelwright import schedule, tune
+from kernelwright.bench.timing import warm_up
 from kernelwright.ops import conv as conv_ops
 
 
@@ -190,7 +191,7 @@ def matmul_variants(args, dev) -> None:
                     raise RuntimeError(f"the compile used {used}")
                 got = compiled(*sets[0], poison=True)
                 err = (got - ref).abs().max().item()
-                ms = statistics.median(compiled.gpu_times_ms(sets, args.reps))
+                ms = kw_time_ms(compiled, sets, args.reps)
                 variant.update(ms=round(ms, 4), tflops=round(case["flops"] / ms / 1e9, 2),
                                ratio=round(ref_ms / ms, 4), rel_err=err / scale,
                                correct=err <= 1e-4 * max(1.0, scale))
@@ -251,7 +252,7 @@ def memory_variants(args, dev) -> None:
                     compiled = kernelwright.compile(module, sets[0])
                 got = compiled(*sets[0], poison=True)
                 err = (got - ref).abs().max().item()
-                ms = statistics.median(compiled.gpu_times_ms(sets, args.reps))
+                ms = kw_time_ms(compiled, sets, args.reps)
                 variant.update(kernels=[k.name for k in compiled.plan.kernels],
                                knobs=[k.knobs for k in compiled.plan.kernels],
                                ms=round(ms, 4), tbps=round(case["bytes"] / ms / 1e9, 3),
@@ -269,6 +270,12 @@ def memory_variants(args, dev) -> None:
         best = min((v for v in row["variants"] if v.get("correct")),
                    key=lambda v: v["ms"], default=None)
         print(f"{name}: best {best}", flush=True)
+
+
+def kw_time_ms(compiled, sets, reps):
+    """Median GPU time per call after the harness's warm-up (bench.timing.warm_up)."""
+    warm_up(lambda n: compiled.gpu_times_ms(sets, n))
+    return statistics.median(compiled.gpu_times_ms(sets, reps))
 
 
 def torch_ms(module, sets, reps):
@@ -337,7 +344,7 @@ def main() -> None:
         got = compiled(*sets[0], poison=True)
         err = (got - ref).abs().max().item()
         scale = ref.abs().max().item() or 1.0
-        kw_ms = statistics.median(compiled.gpu_times_ms(sets, args.reps))
+        kw_ms = kw_time_ms(compiled, sets, args.reps)
         torch_sets = [[x.to(low) for x in s] for s in sets] if low else sets
         ref_ms = (torch_ms(module, torch_sets, args.reps) if torch.cuda.is_available()
                   else float("nan"))

@@ -79,7 +79,18 @@ def choose_reps(estimate_ms: float, target_s: float = TARGET_S, max_reps: int = 
 def measure(batch: Callable[[int], list[float]], source: str, target_s: float = TARGET_S,
             max_reps: int = MAX_REPS, build_s: float | None = None) -> Timing:
     """Warm up with `batch(n)` (n calls, their times in ms) until steady, then measure."""
-    previous = None
+    previous, wall_per_call = warm_up(batch)
+    reps = choose_reps(previous, target_s, max_reps)
+    reps = min(reps, max(MIN_REPS, int(WALL_BUDGET_S / max(wall_per_call, 1e-9))))
+    return summarize_times(list(batch(reps)), source, build_s)
+
+
+def warm_up(batch: Callable[[int], list[float]]) -> tuple[float, float]:
+    """Call `batch(WARMUP_BATCH)` until two rounds agree within 10% (or WARMUP_BUDGET_S
+    passed); returns the last round's median (ms) and the wall seconds per call. A GPU
+    fresh from idle ran the first calls of a 4096^3 matmul 3.4x slower on the H200
+    (bench/kernels.py's first case, 2026-12-01, before it warmed up)."""
+    previous, wall_per_call = None, 0.0
     started = time.perf_counter()
     for _ in range(WARMUP_ROUNDS):
         round_start = time.perf_counter()
@@ -89,9 +100,7 @@ def measure(batch: Callable[[int], list[float]], source: str, target_s: float = 
         previous = current
         if steady or time.perf_counter() - started > WARMUP_BUDGET_S:
             break
-    reps = choose_reps(previous, target_s, max_reps)
-    reps = min(reps, max(MIN_REPS, int(WALL_BUDGET_S / max(wall_per_call, 1e-9))))
-    return summarize_times(list(batch(reps)), source, build_s)
+    return previous, wall_per_call
 
 
 def timing_sets(make: Callable[[int], list], count: int) -> list[list]:

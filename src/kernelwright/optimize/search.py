@@ -85,7 +85,6 @@ class Settings:
     reps: int = 20  # timed runs per timing round in the sandbox (median)
     warmup: int = 3
     profile_runs: int = 5  # calls whose per-kernel times give the profile (median)
-    profile_warmup_ms: float = 200.0  # GPU time of untimed calls before the profile
     candidate_timeout_s: float = 120.0
     module_trials: int = 5  # the harness's trials for the whole module
     module_timeout_s: float = 600.0
@@ -255,6 +254,7 @@ class Search:
     def run_problem(self, problem) -> ProblemReport:
         from .. import runtime
         from ..bench import problems
+        from ..bench.timing import warm_up
         from ..compiler import CompiledModule
         from .spec import capture_problem, kernel_specs
 
@@ -281,11 +281,9 @@ class Search:
             captured = capture_problem(model, inputs)
             plan = captured.plan
             compiled = CompiledModule(plan, device)
-            warm = 0.0  # the H200 measured 1.5-14x slower in the first calls of a problem
-            for _ in range(50):
-                warm += sum(t for _, t in compiled.kernel_times_ms(*inputs))
-                if warm >= s.profile_warmup_ms:
-                    break
+            # the H200 measured the first calls of a problem 1.5-14x slower than later ones
+            warm_up(lambda n: [sum(t for _, t in compiled.kernel_times_ms(*inputs))
+                               for _ in range(n)])
             runs = [[t for _, t in compiled.kernel_times_ms(*inputs)]
                     for _ in range(max(1, s.profile_runs))]
             times = [statistics.median(col) for col in zip(*runs)]
