@@ -8,7 +8,8 @@
 #   source .device/env.sh && sh bench/optimize_suite.sh [--level 2] [--only PATTERN] ...
 #
 # RUN_BUDGET (seconds, default 1200) bounds one call; problems not reached are not in
-# the figures. Extra arguments go to kernelwright optimize. The run is resumable across
+# the figures. JOBS (default 4) problems run at once (optimize --jobs: verification side
+# by side, every timing alone under the harness's GPU lock; 4 not yet tried on the H200). Extra arguments go to kernelwright optimize. The run is resumable across
 # calls and sessions: the state is kept in $WORK (default out/kw_optimize) and copied
 # to $RESULTS after the run; when $WORK has no state but $RESULTS (or $FROM) does, the
 # run goes on from that one, so finished problems are skipped.
@@ -28,7 +29,7 @@ status=0
 trap 'status=130' INT  # the limit's SIGINT: python writes its state, then we copy it
 python -m kernelwright.cli optimize --size full --generators builtin --attempts 8 \
     --max-kernels 3 --budget 60 --run-budget "${RUN_BUDGET:-1200}" --out "$WORK" --resume \
-    "$@" 2>> "$RESULTS/optimize.log" || status=$?
+    --jobs "${JOBS:-4}" "$@" 2>> "$RESULTS/optimize.log" || status=$?
 cp "$WORK/summary.json" "$WORK/optimize.sqlite" "$RESULTS/"
 [ -f "$WORK/tune.sqlite" ] && cp "$WORK/tune.sqlite" "$RESULTS/"
 python -m kernelwright.cli optimize --report "$WORK" > "$RESULTS/report.txt"

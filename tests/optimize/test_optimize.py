@@ -10,6 +10,7 @@ a later compile uses; an interrupted run keeps what it found; the CLI runs end t
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -197,3 +198,22 @@ def test_a_problem_budget_stops_the_problem_not_the_run(workdir):
         assert search.spent() is None  # what the run loop asks before each problem
         search.run_spend.add({"input_tokens": 6, "output_tokens": 5})
         assert search.spent() == "tokens per run"
+
+
+def test_jobs_run_problems_side_by_side_and_report_them_together(workdir, tune_db, capsys):
+    suite = workdir / "two"
+    suite.mkdir()
+    (suite / "a_fused.py").write_text(PROBLEM)
+    (suite / "b_scaled.py").write_text(PROBLEM.replace("* 0.5", "* 0.25"))
+    out = workdir / "jobs"
+    code = cli.main(["optimize", str(suite), "--jobs", "2", "--attempts", "1",
+                     "--max-kernels", "1", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr()
+    assert "2 problems;" in printed.out
+    assert "[a_fused] " in printed.err and "[b_scaled] " in printed.err  # each child's lines
+    summary = json.loads((out / "summary.json").read_text())
+    assert sorted(p["name"] for p in summary["problems"]) == ["a_fused", "b_scaled"]
+    assert all(p["before"].get("correct") for p in summary["problems"])
+    assert (out / "gpu.lock").exists()  # the children shared the GPU through the lock
+    assert cli.main(["optimize", str(suite), "--jobs", "0", "--out", str(out)]) == 2

@@ -1,13 +1,14 @@
 """``kernelwright optimize``: search faster kernels for a problem or a suite; report.
 
 ``kernelwright optimize PROBLEM|SUITE`` runs optimize.search on every problem chosen
-(one after another, one sandbox worker for the run), prints a progress line per
-attempt to stderr and, at the end, the report to stdout; OUT/optimize.sqlite holds the
-state after every attempt (``--resume`` goes on from it) and OUT/summary.json the
-reports. ``kernelwright optimize --report [DIR]`` prints the report of a run again:
-per problem the module's speedup against PyTorch eager before and after, and per
-searched kernel the generator that won, the measured gain, pass@k and the unified diff
-of the WGSL.
+(one after another, one sandbox worker for the run; with ``--jobs N``, N problems at
+once, each in a process of its own running this command for one problem), prints a
+progress line per attempt to stderr and, at the end, the report to stdout;
+OUT/optimize.sqlite holds the state after every attempt (``--resume`` goes on from it)
+and OUT/summary.json the reports. ``kernelwright optimize --report [DIR]`` prints the
+report of a run again: per problem the module's speedup against PyTorch eager before
+and after, and per searched kernel the generator that won, the measured gain, pass@k
+and the unified diff of the WGSL.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 DEFAULT_OUT = Path("out/optimize")
@@ -65,6 +69,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "(repeatable: any of them)")
     parser.add_argument("--level", type=int, action="append", help="only this level (repeatable)")
     parser.add_argument("--seed", type=int, default=0, help="seed of weights and inputs")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="problems searched at once, each in a process of its own; they "
+                             "share the GPU through the bench harness's lock: verification "
+                             "side by side, every timing alone (default: 1)")
+    parser.add_argument("--problem-name", help=argparse.SUPPRESS)  # a --jobs child's problem
     parser.add_argument("--report", nargs="?", const="", metavar="DIR",
                         help="print the report of the run in DIR (default: OUT) and exit")
     parser.set_defaults(handler=run)
@@ -97,12 +106,17 @@ def run(args: argparse.Namespace) -> int:
         os.environ[CONFIG_ENV] = str(args.llm_config.expanduser().resolve())
     try:
         chosen = select(problems.discover(target), args.only, args.level)
+        if args.problem_name:
+            chosen = [p for p in chosen if p.name == args.problem_name]
         generators = [make(name.strip()) for name in args.generators.split(",") if name.strip()]
     except (FileNotFoundError, ValueError) as exc:
         print(f"kernelwright optimize: {exc}", file=sys.stderr)
         return 2
     if not chosen:
         print(f"kernelwright optimize: no problems in {target} match", file=sys.stderr)
+        return 2
+    if args.jobs < 1:
+        print("kernelwright optimize: --jobs must be at least 1", file=sys.stderr)
         return 2
     device = runtime.default_device()
     size = args.size or ("small" if device.is_software else "full")
@@ -113,9 +127,15 @@ def run(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    print(f"kernelwright optimize: {len(chosen)} problems from {target}, size {size}, device "
-          f"{device.description}, generators {', '.join(g.name for g in generators)}, "
-          f"{args.attempts} attempts each per kernel, out {args.out}", file=sys.stderr)
+    if not args.problem_name:
+        print(f"kernelwright optimize: {len(chosen)} problems from {target}, size {size}, "
+              f"device {device.description}, generators "
+              f"{', '.join(g.name for g in generators)}, {args.attempts} attempts each per "
+              f"kernel, {args.jobs} at once, out {args.out}", file=sys.stderr)
+    if args.jobs > 1 and len(chosen) > 1:
+        reports, interrupted = run_parallel(args, target, chosen, size, budget, progress)
+        return finish(args, device.description, size, [g.name for g in generators], reports,
+                      interrupted)
     reports: list[ProblemReport] = []
     interrupted = False
     with Search(generators, args.attempts, args.out, budget, settings, args.resume,
@@ -126,12 +146,22 @@ def run(args: argparse.Namespace) -> int:
                 if stop:
                     progress(f"budget spent ({stop}): {len(chosen) - i + 1} problems not run")
                     break
-                progress(f"[{i}/{len(chosen)}] {problem.name}")
+                if not args.problem_name:
+                    progress(f"[{i}/{len(chosen)}] {problem.name}")
                 reports.append(search.run_problem(problem))
         except KeyboardInterrupt:
             interrupted = True
+    if args.problem_name:  # a --jobs child: its parent reports
+        return 130 if interrupted else 0
+    return finish(args, device.description, size, [g.name for g in generators], reports,
+                  interrupted)
+
+
+def finish(args, device: str, size: str, generators: list[str], reports, interrupted: bool
+           ) -> int:
+    """OUT/summary.json and the report on stdout."""
     (args.out / "summary.json").write_text(json.dumps(
-        {"device": device.description, "size": size, "generators": [g.name for g in generators],
+        {"device": device, "size": size, "generators": generators,
          "attempts": args.attempts, **totals(reports),
          "problems": [r.to_dict() for r in reports]}, indent=1, default=str))
     print(render(reports, diffs=False))
@@ -139,6 +169,110 @@ def run(args: argparse.Namespace) -> int:
         print("interrupted; what was found is kept: run again with --resume", file=sys.stderr)
         return 130
     return 0
+
+
+def run_parallel(args, target: Path, chosen, size: str, budget, progress):
+    """Run `chosen` with `args.jobs` problems at once, each in a child process running
+    this command for one problem (`--problem-name`) with the same settings and OUT.
+    The children share OUT/optimize.sqlite and the tuning cache, and the GPU through the
+    harness's lock (KERNELWRIGHT_GPU_LOCK, inherited by their sandboxes and module
+    checks). Each child's progress lines are shown prefixed with its problem. The run's
+    budgets are checked before each problem starts: its wall time, and its tokens and
+    cost as the state records them for the problems started. Returns the reports of the
+    problems that finished, in order, and whether the run was interrupted."""
+    from ..bench.gpulock import ENV as GPU_LOCK_ENV
+    from ..bench.runner import worker_env
+    from .search import ProblemReport
+    from .store import RunState
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = worker_env()
+    env.setdefault(GPU_LOCK_ENV, str((args.out / "gpu.lock").resolve()))
+    base = [sys.executable, "-m", "kernelwright.cli", "optimize", str(target),
+            "--out", str(args.out), "--size", size, "--seed", str(args.seed),
+            "--generators", args.generators, "--attempts", str(args.attempts),
+            "--max-kernels", str(args.max_kernels)]
+    for flag, value in (("--budget", args.budget), ("--problem-tokens", args.problem_tokens),
+                        ("--problem-cost", args.problem_cost),
+                        ("--llm-config", args.llm_config)):
+        if value is not None:
+            base += [flag, str(value)]
+    if args.resume:
+        base.append("--resume")
+    started, queue, launched = time.monotonic(), list(chosen), []
+    running: dict[subprocess.Popen, threading.Thread] = {}
+    failed: list[str] = []
+    interrupted = False
+
+    def forward(proc: subprocess.Popen, name: str) -> None:
+        for line in proc.stderr:
+            progress(f"[{name}] {line.rstrip()}")
+
+    def run_spent() -> str | None:
+        if budget.run_s is not None and time.monotonic() - started >= budget.run_s:
+            return "time per run"
+        if budget.run_tokens is None and budget.run_cost_usd is None:
+            return None
+        tokens, cost = run_usage(args.out, [p.name for p in launched])
+        if budget.run_tokens is not None and tokens >= budget.run_tokens:
+            return "tokens per run"
+        if budget.run_cost_usd is not None and cost >= budget.run_cost_usd:
+            return "cost per run"
+        return None
+
+    try:
+        while queue or running:
+            for proc, reader in list(running.items()):
+                if proc.poll() is not None:
+                    reader.join()
+                    del running[proc]
+                    if proc.returncode not in (0, 130):
+                        failed.append(proc.args[-1])
+                        progress(f"[{proc.args[-1]}] the worker exited with code "
+                                 f"{proc.returncode}")
+            while queue and len(running) < args.jobs:
+                stop = run_spent()
+                if stop:
+                    progress(f"budget spent ({stop}): {len(queue)} problems not run")
+                    queue.clear()
+                    break
+                problem = queue.pop(0)
+                launched.append(problem)
+                progress(f"[{len(launched)}/{len(chosen)}] {problem.name}")
+                proc = subprocess.Popen(base + ["--problem-name", problem.name], env=env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True)
+                reader = threading.Thread(target=forward, args=(proc, problem.name),
+                                          daemon=True)
+                reader.start()
+                running[proc] = reader
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        interrupted = True
+        for proc in running:  # each child writes its state and stops
+            if proc.poll() is None:
+                proc.send_signal(2)
+        for proc, reader in running.items():
+            proc.wait()
+            reader.join()
+    state = RunState(args.out)
+    reports = [ProblemReport.from_dict(r) for r in map(state.report, (p.name for p in launched))
+               if r is not None]
+    state.close()
+    return reports, interrupted
+
+
+def run_usage(out: Path, problems: list[str]) -> tuple[int, float]:
+    """Tokens and cost of every attempt the state holds for `problems`."""
+    from .search import Spend
+    from .store import RunState
+
+    state, spend = RunState(out), Spend()
+    for name in problems:
+        for row in state.db.execute("SELECT usage FROM attempts WHERE problem = ?", (name,)):
+            spend.add(json.loads(row["usage"] or "{}"))
+    state.close()
+    return spend.tokens, spend.cost_usd
 
 
 def geomean(values: list[float]) -> float | None:

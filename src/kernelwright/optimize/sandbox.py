@@ -26,7 +26,9 @@ job at a time and kills the worker's process group when a job runs past its time
 ("timeout") or the worker dies ("crash"); the next job starts a fresh worker. So a
 candidate that hangs or crashes costs that candidate only, and no candidate is ever
 compiled or run in the agent's process. Each job builds its own buffers and
-pipelines; nothing but the opened device is shared between jobs.
+pipelines; nothing but the opened device is shared between jobs. When problems are
+searched side by side (``optimize --jobs``), the worker holds the bench harness's GPU
+lock (bench/gpulock.py) shared around its runs and exclusive while it times.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def evaluate(job: dict, device) -> dict:
     """Check and time one candidate (see the module docstring)."""
     import numpy as np
 
+    from ..bench.gpulock import GpuLock
     from ..runtime import Executable
     from ..tune.tuner import TuneSettings, compare, random_inputs, run_once, time_ms
 
@@ -113,9 +116,12 @@ def evaluate(job: dict, device) -> dict:
         why = "views of inputs must come after the inputs, before the output"
     if why:
         return {"status": "rejected", "message": f"bindings: {why}"}
-    reference = build(job["reference"])
+    lock = GpuLock.from_env()  # set when problems run side by side (optimize --jobs)
+    with lock.shared():
+        reference = build(job["reference"])
     try:
-        exe = build(cand)
+        with lock.shared():
+            exe = build(cand)
     except Exception as exc:  # noqa: BLE001 - the shader compiler's verdict, whatever its type
         return {"status": "compile_error", "message": f"{type(exc).__name__}: {exc}".strip()}
 
@@ -123,10 +129,12 @@ def evaluate(job: dict, device) -> dict:
     outs, wants = [], []
     max_err = 0.0
     for t, arrays in enumerate(inputs):
-        want = run_once(reference, arrays)[0]
-        got = run_once(exe, arrays)[0]
-        for k, (spec, a) in enumerate(zip(exe.plan.inputs, arrays)):
-            if not np.array_equal(exe.read(spec).reshape(-1), a.reshape(-1), equal_nan=True):
+        with lock.shared():
+            want = run_once(reference, arrays)[0]
+            got = run_once(exe, arrays)[0]
+            written = [exe.read(spec).reshape(-1) for spec in exe.plan.inputs]
+        for k, (after, a) in enumerate(zip(written, arrays)):
+            if not np.array_equal(after, a.reshape(-1), equal_nan=True):
                 return {"status": "rejected", "message": f"writes into input buffer {k}"}
         found = compare(want, got, out_dtype)
         if found is not None:
@@ -155,12 +163,14 @@ def evaluate(job: dict, device) -> dict:
         outs.append(got)
         wants.append(want)
 
-    best = build(job["best"]) if job.get("best") else reference
+    with lock.shared():
+        best = build(job["best"]) if job.get("best") else reference
     settings = TuneSettings(reps=job.get("reps", 20), warmup=job.get("warmup", 3))
     best_times, cand_times = [], []
-    for _ in range(max(1, job.get("rounds", 2))):
-        best_times.append(time_ms(best, inputs[0], settings))
-        cand_times.append(time_ms(exe, inputs[0], settings))
+    with lock.exclusive():
+        for _ in range(max(1, job.get("rounds", 2))):
+            best_times.append(time_ms(best, inputs[0], settings))
+            cand_times.append(time_ms(exe, inputs[0], settings))
     return {"status": "correct", "time_ms": min(cand_times), "best_ms": min(best_times),
             "max_abs_err": max_err,
             "message": f"matches the reference on {len(inputs)} input sets "

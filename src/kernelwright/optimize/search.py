@@ -254,6 +254,7 @@ class Search:
     def run_problem(self, problem) -> ProblemReport:
         from .. import runtime
         from ..bench import problems
+        from ..bench.gpulock import GpuLock
         from ..bench.timing import warm_up
         from ..compiler import CompiledModule
         from .spec import capture_problem, kernel_specs
@@ -280,12 +281,15 @@ class Search:
                 raise RuntimeError(f"{device.description} has no timestamp queries")
             captured = capture_problem(model, inputs)
             plan = captured.plan
-            compiled = CompiledModule(plan, device)
-            # the H200 measured the first calls of a problem 1.5-14x slower than later ones
-            warm_up(lambda n: [sum(t for _, t in compiled.kernel_times_ms(*inputs))
-                               for _ in range(n)])
-            runs = [[t for _, t in compiled.kernel_times_ms(*inputs)]
-                    for _ in range(max(1, s.profile_runs))]
+            lock = GpuLock.from_env()  # set when problems run side by side (--jobs)
+            with lock.shared():
+                compiled = CompiledModule(plan, device)
+            with lock.exclusive():
+                # the H200 measured the first calls of a problem 1.5-14x slower than later
+                warm_up(lambda n: [sum(t for _, t in compiled.kernel_times_ms(*inputs))
+                                   for _ in range(n)])
+                runs = [[t for _, t in compiled.kernel_times_ms(*inputs)]
+                        for _ in range(max(1, s.profile_runs))]
             times = [statistics.median(col) for col in zip(*runs)]
             specs = kernel_specs(plan, captured.requests, times)
         except Exception as exc:  # noqa: BLE001 - the problem cannot be searched
