@@ -127,14 +127,19 @@ class BenchSettings:
                             time_target_s=self.time_target_s)
 
 
-def compiler_digest() -> str:
-    """A digest of the compiler's source (the package less the bench and the search
-    agent): a result measured with other kernels is not reused by ``--resume``."""
-    package = Path(__file__).resolve().parent.parent
+NOT_COMPILER = ("bench", "optimize", "suite")  # the harness, the search agent, problems
+
+
+def compiler_digest(package: Path | None = None) -> str:
+    """A digest of the compiler's source: every Python file and WGSL template of the
+    package less NOT_COMPILER (the bundled problems are keyed by their own file's
+    digest): a result measured with other kernels is not reused by ``--resume``."""
+    package = package or Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
+    files = [p for p in package.rglob("*") if p.suffix in (".py", ".wgsl") and p.is_file()]
+    for path in sorted(files):
         relative = path.relative_to(package)
-        if relative.parts[0] in ("bench", "optimize"):
+        if relative.parts[0] in NOT_COMPILER:
             continue
         digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
