@@ -145,8 +145,8 @@ CASES = {
 MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192",
                 "sum_rows_16384x8192", "sum_cols_8192x16384", "softmax_16384x8192",
                 "softmax_131072x1024", "log_softmax_16384x8192", "layernorm_16384x8192",
-                "rmsnorm_16384x8192")
-VARIANT_KINDS = ("elementwise", "rows", "reduce")
+                "rmsnorm_16384x8192", "cumsum_16384x8192")
+VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan")
 
 
 MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096")

@@ -103,3 +103,56 @@ def test_prod_argmax_int_bool():
     m = torch.rand(4, 6) > 0.5
     check(Fn(lambda i, m: (i.prod(1), i.argmax(1), i.argmin(0), m.sum(1), m.long().prod(0),
                            (i * m).cumsum(1).argmax(1))), i, m)
+
+
+STAGED = [{"STAGE": 1}, {"STAGE": 1, "WG": 64, "ITEMS": 8}, {"STAGE": 1, "WG": 128, "ITEMS": 1}]
+
+
+@pytest.mark.parametrize("knobs", STAGED)
+def test_staged_scans(knobs):
+    """The scan template's STAGE 1 setting (the chunk staged in workgroup memory) on
+    every scan op, rows of one and of several chunks, along the last dim and others."""
+    from kernelwright import tune
+
+    x = torch.rand(3, 1100) - 0.25
+    y = torch.randn(4, 6, 5)
+    y[0, 2, 1] = float("nan")
+    m = torch.rand(3, 1100) > 0.4
+    fn = Fn(lambda x, y, m: (torch.cumsum(x, 1), torch.cumprod(1 + x / 1100, 1),
+                             *torch.cummax(y, 1), *torch.cummin(y, -1),
+                             torch.logcumsumexp(x * 5, 1), torch.cumsum(x * m, 1),
+                             torch.cumsum(m, 1), torch.flip(torch.cumsum(torch.flip(x, [1]), 1),
+                                                            [1])))
+    seen = []
+
+    def staged(request):
+        if request.kind != "scan":
+            return None
+        seen.append(request)
+        return knobs
+
+    with tune.choosing(staged):
+        compiled = kernelwright.compile(fn, [x, y, m])
+    assert seen and all("tile[pad(c)]" in k.source
+                        for k in compiled.plan.kernels if k.knobs.get("STAGE"))
+    assert sum(k.knobs.get("STAGE") == 1 for k in compiled.plan.kernels) == len(seen)
+    got = compiled(x, y, m, poison=True)
+    for g, e in zip(got, fn(x, y, m)):
+        torch.testing.assert_close(g, e, atol=2e-4, rtol=1e-4, equal_nan=True)
+
+
+def test_staged_scan_refuses_more_workgroup_memory_than_portable():
+    """A setting past 16 KiB of workgroup memory is refused (the arg scans' accumulator
+    is 8 bytes); a compile given it keeps the defaults."""
+    from kernelwright import templates, tune
+    from kernelwright.ir import CompileError
+
+    x = torch.randn(2, 4096)
+    requests = []
+    with tune.choosing(lambda r: requests.append(r)):
+        kernelwright.compile(Fn(lambda x: torch.cummax(x, 1)[1]), [x])
+    (request,) = [r for r in requests if r.kind == "scan"]
+    with pytest.raises(CompileError, match="workgroup memory"):
+        request.generate({"STAGE": 1, "WG": 256, "ITEMS": 8})
+    assert request.generate({"STAGE": 1, "WG": 256, "ITEMS": 4}).workgroup_bytes == \
+        templates.scan_workgroup_bytes({"WG": 256, "ITEMS": 4, "STAGE": 1}, 8)
