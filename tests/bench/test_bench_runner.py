@@ -59,6 +59,16 @@ def test_the_run_goes_on_past_crashes_and_broken_files(bench_run: dict) -> None:
     assert missing["reason"] == "load" and "missing get_inputs" in missing["error"]
 
 
+def test_jobs_on_a_machine_that_times_on_the_cpu_are_labelled(bench_run: dict) -> None:
+    """Two jobs here (no CUDA): the timed calls share the CPU with the other job's work."""
+    import torch
+
+    caveat = bench_run["json"].get("timing_caveat")
+    if torch.cuda.is_available():
+        pytest.skip("CUDA times the reference here")
+    assert caveat and caveat.startswith("--jobs 2: ") and "CPU" in caveat
+
+
 def test_results_json_has_every_field_and_the_summary(bench_run: dict) -> None:
     document = bench_run["json"]
     for problem in document["problems"]:

@@ -216,4 +216,5 @@ def test_jobs_run_problems_side_by_side_and_report_them_together(workdir, tune_d
     assert sorted(p["name"] for p in summary["problems"]) == ["a_fused", "b_scaled"]
     assert all(p["before"].get("correct") for p in summary["problems"])
     assert (out / "gpu.lock").exists()  # the children shared the GPU through the lock
+    assert "not trustworthy here" in printed.err and "CPU" in summary["timing_caveat"]
     assert cli.main(["optimize", str(suite), "--jobs", "0", "--out", str(out)]) == 2

@@ -123,7 +123,7 @@ def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import metrics, problems, report, runner
+    from . import metrics, problems, report, runner, timing
     from .worker import precision_label
 
     suite = args.suite or bundled_suite()
@@ -155,6 +155,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"kernelwright bench: {len(chosen)} problems from {suite}, size {size} ({size_why}), "
           f"{precision_label(args.loose, args.accelerated)} precision, out {out}",
           file=sys.stderr)
+    caveat = timing.side_by_side_caveat() if args.jobs > 1 else None
+    if caveat:
+        print(f"kernelwright bench: warning: with --jobs {args.jobs} the speedups are not "
+              f"trustworthy here: {caveat} (run with --jobs 1 for figures)", file=sys.stderr)
 
     interrupted = False
     previous_handler = signal.signal(signal.SIGTERM, stop)
@@ -171,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous_handler)
     summary = metrics.summarize(results)
     info = run_info(args, Path(suite), size, size_why, results)
+    if caveat:
+        info["timing_caveat"] = f"--jobs {args.jobs}: {caveat}"
     document = {**info, "settings": vars(settings), "summary": summary, "problems": results}
     (out / "results.json").write_text(json.dumps(document, indent=1, default=str))
     report.write_report(out / "report.html", info, summary, results)
@@ -178,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(f"device: {info['device']}   precision: {info['precision']}   "
           f"reference: {info['reference']}")
+    if caveat:
+        print(f"not trustworthy: {info['timing_caveat']}")
     print(metrics.format_table(summary))
     print(f"\nwrote {out / 'results.json'}, {out / 'results.sqlite'}, {out / 'report.html'}")
     if interrupted:

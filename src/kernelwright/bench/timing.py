@@ -103,6 +103,24 @@ def warm_up(batch: Callable[[int], list[float]]) -> tuple[float, float]:
     return previous, wall_per_call
 
 
+def side_by_side_caveat() -> str | None:
+    """Why figures timed while other jobs run (``--jobs``) cannot be trusted on this
+    machine, or None. The GPU lock keeps the other jobs' GPU work off a timed call, not
+    their CPU work: that is fine for GPU timestamps and CUDA events, not where the timed
+    calls themselves run on the CPU."""
+    if not torch.cuda.is_available():
+        return "the reference is timed on the CPU, beside the other jobs' CPU work"
+    try:
+        from .. import runtime
+
+        if runtime.default_device().is_software:
+            return "the GPU is a software driver: its timed calls share the CPU with the " \
+                   "other jobs' work"
+    except Exception:  # noqa: BLE001 - no device: nothing of ours is timed
+        return None
+    return None
+
+
 def timing_sets(make: Callable[[int], list], count: int) -> list[list]:
     """The input sets to rotate through, `make(i)` for i < count: all of them, unless
     the first is larger than ROTATE_MAX_BYTES (more than the H200's 50 MB L2: no cache

@@ -133,9 +133,15 @@ def run(args: argparse.Namespace) -> int:
               f"{', '.join(g.name for g in generators)}, {args.attempts} attempts each per "
               f"kernel, {args.jobs} at once, out {args.out}", file=sys.stderr)
     if args.jobs > 1 and len(chosen) > 1:
+        from ..bench.timing import side_by_side_caveat
+
+        caveat = side_by_side_caveat()
+        if caveat:
+            progress(f"kernelwright optimize: warning: with --jobs {args.jobs} the speedups "
+                     f"are not trustworthy here: {caveat} (run with --jobs 1 for figures)")
         reports, interrupted = run_parallel(args, target, chosen, size, budget, progress)
         return finish(args, device.description, size, [g.name for g in generators], reports,
-                      interrupted)
+                      interrupted, caveat and f"--jobs {args.jobs}: {caveat}")
     reports: list[ProblemReport] = []
     interrupted = False
     with Search(generators, args.attempts, args.out, budget, settings, args.resume,
@@ -157,13 +163,14 @@ def run(args: argparse.Namespace) -> int:
                   interrupted)
 
 
-def finish(args, device: str, size: str, generators: list[str], reports, interrupted: bool
-           ) -> int:
+def finish(args, device: str, size: str, generators: list[str], reports, interrupted: bool,
+           caveat: str | None = None) -> int:
     """OUT/summary.json and the report on stdout."""
     (args.out / "summary.json").write_text(json.dumps(
         {"device": device, "size": size, "generators": generators,
-         "attempts": args.attempts, **totals(reports),
-         "problems": [r.to_dict() for r in reports]}, indent=1, default=str))
+         "attempts": args.attempts, **({"timing_caveat": caveat} if caveat else {}),
+         **totals(reports), "problems": [r.to_dict() for r in reports]},
+        indent=1, default=str))
     print(render(reports, diffs=False))
     if interrupted:
         print("interrupted; what was found is kept: run again with --resume", file=sys.stderr)
