@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -246,9 +247,11 @@ def run_parallel(args, target: Path, chosen, size: str, budget, progress):
                 problem = queue.pop(0)
                 launched.append(problem)
                 progress(f"[{len(launched)}/{len(chosen)}] {problem.name}")
+                # a session of its own: a Ctrl-C reaches the children once, from here
                 proc = subprocess.Popen(base + ["--problem-name", problem.name], env=env,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, text=True)
+                                        stderr=subprocess.PIPE, text=True,
+                                        start_new_session=True)
                 reader = threading.Thread(target=forward, args=(proc, problem.name),
                                           daemon=True)
                 reader.start()
@@ -258,7 +261,7 @@ def run_parallel(args, target: Path, chosen, size: str, budget, progress):
         interrupted = True
         for proc in running:  # each child writes its state and stops
             if proc.poll() is None:
-                proc.send_signal(2)
+                proc.send_signal(signal.SIGINT)
         for proc, reader in running.items():
             proc.wait()
             reader.join()
