@@ -6,11 +6,12 @@
     python bench/kernels.py --variants [--only NAME] [--out bench/results/memory_variants.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
-timestamps (median over reps, inputs rotated among 3 sets), PyTorch's from CUDA
-events (median, same inputs; fp32 with TF32 off: strict mode). Reported per case:
-kernelwright ms, torch ms, ratio (torch / kernelwright: above 1 is faster), and the
-achieved rate (TFLOP/s for compute-bound cases, TB/s of bytes read + written for
-memory-bound ones). Cases marked accelerated compile with precision="accelerated" (the
+timestamps, measured as the bench harness does (bench.timing.time_candidate: warm-up
+until steady, repetitions for ~0.2 s, median, inputs rotated among 3 sets), PyTorch's
+from CUDA events (median of --reps, same inputs; fp32 with TF32 off: strict mode).
+Reported per case: kernelwright ms, torch ms, ratio (torch / kernelwright: above 1 is
+faster), and the achieved rate (TFLOP/s for compute-bound cases, TB/s of bytes read +
+written for memory-bound ones). Cases marked accelerated compile with precision="accelerated" (the
 cooperative-matrix f16 matmul, labelled; a device without it falls back to strict
 kernels, recorded as such) against PyTorch's f16 matmul (cuBLAS), their error measured
 against the product of the f16-rounded inputs.
@@ -49,7 +50,7 @@ import torch.nn.functional as F
 
 import kernelwright
 from kernelwright import schedule, tune
-from kernelwright.bench.timing import warm_up
+from kernelwright.bench.timing import time_candidate
 from kernelwright.ops import conv as conv_ops
 
 
@@ -191,7 +192,7 @@ def matmul_variants(args, dev) -> None:
                     raise RuntimeError(f"the compile used {used}")
                 got = compiled(*sets[0], poison=True)
                 err = (got - ref).abs().max().item()
-                ms = kw_time_ms(compiled, sets, args.reps)
+                ms = time_candidate(compiled, sets).median_ms
                 variant.update(ms=round(ms, 4), tflops=round(case["flops"] / ms / 1e9, 2),
                                ratio=round(ref_ms / ms, 4), rel_err=err / scale,
                                correct=err <= 1e-4 * max(1.0, scale))
@@ -252,7 +253,7 @@ def memory_variants(args, dev) -> None:
                     compiled = kernelwright.compile(module, sets[0])
                 got = compiled(*sets[0], poison=True)
                 err = (got - ref).abs().max().item()
-                ms = kw_time_ms(compiled, sets, args.reps)
+                ms = time_candidate(compiled, sets).median_ms
                 variant.update(kernels=[k.name for k in compiled.plan.kernels],
                                knobs=[k.knobs for k in compiled.plan.kernels],
                                ms=round(ms, 4), tbps=round(case["bytes"] / ms / 1e9, 3),
@@ -270,12 +271,6 @@ def memory_variants(args, dev) -> None:
         best = min((v for v in row["variants"] if v.get("correct")),
                    key=lambda v: v["ms"], default=None)
         print(f"{name}: best {best}", flush=True)
-
-
-def kw_time_ms(compiled, sets, reps):
-    """Median GPU time per call after the harness's warm-up (bench.timing.warm_up)."""
-    warm_up(lambda n: compiled.gpu_times_ms(sets, n))
-    return statistics.median(compiled.gpu_times_ms(sets, reps))
 
 
 def torch_ms(module, sets, reps):
@@ -299,7 +294,7 @@ def torch_ms(module, sets, reps):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="")
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=20, help="PyTorch's timed calls per case")
     ap.add_argument("--out", default=None)
     ap.add_argument("--matmul-variants", action="store_true",
                     help="time every setting of the matmul space on the GEMM cases")
@@ -344,7 +339,7 @@ def main() -> None:
         got = compiled(*sets[0], poison=True)
         err = (got - ref).abs().max().item()
         scale = ref.abs().max().item() or 1.0
-        kw_ms = kw_time_ms(compiled, sets, args.reps)
+        kw_ms = time_candidate(compiled, sets).median_ms
         torch_sets = [[x.to(low) for x in s] for s in sets] if low else sets
         ref_ms = (torch_ms(module, torch_sets, args.reps) if torch.cuda.is_available()
                   else float("nan"))

@@ -251,6 +251,7 @@ def kernel_key(kind: str, out: Value, tnode: Node | None, reads: list[Value],
 @cache
 def _template_text(kind: str) -> str:
     names = {"reduce": ("rows",), "conv": ("conv", "conv_transpose"),
+             "scan": ("scan", "scan_staged", "scan_sums"),
              "materialize": ("elementwise",)}.get(kind, (kind,))
     return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
 
@@ -655,6 +656,7 @@ def _scan(src, materialized, out, tnode, knobs=None):
     slots = dict(functions=functions, WG=wg, ITEMS=items, R=r, B=inner, ROWS=rows, GRID_X=gx,
                  ACC=acc_t, INIT=init, LEAF="leaf(load_x(a, r, b), r)", final=final,
                  CHUNK=chunk, TILE=chunk + chunk // 32, workgroup_bytes=wg_bytes)
+    slots["SCAN_SUMS"] = template("scan_sums").substitute(ACC=acc_t, INIT=init, WG=wg)
     name = "scan_staged" if knobs["STAGE"] else "scan"
     return name, slots, (gx, math.ceil(max(1, rows) / gx), 1), knobs
 

@@ -4,12 +4,12 @@
 // workgroup memory gives each invocation the total of the items before its own, and
 // the total of the chunks already done is carried into the next one. `combine` needs
 // to be associative only: operands always stay in row order.
-// Slots: BINDINGS, FUNCTIONS (load_x, leaf, combine, epilogue), WG (a power of two),
-// ITEMS, R, B, ROWS (A * B), GRID_X, ACC (accumulator type), INIT (its identity), LEAF
+// Slots: BINDINGS, FUNCTIONS (load_x, leaf, combine, epilogue), SCAN_SUMS
+// (scan_sums.wgsl), WG (a power of two), ITEMS, R, B, ROWS (A * B), GRID_X, ACC (accumulator type), INIT (its identity), LEAF
 // (the accumulator of element r), STORE.
 $BINDINGS
 $FUNCTIONS
-var<workgroup> sums: array<$ACC, $WG>;
+$SCAN_SUMS
 
 @compute @workgroup_size($WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -29,33 +29,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
             items[k] = run;
         }
-        sums[li] = run;
-        workgroupBarrier();
-        // Up-sweep: sums[i] becomes the total of the 2d invocations ending at i.
-        for (var d = 1; d < $WG; d *= 2) {
-            let i = (li + 1) * 2 * d - 1;
-            if (i < $WG) {
-                sums[i] = combine(sums[i - d], sums[i]);
-            }
-            workgroupBarrier();
-        }
-        let total = sums[$WG - 1];
-        workgroupBarrier();
-        if (li == 0) {
-            sums[$WG - 1] = $INIT;
-        }
-        workgroupBarrier();
-        // Down-sweep: sums[i] becomes the total of the invocations before i.
-        for (var d = $WG / 2; d >= 1; d /= 2) {
-            let i = (li + 1) * 2 * d - 1;
-            if (i < $WG) {
-                let left = sums[i - d];
-                sums[i - d] = sums[i];
-                sums[i] = combine(sums[i], left);
-            }
-            workgroupBarrier();
-        }
-        let prefix = combine(carry, sums[li]);
+        let scanned = scan_sums(li, run);
+        let prefix = combine(carry, scanned.before);
         for (var k = 0; k < $ITEMS; k += 1) {
             let r = base + li * $ITEMS + k;
             if (live && r < $R) {
@@ -64,7 +39,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 $STORE
             }
         }
-        carry = combine(carry, total);
-        workgroupBarrier();
+        carry = combine(carry, scanned.total);
     }
 }

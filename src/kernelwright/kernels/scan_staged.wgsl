@@ -9,14 +9,14 @@
 // reading ITEMS apart hit different memory banks. No array is indexed by a loop
 // counter outside workgroup memory. `combine` needs to be associative only: operands
 // always stay in row order.
-// Slots: BINDINGS, FUNCTIONS (load_x, leaf, combine, epilogue), WG (a power of two),
-// ITEMS, CHUNK (= WG * ITEMS), TILE (CHUNK plus its padding), R, B, ROWS (A * B),
-// GRID_X, ACC (accumulator type), INIT (its identity), LEAF (the accumulator of
-// element r), STORE.
+// Slots: BINDINGS, FUNCTIONS (load_x, leaf, combine, epilogue), SCAN_SUMS
+// (scan_sums.wgsl), WG (a power of two), ITEMS, CHUNK (= WG * ITEMS), TILE (CHUNK
+// plus its padding), R, B, ROWS (A * B), GRID_X, ACC (accumulator type), INIT (its
+// identity), LEAF (the accumulator of element r), STORE.
 $BINDINGS
 $FUNCTIONS
+$SCAN_SUMS
 var<workgroup> tile: array<$ACC, $TILE>;
-var<workgroup> sums: array<$ACC, $WG>;
 
 fn pad(i: i32) -> i32 {
     return i + (i >> 5u);
@@ -47,33 +47,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             run = combine(run, tile[c]);
             tile[c] = run;
         }
-        sums[li] = run;
-        workgroupBarrier();
-        // Up-sweep: sums[i] becomes the total of the 2d invocations ending at i.
-        for (var d = 1; d < $WG; d *= 2) {
-            let i = (li + 1) * 2 * d - 1;
-            if (i < $WG) {
-                sums[i] = combine(sums[i - d], sums[i]);
-            }
-            workgroupBarrier();
-        }
-        let total = sums[$WG - 1];
-        workgroupBarrier();
-        if (li == 0) {
-            sums[$WG - 1] = $INIT;
-        }
-        workgroupBarrier();
-        // Down-sweep: sums[i] becomes the total of the invocations before i.
-        for (var d = $WG / 2; d >= 1; d /= 2) {
-            let i = (li + 1) * 2 * d - 1;
-            if (i < $WG) {
-                let left = sums[i - d];
-                sums[i - d] = sums[i];
-                sums[i] = combine(sums[i], left);
-            }
-            workgroupBarrier();
-        }
-        let prefix = combine(carry, sums[li]);
+        let scanned = scan_sums(li, run);
+        let prefix = combine(carry, scanned.before);
         for (var k = 0; k < $ITEMS; k += 1) {
             let c = pad(li * $ITEMS + k);
             tile[c] = combine(prefix, tile[c]);
@@ -88,7 +63,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 $STORE
             }
         }
-        carry = combine(carry, total);
-        workgroupBarrier();
+        carry = combine(carry, scanned.total);
+        workgroupBarrier();  // every store read its slot before the next chunk loads
     }
 }

@@ -266,24 +266,24 @@ def compare(want: np.ndarray, got: np.ndarray, dtype: str, show: int = 5) -> Mis
     """None when every element of `got` matches `want` (fp32: |got - want| <= 1e-4 * max(1,
     max |want|); integers, NaN and inf exactly), else how they differ."""
     want, got = want.reshape(-1), got.reshape(-1)
-    # The pass/fail test runs in float32 (the outputs' own type, 4x faster than float64
-    # on 16M elements): |g - w| is then off by at most an ulp of max(|g|, |w|), ~1e-7 of
-    # the scale against a tolerance of 1e-4 of it. The figures of a mismatch are float64.
-    w32, g32 = (want, got) if dtype != "f32" else (want.astype(np.float32, copy=False),
-                                                     got.astype(np.float32, copy=False))
-    finite32 = np.isfinite(w32) if dtype == "f32" else np.ones(want.shape, bool)
-    scale = max(1.0, float(np.abs(w32[finite32]).max())) if finite32.any() else 1.0
-    if dtype != "f32":
-        bad = want != got
-    else:
+    if dtype == "f32":
+        # The pass/fail test runs in float32 (the outputs' own type, 4x faster than
+        # float64 on 16M elements): |g - w| is then off by at most an ulp of max(|g|, |w|),
+        # ~1e-7 of the scale against a tolerance of 1e-4 of it.
+        w32, g32 = want.astype(np.float32, copy=False), got.astype(np.float32, copy=False)
+        finite32 = np.isfinite(w32)
+        limit = TOLERANCE * max(1.0, float(np.abs(w32[finite32]).max()) if finite32.any()
+                                else 1.0)
         with np.errstate(invalid="ignore", over="ignore"):
-            ok = np.where(finite32, np.abs(g32 - w32) <= np.float32(TOLERANCE * scale),
-                          (w32 == g32) | (np.isnan(w32) & np.isnan(g32)))
-        bad = ~ok
+            bad = ~np.where(finite32, np.abs(g32 - w32) <= np.float32(limit),
+                            (w32 == g32) | (np.isnan(w32) & np.isnan(g32)))
+    else:
+        bad = want != got
     if not bad.any():
         return None
-    w, g = want.astype(np.float64), got.astype(np.float64)
+    w, g = want.astype(np.float64), got.astype(np.float64)  # a mismatch's figures
     finite = np.isfinite(w)
+    scale = max(1.0, float(np.abs(w[finite]).max())) if finite.any() else 1.0
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(g[finite] - w[finite])
         max_abs = float(np.nanmax(err)) if err.size and not np.isnan(err).all() else float("nan")
