@@ -5,12 +5,13 @@ A convolution is lowered to an implicit GEMM (a matmul kernel) or to the direct 
 (ops/conv.implicit_gemm). For either, the built-in generator's first proposal is the
 same kernel by the other lowering, with the same bindings; the sandbox checks it
 against the compiler's kernel on fresh inputs. The search keeps it when it is faster:
-the compiler's implicit GEMM of a small dense convolution is made deliberately slow
-(16 x 16 tiles of one output per invocation, forced through the knob chooser, as
-test_optimize.py does; measured 1.8x slower than the direct kernel on lavapipe,
-2026-11), and the direct kernel must beat it and survive the whole-module check.
-(On lavapipe the implicit GEMM of these small convolutions loses even to a direct
-kernel forced to WG=1, so the forcing goes this way round.)
+the compiler's implicit GEMM of a small dense convolution is made slow (16 x 16 tiles
+of one output per invocation, forced through the knob chooser, as test_optimize.py
+does), and the direct kernel must be kept and survive the whole-module check. The
+sandbox really builds and checks every candidate; only its timings are replaced by a
+fixed cost (the direct kernel half the GEMM's): on the software driver the direct
+kernel is 1.3-2.8x faster, and a kernel's time swings 2x between runs, so measured
+times made the test fail about once in 8 runs.
 """
 
 from __future__ import annotations
@@ -155,23 +156,37 @@ def slow_gemm(request):
     return SLOW_MATMUL if request.kind == "matmul" else None
 
 
+def fixed_cost(job: dict) -> float:
+    """A kernel's time in the test: the direct convolution 1 ms, anything else 2 ms."""
+    return 1.0 if "fn load_x(" in job["source"] else 2.0
+
+
 def test_the_search_keeps_a_faster_rewrite(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELWRIGHT_TUNE_DB", str(tmp_path / "tune.sqlite"))
     monkeypatch.delenv("KERNELWRIGHT_TUNE", raising=False)
+    evaluate = Sandbox.evaluate
+
+    def timed_by_cost(self, job, timeout_s=None):
+        result = evaluate(self, job, timeout_s)
+        if result["status"] == "correct":
+            result["time_ms"] = fixed_cost(job["candidate"])
+            result["best_ms"] = fixed_cost(job["best"] or job["reference"])
+        return result
+
+    monkeypatch.setattr(Sandbox, "evaluate", timed_by_cost)
     path = tmp_path / "dense_conv.py"
     path.write_text(PROBLEM)
     lines = []
     with tune.choosing(slow_gemm):
-        # reps 25: on the software driver a kernel's time swings 2x between runs, and
-        # with 5 reps the rewrite (1.3-2.8x faster) lost its one timing about once in 8
         report = optimize_problem(path, [BuiltinGenerator()], attempts=1, out=tmp_path / "run",
-                                  settings=Settings(reps=25, warmup=2, module_trials=2,
+                                  settings=Settings(reps=2, warmup=1, module_trials=2,
                                                     profile_runs=2),
                                   progress=lines.append)
     assert report.error is None, report.error
     (kernel,) = report.kernels
     assert kernel.kind == "matmul" and kernel.status == "improved", (kernel, lines)
     assert kernel.knobs == {"rewrite": "direct", "WG": 256}, kernel.knobs
+    assert (kernel.baseline_ms, kernel.best_ms) == (2.0, 1.0)  # the confirmation's times
     assert "fn load_a(" in kernel.baseline_source and "fn load_x(" in kernel.source
     assert report.before["correct"] and report.after["correct"]
     assert report.stored == 1
