@@ -1,6 +1,7 @@
 """Benchmark: single kernels against PyTorch on the same GPU (issue 5's figures; not a test).
 
-    python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct] [--suite]
+    python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
+                            [--attention auto|fused|decomposed] [--suite]
                             [--out bench/results/kernels.json]
     python bench/kernels.py --matmul-variants [--out bench/results/matmul_variants.json]
     python bench/kernels.py --variants [--only NAME] [--out bench/results/memory_variants.json]
@@ -51,6 +52,7 @@ import torch.nn.functional as F
 import kernelwright
 from kernelwright import schedule, tune
 from kernelwright.bench.timing import time_candidate
+from kernelwright.ops import attention as attention_ops
 from kernelwright.ops import conv as conv_ops
 
 
@@ -87,6 +89,16 @@ def conv(module, shape):
     else:
         flops = 2 * math.prod(out) * math.prod(w.shape[1:])
     return dict(module=module, inputs=lambda: [torch.randn(*shape)], flops=flops)
+
+
+def sdpa(b, h, lq, s, e, causal=False):
+    """F.scaled_dot_product_attention: FLOPs of the two products (4 B H L S E; a causal
+    mask's skipped half counted too, as PyTorch's kernels may not skip it)."""
+    return dict(module=Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                         is_causal=causal)),
+                inputs=lambda: [torch.randn(b, h, lq, e), torch.randn(b, h, s, e),
+                                torch.randn(b, h, s, e)],
+                flops=4 * b * h * lq * s * e)
 
 
 def memory(fn, shape, reads, writes):
@@ -128,6 +140,15 @@ CASES = {
                                                               groups=256), (32, 256, 56, 56)),
     "conv_transpose4x4s2_128to64_64x64_b16": conv(torch.nn.ConvTranspose2d(128, 64, 4, 2, 1),
                                                   (16, 128, 64, 64)),
+    "conv_transpose3d_3s2_64ch_16x32x32_b16": conv(
+        torch.nn.ConvTranspose3d(64, 64, 3, 2, 1, output_padding=1, bias=False),
+        (16, 64, 16, 32, 32)),
+    "conv_transpose1d_4s2_256to128_4096_b64": conv(torch.nn.ConvTranspose1d(256, 128, 4, 2, 1),
+                                                   (64, 256, 4096)),
+    # Attention (ops/attention.py: the fused kernel or the decomposition; --attention
+    # forces one)
+    "sdpa_16x16_1024_e64": sdpa(16, 16, 1024, 1024, 64),
+    "sdpa_causal_16x16_1024_e64": sdpa(16, 16, 1024, 1024, 64, causal=True),
     "maxpool3x3s2_b32x64x256": memory(lambda x: F.max_pool2d(x, 3, 2, 1), (32, 64, 256, 256), 1,
                                       0.25),
     "rmsnorm_16384x8192": dict(module=Fn(lambda x, w: F.rms_norm(x, (8192,), w, 1e-6)),
@@ -306,11 +327,15 @@ def main() -> None:
     ap.add_argument("--conv-lowering", choices=("auto", "gemm", "direct"), default="auto",
                     help="convolutions through ops/conv.py's choice (auto), or all through "
                          "the implicit GEMM or the direct kernel (where each applies)")
+    ap.add_argument("--attention", choices=("auto", "fused", "decomposed"), default="auto",
+                    help="attention through ops/attention.py's choice (auto), or all through "
+                         "the fused kernel (where its tiles fit) or the decomposition")
     args = ap.parse_args()
     if args.conv_lowering != "auto":
         gemm = args.conv_lowering == "gemm"
         conv_ops.GEMM_MIN_COUT = conv_ops.GEMM_MIN_K = 1 if gemm else 1 << 30
-        conv_ops.GEMM_MAX_TRANSPOSED_WASTE = 1 << 30
+    if args.attention != "auto":
+        attention_ops.FUSED = args.attention == "fused"
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = kernelwright.runtime.default_device()

@@ -17,6 +17,7 @@
 #   matmul    bench/kernels.py --matmul-variants (which matmul knobs win)
 #   memory    bench/kernels.py --variants --reps 10 (elementwise/row-kernel knobs)
 #   conv      bench/kernels.py --only conv, with each lowering (auto, gemm, direct)
+#   attention bench/kernels.py --only sdpa, with each path (fused, decomposed)
 #   coop      bench/coop_matmul.py --quick (the cooperative-matrix mode)
 #   models    bench/models.py --size full
 #   optimize  bench/optimize_suite.sh (issue 6, built-in generator; more arguments in
@@ -61,6 +62,11 @@ run_task() {
       for lowering in auto gemm direct; do
         limit $((secs / 3)) python3 bench/kernels.py --only conv --conv-lowering "$lowering" \
           --out "$R/conv_$lowering.json" >> "$LOG" 2>&1
+      done ;;
+    attention)
+      for path in fused decomposed; do
+        limit $((secs / 2)) python3 bench/kernels.py --only sdpa --attention "$path" \
+          --out "$R/attention_$path.json" >> "$LOG" 2>&1
       done ;;
     coop) limit "$secs" python3 bench/coop_matmul.py --quick --out "$R/coop_matmul.json" \
             >> "$LOG" 2>&1 ;;

@@ -102,6 +102,25 @@ def test_sdpa_epilogue_fuses(path):
         assert len(c.plan.kernels) == 1, _kinds(c)
 
 
+def test_the_path_is_chosen_by_the_size_of_the_scores(monkeypatch):
+    """Unforced, attention decomposes unless its scores would take MAX_SCORES_BYTES or
+    more; heads too wide for the kernel's tiles decompose even when fusing is forced."""
+    monkeypatch.setattr(attention_ops, "FUSED", None)
+    rows = attention_ops.MAX_SCORES_BYTES // 4 // 1024  # batch x heads x L with S = 1024
+    assert not attention_ops.fused(rows // 1024 - 1, 1024, 1024, 64, 64)
+    assert attention_ops.fused(rows // 1024, 1024, 1024, 64, 64)
+    assert not attention_ops.fused(1, 1 << 20, 1 << 20, 4100, 64)
+    monkeypatch.setattr(attention_ops, "FUSED", True)
+    assert attention_ops.fused(1, 5, 6, 4, 4) and not attention_ops.fused(1, 5, 6, 4100, 4)
+    monkeypatch.setattr(attention_ops, "FUSED", None)
+    q, k, v = _qkv()
+    c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), q, k, v)
+    _assert_path(c, "decomposed")
+    monkeypatch.setattr(attention_ops, "MAX_SCORES_BYTES", 2 * 3 * 5 * 6 * 4)
+    c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), q, k, v)
+    _assert_path(c, "fused")
+
+
 def test_wide_heads_fall_back_to_decomposition():
     assert attention_config(64, 64) is not None
     assert attention_config(4096, 4096) is None
@@ -150,7 +169,8 @@ def test_multihead_attention_self_with_mask_and_kdim(path):
     check(MHA(False, True, kdim=6), x, torch.randn(2, 4, 6), torch.randn(2, 4, 6))
 
 
-def test_transformer_encoder_layer_uses_fused_attention():
+def test_transformer_encoder_layer_reaches_attention_whole(path):
+    """The layer's attention arrives as one SDPA op, so either path can take it."""
     layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=24, dropout=0.0, batch_first=True)
     c = check(layer, torch.randn(2, 5, 16))
-    _assert_path(c, "fused")
+    _assert_path(c, path)

@@ -5,6 +5,8 @@ through both lowerings (ops/conv.py): the implicit GEMM (window view + matmul) a
 direct kernel, forced by the `lowering` fixture; further tests check the default
 choice, fusion, and the window view itself (F.unfold)."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -21,7 +23,6 @@ def lowering(request, monkeypatch):
     gemm = request.param == "gemm"
     monkeypatch.setattr(conv_ops, "GEMM_MIN_COUT", 1 if gemm else 1 << 30)
     monkeypatch.setattr(conv_ops, "GEMM_MIN_K", 1 if gemm else 1 << 30)
-    monkeypatch.setattr(conv_ops, "GEMM_MAX_TRANSPOSED_WASTE", 1 << 30)
     return request.param
 
 
@@ -214,15 +215,43 @@ def test_gemm_split_k():
     assert len(names) == 2 and "matmul" in names[0] and "reduce" in names[1], names
 
 
-def test_gemm_transposed_is_one_kernel():
+def test_gemm_transposed_by_phases():
+    """A strided transposed convolution is one matmul per phase over only its real taps,
+    then one kernel that interleaves the phases with the epilogue fused; at stride 1 it
+    is one kernel."""
     m = nn.Sequential(_module(nn.ConvTranspose2d, 6, 8, 3, stride=2, padding=1,
                               output_padding=1), nn.ReLU())
     compiled = check(m, torch.randn(2, 6, 5, 4))
-    names = _kernels(compiled)  # the flipped taps: a slice in the weight's loader
-    assert names == ["window+slice+matmul+add+relu"], compiled.plan.summary()
-    # three strided dims: 7 zero taps for each real one, the direct kernel's case
+    names = _kernels(compiled)
+    matmuls = [n for n in names if "matmul" in n]
+    assert len(matmuls) == 4 and names[-1] == "cat+add+relu", compiled.plan.summary()
+    compiled = check(_module(nn.ConvTranspose2d, 6, 8, 3, padding=1), torch.randn(2, 6, 5, 4))
+    assert _kernels(compiled) == ["slice+window+matmul+add"], compiled.plan.summary()
+    # 6 channels by one tap per phase is below GEMM_MIN_K: the direct kernel's case
     compiled = check(_module(nn.ConvTranspose3d, 6, 8, 2, stride=2), torch.randn(1, 6, 2, 3, 2))
     assert _kernels(compiled) == ["conv+add"], compiled.plan.summary()
+
+
+def test_transposed_phases_cover_every_tap():
+    """Each tap of a transposed convolution reaches exactly one phase, at the outputs
+    o = i * stride - padding + k * dilation that the phase's window says."""
+    for stride, dilation, kernel, padding in [(2, 1, 3, 1), (3, 2, 4, 2), (4, 6, 5, 3),
+                                              (2, 3, 3, 1), (1, 2, 3, 0), (3, 1, 2, 0)]:
+        seen = []
+        for r in range(stride):
+            phase = conv_ops.transposed_phase(r, 7, kernel, stride, padding, dilation)
+            if phase is None:
+                continue
+            k0, taps, pad, dil = phase
+            g = math.gcd(stride, dilation)
+            for t in range(taps):
+                k = k0 + t * (stride // g)
+                seen.append(k)
+                t_flip = taps - 1 - t
+                for q in range(3):
+                    i = q - pad + t_flip * dil  # the window's read of phase output q
+                    assert i * stride - padding + k * dilation == stride * q + r
+        assert sorted(seen) == list(range(kernel)), (stride, dilation, kernel, padding)
 
 
 @pytest.mark.parametrize("cfg", [
@@ -242,9 +271,9 @@ def test_window_shape_rule():
     x = b.input((2, 3, 7, 8), "f32", "x")
     v = b.window(x, [2, 3], [2, 1], [1, 1], [1, 2])
     assert v.shape == (2, 3, 2, 3, 4, 6) and v.node.op == "window"
-    # spacing 2 reads x as 13 x 15 with zeros between; explicit output sizes
-    v = b.window(x, [3, 3], [1, 1], [2, 2], [1, 1], spacing=[2, 2], out=[16, 17])
-    assert v.shape == (2, 3, 3, 3, 16, 17)
+    # explicit output sizes, negative padding (a crop)
+    v = b.window(x, [3, 3], [1, 1], [-1, 2], [1, 1], out=[4, 17])
+    assert v.shape == (2, 3, 3, 3, 4, 17)
     assert b.window(x, [1, 1], [1, 1], [0, 0], [1, 1]).node.op == "reshape"  # a view of x
     with pytest.raises(CompileError, match="empty"):
         b.window(x, [9, 3], [1, 1], [0, 0], [1, 1])

@@ -439,15 +439,15 @@ class Emitter:
 
     def _window(self, node, dims: list[str]) -> str:
         """The window view (ir.GraphBuilder.window): per windowed dim the index
-        j = o * stride - padding + k * dilation, read at j / spacing when that is a
-        whole number inside x, else 0. Bounds that hold for every (o, k) are not tested."""
+        j = o * stride - padding + k * dilation, read when inside x, else 0. Bounds that
+        hold for every (o, k) are not tested."""
         x, at = node.inputs[0], node.attrs
         nd = len(at["kernel"])
         lead = len(x.shape) - nd
         inner, conds = list(dims[:lead]), []
         for i in range(nd):
             k, o = dims[lead + i], dims[lead + nd + i]
-            s, p, d, e = (at[n][i] for n in ("stride", "padding", "dilation", "spacing"))
+            s, p, d = (at[n][i] for n in ("stride", "padding", "dilation"))
             size = x.shape[lead + i]
             o_hi, k_hi = node.out.shape[lead + nd + i] - 1, at["kernel"][i] - 1
             expr = " + ".join(t if c == 1 else f"{t} * {c}" for t, c in ((o, s), (k, d))
@@ -456,11 +456,8 @@ class Emitter:
                 expr = f"{expr} - {p}" if p > 0 else f"{expr} + {-p}"
             j = expr if _is_simple(expr) else self.let(expr, "i32")
             lo_ok = -p >= 0  # the smallest j, at o = k = 0
-            hi_ok = o_hi * s + k_hi * d - p <= (size - 1) * e
+            hi_ok = o_hi * s + k_hi * d - p <= size - 1
             cond = [] if lo_ok else [f"{j} >= 0"]
-            if e > 1:
-                cond.append(f"{j} % {e} == 0")
-                j = self.let(f"{j} / {e}", "i32")
             if not hi_ok:
                 cond.append(f"{j} < {size}")
             if cond:

@@ -250,42 +250,37 @@ class GraphBuilder:
             return self.cat(parts, dim)
         return self._node("cat", xs, shape, dtype, dim=dim)
 
-    def window(self, x: Value, kernel, stride, padding, dilation, spacing=None,
-               out=None) -> Value:
+    def window(self, x: Value, kernel, stride, padding, dilation, out=None) -> Value:
         """Sliding windows over the last nd = len(kernel) dims of x, as a view (im2col
         without the copy): x [..., *S] gives [..., *K, *O] with
-            out[..., k, o] = x[..., (o * stride - padding + k * dilation) / spacing]
-        per windowed dim, where that index is a whole number inside x, else 0. spacing
-        > 1 reads x as if spacing - 1 zeros sat between its elements (the input of a
-        transposed convolution in gather form); padding (before; negative crops) pads
-        both ends unless `out` gives the output sizes explicitly. The windowed view of a
-        1 x 1 kernel with unit stride and spacing and no padding is x itself."""
+            out[..., k, o] = x[..., o * stride - padding + k * dilation]
+        per windowed dim where that index is inside x, else 0. padding (before; negative
+        crops) pads both ends unless `out` gives the output sizes explicitly. The
+        windowed view of a 1 x 1 kernel with unit stride and no padding is x itself."""
         nd = len(kernel)
         if nd < 1 or nd > len(x.shape):
             raise CompileError(f"window of {nd} dims over {list(x.shape)}")
-        spacing = [1] * nd if spacing is None else spacing
-        kernel, stride, padding, dilation, spacing = (
-            [int(v) for v in vals] for vals in (kernel, stride, padding, dilation, spacing))
-        if not all(len(v) == nd for v in (stride, padding, dilation, spacing)):
+        kernel, stride, padding, dilation = (
+            [int(v) for v in vals] for vals in (kernel, stride, padding, dilation))
+        if not all(len(v) == nd for v in (stride, padding, dilation)):
             raise CompileError(f"window parameters need {nd} entries each: stride {stride}, "
-                               f"padding {padding}, dilation {dilation}, spacing {spacing}")
-        if min(kernel + stride + dilation + spacing) < 1:
+                               f"padding {padding}, dilation {dilation}")
+        if min(kernel + stride + dilation) < 1:
             raise CompileError(f"window kernel {kernel} / stride {stride} / dilation "
-                               f"{dilation} / spacing {spacing} below 1")
+                               f"{dilation} below 1")
         lead, size = x.shape[:len(x.shape) - nd], x.shape[len(x.shape) - nd:]
         if out is None:
-            out = [((i - 1) * e + 1 + 2 * p - d * (k - 1) - 1) // s + 1 for i, e, p, d, k, s in
-                   zip(size, spacing, padding, dilation, kernel, stride)]
+            out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 for i, p, d, k, s in
+                   zip(size, padding, dilation, kernel, stride)]
         out = [int(o) for o in out]
         if len(out) != nd or min(out) < 1:
             raise CompileError(f"window output size {out} is empty (input {list(size)}, "
                                f"kernel {kernel})")
         shape = (*lead, *kernel, *out)
-        if (list(out) == list(size) and set(kernel + stride + spacing) == {1}
-                and not any(padding)):
+        if list(out) == list(size) and set(kernel + stride) == {1} and not any(padding):
             return self.reshape(x, shape)
         return self._node("window", [x], shape, x.dtype, kernel=kernel, stride=stride,
-                          padding=padding, dilation=dilation, spacing=spacing)
+                          padding=padding, dilation=dilation)
 
     def materialize(self, x: Value) -> Value:
         """x written to a buffer by a copy kernel of its own, which its readers then read

@@ -5,10 +5,9 @@ so F.scaled_dot_product_attention, nn.MultiheadAttention with need_weights=False
 nn.Transformer* layers reach this lowering as one op. It flattens the batch and head
 dims, turns a boolean mask into an additive one (an elementwise op that fuses into
 the kernel's mask loader, as do the broadcasts of a [L, S] mask) and emits one
-`attention` node: kernels/attention.wgsl, online softmax over key blocks, the L x S
-scores never stored. Where the template does not apply (head dims too wide for its
-workgroup tiles, or FUSED switched off) the same op lowers by decomposition: scores
-by matmul, scale, mask, a softmax that gives zeros for fully masked rows, matmul by V.
+`attention` node (kernels/attention.wgsl, online softmax over key blocks, the L x S
+scores never stored) or decomposes: scores by matmul, scale, mask, a softmax that
+gives zeros for fully masked rows, matmul by V. `fused` is the one choice between them.
 
 nn.MultiheadAttention with need_weights=True exports as explicit bmm / softmax / mean
 (PyTorch computes the weights itself), which the matmul and reduction ops lower.
@@ -24,7 +23,15 @@ from . import register
 from .elementwise import as_dtype, binary, unary_float
 from .linalg import product
 
-FUSED = True  # False: always decompose (tests compare both paths)
+FUSED: bool | None = None  # None: chosen by `fused`; True / False force a path (tests)
+# The decomposition stores the scores of every batch and head (nb * L * S floats) and
+# runs at the speed of the matmul and row kernels. The fused kernel has no register
+# tiling (each staged key serves at most 16 query rows, each score is a dot product
+# read from workgroup memory): on the H200 (2026-11-30, suite_h200_full) it ran
+# F.scaled_dot_product_attention at L = S = 1024, E = 64 at 0.03x of eager, where the
+# level-3 models that write the same attention out by hand (and so decompose) ran at
+# 0.5-0.63x whole. It is kept for scores too large to store.
+MAX_SCORES_BYTES = 1 << 31
 
 NEG_INF = float("-inf")
 
@@ -68,9 +75,18 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
             attn_mask = b.ew("where", attn_mask, b.scalar(0.0), b.scalar(NEG_INF))
         attn_mask = as_dtype(b, attn_mask, "f32")
         batch = broadcast_shapes(batch, attn_mask.shape[:-2])
-    if FUSED and e > 0 and ev > 0 and attention_config(e, ev) is not None:
+    if fused(math.prod(batch), lq, s, e, ev):
         return _fused(b, q, k, v, attn_mask, is_causal, scale, batch)
     return _decomposed(b, q, k, v, attn_mask, is_causal, scale)
+
+
+def fused(nb: int, lq: int, s: int, e: int, ev: int) -> bool:
+    """The one decision between the fused kernel and the decomposition (see FUSED)."""
+    if e < 1 or ev < 1 or attention_config(e, ev) is None:
+        return False  # head dims too wide for the kernel's workgroup tiles
+    if FUSED is not None:
+        return FUSED
+    return nb * lq * s * 4 >= MAX_SCORES_BYTES
 
 
 def _fused(b, q, k, v, mask, causal, scale, batch) -> Value:

@@ -10,9 +10,12 @@ Two lowerings, chosen in one place (`implicit_gemm`):
   B loader: strides, padding -> 0, dilation), never materialized. With the weights
   as A and the windows as B the product's [N, G, CO/G, spatial] layout *is* NCHW, so
   the output needs no permute and bias and activations fuse as the matmul's epilogue.
-  A transposed convolution is the same product in gather form: the input read with
-  `spacing` = stride (zeros between its elements), taps flipped, channels swapped;
-  no scatter, no atomics, but 1 - 1/prod(stride) of its taps are zeros.
+  A transposed convolution is gathered phase by phase (`conv_transpose_gemm`): the
+  outputs o = stride * q + r of one phase r are reached by a fixed subset of the taps,
+  so each phase is an ordinary stride-1 convolution (flipped taps, channels swapped),
+  one implicit GEMM over only the taps that are not zeros; the prod(stride) phase
+  results are interleaved by a `cat` that the output's kernel reads. No scatter, no
+  atomics, no multiplications by zero.
 * the direct kernel (`conv` primitive, kernels/conv.wgsl, conv_transpose.wgsl) for
   the rest: depthwise and other convolutions with few channels per group.
 
@@ -22,6 +25,7 @@ torch.export. F.unfold (aten.im2col) is the same window view, reshaped.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from ..ir import CompileError, GraphBuilder, Value
@@ -40,20 +44,16 @@ from .linalg import product
 # depthwise convolutions (1 or 2 output channels per group) and tiny channel counts.
 GEMM_MIN_COUT = 4
 GEMM_MIN_K = 8
-# A transposed convolution as a GEMM multiplies prod(stride) - 1 zero taps for each
-# real one; the direct transposed kernel visits only the real taps. Up to this
-# factor the GEMM's tiling is expected to win (to be measured: the direct kernel ran
-# at 2.4 TFLOP/s, the matmul template at ~20).
-GEMM_MAX_TRANSPOSED_WASTE = 4
 
 
 def implicit_gemm(n: int, cin: int, cout: int, kernel, stride, groups: int,
                   transposed: bool) -> bool:
-    """The one decision between the implicit GEMM and the direct kernel (see above)."""
+    """The one decision between the implicit GEMM and the direct kernel (see above); a
+    transposed convolution's depth is that of its phases (about K / stride taps)."""
     cg, cog = cin // groups, cout // groups
-    if cog < GEMM_MIN_COUT or cg * math.prod(kernel) < GEMM_MIN_K or n * groups > MAX_GRID:
-        return False
-    return not transposed or math.prod(stride) <= GEMM_MAX_TRANSPOSED_WASTE
+    taps = math.prod(-(-k // s) for k, s in zip(kernel, stride)) if transposed \
+        else math.prod(kernel)
+    return cog >= GEMM_MIN_COUT and cg * taps >= GEMM_MIN_K and n * groups <= MAX_GRID
 
 
 def per_dim(v, nd: int, name: str) -> list[int]:
@@ -83,27 +83,77 @@ def conv_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, dilation,
     return b.reshape(y, (n, co, *out))
 
 
+def transposed_phase(r: int, size: int, kernel: int, stride: int, padding: int,
+                     dilation: int) -> tuple[int, int, int, int] | None:
+    """One dim of a transposed convolution, out[o] = sum over i * stride - padding + k *
+    dilation = o of x[i] w[k], seen at the outputs o = stride * q + r of phase r: the
+    taps that reach them are k = k0 + t * (stride / g) (g = gcd(stride, dilation)), each
+    reading x[q + c0 - t * dilation / g], c0 = (r + padding - k0 * dilation) / stride.
+    Returns (k0, taps, window padding, window dilation) for the stride-1 window over the
+    flipped taps (x[q - padding + t' * dilation'], t' = taps - 1 - t); None when no tap
+    reaches the phase."""
+    g = math.gcd(stride, dilation)
+    step = stride // g
+    k0 = next((k for k in range(min(step, kernel))
+               if (k * dilation - r - padding) % stride == 0), None)
+    if k0 is None:
+        return None
+    taps = len(range(k0, kernel, step))
+    c0 = (r + padding - k0 * dilation) // stride
+    return k0, taps, (taps - 1) * (dilation // g) - c0, dilation // g
+
+
 def conv_transpose_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, dilation,
                         output_padding, groups: int, multiply=product) -> Value:
-    """A transposed convolution of x [N, C, *S] by w [C, CO / groups, *K] as an implicit
-    GEMM in gather form: out[o] sums x[i] w[k] over o = i * stride - padding + k * dilation,
-    i.e. over the flipped taps k' = K - 1 - k of the input spaced by `stride`, padded by
-    dilation * (K - 1) - padding, at stride 1."""
+    """A transposed convolution of x [N, C, *S] by w [C, CO / groups, *K], phase by phase
+    (transposed_phase): for each phase r (one residue of the output index modulo the
+    stride per dim) an implicit GEMM of the stride-1 window of x by that phase's taps,
+    flipped, with the channels swapped; then the phases interleaved (out[s * q + r] =
+    phase r's [q]) and cropped to the output size."""
     nd = len(x.shape) - 2
     n, c, *size = x.shape
     cog, kernel = w.shape[1], list(w.shape[2:])
     out = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in
            zip(size, stride, padding, dilation, kernel, output_padding)]
-    cols = b.window(x, kernel, [1] * nd, [d * (k - 1) - p for d, k, p in
-                                           zip(dilation, kernel, padding)],
-                    dilation, spacing=stride, out=out)  # [N, C, *K, *O]
+    qs = [-(-o // s) for o, s in zip(out, stride)]  # outputs per phase, the last cropped
     cg = c // groups
-    wg = b.flip(b.reshape(w, (groups, cg, cog, *kernel)), range(3, 3 + nd))
-    wg = b.permute(wg, [0, 2, 1, *range(3, 3 + nd)])  # [G, CO/G, C/G, *K]
-    depth = cg * math.prod(kernel)
-    y = multiply(b, b.reshape(wg, (groups, cog, depth)),
-                 b.reshape(cols, (n, groups, depth, math.prod(out))))
-    return b.reshape(y, (n, cog * groups, *out))
+    wg = b.permute(b.reshape(w, (groups, cg, cog, *kernel)),
+                   [0, 2, 1, *range(3, 3 + nd)])  # [G, CO/G, C/G, *K]
+    phases = {}
+    for r in itertools.product(*(range(s) for s in stride)):
+        dims = [transposed_phase(*a) for a in zip(r, size, kernel, stride, padding, dilation)]
+        if None in dims:  # no tap reaches these outputs: zeros
+            zero = b.reshape(b.scalar(0.0, x.dtype), (1,) * (2 + nd))
+            phases[r] = b.expand(zero, (n, cog * groups, *qs))
+            continue
+        wr = wg
+        for j, ((k0, _, _, _), s, d) in enumerate(zip(dims, stride, dilation)):
+            wr = b.slice(wr, 3 + j, k0, kernel[j], s // math.gcd(s, d))
+        wr = b.flip(wr, range(3, 3 + nd))
+        taps = [t for _, t, _, _ in dims]
+        cols = b.window(x, taps, [1] * nd, [p for _, _, p, _ in dims],
+                        [d for _, _, _, d in dims], out=qs)  # [N, C, *T, *Q]
+        depth = cg * math.prod(taps)
+        y = multiply(b, b.reshape(wr, (groups, cog, depth)),
+                     b.reshape(cols, (n, groups, depth, math.prod(qs))))
+        phases[r] = b.reshape(y, (n, cog * groups, *qs))
+    return _interleave(b, phases, stride, out)
+
+
+def _interleave(b: GraphBuilder, phases: dict, stride, out) -> Value:
+    """out[..., s * q + r, ...] = phases[r][..., q, ...] per spatial dim, cropped to `out`:
+    each phase seen as [N, C, Q1, 1, Q2, 1, ...], joined by cats along the unit dims from
+    the last spatial dim to the first, then reshaped and sliced."""
+    nd = len(stride)
+    n, c, *qs = next(iter(phases.values())).shape
+    vals = {r: b.reshape(y, (n, c, *(e for q in qs for e in (q, 1)))) for r, y in phases.items()}
+    for j in reversed(range(nd)):
+        vals = {key: b.cat([vals[key + (t,)] for t in range(stride[j])], 3 + 2 * j)
+                for key in {r[:j] for r in vals}}
+    y = b.reshape(vals[()], (n, c, *(q * s for q, s in zip(qs, stride))))
+    for j, o in enumerate(out):
+        y = b.slice(y, 2 + j, 0, o)
+    return y
 
 
 def mark_lowering(v: Value, op: str, lowering: str, alternatives: dict) -> None:
@@ -147,8 +197,9 @@ def convolution(b: GraphBuilder, x: Value, w: Value, bias, stride, padding, dila
         mark_lowering(out, "matmul", "implicit_gemm", {"direct": direct})
     else:
         out = direct(b)
-        mark_lowering(out, "conv", "direct", {
-            "implicit_gemm": lambda gb: gemm(gb, lambda g, p, q: g.matmul(p, q))})
+        if not transposed or math.prod(stride) == 1:  # else the GEMM is one per phase
+            mark_lowering(out, "conv", "direct", {
+                "implicit_gemm": lambda gb: gemm(gb, lambda g, p, q: g.matmul(p, q))})
     if bias is not None:
         out = binary(b, "add", out, b.reshape(bias, (1, -1) + (1,) * nd))
     return out
