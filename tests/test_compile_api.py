@@ -107,3 +107,11 @@ def test_int64_inputs_run_no_pytorch_compute():
     assert not compute, compute
     with pytest.raises(ValueError, match="int32 range"):
         compiled(x, torch.full((4, 5), 2**40))
+
+
+def test_a_buffer_larger_than_the_device_binds_is_a_clear_error():
+    limits = kernelwright.runtime.default_device().device.limits
+    most = min(limits["max-storage-buffer-binding-size"], limits["max-buffer-size"])
+    x = torch.empty(most // 4 + 1)  # never filled: only its shape is compiled
+    with pytest.raises(RuntimeError, match=r"larger than .* can bind to a kernel"):
+        kernelwright.compile(Fn(lambda x: x * 2.0), [x])

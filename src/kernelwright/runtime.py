@@ -137,6 +137,14 @@ class Executable:
         d = self.dev.device
         usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
                  | wgpu.BufferUsage.COPY_SRC)
+        most = min(d.limits.get("max-storage-buffer-binding-size", 1 << 27),
+                   d.limits.get("max-buffer-size", 1 << 28))
+        for b in plan.buffers:
+            if _aligned(b.nbytes) > most:
+                raise RuntimeError(
+                    f"buffer b{b.id} ({b.kind}, {b.nbytes / 2**20:.0f} MiB) is larger than "
+                    f"{self.dev.description} can bind to a kernel ({most / 2**20:.0f} MiB); "
+                    "compile for smaller inputs")
         self.buffers = [d.create_buffer(size=_aligned(b.nbytes), usage=usage) for b in plan.buffers]
         for bid, data in plan.constants.items():
             d.queue.write_buffer(self.buffers[bid], 0, np.ascontiguousarray(data))
