@@ -1,7 +1,7 @@
 """Benchmark: single kernels against PyTorch on the same GPU (issue 5's figures; not a test).
 
     python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
-                            [--attention auto|fused|decomposed] [--suite]
+                            [--conv-opt 1|2|4] [--attention auto|fused|decomposed] [--suite]
                             [--out bench/results/kernels.json]
     python bench/kernels.py --matmul-variants [--out bench/results/matmul_variants.json]
     python bench/kernels.py --variants [--only NAME] [--out bench/results/memory_variants.json]
@@ -327,6 +327,9 @@ def main() -> None:
     ap.add_argument("--conv-lowering", choices=("auto", "gemm", "direct"), default="auto",
                     help="convolutions through ops/conv.py's choice (auto), or all through "
                          "the implicit GEMM or the direct kernel (where each applies)")
+    ap.add_argument("--conv-opt", type=int, choices=(1, 2, 4), default=None,
+                    help="the direct convolution kernel's outputs per invocation (OPT knob), "
+                         "forced through the knob chooser")
     ap.add_argument("--attention", choices=("auto", "fused", "decomposed"), default="auto",
                     help="attention through ops/attention.py's choice (auto), or all through "
                          "the fused kernel (where its tiles fit) or the decomposition")
@@ -336,6 +339,11 @@ def main() -> None:
         conv_ops.GEMM_MIN_COUT = conv_ops.GEMM_MIN_K = 1 if gemm else 1 << 30
     if args.attention != "auto":
         attention_ops.FUSED = args.attention == "fused"
+    if args.conv_opt:
+        def conv_opt(request):
+            return {**request.default.knobs, "OPT": args.conv_opt} if request.kind == "conv" \
+                else None
+        tune.choosing(conv_opt).__enter__()  # for the whole run
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = kernelwright.runtime.default_device()
@@ -372,6 +380,7 @@ def main() -> None:
                    precision=getattr(compiled, "precision", "strict"),
                    torch_dtype=str(low or torch.float32).replace("torch.", ""),
                    kernel_names=[k.name for k in compiled.plan.kernels],
+                   kernel_knobs=[k.knobs for k in compiled.plan.kernels],
                    compile_s=round(compile_s, 3),
                    max_abs_err=err, rel_err=err / scale, kernelwright_ms=round(kw_ms, 4),
                    torch_ms=round(ref_ms, 4), ratio=round(ref_ms / kw_ms, 4))

@@ -18,6 +18,7 @@
 #   memory    bench/kernels.py --variants --reps 10 (elementwise/row-kernel knobs)
 #   conv      bench/kernels.py --only conv, with each lowering (auto, gemm, direct)
 #   attention bench/kernels.py --only sdpa, with each path (fused, decomposed)
+#   direct    bench/kernels.py --only conv --conv-lowering direct, OPT 1, 2 and 4
 #   coop      bench/coop_matmul.py --quick (the cooperative-matrix mode)
 #   models    bench/models.py --size full
 #   optimize  bench/optimize_suite.sh (issue 6, built-in generator; more arguments in
@@ -62,6 +63,11 @@ run_task() {
       for lowering in auto gemm direct; do
         limit $((secs / 3)) python3 bench/kernels.py --only conv --conv-lowering "$lowering" \
           --out "$R/conv_$lowering.json" >> "$LOG" 2>&1
+      done ;;
+    direct)
+      for opt in 1 2 4; do
+        limit $((secs / 3)) python3 bench/kernels.py --only conv --conv-lowering direct \
+          --conv-opt "$opt" --out "$R/conv_direct_opt$opt.json" >> "$LOG" 2>&1
       done ;;
     attention)
       for path in fused decomposed; do

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from conftest import Fn, check
 from torch import nn
 
+from kernelwright import tune
 from kernelwright.ir import CompileError, GraphBuilder
 from kernelwright.ops import conv as conv_ops
 
@@ -120,6 +121,27 @@ def test_conv_transpose3d(cfg, lowering):
     cfg = dict(cfg)
     cin, cout, k = cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
     check(_module(nn.ConvTranspose3d, cin, cout, k, **cfg), torch.randn(2, cin, 3, 4, 3))
+
+
+@pytest.mark.parametrize("opt", [2, 4])
+@pytest.mark.parametrize("cfg", [
+    dict(nd=2, cin=5, cout=5, k=3, padding=1, groups=5),  # depthwise
+    dict(nd=2, cin=4, cout=8, k=(2, 5), stride=(1, 3), padding=(1, 2), dilation=(2, 1),
+         groups=4),
+    dict(nd=1, cin=3, cout=3, k=5, padding=4, dilation=2, groups=3),
+    dict(nd=3, cin=2, cout=2, k=3, stride=2, padding=1, groups=2),
+    dict(nd=2, cin=3, cout=2, k=3, stride=2),  # 2 output channels: direct
+])
+def test_direct_kernel_with_several_outputs_per_invocation(cfg, opt):
+    """The direct kernel's OPT knob (outputs per invocation along the last dim), forced
+    through the knob chooser, on widths that OPT does not divide."""
+    cfg = dict(cfg)
+    nd, cin, cout, k = cfg.pop("nd"), cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
+    module = _module(CONV[nd], cin, cout, k, **cfg)
+    with tune.choosing(lambda r: {"WG": 64, "OPT": opt} if r.kind == "conv" else None):
+        compiled = check(module, torch.randn(2, cin, *SIZE[nd]))
+    (kernel,) = [k for k in compiled.plan.kernels if k.name.startswith("conv")]
+    assert kernel.knobs == {"WG": 64, "OPT": opt}, kernel.knobs
 
 
 @pytest.mark.parametrize("nd", [1, 2, 3])

@@ -102,9 +102,9 @@ CASES = {
     "scan": ("scan", Fn(lambda x: torch.cumsum(x, 1)), [(5, 700)], templates.scan_space(700)),
     # depthwise and 2 output channels: the direct kernels (ops/conv.implicit_gemm)
     "conv": ("conv", torch.nn.Conv2d(3, 3, 3, padding=1, groups=3), [(2, 3, 11, 13)],
-             templates.pointwise_space()),
+             templates.conv_space(False)),
     "conv_transpose": ("conv", torch.nn.ConvTranspose2d(3, 2, 3, stride=2), [(1, 3, 5, 7)],
-                       templates.pointwise_space()),
+                       templates.conv_space(True)),
     "pool": ("pool", Fn(lambda x: F.max_pool2d(x, 3, 2)), [(2, 3, 15, 17)],
              templates.pointwise_space()),
     "attention": ("attention", Fn(_sdpa), [(1, 2, 37, 16)] * 3,

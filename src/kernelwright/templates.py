@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import string
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -1165,6 +1166,40 @@ def pointwise_space() -> list[dict]:
     return [{"WG": wg} for wg in (64, 128, 256)]
 
 
+def conv_knobs() -> dict:
+    """The direct convolution: 256 invocations per workgroup, OPT outputs (adjacent along
+    the last dim) per invocation; 1 until measured on the GPU."""
+    return {"WG": 256, "OPT": 1}
+
+
+def conv_space(transposed: bool) -> list[dict]:
+    opts = (1,) if transposed else (1, 2, 4)
+    return [{"WG": k["WG"], "OPT": opt} for k in pointwise_space() for opt in opts]
+
+
+def _conv_direct_code(opt: int) -> dict:
+    """The generated parts of kernels/conv.wgsl for OPT outputs per invocation."""
+    accs = "\n".join(f"    var acc{j} = 0.0;" for j in range(opt))
+    stores = "\n".join(f"    if (ow0 + {j} < $OUT_W) {{ let gi = base + {j}; let acc = acc{j};"
+                        f" $STORE }}" for j in range(opt))
+    pad = " " * 16
+    if opt == 1:  # the tap's column is tested once for all the input channels
+        tap = (f"{pad}let iw = ow0 * $S_W - $P_W + kw * $DIL_W;\n"
+               f"{pad}if (iw < 0 || iw >= $IN_W) {{\n{pad}    continue;\n{pad}}}\n"
+               f"{pad}for (var ci = 0; ci < $CG; ci += 1) {{\n"
+               f"{pad}    acc0 = fma(load_x(n, c0 + ci, id, ih, iw), "
+               f"load_w(co, ci, kd, kh, kw), acc0);\n{pad}}}")
+    else:
+        lines = [f"{pad}for (var ci = 0; ci < $CG; ci += 1) {{",
+                 f"{pad}    let wv = load_w(co, ci, kd, kh, kw);"]
+        for j in range(opt):
+            lines.append(f"{pad}    {{ let iw = (ow0 + {j}) * $S_W - $P_W + kw * $DIL_W;"
+                         f" if (iw >= 0 && iw < $IN_W) {{ acc{j} = fma(load_x(n, c0 + ci,"
+                         f" id, ih, iw), wv, acc{j}); }} }}")
+        tap = "\n".join(lines + [f"{pad}}}"])
+    return dict(ACCUMULATORS=accs, TAP=tap, STORES=stores)
+
+
 def _conv(src, materialized, out, tnode, knobs=None):
     x, w = tnode.inputs
     c, size = x.shape[1], x.shape[2:]
@@ -1172,14 +1207,21 @@ def _conv(src, materialized, out, tnode, knobs=None):
     at = tnode.attrs
     groups, stride, dil = at["groups"], at["stride"], at["dilation"]
     functions = _loader(src, materialized, "load_x", x) + _loader(src, materialized, "load_w", w)
-    knobs = _merge(pointwise_knobs(), knobs)
-    grid, row = grid_1d(tnode.out.numel, _check_wg(knobs))
-    slots = dict(functions=functions, WG=knobs["WG"], ROW=row, NUMEL=tnode.out.numel, CO=co,
-                 CG=c // groups, COG=co // groups,
-                 **_per_dim(OUT=out_size, IN=size, K=w.shape[2:], S=stride, P=at["padding"],
-                            DIL=dil))
+    knobs = _merge(conv_knobs(), knobs)
+    opt = knobs["OPT"]
+    _require(opt in ((1,) if at["transposed"] else (1, 2, 4)), knobs,
+             "OPT must be 1, 2 or 4 (1 for a transposed convolution)")
+    per_dim = _per_dim(OUT=out_size, IN=size, K=w.shape[2:], S=stride, P=at["padding"], DIL=dil)
+    owb = -(-out_size[2] // opt)
+    numel = tnode.out.numel // out_size[2] * owb
+    grid, row = grid_1d(numel, _check_wg(knobs))
+    slots = dict(functions=functions, WG=knobs["WG"], ROW=row, NUMEL=numel, CO=co,
+                 CG=c // groups, COG=co // groups, OWB=owb, OPT=opt, **per_dim)
     if not at["transposed"]:
-        return "conv", slots, grid, knobs
+        named = {k: v for k, v in slots.items() if k.isupper()}  # $STORE stays for later
+        code = {k: string.Template(v).safe_substitute(named)
+                for k, v in _conv_direct_code(opt).items()}
+        return "conv", {**slots, **code}, grid, knobs
     # The taps k of a transposed convolution that reach an output are those with
     # k * DIL = o + P (mod S): with g = gcd(S, DIL) they exist when g divides o + P and
     # are k0 + j * S / g, k0 = (o + P) / g * INV mod S / g, INV the inverse of DIL / g.
@@ -1413,6 +1455,6 @@ TEMPLATES = {
     "matmul": (_matmul, _matmul_space),
     "matmul_coop": (_matmul_coop, _matmul_coop_space),
     "attention": (_attention, _attention_space),
-    "conv": (_conv, lambda out, tnode: pointwise_space()),
+    "conv": (_conv, lambda out, tnode: conv_space(tnode.attrs["transposed"])),
     "pool": (_pool, lambda out, tnode: pointwise_space()),
 }
