@@ -424,18 +424,38 @@ class Emitter:
         if op == "window":
             return self._window(node, dims)
         if op == "cat":
-            d = node.attrs["dim"]
-            expr, offset, pieces = None, 0, []
-            for part in node.inputs:
-                inner = list(dims)
-                inner[d] = self.let(f"clamp({dims[d]} - {offset}, 0, {part.shape[d] - 1})", "i32")
-                pieces.append((offset, self.value(part, Index(part.shape, dims=inner))))
-                offset += part.shape[d]
-            expr = pieces[0][1]
-            for start, val in pieces[1:]:
-                expr = f"select({expr}, {val}, {dims[d]} >= {start})"
-            return expr
+            return self._cat(node, dims, v.dtype)
         raise CompileError(f"codegen cannot inline '{op}'")
+
+    def _cat(self, node, dims: list[str], dtype: str) -> str:
+        """A cat as an if / else chain over its pieces, so that an element reads only
+        the piece it lies in (a select would read every piece). The statements of each
+        piece stay in its branch: values computed there are forgotten after it."""
+        d = node.attrs["dim"]
+        self.count += 1
+        name = f"t{self.count}"
+        outer_lines, outer_cache = self.lines, self.cache
+        branches, offset = [], 0
+        for part in node.inputs:
+            self.lines, self.cache = [], dict(outer_cache)
+            inner = list(dims)
+            if offset:
+                inner[d] = self.let(f"{dims[d]} - {offset}", "i32")
+            val = self.value(part, Index(part.shape, dims=inner))
+            branches.append((offset, self.lines + [f"{name} = {val};"]))
+            offset += part.shape[d]
+        self.lines, self.cache = outer_lines, outer_cache
+        self.lines.append(f"var {name}: {WGSL_TYPE[dtype]};")
+        for k, (start, body) in enumerate(branches):
+            if k == 0:
+                head = f"if ({dims[d]} < {branches[1][0]}) {{"
+            elif k < len(branches) - 1:
+                head = f"}} else if ({dims[d]} < {branches[k + 1][0]}) {{"
+            else:
+                head = "} else {"
+            self.lines += [head] + [f"    {line}" for line in body]
+        self.lines.append("}")
+        return name
 
     def _window(self, node, dims: list[str]) -> str:
         """The window view (ir.GraphBuilder.window): per windowed dim the index
