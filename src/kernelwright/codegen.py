@@ -446,7 +446,7 @@ class Emitter:
             offset += part.shape[d]
         self.lines, self.cache = outer_lines, outer_cache
         self.lines.append(f"var {name}: {WGSL_TYPE[dtype]};")
-        for k, (start, body) in enumerate(branches):
+        for k, (_, body) in enumerate(branches):
             if k == 0:
                 head = f"if ({dims[d]} < {branches[1][0]}) {{"
             elif k < len(branches) - 1:

@@ -222,3 +222,43 @@ def test_jobs_run_problems_side_by_side_and_report_them_together(workdir, tune_d
     assert (out / "gpu.lock").exists()  # the children shared the GPU through the lock
     assert "not trustworthy here" in printed.err and "CPU" in summary["timing_caveat"]
     assert cli.main(["optimize", str(suite), "--jobs", "0", "--out", str(out)]) == 2
+
+
+class Broken:
+    """A generator whose every candidate fails to compile: nothing can improve."""
+
+    name = "broken"
+
+    def propose(self, spec, history):
+        from kernelwright.optimize.generator import Candidate
+
+        return Candidate("this is not WGSL", note="broken")
+
+
+def test_skip_unchanged_measures_nothing_when_nothing_improved(workdir, problem, tune_db,
+                                                               optimized, monkeypatch):
+    """With check_unchanged off, a problem whose search found nothing keeps the compiler's
+    plan unmeasured and counts 1 in the run's mean gain; one with a winner is measured
+    before and after as always."""
+    from kernelwright.optimize import search
+    from kernelwright.optimize.command import render, totals
+    from kernelwright.optimize.search import summary_line
+
+    def never(*args, **kwargs):
+        raise AssertionError("the module was checked")
+
+    monkeypatch.setattr(search, "check_module", never)
+    report = optimize_problem(problem, [Broken()], attempts=1, out=workdir / "skip",
+                              settings=Settings(**SETTINGS, check_unchanged=False))
+    assert report.error is None, report.error
+    assert [k.status for k in report.kernels] == ["unchanged"]
+    assert report.unmeasured and report.gain == 1.0
+    assert report.speedup_before is None and report.speedup_after is None
+    assert "the compiler's plan, not measured again" in summary_line(report)
+    improved, _ = optimized
+    t = totals([improved, report])
+    assert t["gain_problems"] == 2 and t["unchanged_not_measured"] == 1
+    assert t["geomean_gain"] == pytest.approx(improved.gain ** 0.5)
+    assert t["compared"] == 1  # the absolute figures: measured problems only
+    assert "1 kept the compiler's plan and were not measured again" in render(
+        [improved, report], diffs=False)

@@ -57,6 +57,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--problem-cost", type=float, metavar="USD", help="model cost per problem")
     parser.add_argument("--max-kernels", type=int, default=4,
                         help="kernels searched per problem, the slowest first (default: 4)")
+    parser.add_argument("--skip-unchanged", action="store_true",
+                        help="measure the module before and after only for problems where a "
+                             "kernel improved; the others keep the compiler's plan, and the "
+                             "run's mean gain counts them as 1 (for runs over a whole suite)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help=f"state, logs and plans (default: {DEFAULT_OUT})")
     parser.add_argument("--resume", action="store_true",
@@ -123,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     size = args.size or ("small" if device.is_software else "full")
     budget = Budget(args.budget, args.run_budget, args.problem_tokens, args.max_tokens,
                     args.problem_cost, args.max_cost)
-    settings = Settings(max_kernels=args.max_kernels, size=size, seed=args.seed)
+    settings = Settings(max_kernels=args.max_kernels, size=size, seed=args.seed,
+                        check_unchanged=not args.skip_unchanged)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -207,6 +212,8 @@ def run_parallel(args, target: Path, chosen, size: str, budget, progress):
             base += [flag, str(value)]
     if args.resume:
         base.append("--resume")
+    if args.skip_unchanged:
+        base.append("--skip-unchanged")
     started, queue, launched = time.monotonic(), list(chosen), []
     running: dict[subprocess.Popen, threading.Thread] = {}
     failed: list[str] = []
@@ -295,6 +302,7 @@ def totals(reports) -> dict:
     from .search import pass_at_k
 
     both = [r for r in reports if r.speedup_before and r.speedup_after]
+    gains = [r.gain for r in reports if r.gain]
     kernels = [k for r in reports for k in r.kernels]
     k_max = max((n for k in kernels for n in k.tries.values()), default=0)
     return {
@@ -302,6 +310,11 @@ def totals(reports) -> dict:
         "compared": len(both),
         "geomean_before": geomean([r.speedup_before for r in both]),
         "geomean_after": geomean([r.speedup_after for r in both]),
+        # after / before over every problem without an error: measured where a winner was
+        # swapped in, 1 for a problem that kept the compiler's plan
+        "gain_problems": len(gains),
+        "unchanged_not_measured": sum(r.unmeasured for r in reports),
+        "geomean_gain": geomean(gains),
         "kernels_searched": len(kernels),
         "kernels_improved": sum(k.status == "improved" for k in kernels),
         "pass_at_1": pass_at_k(kernels, 1),
@@ -338,4 +351,8 @@ def render(reports, diffs: bool) -> str:
                  f"searched kernels improved; geometric-mean speedup against PyTorch eager "
                  f"over {t['compared']} problems: "
                  + (f"{gb:.3g}x before, {ga:.3g}x after" if gb and ga else "-"))
+    if t["geomean_gain"]:
+        lines.append(f"geometric mean of after / before over {t['gain_problems']} problems: "
+                     f"{t['geomean_gain']:.4g}x ({t['unchanged_not_measured']} kept the "
+                     "compiler's plan and were not measured again: 1 each)")
     return "\n".join(lines)

@@ -87,6 +87,7 @@ class Settings:
     profile_runs: int = 5  # calls whose per-kernel times give the profile (median)
     candidate_timeout_s: float = 120.0
     module_trials: int = 5  # the harness's trials for the whole module
+    check_unchanged: bool = True  # False: no module check when no kernel improved
     module_timeout_s: float = 600.0
     size: str | None = None  # the problem's SIZES entry
     seed: int = 0
@@ -152,12 +153,30 @@ class ProblemReport:
     def speedup_after(self) -> float | None:
         return self.after.get("speedup_eager") if self.after.get("correct") else None
 
+    @property
+    def unmeasured(self) -> bool:
+        """No kernel improved and the module was not measured (Settings.check_unchanged
+        off): the plan is the compiler's."""
+        return bool(self.before.get("unchanged"))
+
+    @property
+    def gain(self) -> float | None:
+        """after / before against eager: 1 for a plan left as the compiler made it."""
+        if self.error:
+            return None
+        if self.unmeasured:
+            return 1.0
+        if self.speedup_before and self.speedup_after:
+            return self.speedup_after / self.speedup_before
+        return None
+
     def to_dict(self) -> dict:
         data = asdict(self)
         for key in ("before", "after"):  # keep what the report needs, not the trial logs
             data[key] = {k: v for k, v in data[key].items()
                          if k in ("correct", "reason", "error", "time_ms", "ref_eager_ms",
-                                  "speedup_eager", "reference", "device", "flags")}
+                                  "speedup_eager", "reference", "device", "flags",
+                                  "unchanged")}
         return data
 
     @classmethod
@@ -309,26 +328,29 @@ class Search:
             report.stopped = report.stopped or self.spent(spend)
 
         winners = {kr.key: kr for kr in report.kernels if kr.status == "improved"}
-        report.before = check_module(plan, folder / "before", problem, s)
-        if not report.before.get("correct"):
-            self.progress(f"{problem.name}: the compiled plan fails verification "
-                          f"({report.before.get('error')}); nothing is stored")
-            for kr in winners.values():
-                kr.status, kr.note = "dropped", "the module fails without it already"
-            winners = {}
-        if winners:
-            after, kept = self.verify_swapped(problem, plan, specs, winners, folder)
-            report.after = after
-            for key, kr in winners.items():
-                if key not in kept:
-                    kr.status, kr.note = "dropped", "the module failed verification with it"
-            if after.get("correct"):
-                for key in kept:
-                    kr = winners[key]
-                    self.cache.store_kernel(device.description, key, _winner(kr, problem.name))
-                    report.stored += 1
-        else:
-            report.after = dict(report.before)
+        if winners or s.check_unchanged:
+            report.before = check_module(plan, folder / "before", problem, s)
+            if not report.before.get("correct"):
+                self.progress(f"{problem.name}: the compiled plan fails verification "
+                              f"({report.before.get('error')}); nothing is stored")
+                for kr in winners.values():
+                    kr.status, kr.note = "dropped", "the module fails without it already"
+                winners = {}
+            if winners:
+                after, kept = self.verify_swapped(problem, plan, specs, winners, folder)
+                report.after = after
+                for key, kr in winners.items():
+                    if key not in kept:
+                        kr.status, kr.note = "dropped", "the module failed verification with it"
+                if after.get("correct"):
+                    for key in kept:
+                        kr = winners[key]
+                        self.cache.store_kernel(device.description, key, _winner(kr, problem.name))
+                        report.stored += 1
+            else:
+                report.after = dict(report.before)
+        else:  # the compiler's plan, not measured again (check_unchanged off)
+            report.before = report.after = {"unchanged": True}
         report.seconds, report.tokens, report.cost_usd = spend.seconds, spend.tokens, \
             spend.cost_usd
         self.progress(f"{problem.name}: {summary_line(report)}")
@@ -556,6 +578,8 @@ def summary_line(report: ProblemReport) -> str:
 
     figures = (f"{figure(report.speedup_before, report.before)} -> "
                f"{figure(report.speedup_after, report.after)} eager")
+    if report.unmeasured:
+        figures = "the compiler's plan, not measured again"
     return (f"{len(improved)} of {len(report.kernels)} searched kernels improved, "
             f"{report.stored} stored; {figures}; {report.seconds:.0f} s"
             + (f"; budget spent ({report.stopped})" if report.stopped else ""))
