@@ -262,3 +262,24 @@ def test_skip_unchanged_measures_nothing_when_nothing_improved(workdir, problem,
     assert t["compared"] == 1  # the absolute figures: measured problems only
     assert "1 kept the compiler's plan and were not measured again" in render(
         [improved, report], diffs=False)
+
+
+def test_a_winner_that_leaves_the_module_no_faster_is_dropped(workdir, problem, tune_db,
+                                                              monkeypatch):
+    """The whole module's GPU time decides at the end: winners whose module measured no
+    faster than the compiler's plan are dropped and nothing is stored (the two module
+    checks are scripted here; the search itself is real)."""
+    from kernelwright.optimize import search
+
+    def scripted(plan, folder, problem, s):
+        slow = folder.name == "after"
+        return {"correct": True, "time_ms": 1.2 if slow else 1.0,
+                "speedup_eager": 0.8 if slow else 1.0}
+
+    monkeypatch.setattr(search, "check_module", scripted)
+    with tune.choosing(slow_elementwise):
+        report = optimize_problem(problem, [BuiltinGenerator()], attempts=1,
+                                  out=workdir / "no_faster", settings=Settings(**SETTINGS))
+    (kernel,) = report.kernels
+    assert kernel.status == "dropped" and "not faster" in kernel.note, kernel
+    assert report.stored == 0 and report.after == report.before and report.gain == 1.0

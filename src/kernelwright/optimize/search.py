@@ -17,9 +17,15 @@
    the compiler's kernel (the measured gain), swaps the winners into the plan and
    verifies the whole module against PyTorch in a bench worker (modulecheck.py), which
    also times it against PyTorch eager, as it does the plan before the swap; a winner
-   that breaks the module is dropped (each one is then checked alone);
+   that breaks the module is dropped (each one is then checked alone), and so are the
+   winners of a module that is not faster with them than without (its GPU time in the
+   two checks: the kernel's gain did not hold in the whole module), which then keeps
+   the compiler's plan;
 5. stores the surviving winners in the tuning cache (tune/cache.py, table `kernels`),
    keyed by device and spec key, so that every later compile uses them.
+
+With Settings.check_unchanged off, a problem where no kernel improved is not checked
+as a whole (its plan is the compiler's).
 
 Budgets: wall time per problem and per run, tokens and cost (from Candidate.usage) per
 problem and per run; when one is spent no generator is asked again, and what was found
@@ -342,6 +348,12 @@ class Search:
                 for key, kr in winners.items():
                     if key not in kept:
                         kr.status, kr.note = "dropped", "the module failed verification with it"
+                slower = _not_faster(after, report.before)
+                if slower:
+                    for key in kept:
+                        winners[key].status, winners[key].note = "dropped", slower
+                    self.progress(f"{problem.name}: {slower}; the compiler's plan is kept")
+                    report.after, kept = dict(report.before), set()
                 if after.get("correct"):
                     for key in kept:
                         kr = winners[key]
@@ -544,6 +556,15 @@ def swap(plan, specs: list[KernelSpec], winners: dict[str, KernelReport]):
                                          knobs=dict(kr.knobs or {}), bindings=ids)
         kernels.append(kernel)
     return dataclasses.replace(plan, kernels=kernels)
+
+
+def _not_faster(after: dict, before: dict) -> str | None:
+    """Why the module with the winners is not kept although correct: its GPU time is not
+    below the compiler's plan's (None when it is, or when either was not timed)."""
+    a, b = after.get("time_ms"), before.get("time_ms")
+    if not (after.get("correct") and before.get("correct") and a and b) or a < b:
+        return None
+    return f"the module was not faster with it ({a:.4g} ms against {b:.4g} ms)"
 
 
 def check_module(plan, folder: Path, problem, s: Settings) -> dict:
