@@ -161,13 +161,15 @@ CASES = {
                                      inputs=lambda: [torch.randn(16384, 8192), torch.randn(8192)],
                                      bytes=4 * 16384 * 8192 * 2),
     "cumsum_16384x8192": memory(lambda x: torch.cumsum(x, -1), (16384, 8192), 1, 1),
+    "permute_nchw_to_nhwc_64x256x128x128": memory(
+        lambda x: x.permute(0, 2, 3, 1).contiguous(), (64, 256, 128, 128), 1, 1),
     "gemm_4096_accelerated_f16": gemm_accelerated(4096, 4096, 4096),
     "gemm_8192_accelerated_f16": gemm_accelerated(8192, 8192, 8192),
 }
 MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192",
                 "sum_rows_16384x8192", "sum_cols_8192x16384", "softmax_16384x8192",
                 "softmax_131072x1024", "log_softmax_16384x8192", "layernorm_16384x8192",
-                "rmsnorm_16384x8192", "cumsum_16384x8192")
+                "rmsnorm_16384x8192", "cumsum_16384x8192", "permute_nchw_to_nhwc_64x256x128x128")
 VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan")
 
 

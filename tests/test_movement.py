@@ -14,6 +14,36 @@ def test_reshape_permute_transpose():
                         x.view(2, -1).t(), x.flatten(1), x.unsqueeze(2).squeeze(2) + 1)), x)
 
 
+@pytest.mark.parametrize("case", [
+    (lambda x: x.permute(0, 2, 3, 1).contiguous(), torch.randn(2, 17, 5, 37)),  # NCHW->NHWC
+    (lambda x: x.t().contiguous() * 2.0 + 1.0, torch.randn(70, 45)),  # ops after it
+    (lambda x: torch.relu(x.transpose(1, 2)).contiguous(), torch.randn(3, 33, 65)),
+    (lambda x: x.permute(2, 0, 1).contiguous() > 0, torch.randn(20, 40, 18)),  # bool result
+    (lambda x: x.permute(1, 0).to(torch.int32), torch.randint(-5, 5, (50, 31))),
+])
+def test_transposing_copies_go_through_the_tile(case):
+    """An elementwise chain that reads its input transposed (a permute made contiguous)
+    computes 32 x 32 tiles along the input's contiguous dim and stores them along the
+    output's (templates.TILE 1, kernels/transpose.wgsl): odd sizes, tails of tiles."""
+    fn, x = case
+    compiled = check(Fn(fn), x)
+    (kernel,) = compiled.plan.kernels
+    assert kernel.knobs["TILE"] == 1, kernel.knobs
+
+
+def test_tile_setting_on_a_kernel_read_in_its_own_layout():
+    """TILE 1 forced where nothing is read transposed (the search may try it): still
+    correct; by default such a kernel is not tiled."""
+    from kernelwright import tune
+
+    x, y = torch.randn(3, 20, 45), torch.randn(3, 20, 45)
+    assert check(Fn(lambda x, y: x * y + 1.0), x, y).plan.kernels[0].knobs["TILE"] == 0
+    tiled = {"WG": 256, "EPT": 1, "VEC": 1, "TILE": 1}
+    with tune.choosing(lambda r: tiled if r.kind == "elementwise" else None):
+        compiled = check(Fn(lambda x, y: x * y + 1.0), x, y)
+    assert compiled.plan.kernels[0].knobs == tiled
+
+
 def test_expand_slice_select():
     x = torch.randn(3, 1, 7)
     check(Fn(lambda x: (x.expand(3, 4, 7) * 1, x[:, :, 1:6:2], x[1], x[..., -1], x[:, 0, 2:])), x)

@@ -268,7 +268,7 @@ def test_mismatch_checks_every_element():
 
 def test_old_plans_without_knobs_load(tmp_path):
     compiled = kernelwright.compile(Fn(lambda x: x * 2), [torch.randn(5)])
-    assert compiled.plan.kernels[0].knobs == {"WG": 256, "EPT": 1, "VEC": 1}
+    assert compiled.plan.kernels[0].knobs == {"WG": 256, "EPT": 1, "VEC": 1, "TILE": 0}
     compiled.plan.save(tmp_path / "plan")
     meta = json.loads((tmp_path / "plan" / "plan.json").read_text())
     for k in meta["kernels"]:

@@ -253,6 +253,7 @@ def kernel_key(kind: str, out: Value, tnode: Node | None, reads: list[Value],
 def _template_text(kind: str) -> str:
     names = {"reduce": ("rows",), "conv": ("conv", "conv_transpose"),
              "scan": ("scan", "scan_staged", "scan_sums"),
+             "elementwise": ("elementwise", "transpose"),
              "materialize": ("elementwise",)}.get(kind, (kind,))
     return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
 
@@ -289,27 +290,97 @@ def knob_space(kind: str, out: Value, tnode: Node | None, phases=()) -> list[dic
     return TEMPLATES[kind][1](out, tnode)
 
 
-def elementwise_knobs(numel: int) -> dict:
+def elementwise_knobs(numel: int, transposed: bool = False) -> dict:
     """256 invocations per workgroup; vec4 loads and stores (VEC 4) when the element
     count is a multiple of 4; steps per invocation (EPT, each of VEC elements) 4 on
-    tensors of 2^20 elements or more, else 1. Not yet measured against VEC 1 on a GPU
-    (bench/kernels.py --variants)."""
-    return {"WG": 256, "EPT": 4 if numel >= 1 << 20 else 1, "VEC": 4 if numel % 4 == 0 else 1}
+    tensors of 2^20 elements or more, else 1. TILE 1 (kernels/transpose.wgsl) where
+    the chain's main input is read transposed (`_transposed_dims`) and no buffer is
+    read in the output's layout: not yet measured on a GPU."""
+    if transposed:
+        return {"WG": 256, "EPT": 1, "VEC": 1, "TILE": 1}
+    return {"WG": 256, "EPT": 4 if numel >= 1 << 20 else 1, "VEC": 4 if numel % 4 == 0 else 1,
+            "TILE": 0}
 
 
-def elementwise_space(numel: int) -> list[dict]:
-    return [{"WG": wg, "EPT": ept, "VEC": vec} for wg in (64, 256) for ept in (1, 2, 4, 8)
-            for vec in ((1, 4) if numel % 4 == 0 else (1,))
-            if ept == 1 or numel >= ept * wg * vec]
+def elementwise_space(numel: int, tiled: bool = False) -> list[dict]:
+    space = [{"WG": wg, "EPT": ept, "VEC": vec, "TILE": 0} for wg in (64, 256)
+             for ept in (1, 2, 4, 8) for vec in ((1, 4) if numel % 4 == 0 else (1,))
+             if ept == 1 or numel >= ept * wg * vec]
+    return space + ([elementwise_knobs(numel, True)] if tiled else [])
+
+
+TILE_MIN = 16  # both tiled dims at least this long (a 32 x 32 tile of a thinner one idles)
+
+
+def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
+    """(A, B) when the value stored at `out` reads its main operand (buffer_address:
+    through movement ops and first operands) transposed: the output's innermost dim A of
+    size > 1 is not contiguous in that operand, another output dim B is (both at least
+    TILE_MIN long)."""
+    dims = [d for d, size in enumerate(out.shape) if size > 1]
+    if len(dims) < 2 or out.node is None:
+        return None
+    others = {v for v in materialized if v is not out}  # read through out's own node
+    zero = (0,) * len(out.shape)
+    base = buffer_address(out, zero, others)
+
+    def step(d: int) -> int | None:
+        at = buffer_address(out, tuple(1 if i == d else 0 for i in range(len(zero))), others)
+        return None if at is None or base is None else at - base
+
+    if base is None or step(dims[-1]) == 1 or out.shape[dims[-1]] < TILE_MIN:
+        return None
+    return next(((dims[-1], d) for d in reversed(dims[:-1])
+                 if step(d) == 1 and out.shape[d] >= TILE_MIN), None)
+
+
+def _any_tile_dims(out: Value) -> tuple[int, int] | None:
+    """The two innermost output dims of size > 1 (TILE 1 asked for where nothing is read
+    transposed: correct, if not useful)."""
+    dims = [d for d, size in enumerate(out.shape) if size > 1]
+    return (dims[-1], dims[-2]) if len(dims) >= 2 else None
+
+
+def _transpose_tile(src, out, dims: tuple[int, int], knobs):
+    """The elementwise chain through kernels/transpose.wgsl (TILE 1): 32 x 32 tiles of
+    output dims (B, A), computed along B, stored along A."""
+    a, b = dims
+    shape = out.shape
+    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    size_a, size_b = shape[a], shape[b]
+    tiles_a, tiles_b = -(-size_a // 32), -(-size_b // 32)
+    rest = ["    var base = 0;", "    var rr = r;"]
+    for d in reversed(range(len(shape))):
+        if d not in (a, b) and shape[d] > 1:
+            rest.append(f"    base += (rr % {shape[d]}) * {strides[d]}; rr = rr / {shape[d]};")
+    groups = tiles_a * tiles_b * (out.numel // (size_a * size_b))
+    grid, gx = grid_1d(groups, 1)
+    _, (args,) = _lane_args(src, 1, "gi", "gi")
+    pad = " " * 12
+    compute = f"{pad}tile[(ty + j) * 33 + tx] = {to_buffer(f'epilogue(gi{args})', out.dtype)};"
+    return "transpose", dict(
+        functions="", TILE_T=BUFFER_TYPE[out.dtype], TILES_A=tiles_a, TILES_B=tiles_b,
+        GROUPS=groups, GRID_X=gx, SIZE_A=size_a, SIZE_B=size_b, STRIDE_B=strides[b],
+        REST="\n".join(rest), COMPUTE=compute,
+        STORE_TILE=f"{pad}out[gi] = tile[tx * 33 + ty + j];",
+        workgroup_bytes=1056 * 4), grid, knobs
 
 
 def _elementwise(src, materialized, out, tnode, knobs=None):
     """A plain elementwise kernel (tnode None), or a materialize node's copy (the store
     then follows the template's epilogue: one element per step)."""
-    knobs = _merge(elementwise_knobs(out.numel), knobs)
+    dims = _transposed_dims(out, materialized) if tnode is None else None
+    knobs = _merge(elementwise_knobs(out.numel, dims is not None and not src.lanes), knobs)
     wg, ept, vec = _check_wg(knobs), knobs["EPT"], knobs["VEC"]
     _require(isinstance(ept, int) and ept >= 1, knobs, "EPT must be a positive integer")
     _require(vec in (1, 4), knobs, "VEC is 1 or 4")
+    _require(knobs["TILE"] in (0, 1), knobs, "TILE is 0 or 1")
+    if knobs["TILE"]:
+        _require(tnode is None and vec == 1 and ept == 1, knobs,
+                 "TILE 1 is for plain elementwise kernels, with VEC 1 and EPT 1")
+        dims = dims or _any_tile_dims(out)
+        _require(dims is not None, knobs, "TILE 1 needs two output dims of size > 1")
+        return _transpose_tile(src, out, dims, knobs)
     _require(out.numel % vec == 0, knobs, "VEC 4 needs a multiple of 4 elements")
     _require(vec == 1 or tnode is None, knobs, "VEC 4 only for plain elementwise kernels")
     steps = out.numel // vec
@@ -1446,7 +1517,8 @@ def _matmul_coop_space(out, tnode):
 # Each template: its fill function (knobs -> template name, slots, grid, knobs used)
 # and its search space for one kernel.
 TEMPLATES = {
-    "elementwise": (_elementwise, lambda out, tnode: elementwise_space(out.numel)),
+    "elementwise": (_elementwise, lambda out, tnode: elementwise_space(
+        out.numel, tiled=sum(size > 1 for size in out.shape) >= 2)),
     "materialize": (_materialize, lambda out, tnode: [k for k in elementwise_space(out.numel)
                                                       if k["VEC"] == 1]),
     "reduce": (_reduce, lambda out, tnode: reduce_space(*tnode.inputs[0].shape)),
