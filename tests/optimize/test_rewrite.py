@@ -2,8 +2,9 @@
 driver.
 
 A convolution is lowered to an implicit GEMM (a matmul kernel) or to the direct kernel
-(ops/conv.implicit_gemm). For either, the built-in generator's first proposal is the
-same kernel by the other lowering, with the same bindings; the sandbox checks it
+(ops/conv.implicit_gemm). For either, the built-in generator proposes the same kernel
+by the other lowering, with the same bindings, right after the own template's settings
+one knob away from the kernel's; the sandbox checks it
 against the compiler's kernel on fresh inputs. The search keeps it when it is faster:
 the compiler's implicit GEMM of a small dense convolution is made slow (16 x 16 tiles
 of one output per invocation, forced through the knob chooser, as test_optimize.py
@@ -73,7 +74,7 @@ def test_builtin_proposes_the_other_conv_lowering_and_it_verifies(sandbox, case)
     assert spec.kind == kind
     (rewrite,) = spec.rewrites
     assert (rewrite.name, rewrite.replaces, rewrite.kind) == (other, own, other_kind)
-    cand = BuiltinGenerator().propose(spec, [])
+    cand = next(c for c in all_proposals(spec) if "rewrite" in c.knobs)
     assert cand.knobs["rewrite"] == other and f"rewrite {own} -> {other}" in cand.note
     assert cand.knobs == {"rewrite": other, **rewrite.knob_space[0]}
     assert cand.source != spec.source
@@ -90,7 +91,7 @@ def test_builtin_proposes_the_other_conv_lowering_and_it_verifies(sandbox, case)
 def test_a_wrong_rewrite_is_caught_by_the_sandbox(sandbox):
     # the check above can fail: the rewrite's kernel with one tap's weight dropped
     spec = conv_spec(CASES["depthwise"][0])
-    cand = BuiltinGenerator().propose(spec, [])
+    cand = next(c for c in all_proposals(spec) if "rewrite" in c.knobs)
     broken = cand.source.replace("fn load_a(", "fn load_a_(", 1)
     broken = broken.replace("fn load_a_(", "fn load_a(b: i32, m: i32, k: i32) -> f32 { "
                             "return select(load_a_(b, m, k), 0.0, k == 4); }\nfn load_a_(", 1)
@@ -109,24 +110,37 @@ def test_settings_nearest_the_kernels_own_knobs_come_first():
         {"A": 2, "B": 2}]
 
 
-def test_rewrites_come_first_then_own_knobs_then_the_rewrites_space():
-    spec = conv_spec(CASES["dense"][0])  # an implicit GEMM: the direct kernel's WG space
-    gen, history = BuiltinGenerator(), []
+def all_proposals(spec) -> list[dict]:
+    """Every proposal of the built-in generator for `spec`, in order (each recorded as a
+    slower attempt before the next is asked for)."""
     from kernelwright.optimize.generator import Attempt
 
-    proposed = []
+    gen, history, proposed = BuiltinGenerator(), [], []
     while (cand := gen.propose(spec, history)) is not None:
-        proposed.append(cand.knobs)
+        proposed.append(cand)
         history.append(Attempt("builtin", cand.source, cand.knobs, cand.grid, "slower", "",
                                1.0, 1.0))
-    (rewrite,) = spec.rewrites
-    assert proposed[0] == {"rewrite": "direct", **rewrite.knob_space[0]}
-    own = [k for k in proposed if "rewrite" not in k]
-    assert own and own == [k for k in nearest_first(spec.knob_space, spec.knobs)
-                           if k != spec.knobs][:len(own)]
-    rest = proposed[1 + len(own):]
-    assert rest and all(k["rewrite"] == "direct" for k in rest)
-    assert len(proposed) == len({str(sorted(k.items())) for k in proposed})
+    return proposed
+
+
+def test_one_knob_changed_then_rewrites_then_the_rest():
+    """The order: the own template's settings one knob away from the kernel's, then each
+    rewrite with its template's defaults, then the rest of the own space (nearest first),
+    then the rest of the rewrites' spaces; nothing twice."""
+    for case in ("dense", "depthwise"):
+        spec = conv_spec(CASES[case][0])
+        proposed = [c.knobs for c in all_proposals(spec)]
+        (rewrite,) = spec.rewrites
+        first = proposed.index({"rewrite": rewrite.name, **rewrite.knob_space[0]})
+        own = [k for k in nearest_first(spec.knob_space, spec.knobs) if k != spec.knobs]
+        near = [k for k in own if sum(k.get(n) != spec.knobs.get(n) for n in k) == 1]
+        assert proposed[:first] == near, case
+        later = [k for k in proposed[first + 1:] if "rewrite" not in k]
+        assert later == own[len(near):len(near) + len(later)], case
+        rest = proposed[first + 1 + len(later):]
+        assert all(k.get("rewrite") == rewrite.name for k in rest), case
+        assert len(proposed) == len({str(sorted(k.items())) for k in proposed})
+    assert near  # the depthwise kernel's WG and OPT neighbours come before its rewrite
 
 
 PROBLEM = textwrap.dedent("""\
@@ -189,7 +203,7 @@ def test_the_search_keeps_a_faster_rewrite(tmp_path, monkeypatch):
     path.write_text(PROBLEM)
     lines = []
     with tune.choosing(slow_gemm):
-        report = optimize_problem(path, [BuiltinGenerator()], attempts=1, out=tmp_path / "run",
+        report = optimize_problem(path, [BuiltinGenerator()], attempts=3, out=tmp_path / "run",
                                   settings=Settings(reps=2, warmup=1, module_trials=2,
                                                     profile_runs=2),
                                   progress=lines.append)
