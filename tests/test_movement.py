@@ -38,6 +38,9 @@ def test_tile_setting_on_a_kernel_read_in_its_own_layout():
 
     x, y = torch.randn(3, 20, 45), torch.randn(3, 20, 45)
     assert check(Fn(lambda x, y: x * y + 1.0), x, y).plan.kernels[0].knobs["TILE"] == 0
+    # a broadcast along the rows reads one element per row: in order, not transposed
+    broadcast = check(Fn(lambda b: b.unsqueeze(1).expand(40, 64) * 2.0), torch.randn(40))
+    assert broadcast.plan.kernels[0].knobs["TILE"] == 0
     tiled = {"WG": 256, "EPT": 1, "VEC": 1, "TILE": 1}
     with tune.choosing(lambda r: tiled if r.kind == "elementwise" else None):
         compiled = check(Fn(lambda x, y: x * y + 1.0), x, y)

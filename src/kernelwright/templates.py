@@ -328,8 +328,8 @@ def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
         at = buffer_address(out, tuple(1 if i == d else 0 for i in range(len(zero))), others)
         return None if at is None or base is None else at - base
 
-    if base is None or step(dims[-1]) == 1 or out.shape[dims[-1]] < TILE_MIN:
-        return None
+    if base is None or step(dims[-1]) in (0, 1) or out.shape[dims[-1]] < TILE_MIN:
+        return None  # in order already, or the same element along the row (a broadcast)
     return next(((dims[-1], d) for d in reversed(dims[:-1])
                  if step(d) == 1 and out.shape[d] >= TILE_MIN), None)
 
