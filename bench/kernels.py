@@ -37,6 +37,7 @@ with its TB/s (bytes read + written once) and correctness against PyTorch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -341,11 +342,15 @@ def main() -> None:
         conv_ops.GEMM_MIN_COUT = conv_ops.GEMM_MIN_K = 1 if gemm else 1 << 30
     if args.attention != "auto":
         attention_ops.FUSED = args.attention == "fused"
-    if args.conv_opt:
-        def conv_opt(request):
-            return {**request.default.knobs, "OPT": args.conv_opt} if request.kind == "conv" \
-                else None
-        tune.choosing(conv_opt).__enter__()  # for the whole run
+
+    def conv_opt(request):
+        return {**request.default.knobs, "OPT": args.conv_opt} if request.kind == "conv" \
+            else None
+    with tune.choosing(conv_opt) if args.conv_opt else contextlib.nullcontext():
+        run(args)
+
+
+def run(args) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = kernelwright.runtime.default_device()
