@@ -194,8 +194,9 @@ def test_bad_configurations_raise():
 @pytest.mark.parametrize("cfg", [
     # (cin, cout, groups, kernel) and whether the default lowering is the implicit GEMM
     (dict(cin=8, cout=16, k=3, padding=1), True),
-    (dict(cin=3, cout=8, k=7, stride=2, padding=3), True),  # a stem: 3 channels, K = 147
-    (dict(cin=12, cout=8, k=1), True),  # pointwise: a plain matmul of the input
+    (dict(cin=3, cout=16, k=7, stride=2, padding=3), True),  # a stem: 3 channels, K = 147
+    (dict(cin=12, cout=16, k=1), True),  # pointwise: a plain matmul of the input
+    (dict(cin=16, cout=16, k=3, padding=1, groups=2), False),  # 8 output channels a group
     (dict(cin=8, cout=8, k=3, padding=1, groups=8), False),  # depthwise
     (dict(cin=8, cout=16, k=3, padding=1, groups=8), False),  # depthwise, multiplier 2
     (dict(cin=3, cout=2, k=3), False),  # too few output channels for a tile
@@ -224,7 +225,7 @@ def test_gemm_bias_relu_is_one_kernel(nd):
 
 
 def test_gemm_grouped():
-    compiled = check(_module(nn.Conv2d, 12, 18, (3, 2), padding=(1, 0), groups=3, stride=(1, 2)),
+    compiled = check(_module(nn.Conv2d, 12, 48, (3, 2), padding=(1, 0), groups=3, stride=(1, 2)),
                      torch.randn(2, 12, 7, 9))
     assert _kernels(compiled) == ["window+matmul+add"], compiled.plan.summary()
 
@@ -232,7 +233,7 @@ def test_gemm_grouped():
 def test_gemm_split_k():
     """A deep reduction (256 channels x 3 x 3) over few output tiles: split-K partial
     products summed by the reduce template, the bias fused into that kernel."""
-    compiled = check(_module(nn.Conv2d, 256, 8, 3, padding=1), torch.randn(1, 256, 4, 3))
+    compiled = check(_module(nn.Conv2d, 256, 16, 3, padding=1), torch.randn(1, 256, 4, 3))
     names = _kernels(compiled)
     assert len(names) == 2 and "matmul" in names[0] and "reduce" in names[1], names
 
@@ -241,16 +242,16 @@ def test_gemm_transposed_by_phases():
     """A strided transposed convolution is one matmul per phase over only its real taps,
     then one kernel that interleaves the phases with the epilogue fused; at stride 1 it
     is one kernel."""
-    m = nn.Sequential(_module(nn.ConvTranspose2d, 6, 8, 3, stride=2, padding=1,
+    m = nn.Sequential(_module(nn.ConvTranspose2d, 6, 16, 3, stride=2, padding=1,
                               output_padding=1), nn.ReLU())
     compiled = check(m, torch.randn(2, 6, 5, 4))
     names = _kernels(compiled)
     matmuls = [n for n in names if "matmul" in n]
     assert len(matmuls) == 4 and names[-1] == "cat+add+relu", compiled.plan.summary()
-    compiled = check(_module(nn.ConvTranspose2d, 6, 8, 3, padding=1), torch.randn(2, 6, 5, 4))
+    compiled = check(_module(nn.ConvTranspose2d, 6, 16, 3, padding=1), torch.randn(2, 6, 5, 4))
     assert _kernels(compiled) == ["slice+window+matmul+add"], compiled.plan.summary()
     # 6 channels by one tap per phase is below GEMM_MIN_K: the direct kernel's case
-    compiled = check(_module(nn.ConvTranspose3d, 6, 8, 2, stride=2), torch.randn(1, 6, 2, 3, 2))
+    compiled = check(_module(nn.ConvTranspose3d, 6, 16, 2, stride=2), torch.randn(1, 6, 2, 3, 2))
     assert _kernels(compiled) == ["conv+add"], compiled.plan.summary()
 
 

@@ -210,7 +210,7 @@ def test_the_search_keeps_a_faster_rewrite(tmp_path, monkeypatch):
     assert report.error is None, report.error
     (kernel,) = report.kernels
     assert kernel.kind == "matmul" and kernel.status == "improved", (kernel, lines)
-    assert kernel.knobs == {"rewrite": "direct", **conv_knobs()}, kernel.knobs
+    assert kernel.knobs == {"rewrite": "direct", **conv_knobs(False, 16)}, kernel.knobs
     assert (kernel.baseline_ms, kernel.best_ms) == (2.0, 1.0)  # the confirmation's times
     assert "fn load_a(" in kernel.baseline_source and "fn load_x(" in kernel.source
     assert report.before["correct"] and report.after["correct"]
