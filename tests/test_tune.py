@@ -266,6 +266,43 @@ def test_mismatch_checks_every_element():
     assert tuner.mismatch(np.arange(4, dtype=np.int32), np.array([0, 1, 2, 4], np.int32), "i32")
 
 
+def test_checks_go_by_chunks(monkeypatch):
+    """compare and max_abs_error by chunks (a 2 GB output's temporaries stay small): the
+    scale is the whole output's, and a mismatch in any chunk is found."""
+    import numpy as np
+
+    monkeypatch.setattr(tuner, "COMPARE_CHUNK", 7)
+    want = np.linspace(-3, 3, 50, dtype=np.float32)
+    want[49] = 300.0  # the scale is in the last chunk: 1e-4 of it is 0.03
+    got = want + np.float32(0.02)
+    assert tuner.mismatch(want, got, "f32") is None
+    got[3] += 0.02
+    assert "1 of 50" in tuner.mismatch(want, got, "f32")
+    assert abs(tuner.max_abs_error(want, got) - 0.04) < 1e-6
+    got[45] = np.nan
+    assert "2 of 50" in tuner.mismatch(want, got, "f32")
+
+
+def test_input_sets_are_drawn_by_chunks(monkeypatch):
+    """Each input set alone, the same for the same (seed, set) whatever else is drawn;
+    every chunk of an operand has its own generator (no chunk repeats another); set t
+    has distribution t mod 3."""
+    import numpy as np
+
+    monkeypatch.setattr(tuner, "DRAW_CHUNK", 16)
+    ops = [(40, "f32"), (33, "i32")]
+    sets = tuner.random_inputs(ops, 3, seed=5)
+    assert [a.shape for a in sets[1]] == [(40,), (33,)]
+    again = tuner.random_input_set(ops, 1, seed=5)
+    assert all(np.array_equal(a, b) for a, b in zip(sets[1], again))
+    normal, positive, heavy = (s[0] for s in sets)
+    assert not np.array_equal(normal[:16], normal[16:32])
+    assert not np.array_equal(normal, tuner.random_input_set(ops, 0, seed=6)[0])
+    assert positive.min() >= 0.1 and positive.max() < 2.0 and normal.min() < 0
+    assert np.abs(heavy).max() <= tuner.HEAVY_TAIL_CLIP
+    assert sets[0][1].min() >= 0 and sets[0][1].max() < 8 and sets[0][1].dtype == np.int32
+
+
 def test_old_plans_without_knobs_load(tmp_path):
     compiled = kernelwright.compile(Fn(lambda x: x * 2), [torch.randn(5)])
     assert compiled.plan.kernels[0].knobs == {"WG": 256, "EPT": 1, "VEC": 1, "TILE": 0}

@@ -676,14 +676,15 @@ SCANNERS = {
 
 def scan_knobs(r: int) -> dict:
     """Short rows: one element per invocation (WG the row length's power of two, at
-    least 32); long ones: up to 8 elements (ITEMS) per invocation of 256. STAGE 0: each
+    least 32); long ones: up to 4 elements (ITEMS) per invocation of 256. STAGE 0: each
     invocation reads its ITEMS consecutive elements itself (kernels/scan.wgsl); STAGE 1
     stages the chunk in workgroup memory, read and written by adjacent invocations
-    (kernels/scan_staged.wgsl). STAGE 0 measured 0.84 TB/s, 0.47 of PyTorch, on a
-    16384 x 8192 cumsum on the H200; STAGE 1 is in the search space, not yet measured
-    on a GPU (bench/kernels.py --variants has the case)."""
+    (kernels/scan_staged.wgsl). Measured on the H200, 16384 x 8192 cumsum
+    (bench/results/memory_variants_scan_cols_permute_h200.json): STAGE 0 with ITEMS 1,
+    2, 4, 8 took 2.10, 1.18, 0.78, 1.28 ms; STAGE 1 was slower at every ITEMS (0.87 ms
+    at best)."""
     wg = min(256, max(32, _pow2_ceil(r)))
-    return {"WG": wg, "ITEMS": 1 if r <= wg else min(8, math.ceil(r / wg)), "STAGE": 0}
+    return {"WG": wg, "ITEMS": 1 if r <= wg else min(4, math.ceil(r / wg)), "STAGE": 0}
 
 
 def scan_space(r: int) -> list[dict]:

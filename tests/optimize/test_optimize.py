@@ -192,6 +192,18 @@ def test_cli_runs_end_to_end_and_reports(workdir, problem, tune_db, capsys):
     assert "by builtin" in report and "builtin: pass@1 of 1" in report
     assert "--- compiler" in report and "+++ builtin" in report
 
+    # a later run into the same OUT: the summary covers both runs' problems, the printed
+    # report this run's
+    other = problem.with_name("other_scaled.py")
+    other.write_text(problem.read_text().replace("* 0.5", "* 0.25"))
+    with tune.choosing(slow_elementwise):
+        assert cli.main(["optimize", str(other), "--attempts", "1", "--out", str(out),
+                         "--resume"]) == 0
+    assert "1 problems;" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert [p["name"] for p in summary["problems"]] == [problem.stem, "other_scaled"]
+    assert summary["this_run"] == ["other_scaled"]
+
 
 def test_a_problem_budget_stops_the_problem_not_the_run(workdir):
     from kernelwright.optimize.search import Budget, Search, Spend

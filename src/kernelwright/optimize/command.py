@@ -96,12 +96,7 @@ def run(args: argparse.Namespace) -> int:
         if not (out / "optimize.sqlite").exists():
             print(f"kernelwright optimize: no run in {out}", file=sys.stderr)
             return 2
-        from .store import RunState
-
-        state = RunState(out)
-        reports = [ProblemReport.from_dict(r) for r in state.reports() if "kernels" in r]
-        state.close()
-        print(render(reports, diffs=True))
+        print(render(finished_reports(out), diffs=True))
         return 0
 
     target = args.target or bundled_suite()
@@ -171,11 +166,16 @@ def run(args: argparse.Namespace) -> int:
 
 def finish(args, device: str, size: str, generators: list[str], reports, interrupted: bool,
            caveat: str | None = None) -> int:
-    """OUT/summary.json and the report on stdout."""
+    """OUT/summary.json and the report on stdout. The report is this run's problems; the
+    summary is every problem finished in OUT, by this run or by the earlier runs that it
+    resumed (as `--report` shows them), so that a run spread over several calls has one
+    figure; `this_run` names the problems this run finished."""
+    everything = finished_reports(args.out) or reports
     (args.out / "summary.json").write_text(json.dumps(
         {"device": device, "size": size, "generators": generators,
          "attempts": args.attempts, **({"timing_caveat": caveat} if caveat else {}),
-         **totals(reports), "problems": [r.to_dict() for r in reports]},
+         **totals(everything), "this_run": [r.name for r in reports],
+         "problems": [r.to_dict() for r in everything]},
         indent=1, default=str))
     print(render(reports, diffs=False))
     if interrupted:
@@ -295,6 +295,18 @@ def run_usage(out: Path, problems: list[str]) -> tuple[int, float]:
 def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def finished_reports(out: Path) -> list:
+    """The reports of every problem finished in OUT's state, in the order they started."""
+    from .search import ProblemReport
+    from .store import RunState
+
+    state = RunState(out)
+    try:
+        return [ProblemReport.from_dict(r) for r in state.reports() if "kernels" in r]
+    finally:
+        state.close()
 
 
 def totals(reports) -> dict:

@@ -198,35 +198,47 @@ HEAVY_TAIL_CLIP = 20.0
 
 def random_inputs(operands: list[tuple[int, str]], trials: int, seed: int,
                   ) -> list[list[np.ndarray]]:
-    """`trials` sets of random contents for buffers of (element count, dtype): f32 normal,
-    uniform in [0.1, 2) and heavy-tailed (Student-t, 3 degrees, clipped to +-20) in turn;
-    i32 in [0, 8); bool 0 or 1. Each array has a generator of its own (spawned from
-    `seed`) and they are drawn on threads, in float32 (Student-t as Z / sqrt(2 G / 3)
-    with G ~ Gamma(3/2)): drawn one after another in float64, 16M-element operands took
-    0.5 s each here, most of a search attempt's CPU time."""
+    """`trials` input sets (random_input_set), all in memory at once."""
+    return [random_input_set(operands, t, seed) for t in range(max(1, trials))]
+
+
+DRAW_CHUNK = 1 << 22  # elements drawn by one generator (and one thread)
+
+
+def random_input_set(operands: list[tuple[int, str]], t: int, seed: int) -> list[np.ndarray]:
+    """Input set `t`: random contents for buffers of (element count, dtype): f32 normal,
+    uniform in [0.1, 2) and heavy-tailed (Student-t, 3 degrees, clipped to +-20) for t = 0,
+    1, 2 (mod 3); i32 in [0, 8); bool 0 or 1. Each DRAW_CHUNK elements of an operand have
+    a generator of their own (spawned from (seed, t)) and are drawn on threads in float32
+    (Student-t as Z / sqrt(2 G / 3) with G ~ Gamma(3/2)), so that one 2 GB operand is
+    drawn on every core: drawn in one piece in float64, 16M-element operands took 0.5 s
+    each here, most of a search attempt's CPU time. A set can be drawn alone, so that a
+    check over several sets holds one at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
-    jobs = [(t, numel, dtype) for t in range(max(1, trials)) for numel, dtype in operands]
-    streams = np.random.SeedSequence(seed).spawn(len(jobs))
+    kind = DISTRIBUTIONS[t % len(DISTRIBUTIONS)]
+    arrays = [np.empty(max(1, numel), dtype=NUMPY_OF[dtype]) for numel, dtype in operands]
+    pieces = [(a, lo, dtype) for a, (_, dtype) in zip(arrays, operands)
+              for lo in range(0, a.size, DRAW_CHUNK)]
+    streams = np.random.SeedSequence([seed, t]).spawn(len(pieces))
 
-    def draw(job, stream) -> np.ndarray:
-        t, numel, dtype = job
-        rng, n, f32 = np.random.default_rng(stream), max(1, numel), np.float32
+    def draw(piece, stream) -> None:
+        a, lo, dtype = piece
+        rng, out, f32 = np.random.default_rng(stream), a[lo:lo + DRAW_CHUNK], np.float32
+        n = out.size
         if dtype != "f32":
-            return rng.integers(0, 8 if dtype == "i32" else 2, n).astype(NUMPY_OF[dtype])
-        kind = DISTRIBUTIONS[t % len(DISTRIBUTIONS)]
-        if kind == "positive":
-            return rng.random(n, dtype=f32) * f32(1.9) + f32(0.1)
-        a = rng.standard_normal(n, dtype=f32)
-        if kind == "heavy":
-            a /= np.sqrt(rng.standard_gamma(1.5, n, dtype=f32) * f32(2 / 3))
-            np.clip(a, -HEAVY_TAIL_CLIP, HEAVY_TAIL_CLIP, out=a)
-        return a
+            out[:] = rng.integers(0, 8 if dtype == "i32" else 2, n)
+        elif kind == "positive":
+            out[:] = rng.random(n, dtype=f32) * f32(1.9) + f32(0.1)
+        else:
+            rng.standard_normal(n, dtype=f32, out=out)
+            if kind == "heavy":
+                out /= np.sqrt(rng.standard_gamma(1.5, n, dtype=f32) * f32(2 / 3))
+                np.clip(out, -HEAVY_TAIL_CLIP, HEAVY_TAIL_CLIP, out=out)
 
-    with ThreadPoolExecutor(max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-        arrays = list(pool.map(draw, jobs, streams))
-    k = len(operands)
-    return [arrays[i:i + k] for i in range(0, len(arrays), k)]
+    with ThreadPoolExecutor(max(1, min(len(pieces), os.cpu_count() or 1))) as pool:
+        list(pool.map(draw, pieces, streams))
+    return arrays
 
 
 def run_once(exe: Executable, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -235,8 +247,11 @@ def run_once(exe: Executable, arrays: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def time_ms(exe: Executable, arrays: list[np.ndarray], settings: TuneSettings) -> float:
-    for _ in range(settings.warmup):
-        exe.run(arrays)
+    """The median GPU time of `reps` calls on one input set, after `warmup` calls. The
+    warm-up calls are dispatches, like the timed ones: a full run would also read the
+    output back (seconds for a 2 GB output, per call)."""
+    if settings.warmup:
+        exe.gpu_times_ms([arrays], settings.warmup)
     return statistics.median(exe.gpu_times_ms([arrays], max(1, settings.reps)))
 
 
@@ -269,14 +284,16 @@ def compare(want: np.ndarray, got: np.ndarray, dtype: str, show: int = 5) -> Mis
     if dtype == "f32":
         # The pass/fail test runs in float32 (the outputs' own type, 4x faster than
         # float64 on 16M elements): |g - w| is then off by at most an ulp of max(|g|, |w|),
-        # ~1e-7 of the scale against a tolerance of 1e-4 of it.
+        # ~1e-7 of the scale against a tolerance of 1e-4 of it. It goes by chunks, so that
+        # its temporaries stay small next to a 2 GB output.
         w32, g32 = want.astype(np.float32, copy=False), got.astype(np.float32, copy=False)
-        finite32 = np.isfinite(w32)
-        limit = TOLERANCE * max(1.0, float(np.abs(w32[finite32]).max()) if finite32.any()
-                                else 1.0)
-        with np.errstate(invalid="ignore", over="ignore"):
-            bad = ~np.where(finite32, np.abs(g32 - w32) <= np.float32(limit),
-                            (w32 == g32) | (np.isnan(w32) & np.isnan(g32)))
+        peak = max((_finite_abs_max(w32[i:i + COMPARE_CHUNK])
+                    for i in range(0, w32.size, COMPARE_CHUNK)), default=0.0)
+        limit = np.float32(TOLERANCE * max(1.0, peak))
+        bad = np.empty(w32.size, dtype=bool)
+        for i in range(0, w32.size, COMPARE_CHUNK):
+            bad[i:i + COMPARE_CHUNK] = _outside(w32[i:i + COMPARE_CHUNK],
+                                                g32[i:i + COMPARE_CHUNK], limit)
     else:
         bad = want != got
     if not bad.any():
@@ -295,6 +312,34 @@ def compare(want: np.ndarray, got: np.ndarray, dtype: str, show: int = 5) -> Mis
     first = [(int(i), float(got[i]), float(want[i])) for i in idx]
     unwritten = int((finite & np.isnan(g)).sum())
     return Mismatch(int(bad.sum()), bad.size, first, max_abs, scale, rel_l2, unwritten)
+
+
+COMPARE_CHUNK = 1 << 22  # elements compared at a time
+
+
+def _finite_abs_max(w: np.ndarray) -> float:
+    finite = np.isfinite(w)
+    return float(np.abs(w[finite]).max()) if finite.any() else 0.0
+
+
+def _outside(w: np.ndarray, g: np.ndarray, limit: np.float32) -> np.ndarray:
+    """Per element: outside the tolerance (finite), or not the same NaN or inf."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return ~np.where(np.isfinite(w), np.abs(g - w) <= limit,
+                         (w == g) | (np.isnan(w) & np.isnan(g)))
+
+
+def max_abs_error(want: np.ndarray, got: np.ndarray) -> float:
+    """max |got - want| over the finite elements of `want`, in float32, by chunks."""
+    want, got = want.reshape(-1), got.reshape(-1)
+    worst = 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        for i in range(0, want.size, COMPARE_CHUNK):
+            w, g = want[i:i + COMPARE_CHUNK], got[i:i + COMPARE_CHUNK]
+            finite = np.isfinite(w)
+            if finite.any():
+                worst = max(worst, float(np.abs(g[finite] - w[finite]).max()))
+    return worst
 
 
 def mismatch(want: np.ndarray, got: np.ndarray, dtype: str) -> str | None:
