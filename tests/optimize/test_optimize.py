@@ -216,6 +216,29 @@ def test_a_problem_budget_stops_the_problem_not_the_run(workdir):
         assert search.spent() == "tokens per run"
 
 
+def test_a_problems_time_budget_is_its_search(workdir, problem, tune_db, monkeypatch):
+    """Loading and profiling a problem do not count against its time budget: with a
+    profile slower than the whole budget, the search still makes its first attempt."""
+    import time
+
+    from kernelwright.optimize import spec as spec_module
+    from kernelwright.optimize.search import Budget
+
+    slow_profile = spec_module.kernel_specs
+
+    def kernel_specs(*args, **kwargs):
+        time.sleep(2.0)
+        return slow_profile(*args, **kwargs)
+
+    monkeypatch.setattr(spec_module, "kernel_specs", kernel_specs)
+    with tune.choosing(slow_elementwise):
+        report = optimize_problem(problem, [BuiltinGenerator()], attempts=3,
+                                  out=workdir / "budgeted", budget=Budget(problem_s=1.0),
+                                  settings=Settings(**SETTINGS))
+    (kernel,) = report.kernels
+    assert kernel.attempts >= 1 and report.seconds > 2.0, (kernel, report.seconds)
+
+
 def test_jobs_run_problems_side_by_side_and_report_them_together(workdir, tune_db, capsys):
     suite = workdir / "two"
     suite.mkdir()

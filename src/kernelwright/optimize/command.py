@@ -48,7 +48,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--attempts", type=int, default=8,
                         help="candidates per generator and kernel, at most (default: 8)")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
-                        help="wall time per problem (default: no limit)")
+                        help="wall time of each problem's search, from its first attempt "
+                             "(loading, profiling and the module checks not counted; "
+                             "default: no limit)")
     parser.add_argument("--run-budget", type=float, metavar="SECONDS",
                         help="wall time for the whole run (default: no limit)")
     parser.add_argument("--max-tokens", type=int, help="model tokens for the whole run")
