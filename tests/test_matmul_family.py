@@ -19,6 +19,22 @@ def test_tensor_times_matrix(shape):
     check(Fn(lambda x, w: (x @ w, torch.matmul(x, w) + 1.0)), x, w)
 
 
+def test_a_shared_weight_folds_the_batch_into_rows():
+    """A weight shared by every batch entry (ATen's bmm of an expanded linear weight, as
+    in nn.MultiheadAttention's input projection, or a size-1 batch) multiplies a
+    transposed batched input as one matmul over all its rows: one M x N grid, no batch
+    dim of the grid."""
+    x, w, bias = torch.randn(6, 9, 20), torch.randn(20, 12), torch.randn(12)
+    for fn in (lambda x, w, bias: torch.bmm(x.transpose(0, 1), w.expand(9, 20, 12)) + bias,
+               lambda x, w, bias: x.transpose(0, 1) @ w[None] + bias):
+        compiled = check(Fn(fn), x, w, bias)
+        (matmul,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
+        assert matmul.grid[2] == 1, compiled.plan.summary()
+    check(torch.nn.MultiheadAttention(20, 4), x, x, x)  # sequence first: [L, B, E]
+    a, b = torch.randn(3, 2, 4, 5), torch.randn(1, 1, 5, 6)  # batch dims of size 1 on y
+    check(Fn(torch.matmul), a, b)
+
+
 def test_batched_broadcast_both_sides():
     a, b = torch.randn(3, 1, 4, 5), torch.randn(2, 5, 6)
     check(Fn(torch.matmul), a, b)

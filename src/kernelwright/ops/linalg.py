@@ -15,6 +15,7 @@ SMALL_K = 3  # up to this K, a sum of K broadcast outer products in one elementw
 SPLIT_K_MIN = 2048  # split K only from this depth on ...
 SPLIT_K_CHUNK = 256  # ... into chunks at least this deep ...
 SPLIT_K_TARGET = 128  # ... until about this many workgroups share the work
+MATMUL_FOLD_M = 128  # a shared weight's product with fewer rows per batch entry folds
 
 
 def product(b: GraphBuilder, x: Value, y: Value) -> Value:
@@ -34,6 +35,15 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         if acc is None:  # K = 0: an empty sum
             acc = b.scalar(0.0 if "f32" in (x.dtype, y.dtype) else 0)
         return b.expand(acc, shape)
+    shared = shared_matrix(b, y)
+    if len(x.shape) > 2 and shared is not None and x.shape[-2] < MATMUL_FOLD_M:
+        # One weight for every batch entry of x and few rows per entry: the batch folds
+        # into M, so that the tiles are not mostly padding and the weight is read once
+        # per M tile instead of once per batch entry (nn.MultiheadAttention's input
+        # projection: x transposed to [L, B, E], 1024 entries of 8 rows)
+        lead = broadcast_shapes(x.shape[:-2], y.shape[:-2]) + x.shape[-2:-1]
+        flat = b.reshape(b.expand(x, lead + (k,)), (math.prod(lead), k))
+        return b.reshape(product(b, flat, shared), lead + (y.shape[-1],))
     chunks = split_k_chunks(x.shape, y.shape)
     if chunks == 1:
         return b.matmul(x, y)
@@ -50,6 +60,15 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
     ys = b.reshape(ys, y.shape[:-2] + (chunks, depth, n))  # [..., S, C, N]
     partial = b.matmul(xs, ys)  # [..., S, M, N]
     return b.reduce(partial, "sum", [len(partial.shape) - 3])
+
+
+def shared_matrix(b: GraphBuilder, y: Value) -> Value | None:
+    """y [..., K, N] as one [K, N] matrix when its batch dims only repeat it (all of size
+    1, or an expand of such a value: ATen's bmm of a linear layer's weight), else None."""
+    src = y.node.inputs[0] if y.node is not None and y.node.op == "expand" else y
+    if src.shape[-2:] != y.shape[-2:] or math.prod(src.shape[:-2]) != 1:
+        return None
+    return b.reshape(src, src.shape[-2:])
 
 
 def split_k_chunks(x_shape, y_shape) -> int:
