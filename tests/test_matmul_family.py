@@ -35,6 +35,23 @@ def test_a_shared_weight_folds_the_batch_into_rows():
     check(Fn(torch.matmul), a, b)
 
 
+def test_operands_with_prologues_are_staged_along_their_data():
+    """A loader with an elementwise prologue is staged along the contiguous dim of the
+    largest buffer it reads: tril(A) along A's K (it was staged along M, each
+    invocation's loads 16 KB apart at K = 4096), and a per-channel scale times the
+    input along the input's positions, not along the scale's channels."""
+    a, b = torch.randn(40, 48), torch.randn(48, 36)
+    compiled = check(Fn(lambda a, b: torch.tril(a) @ torch.triu(b)), a, b)
+    (src,) = [k.source for k in compiled.plan.kernels if "matmul" in k.name]
+    assert "load_a(b, m0 + rq, kb + kq + 0)" in src  # consecutive k per invocation
+    assert "load_b(b, kb + kq, n0 + rq * 4 + 0)" in src  # consecutive n
+    conv = torch.nn.Conv2d(16, 32, 1)
+    scale = torch.randn(16, 1, 1)
+    compiled = check(Fn(lambda x: conv(torch.relu(scale * x))), torch.randn(2, 16, 6, 8))
+    (src,) = [k.source for k in compiled.plan.kernels if "matmul" in k.name]
+    assert "load_b(b, kb + kq, n0 + rq * 4 + 0)" in src, src  # along the positions
+
+
 def test_batched_broadcast_both_sides():
     a, b = torch.randn(3, 1, 4, 5), torch.randn(2, 5, 6)
     check(Fn(torch.matmul), a, b)

@@ -25,7 +25,7 @@ from string import Template
 
 import numpy as np
 
-from .ir import CompileError, Value
+from .ir import MOVEMENT_OPS, CompileError, Value
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 WGSL_TYPE = {"f32": "f32", "i32": "i32", "bool": "bool"}
@@ -495,10 +495,26 @@ class Emitter:
                 f"    return {result};\n}}\n")
 
 
+def _source_numel(v: Value, materialized, memo: dict | None = None) -> int:
+    """The size of the largest buffer that `v` reads through movement and elementwise
+    ops (0 for none: scalars, iotas)."""
+    memo = {} if memo is None else memo
+    if id(v) not in memo:
+        if v.kind in ("input", "const") or v in materialized:
+            memo[id(v)] = v.numel
+        elif v.kind != "node" or v.node.op not in MOVEMENT_OPS + ("ew",):
+            memo[id(v)] = 0
+        else:
+            memo[id(v)] = max((_source_numel(a, materialized, memo) for a in v.node.inputs),
+                              default=0)
+    return memo[id(v)]
+
+
 def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
     """The flat element of the buffer that `v` reads at concrete index `idx`, following
-    movement ops (and the first tensor operand of elementwise ops); None when that is
-    not a plain function of the index. Templates use it to learn which of a loader's
+    movement ops (and, through elementwise ops, the operand read from the largest
+    buffer: x in where(i <= j, x, 0), not a norm's per-channel scale); None when that
+    is not a plain function of the index. Templates use it to learn which of a loader's
     dims is contiguous in memory, to order their loads for coalescing."""
     while True:
         if v.kind == "scalar":
@@ -511,7 +527,7 @@ def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
             tensors = [a for a in node.inputs if a.kind != "scalar"]
             if not tensors:
                 return None
-            x = tensors[0]
+            x = max(tensors, key=lambda a: _source_numel(a, materialized))
         elif op == "reshape":
             flat = sum(i * s for i, s in zip(idx, contiguous_strides(v.shape)))
             idx = tuple((flat // s) % n for s, n in zip(contiguous_strides(x.shape), x.shape))
