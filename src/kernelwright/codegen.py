@@ -495,6 +495,9 @@ class Emitter:
                 f"    return {result};\n}}\n")
 
 
+CAT_PIECE_APART = 1 << 48  # buffer_address: further apart than any buffer's elements
+
+
 def _source_numel(v: Value, materialized, memo: dict | None = None) -> int:
     """The size of the largest buffer that `v` reads through movement and elementwise
     ops (0 for none: scalars, iotas)."""
@@ -515,12 +518,16 @@ def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
     movement ops (and, through elementwise ops, the operand read from the largest
     buffer: x in where(i <= j, x, 0), not a norm's per-channel scale); None when that
     is not a plain function of the index. Templates use it to learn which of a loader's
-    dims is contiguous in memory, to order their loads for coalescing."""
+    dims is contiguous in memory, to order their loads for coalescing. Through a cat the
+    piece holding `idx` answers, its addresses set CAT_PIECE_APART apart from the other
+    pieces' (they are other buffers): two probes in different pieces are never a step
+    of 0 or 1."""
+    piece_tag, level = 0, 0
     while True:
         if v.kind == "scalar":
             return None
         if v.kind in ("input", "const") or v in materialized:
-            return sum(i * s for i, s in zip(idx, contiguous_strides(v.shape)))
+            return piece_tag + sum(i * s for i, s in zip(idx, contiguous_strides(v.shape)))
         node = v.node
         op, x = node.op, (node.inputs[0] if node.inputs else None)
         if op == "ew":
@@ -545,6 +552,15 @@ def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
         elif op == "pad":
             idx = tuple(min(max(i - lo, 0), s - 1)
                         for i, (lo, _), s in zip(idx, node.attrs["pads"], x.shape))
+        elif op == "cat":
+            d, start, i = node.attrs["dim"], 0, 0
+            while i + 1 < len(node.inputs) and idx[d] >= start + node.inputs[i].shape[d]:
+                start += node.inputs[i].shape[d]
+                i += 1
+            x = node.inputs[i]
+            idx = idx[:d] + (idx[d] - start,) + idx[d + 1:]
+            piece_tag += (i + 1) * CAT_PIECE_APART << (8 * level)
+            level += 1
         elif op == "window":
             # not one affine map (taps wrap at the kernel's edge, padding clamps): three
             # probes would mislead; templates then load it along their output dim
