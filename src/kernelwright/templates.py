@@ -799,7 +799,10 @@ MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
                 (64, 128, 4, 8), (128, 64, 8, 4), (128, 128, 8, 8))
 MATMUL_BKS = (8, 16, 32)
 MATMUL_VEC_VARIANTS = ((64, 64, 4, 4, 16, 4, 2), (64, 64, 4, 4, 8, 4, 1),
-                       (64, 128, 4, 8, 16, 4, 2), (128, 64, 8, 4, 16, 4, 2))
+                       (64, 128, 4, 8, 16, 4, 2), (128, 64, 8, 4, 16, 4, 2),
+                       # 17-32 output rows (a dense block's 32-channel convolutions): half
+                       # the padding of a 64-row tile; in the search only, not measured
+                       (32, 128, 4, 4, 16, 4, 2), (128, 32, 4, 4, 16, 4, 2))
 
 
 def matmul_workgroup_bytes(knobs: dict) -> int:
