@@ -2,6 +2,7 @@
 
     python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
                             [--conv-opt 1|2|4] [--attention auto|fused|decomposed] [--suite]
+                            [--shader-checks]
                             [--out bench/results/kernels.json]
     python bench/kernels.py --matmul-variants [--out bench/results/matmul_variants.json]
     python bench/kernels.py --variants [--only NAME] [--out bench/results/memory_variants.json]
@@ -182,10 +183,11 @@ def matmul_variants(args, dev) -> None:
     PyTorch and the error against PyTorch's result on the GPU. The JSON is rewritten
     after each variant, so that a run cut short keeps what it measured."""
     out = dict(device=dev.description, torch=torch.__version__,
+               shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
                precision="strict fp32 (TF32 off)", cases=[])
     cuda = torch.cuda.is_available()
     for name in MATMUL_CASES:
-        if args.only and args.only not in name:
+        if args.only and not any(o in name for o in args.only.split(",")):
             continue
         case = CASES[name]
         torch.manual_seed(0)
@@ -238,10 +240,11 @@ def memory_variants(args, dev) -> None:
     fuses a row kernel, the schedule without row fusion. The JSON is rewritten after
     each variant."""
     out = dict(device=dev.description, torch=torch.__version__,
+               shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
                precision="strict fp32 (TF32 off)", cases=[])
     cuda = torch.cuda.is_available()
     for name in MEMORY_CASES:
-        if args.only and args.only not in name:
+        if args.only and not any(o in name for o in args.only.split(",")):
             continue
         case = CASES[name]
         torch.manual_seed(0)
@@ -317,7 +320,8 @@ def torch_ms(module, sets, reps):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="cases whose name contains one of these "
+                    "comma-separated strings")
     ap.add_argument("--reps", type=int, default=20, help="PyTorch's timed calls per case")
     ap.add_argument("--out", default=None)
     ap.add_argument("--matmul-variants", action="store_true",
@@ -336,7 +340,11 @@ def main() -> None:
     ap.add_argument("--attention", choices=("auto", "fused", "decomposed"), default="auto",
                     help="attention through ops/attention.py's choice (auto), or all through "
                          "the fused kernel (where its tiles fit) or the decomposition")
+    ap.add_argument("--shader-checks", action="store_true",
+                    help="compile every kernel with wgpu's runtime checks (index clamps, "
+                         "loop counters), as before kernels were trusted (runtime.py)")
     args = ap.parse_args()
+    kernelwright.runtime.FORCE_SHADER_CHECKS = args.shader_checks
     if args.conv_lowering != "auto":
         gemm = args.conv_lowering == "gemm"
         conv_ops.GEMM_MIN_COUT = conv_ops.GEMM_MIN_K = 1 if gemm else 1 << 30
@@ -365,7 +373,7 @@ def run(args) -> None:
     args.out = args.out or "bench/results/kernels.json"
     rows = []
     for name, case in CASES.items():
-        if args.only and args.only not in name:
+        if args.only and not any(o in name for o in args.only.split(",")):
             continue
         torch.manual_seed(0)
         module = case["module"].eval()
@@ -415,6 +423,7 @@ def run(args) -> None:
         print(json.dumps(row), flush=True)
         del compiled
     out = dict(device=dev.description, torch=torch.__version__,
+               shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
                precision="strict fp32 (TF32 off), except the cases labelled accelerated",
                cases=rows)
     if args.suite:

@@ -14,6 +14,8 @@
 #             that file is in the tree (issues 3 and 4)
 #   level2    the same for level 2 only (issue 5: level-2 geometric mean)
 #   kernels   bench/kernels.py, every single-kernel figure of issue 5
+#   checks    bench/kernels.py --shader-checks on CHECK_CASES (default: GEMMs, convs,
+#             attention and memory-bound cases), every kernel with wgpu's runtime checks
 #   matmul    bench/kernels.py --matmul-variants (which matmul knobs win)
 #   memory    bench/kernels.py --variants --reps 10 (elementwise/row-kernel knobs)
 #   conv      bench/kernels.py --only conv, with each lowering (auto, gemm, direct)
@@ -55,6 +57,9 @@ run_task() {
       rm -rf "$dir/work"
       tail -12 "$dir/bench.log" >> "$LOG" ;;
     kernels) limit "$secs" python3 bench/kernels.py --out "$R/kernels.json" >> "$LOG" 2>&1 ;;
+    checks) limit "$secs" python3 bench/kernels.py --shader-checks --out "$R/kernels_checks.json" \
+              --only "${CHECK_CASES:-gemm_4096,gemm_irr,linear,conv3x3_64ch_128,conv1d,conv3d,sdpa_16,softmax_16384,layernorm,cumsum,maxpool,elementwise}" \
+              >> "$LOG" 2>&1 ;;
     matmul) limit "$secs" python3 bench/kernels.py --matmul-variants \
               --out "$R/matmul_variants.json" >> "$LOG" 2>&1 ;;
     memory) limit "$secs" python3 bench/kernels.py --variants --reps 10 \

@@ -40,6 +40,7 @@ class Kernel:
     key: str = ""  # what it computes, independent of knobs (templates.KernelKey)
     knobs: dict = field(default_factory=dict)  # the template knobs it was generated with
     workgroup_bytes: int = 0  # workgroup memory it declares (runtime checks the device allows it)
+    trusted: bool = True  # written by kernelwright's templates: no runtime checks (runtime.py)
 
 
 @dataclass

@@ -29,6 +29,13 @@ ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3,
 # accelerated precision mode needs; a device that refuses it is opened without it.
 OPTIONAL_FEATURES = ("timestamp-query", "subgroup", "shader-f16", "cooperative-matrix")
 POISON_CHUNK = 64 << 20  # bytes of NaN written per call when poisoning buffers
+# wgpu's shader translator (naga) adds runtime checks to every shader: a clamp on each
+# array index (workgroup tiles included) and a counter in each loop. A kernel that
+# kernelwright's templates wrote (Kernel.trusted) indexes in bounds and terminates by
+# construction, so it is compiled without them (wgpu-native's trusted shader modules);
+# any other source (a language model's candidate) keeps them. FORCE_SHADER_CHECKS = True
+# compiles every kernel with them (bench/kernels.py --shader-checks measures the cost).
+FORCE_SHADER_CHECKS = False
 
 
 @dataclass
@@ -49,22 +56,26 @@ class Device:
         self._pipelines: dict[str, wgpu.GPUComputePipeline] = {}
         self.pipeline_seconds = 0.0  # total time spent creating pipelines
 
-    def pipelines(self, sources: list[str]) -> list[wgpu.GPUComputePipeline]:
-        """Pipelines for many kernels, the missing ones created on several threads
-        (the driver's shader compiler is the bulk of compile time; wgpu's calls release
-        the GIL, so they overlap)."""
-        missing = list(dict.fromkeys(s for s in sources if _key(s) not in self._pipelines))
+    def pipelines(self, sources: list[tuple[str, bool]]) -> list[wgpu.GPUComputePipeline]:
+        """Pipelines for many kernels ((WGSL, trusted) each), the missing ones created on
+        several threads (the driver's shader compiler is the bulk of compile time; wgpu's
+        calls release the GIL, so they overlap)."""
+        missing = list(dict.fromkeys(s for s in sources if _key(*s) not in self._pipelines))
         if len(missing) > 1:
             with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
-                list(pool.map(self.pipeline, missing))
-        return [self.pipeline(s) for s in sources]
+                list(pool.map(lambda s: self.pipeline(*s), missing))
+        return [self.pipeline(*s) for s in sources]
 
-    def pipeline(self, source: str) -> wgpu.GPUComputePipeline:
-        key = _key(source)
+    def pipeline(self, source: str, trusted: bool = False) -> wgpu.GPUComputePipeline:
+        """The pipeline of a kernel; `trusted` (written by kernelwright's templates)
+        compiles it without wgpu's runtime checks (FORCE_SHADER_CHECKS)."""
+        trusted = trusted and not FORCE_SHADER_CHECKS
+        key = _key(source, trusted)
         pipe = self._pipelines.get(key)
         if pipe is None:
             t0 = time.perf_counter()
-            module = self.device.create_shader_module(code=source)
+            module = (_trusted_module(self.device, source) if trusted
+                      else self.device.create_shader_module(code=source))
             pipe = self.device.create_compute_pipeline(
                 layout=self._layout(source), compute={"module": module, "entry_point": "main"})
             self.pipeline_seconds += time.perf_counter() - t0
@@ -157,7 +168,7 @@ class Executable:
                 raise RuntimeError(f"kernel {k.name} ({k.knobs}) needs {k.workgroup_bytes} bytes "
                                    f"of workgroup memory; {self.dev.description} has {limit}")
         self.steps = []
-        pipes = self.dev.pipelines([k.source for k in plan.kernels])
+        pipes = self.dev.pipelines([(k.source, k.trusted) for k in plan.kernels])
         for k, pipe in zip(plan.kernels, pipes):
             group = d.create_bind_group(
                 layout=pipe.get_bind_group_layout(0),
@@ -252,8 +263,30 @@ class Executable:
         return np.frombuffer(d.queue.read_buffer(buf), dtype=np.uint64).astype(np.int64)
 
 
-def _key(source: str) -> str:
-    return hashlib.sha1(source.encode()).hexdigest()
+def _key(source: str, trusted: bool = False) -> str:
+    return hashlib.sha1(source.encode()).hexdigest() + ("-trusted" if trusted else "")
+
+
+def _trusted_module(device: wgpu.GPUDevice, source: str) -> wgpu.GPUShaderModule:
+    """A WGSL module compiled without naga's runtime checks (bounds clamps, loop
+    counters): wgpu-native's wgpuDeviceCreateShaderModuleTrusted, which wgpu-py does not
+    wrap, called through its cffi binding the way its create_shader_module calls
+    wgpuDeviceCreateShaderModule."""
+    from wgpu.backends.wgpu_native import _api
+
+    ffi, lib = _api.ffi, _api.lib
+    wgsl = _api.new_struct_p("WGPUShaderSourceWGSL *", code=_api.to_c_string_view(source))
+    wgsl[0].chain.next = ffi.NULL
+    wgsl[0].chain.sType = lib.WGPUSType_ShaderSourceWGSL
+    desc = _api.new_struct_p("WGPUShaderModuleDescriptor *",
+                             nextInChain=ffi.cast("WGPUChainedStruct *", wgsl),
+                             label=_api.to_c_string_view(""))
+    # libf raises wgpu's errors (a WGSL compile error) as exceptions, as for any module
+    handle = _api.libf.wgpuDeviceCreateShaderModuleTrusted(device._internal, desc,
+                                                           lib.WGPUShaderRuntimeChecks_None)
+    if handle == ffi.NULL:
+        raise RuntimeError("shader module creation failed")
+    return _api.GPUShaderModule("", handle, device)
 
 
 def _aligned(n: int) -> int:

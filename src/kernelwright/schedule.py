@@ -397,7 +397,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                ("reshape", "permute", "expand")]
         lines = sorted({n.source for n in g.members if n.source})
         kernels.append(Kernel("+".join(dict.fromkeys(ops)) or "copy", gen.source, bindings,
-                              gen.grid, lines, str(gen.key), gen.knobs, gen.workgroup_bytes))
+                              gen.grid, lines, str(gen.key), gen.knobs, gen.workgroup_bytes,
+                              gen.trusted))
     return Plan(
         buffers=buffers,
         kernels=kernels,

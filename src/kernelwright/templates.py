@@ -78,6 +78,7 @@ class Generated:
     knobs: dict = field(default_factory=dict)
     views: list[int] = field(default_factory=list)  # reads bound again as vec4 arrays
     workgroup_bytes: int = 0  # workgroup memory it declares (the runtime checks the device's)
+    trusted: bool = True  # False for a source not written here (Kernel.trusted)
 
     def binding_ids(self, read_ids: list[int], out_id: int) -> list[int]:
         """The buffer of each binding, given the buffers of its reads and its output:

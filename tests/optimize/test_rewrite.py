@@ -81,8 +81,8 @@ def test_builtin_proposes_the_other_conv_lowering_and_it_verifies(sandbox, case)
     # the same buffers, in the same order (views of them may follow)
     own_buffers = [(b.shape, b.dtype, b.access) for b in cand.bindings if b.alias is None]
     assert own_buffers == [(b.shape, b.dtype, b.access) for b in spec.bindings]
-    job = {"reference": kernel_job(spec.source, spec.grid, spec.bindings), "best": None,
-           "candidate": kernel_job(cand.source, cand.grid, cand.bindings), "trials": 3,
+    job = {"reference": kernel_job(spec.source, spec.grid, spec.bindings, True), "best": None,
+           "candidate": kernel_job(cand.source, cand.grid, cand.bindings, True), "trials": 3,
            "seed": 3, "reps": 2, "warmup": 1}
     result = sandbox.evaluate(job)
     assert result["status"] == "correct", result
@@ -96,8 +96,8 @@ def test_a_wrong_rewrite_is_caught_by_the_sandbox(sandbox):
     broken = broken.replace("fn load_a_(", "fn load_a(b: i32, m: i32, k: i32) -> f32 { "
                             "return select(load_a_(b, m, k), 0.0, k == 4); }\nfn load_a_(", 1)
     assert broken != cand.source
-    job = {"reference": kernel_job(spec.source, spec.grid, spec.bindings), "best": None,
-           "candidate": kernel_job(broken, cand.grid, cand.bindings), "trials": 1,
+    job = {"reference": kernel_job(spec.source, spec.grid, spec.bindings, True), "best": None,
+           "candidate": kernel_job(broken, cand.grid, cand.bindings, True), "trials": 1,
            "seed": 3, "reps": 2, "warmup": 1}
     assert sandbox.evaluate(job)["status"] == "mismatch"
 

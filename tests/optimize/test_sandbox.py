@@ -56,8 +56,8 @@ def sandbox(tmp_path_factory):
 
 
 def job(source: str, grid=GRID, trials: int = 3) -> dict:
-    return {"reference": kernel_job(RELU, GRID, BINDINGS), "best": None,
-            "candidate": kernel_job(source, grid, BINDINGS), "trials": trials, "seed": 1,
+    return {"reference": kernel_job(RELU, GRID, BINDINGS, True), "best": None,
+            "candidate": kernel_job(source, grid, BINDINGS, False), "trials": trials, "seed": 1,
             "reps": 3, "warmup": 1}
 
 

@@ -110,7 +110,8 @@ def evaluate(job: dict, device) -> dict:
         from ..tune.tuner import single_kernel_plan
 
         plan = single_kernel_plan("kernel", kernel["source"], tuple(kernel["grid"]), buffers,
-                                  views=views(kernel["bindings"]))
+                                  views=views(kernel["bindings"]),
+                                  trusted=kernel.get("trusted", False))
         return Executable(plan, device)
 
     cand = job["candidate"]

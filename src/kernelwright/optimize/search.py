@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..tune.cache import TRUSTED_GENERATORS
 from .generator import Attempt, Binding, Candidate, Generator, KernelSpec, ProposalFailed
 from .sandbox import Sandbox
 from .store import RunState
@@ -473,9 +474,11 @@ class Search:
         measured for the best kernel (the compiler's while there is no winner yet)."""
         s = self.settings
         grid = tuple(cand.grid or spec.grid)
-        job = {"reference": kernel_job(spec.source, spec.grid, spec.bindings),
-               "best": kernel_job(best.source, best.grid, best.bindings) if best else None,
-               "candidate": kernel_job(cand.source, grid, cand.bindings or spec.bindings),
+        job = {"reference": kernel_job(spec.source, spec.grid, spec.bindings, True),
+               "best": (kernel_job(best.source, best.grid, best.bindings,
+                                   best.generator in TRUSTED_GENERATORS) if best else None),
+               "candidate": kernel_job(cand.source, grid, cand.bindings or spec.bindings,
+                                       generator in TRUSTED_GENERATORS),
                "trials": s.trials, "seed": seed, "reps": s.reps, "warmup": s.warmup}
         result = self.sandbox.evaluate(job)
         status, message = result["status"], result.get("message", "")
@@ -536,8 +539,10 @@ class Search:
                             problem, s), kept
 
 
-def kernel_job(source: str, grid, bindings: list[Binding]) -> dict:
-    return {"source": source, "grid": list(grid),
+def kernel_job(source: str, grid, bindings: list[Binding], trusted: bool) -> dict:
+    """A kernel as the sandbox takes it; `trusted`: written by kernelwright's templates
+    (compiled without wgpu's runtime checks, runtime.py)."""
+    return {"source": source, "grid": list(grid), "trusted": trusted,
             "bindings": [{"index": b.index, "numel": math.prod(b.shape), "dtype": b.dtype,
                           "access": b.access, "alias": b.alias} for b in bindings]}
 
@@ -557,7 +562,8 @@ def swap(plan, specs: list[KernelSpec], winners: dict[str, KernelReport]):
                 ids.append(kernel.bindings[-1] if j == len(kr.layout) - 1 else
                            ids[alias] if alias is not None else reads[len(ids)])
             kernel = dataclasses.replace(kernel, source=kr.source, grid=tuple(kr.grid),
-                                         knobs=dict(kr.knobs or {}), bindings=ids)
+                                         knobs=dict(kr.knobs or {}), bindings=ids,
+                                         trusted=kr.generator in TRUSTED_GENERATORS)
         kernels.append(kernel)
     return dataclasses.replace(plan, kernels=kernels)
 

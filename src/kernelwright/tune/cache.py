@@ -73,6 +73,8 @@ class Winner:
     default_ms: float | None
     best_ms: float | None
 
+TRUSTED_GENERATORS = ("builtin",)  # generators whose kernels kernelwright's templates wrote
+
 
 @dataclass
 class KernelWinner:
@@ -86,6 +88,12 @@ class KernelWinner:
     best_ms: float | None
     problem: str = ""
     views: list[int] = field(default_factory=list)  # templates.Generated.views
+
+    @property
+    def trusted(self) -> bool:
+        """Written by kernelwright's templates (the built-in generator's knobs and
+        rewrites), so compiled without wgpu's runtime checks like the compiler's own."""
+        return self.generator in TRUSTED_GENERATORS
 
 
 class TuneCache:

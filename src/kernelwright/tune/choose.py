@@ -85,7 +85,8 @@ def cached_choice(request: KernelRequest, cache: TuneCache,
         if found is not None:
             return dataclasses.replace(request.default, source=found.source,
                                        grid=tuple(found.grid), knobs=dict(found.knobs or {}),
-                                       views=list(found.views), workgroup_bytes=0)
+                                       views=list(found.views), workgroup_bytes=0,
+                                       trusted=found.trusted)
     winner = cache.lookup(device, str(request.key))
     return winner.knobs if winner else None
 

@@ -177,7 +177,7 @@ def operands_of(gen: Generated, out: Value) -> list[tuple[int, str]]:
 def single_kernel_plan(name: str, source: str, grid: tuple[int, int, int],
                        operands: list[tuple[int, str]], key: str = "",
                        knobs: dict | None = None, views: list[int] = (),
-                       workgroup_bytes: int = 0) -> Plan:
+                       workgroup_bytes: int = 0, trusted: bool = True) -> Plan:
     """A plan of one kernel alone: an input buffer per buffer it reads, then its output
     (`operands`: (element count, device dtype) per buffer, the output last; `views`: the
     reads also bound as vec4 arrays, Generated.views)."""
@@ -185,7 +185,7 @@ def single_kernel_plan(name: str, source: str, grid: tuple[int, int, int],
                for i, (n, dtype) in enumerate(operands)]
     o = len(buffers) - 1
     kernel = Kernel(name, source, list(range(o)) + list(views) + [o], tuple(grid), key=key,
-                    knobs=knobs or {}, workgroup_bytes=workgroup_bytes)
+                    knobs=knobs or {}, workgroup_bytes=workgroup_bytes, trusted=trusted)
     specs = [TensorSpec(i, (max(1, n),), TORCH_NAME[dtype])
              for i, (n, dtype) in enumerate(operands)]
     return Plan(buffers=buffers, kernels=[kernel], inputs=specs[:-1], outputs=specs[-1:],
