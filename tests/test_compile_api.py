@@ -115,3 +115,29 @@ def test_a_buffer_larger_than_the_device_binds_is_a_clear_error():
     x = torch.empty(most // 4 + 1)  # never filled: only its shape is compiled
     with pytest.raises(RuntimeError, match=r"larger than .* can bind to a kernel"):
         kernelwright.compile(Fn(lambda x: x * 2.0), [x])
+
+
+def test_kernels_compile_without_runtime_checks_unless_forced(monkeypatch):
+    """Kernels the templates write are trusted modules (no index clamps or loop counters
+    from wgpu's translator); FORCE_SHADER_CHECKS compiles the same WGSL with them; both
+    compute the same result."""
+    import wgpu
+
+    from kernelwright import runtime
+
+    m = _mlp().eval()
+    x = torch.randn(4, 8)
+    dev = runtime.default_device()
+    compiled = kernelwright.compile(m, [x])
+    assert compiled.plan.kernels and all(k.trusted for k in compiled.plan.kernels)
+    keys = [runtime._key(k.source, True) for k in compiled.plan.kernels]
+    assert all(key in dev._pipelines for key in keys)
+    expected = m(x).detach()
+    torch.testing.assert_close(compiled(x, poison=True), expected, atol=1e-4, rtol=1e-4)
+    monkeypatch.setattr(runtime, "FORCE_SHADER_CHECKS", True)
+    checked = kernelwright.compile(m, [x])
+    assert all(runtime._key(k.source, False) in dev._pipelines for k in checked.plan.kernels)
+    torch.testing.assert_close(checked(x, poison=True), expected, atol=1e-4, rtol=1e-4)
+    monkeypatch.setattr(runtime, "FORCE_SHADER_CHECKS", False)
+    with pytest.raises(wgpu.GPUError, match="parsing error"):  # WGSL errors still surface
+        dev.pipeline("@compute @workgroup_size(1) fn main( {", trusted=True)

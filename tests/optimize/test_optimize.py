@@ -10,6 +10,7 @@ a later compile uses; an interrupted run keeps what it found; the CLI runs end t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 
@@ -123,6 +124,15 @@ def test_the_winner_is_cached_and_a_later_compile_uses_it(optimized, tune_db):
     cache.store_kernel(row["device"], row["spec_key"], marked)
     compiled = kernelwright.compile(model, [x])
     assert compiled.plan.kernels[0].source.startswith("// found by optimize")
+    assert compiled.plan.kernels[0].trusted  # the built-in generator's: template-written
+    torch.testing.assert_close(compiled(x, poison=True), torch.relu(x * 2.0 + 1.0) * 0.5,
+                               atol=1e-4, rtol=1e-4)
+    # A kernel a language model wrote keeps wgpu's runtime checks (runtime.py).
+    cache.store_kernel(row["device"], row["spec_key"],
+                       dataclasses.replace(marked, generator="openai:some-model"))
+    compiled = kernelwright.compile(model, [x])
+    assert compiled.plan.kernels[0].source.startswith("// found by optimize")
+    assert not compiled.plan.kernels[0].trusted
     torch.testing.assert_close(compiled(x, poison=True), torch.relu(x * 2.0 + 1.0) * 0.5,
                                atol=1e-4, rtol=1e-4)
     with tune.choosing(tune.compiler_choice):  # what optimize starts from: no winner
