@@ -29,9 +29,9 @@ from kernelwright.tune import choose as choose_module
 from kernelwright.tune import tuner
 
 # settings in the test matmul's space
-WINNER = {"BM": 32, "BN": 32, "TM": 2, "TN": 2, "BK": 8, "VEC": 1, "DB": 1}
-BROKEN = {"BM": 16, "BN": 64, "TM": 1, "TN": 4, "BK": 8, "VEC": 1, "DB": 1}
-UNCOMPILABLE = {"BM": 64, "BN": 16, "TM": 4, "TN": 1, "BK": 8, "VEC": 1, "DB": 1}
+WINNER = {"BM": 32, "BN": 32, "TM": 2, "TN": 2, "BK": 8, "VEC": 1, "DB": 1, "ROWS": 0}
+BROKEN = {"BM": 16, "BN": 64, "TM": 1, "TN": 4, "BK": 8, "VEC": 1, "DB": 1, "ROWS": 0}
+UNCOMPILABLE = {"BM": 64, "BN": 16, "TM": 4, "TN": 1, "BK": 8, "VEC": 1, "DB": 1, "ROWS": 0}
 
 
 @pytest.fixture(autouse=True)
@@ -267,7 +267,7 @@ def test_mismatch_checks_every_element():
 
 
 def test_checks_go_by_chunks(monkeypatch):
-    """compare and max_abs_error by chunks (a 2 GB output's temporaries stay small): the
+    """compare by chunks (a 2 GB output's temporaries stay small): the
     scale is the whole output's, and a mismatch in any chunk is found."""
     import numpy as np
 
@@ -278,9 +278,55 @@ def test_checks_go_by_chunks(monkeypatch):
     assert tuner.mismatch(want, got, "f32") is None
     got[3] += 0.02
     assert "1 of 50" in tuner.mismatch(want, got, "f32")
-    assert abs(tuner.max_abs_error(want, got) - 0.04) < 1e-6
     got[45] = np.nan
     assert "2 of 50" in tuner.mismatch(want, got, "f32")
+
+
+def test_gpu_compare_agrees_with_compare(monkeypatch):
+    """tune.gpucheck.compare_buffers gives tuner.compare's verdict on the GPU: the same
+    count of elements outside the tolerance (whose scale may sit in another workgroup's
+    part), the first of them, NaN left where a value was expected, NaN and infinity
+    matched by kind, integers bit for bit; and max |err| over the finite elements."""
+    import numpy as np
+    import wgpu
+
+    from kernelwright import runtime
+    from kernelwright.tune import gpucheck
+
+    monkeypatch.setattr(gpucheck, "MAX_GROUPS", 3)  # the grid-stride loop goes round
+    dev = runtime.default_device()
+
+    def check(want, got, dtype="f32"):
+        bufs = [dev.device.create_buffer_with_data(
+            data=np.ascontiguousarray(a), usage=wgpu.BufferUsage.STORAGE) for a in (want, got)]
+        return gpucheck.compare_buffers(dev, *bufs, want.size, dtype)
+
+    rng = np.random.default_rng(3)
+    want = rng.standard_normal(5000).astype(np.float32)
+    want[4321] = 500.0  # the scale: 1e-4 of it is 0.05
+    got = want + np.float32(0.04)
+    v = check(want, got)
+    assert v.ok and v.first is None and abs(v.max_abs_err - 0.04) < 1e-5
+    assert tuner.compare(want, got, "f32") is None
+    got[[17, 3000]] += np.float32(0.02)
+    got[2500] = np.nan
+    v, found = check(want, got), tuner.compare(want, got, "f32")
+    assert (v.bad, v.first, v.unwritten) == (found.count, 17, 1) == (3, 17, 1)
+    special = np.array([np.nan, np.inf, -np.inf, 1.0] * 100, np.float32)
+    assert check(special, special.copy()).ok
+    swapped = special.copy()
+    swapped[[0, 5]] = [np.inf, np.nan]  # NaN for inf and the other way round
+    v = check(special, swapped)
+    assert (v.bad, v.first) == (2, 0) and tuner.compare(special, swapped, "f32").count == 2
+    ints = np.arange(1000, dtype=np.int32)
+    other = ints.copy()
+    other[999] = 7
+    assert check(ints, ints.copy(), "i32").ok
+    v = check(ints, other, "i32")
+    assert (v.bad, v.first) == (1, 999)
+    # bit for bit: -0.0 is not 0.0, though compare calls them equal
+    zeros = np.zeros(10, np.float32)
+    assert not check(zeros, -zeros, "exact").ok and check(zeros, -zeros).ok
 
 
 def test_input_sets_are_drawn_by_chunks(monkeypatch):

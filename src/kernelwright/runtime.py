@@ -212,12 +212,17 @@ class Executable:
         p.end()
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        self.dispatch(arrays)
+        return [self.read(spec) for spec in self.plan.outputs]
+
+    def dispatch(self, arrays: list[np.ndarray]) -> None:
+        """One call whose outputs stay on the GPU (`read` them, or check them there:
+        tune.gpucheck)."""
         self.upload(arrays)
         d = self.dev.device
         enc = d.create_command_encoder()
         self._record(enc)
         d.queue.submit([enc.finish()])
-        return [self.read(spec) for spec in self.plan.outputs]
 
     def read(self, spec) -> np.ndarray:
         b = self.plan.buffers[spec.buffer]

@@ -768,7 +768,7 @@ def matmul_knobs(m: int, n: int) -> dict:
     bm, bn, tm, tn = matmul_tiles(m, n)
     fast = tm % 4 == 0 and tn % 4 == 0
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK,
-            "VEC": 4 if fast else 1, "DB": 2 if fast else 1}
+            "VEC": 4 if fast else 1, "DB": 2 if fast else 1, "ROWS": 0}
 
 
 _MATMUL_KNOBS = ("BM", "BN", "TM", "TN", "BK", "VEC", "DB")
@@ -796,6 +796,13 @@ MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
     (256, 128, 8, 16, 16, 4, 1),
     (64, 64, 4, 4, 16, 4, 2),
 )
+# ROWS = 1 (with VEC = 4): an operand read along K (a row-major A, a B stored [N, K] as
+# nn.Linear's weight) is staged along its rows (M, N) anyway, each 16-byte load stored as
+# four scalars: the inner loop then holds 2 vec4 of A per k step instead of TM vec4 for
+# four steps (fewer live registers next to the 64 accumulators). In the search space
+# of both branches; not measured yet, not a default.
+MATMUL_ALONG_ROWS = ((128, 128, 8, 8, 16, 4, 2), (128, 128, 8, 8, 8, 4, 2),
+                     (128, 64, 8, 8, 16, 4, 2), (64, 64, 4, 4, 16, 4, 2))
 MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
                 (64, 128, 4, 8), (128, 64, 8, 4), (128, 128, 8, 8))
 MATMUL_BKS = (8, 16, 32)
@@ -819,7 +826,8 @@ def matmul_space(m: int, n: int, k: int) -> list[dict]:
     else:
         rows = tuple((bm, bn, tm, tn, bk, 1, 1) for bm, bn, tm, tn in MATMUL_TILES
                      for bk in MATMUL_BKS) + MATMUL_VEC_VARIANTS
-    space = [dict(zip(_MATMUL_KNOBS, row)) for row in rows]
+    space = ([{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 0} for row in rows]
+             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 1} for row in MATMUL_ALONG_ROWS])
     return [s for s in space if s["BM"] <= 2 * _pow2_ceil(m) and s["BN"] <= 2 * _pow2_ceil(n)
             and s["BK"] <= max(8, _pow2_ceil(k))
             and matmul_workgroup_bytes(s) <= MATMUL_WORKGROUP_BYTES]
@@ -918,6 +926,7 @@ class _Operand:
     layout: str  # "O": fragments along the rows, "K": along K (vec4 only)
     width: int  # 1 (scalars) or 4 (vec4)
     view: tuple[str, int, list[int]] | None  # vec4 view name, offset, strides: 16-byte loads
+    transpose: bool = False  # read along K, staged along the rows (ROWS): 4 stores a load
 
     def call(self, row: str, k: str) -> str:
         return f"load_a(b, {row}, {k})" if self.name == "a" else f"load_b(b, {k}, {row})"
@@ -936,20 +945,22 @@ def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Ope
     row_dim = 1 if a else 2
     cdim = _contiguous_dim(x, materialized)
     contiguous = None if cdim is None else ("row" if cdim == row_dim else "k")
-    layout = "K" if vec == 4 and contiguous == "k" else "O"
+    transpose = vec == 4 and contiguous == "k" and knobs["ROWS"] == 1
+    layout = "K" if vec == 4 and contiguous == "k" and not transpose else "O"
     width = 1 if vec == 1 else 4
     view = None
     plain = _plain_strides(x, materialized) if vec == 4 else None
     if plain is not None:
         root, offset, st = plain
-        vdim = row_dim if layout == "O" else 3 - row_dim  # the dim a vec4 runs along
+        # the dim a vec4 load runs along
+        vdim = row_dim if layout == "O" and not transpose else 3 - row_dim
         if (st[vdim] == 1 and x.shape[vdim] % 4 == 0 and offset % 4 == 0
                 and all(s % 4 == 0 for d, s in enumerate(st) if d != vdim)):
             view = (src.view4(root), offset, st)
     return _Operand(name, knobs["BM" if a else "BN"], x.shape[row_dim], "m0" if a else "n0",
                     "ty" if a else "tx", knobs["BM"] // knobs["TM"] if a else
                     knobs["BN"] // knobs["TN"], knobs["TM" if a else "TN"], row_dim,
-                    contiguous, layout, width, view)
+                    contiguous, layout, width, view, transpose)
 
 
 def _matmul_tile_code(op: _Operand, bk: int, nt: int, k: int, db: int):
@@ -960,7 +971,12 @@ def _matmul_tile_code(op: _Operand, bk: int, nt: int, k: int, db: int):
     per_buffer = rows * bk // w
     decl = f"var<workgroup> tile_{op.name}: array<{vec_t}, {per_buffer * db}>;"
     chunks = bk // 4
-    if op.layout == "O":
+    if op.transpose:  # 4 k values of one row loaded, stored into 4 fragments' lanes
+        units, groups = per_buffer, rows // 4
+        pos = f"let kq = (t % {chunks}) * 4; let rq = t / {chunks};"
+        elems = [("rq", f"kq + {e}") for e in range(4)]
+        slot = None
+    elif op.layout == "O":
         units, groups = per_buffer, rows // w
         if op.contiguous == "k":
             pos = f"let kq = t % {bk}; let rq = t / {bk};"
@@ -999,7 +1015,9 @@ def _matmul_tile_code(op: _Operand, bk: int, nt: int, k: int, db: int):
                 lane = f"{reg}.{_LANES[e]}" if w > 1 else reg
                 body += (f" if ({op.base} + {r} < {op.size} && kb + {kk} < {k})"
                          f" {{ {lane} = {op.call(f'{op.base} + {r}', f'kb + {kk}')}; }}")
-        st_line = f"tile_{op.name}[{{off}} + {slot}] = {reg};"
+        st_line = (f"tile_{op.name}[{{off}} + {slot}] = {reg};" if slot is not None else
+                   " ".join(f"tile_{op.name}[{{off}} + (kq + {e}) * {groups} + rq / 4][rq % 4]"
+                            f" = {reg}.{_LANES[e]};" for e in range(4)))
         f_line, s_line = f"{head} {body}", f"{head} {st_line}"
         if (u + 1) * nt > units:  # a last round that only part of the workgroup loads
             f_line = f"if (lin + {u * nt} < {units}) {{ {f_line} }}"
@@ -1080,6 +1098,7 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     _require(bm % tm == 0 and bn % tn == 0, knobs, "TM must divide BM and TN divide BN")
     _require((bm // tm) * (bn // tn) <= MAX_WG, knobs, f"more than {MAX_WG} invocations")
     _require(vec in (1, 4) and db in (1, 2), knobs, "VEC must be 1 or 4 and DB 1 or 2")
+    _require(knobs["ROWS"] in (0, 1), knobs, "ROWS must be 0 or 1")
     _require(vec == 1 or (tm % 4 == 0 and tn % 4 == 0 and bk % 4 == 0
                           and (bk // 4) & (bk // 4 - 1) == 0 and bk <= 32), knobs,
              "VEC = 4 needs TM, TN multiples of 4 and BK 4 times a power of two, at most 32")

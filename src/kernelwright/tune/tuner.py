@@ -329,19 +329,6 @@ def _outside(w: np.ndarray, g: np.ndarray, limit: np.float32) -> np.ndarray:
                          (w == g) | (np.isnan(w) & np.isnan(g)))
 
 
-def max_abs_error(want: np.ndarray, got: np.ndarray) -> float:
-    """max |got - want| over the finite elements of `want`, in float32, by chunks."""
-    want, got = want.reshape(-1), got.reshape(-1)
-    worst = 0.0
-    with np.errstate(invalid="ignore", over="ignore"):
-        for i in range(0, want.size, COMPARE_CHUNK):
-            w, g = want[i:i + COMPARE_CHUNK], got[i:i + COMPARE_CHUNK]
-            finite = np.isfinite(w)
-            if finite.any():
-                worst = max(worst, float(np.abs(g[finite] - w[finite]).max()))
-    return worst
-
-
 def mismatch(want: np.ndarray, got: np.ndarray, dtype: str) -> str | None:
     """Why `got` is not `want` (None when every element matches)."""
     found = compare(want, got, dtype)

@@ -1,0 +1,176 @@
+"""Output checks where the outputs are: two buffers compared on the GPU.
+
+The sandbox (optimize/sandbox.py) checks a candidate kernel against the compiler's on
+several input sets at the kernel's full size. Read back and compared on the CPU, a
+2 GB output cost two 2 GB reads and a compare per input set, and the inputs were read
+back again to see that the candidate left them alone; six searches side by side ran
+out of host memory and past their time limit on the H200's host. `compare_buffers`
+reads back eight words instead:
+
+- the verdict of `tuner.compare`, element by element: fp32 within `TOLERANCE * max(1,
+  max |want|)` where `want` is finite (the peak found by a first pass; the tolerance
+  computed from it on the host exactly as `compare` does), else the same infinity or
+  a NaN for a NaN; other dtypes (and `exact`) bit for bit;
+- the count of elements outside it and the first one's index;
+- how many are NaN where a finite value was expected (poison left in place);
+- the largest |got - want| over the finite expected elements (fp32).
+
+A mismatch is then read back and described by `tuner.compare` on the CPU, which has
+the last word. NaN and infinity are told by their bits: WGSL lets a shader compiler
+assume that floats are finite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import wgpu
+
+from .tuner import TOLERANCE
+
+WG = 256
+MAX_GROUPS = 4096  # a grid-stride loop covers the rest
+_STATS = 8  # words: peak, bad, first, unwritten, max err, (unused), limit, (unused)
+
+_PREAMBLE = """@group(0) @binding(0) var<storage, read> want: array<u32>;
+@group(0) @binding(1) var<storage, read> got: array<u32>;
+@group(0) @binding(2) var<storage, read_write> stats: array<atomic<u32>>;
+const N: u32 = {n}u;
+const STRIDE: u32 = {stride}u;
+fn finite(b: u32) -> bool {{ return (b & 0x7f800000u) != 0x7f800000u; }}
+fn is_nan(b: u32) -> bool {{ return (b & 0x7fffffffu) > 0x7f800000u; }}
+"""
+
+# Pass 1 (fp32): max |want| over the finite elements, as bits (non-negative floats order
+# as their bits do); one global atomic per workgroup.
+_PEAK = """var<workgroup> w_peak: atomic<u32>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+    if (li == 0u) { atomicStore(&w_peak, 0u); }
+    workgroupBarrier();
+    var m = 0u;
+    for (var i = gid.x; i < N; i += STRIDE) {
+        let w = want[i];
+        if (finite(w)) { m = max(m, w & 0x7fffffffu); }
+    }
+    atomicMax(&w_peak, m);
+    workgroupBarrier();
+    if (li == 0u) { atomicMax(&stats[0], atomicLoad(&w_peak)); }
+}
+"""
+
+# Pass 2: the element-wise verdict (FLOAT: tuner.compare's fp32 rule, the tolerance in
+# stats[6]; else bit for bit), counted per workgroup, then once per workgroup globally.
+_COUNT = """const FLOAT: bool = $FLOAT;
+var<workgroup> w_bad: atomic<u32>;
+var<workgroup> w_first: atomic<u32>;
+var<workgroup> w_unwritten: atomic<u32>;
+var<workgroup> w_err: atomic<u32>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+    if (li == 0u) {
+        atomicStore(&w_bad, 0u);
+        atomicStore(&w_first, 0xffffffffu);
+        atomicStore(&w_unwritten, 0u);
+        atomicStore(&w_err, 0u);
+    }
+    workgroupBarrier();
+    let limit = bitcast<f32>(atomicLoad(&stats[6]));
+    var bad = 0u;
+    var first = 0xffffffffu;
+    var unwritten = 0u;
+    var err = 0u;
+    for (var i = gid.x; i < N; i += STRIDE) {
+        let w = want[i];
+        let g = got[i];
+        var wrong = false;
+        if (!FLOAT) {
+            wrong = w != g;
+        } else if (finite(w)) {
+            if (!finite(g)) {
+                wrong = true;
+                if (is_nan(g)) { unwritten += 1u; }
+            } else {
+                let d = abs(bitcast<f32>(g) - bitcast<f32>(w));
+                let db = bitcast<u32>(d);
+                if (!finite(db) || d > limit) { wrong = true; }
+                if (finite(db)) { err = max(err, db); }
+            }
+        } else {
+            wrong = !(w == g || (is_nan(w) && is_nan(g)));
+        }
+        if (wrong) {
+            bad += 1u;
+            first = min(first, i);
+        }
+    }
+    atomicAdd(&w_bad, bad);
+    atomicMin(&w_first, first);
+    atomicAdd(&w_unwritten, unwritten);
+    atomicMax(&w_err, err);
+    workgroupBarrier();
+    if (li == 0u) {
+        atomicAdd(&stats[1], atomicLoad(&w_bad));
+        atomicMin(&stats[2], atomicLoad(&w_first));
+        atomicAdd(&stats[3], atomicLoad(&w_unwritten));
+        atomicMax(&stats[4], atomicLoad(&w_err));
+    }
+}
+"""
+
+
+@dataclass
+class Verdict:
+    """What `compare_buffers` found."""
+
+    bad: int  # elements outside the tolerance (or not bit-equal)
+    first: int | None  # index of the first of them
+    unwritten: int  # NaN where a finite value was expected
+    max_abs_err: float  # max |got - want| over the finite expected elements (fp32)
+
+    @property
+    def ok(self) -> bool:
+        return self.bad == 0
+
+
+def compare_buffers(device, want: wgpu.GPUBuffer, got: wgpu.GPUBuffer, n: int,
+                    dtype: str) -> Verdict:
+    """Compare the first `n` elements of two buffers on `device` (a runtime.Device):
+    `dtype` "f32" by tuner.compare's rule, anything else ("i32", "bool", "exact") bit for
+    bit (see the module docstring)."""
+    d = device.device
+    n = max(1, int(n))
+    groups = min(MAX_GROUPS, -(-n // WG))
+    head = _PREAMBLE.format(n=n, stride=groups * WG)
+    stats = d.create_buffer(size=4 * _STATS, usage=wgpu.BufferUsage.STORAGE
+                            | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC)
+    init = np.zeros(_STATS, np.uint32)
+    init[2] = 0xFFFFFFFF
+    d.queue.write_buffer(stats, 0, init)
+    is_float = dtype == "f32"
+
+    def dispatch(source: str) -> np.ndarray:
+        pipe = device.pipeline(source, trusted=True)
+        group = d.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+            {"binding": i, "resource": {"buffer": b}} for i, b in enumerate((want, got, stats))])
+        enc = d.create_command_encoder()
+        p = enc.begin_compute_pass()
+        p.set_pipeline(pipe)
+        p.set_bind_group(0, group)
+        p.dispatch_workgroups(groups, 1, 1)
+        p.end()
+        d.queue.submit([enc.finish()])
+        return np.frombuffer(d.queue.read_buffer(stats), dtype=np.uint32).copy()
+
+    if is_float:
+        peak = float(np.array(dispatch(head + _PEAK)[0], np.uint32).view(np.float32))
+        limit = np.float32(TOLERANCE * max(1.0, peak))  # exactly as tuner.compare
+        d.queue.write_buffer(stats, 4 * 6, np.array([limit], np.float32).view(np.uint32))
+    words = dispatch(head + _COUNT.replace("$FLOAT", "true" if is_float else "false"))
+    bad = int(words[1])
+    return Verdict(bad=bad, first=int(words[2]) if bad else None, unwritten=int(words[3]),
+                   max_abs_err=float(np.array(words[4], np.uint32).view(np.float32))
+                   if is_float else 0.0)
