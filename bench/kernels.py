@@ -23,7 +23,8 @@ against the product of the f16-rounded inputs.
 level-2 geometric-mean speedups and median compile time (the run's own files go to
 OUT's folder, suite_level2/).
 
---matmul-variants times, for each GEMM case (MATMUL_CASES), every setting of the matmul
+--matmul-variants times, for each GEMM case and the 3x3 convolution's implicit GEMM
+(MATMUL_CASES), every setting of the matmul
 template's search space for its shape (templates.matmul_space), each forced through the
 knob chooser hook (tune.choosing) and checked against PyTorch on the GPU, and writes
 every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
@@ -175,7 +176,8 @@ MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192
 VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan")
 
 
-MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096")
+MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096",
+                "conv3x3_64ch_128x128_b32")  # the conv: its implicit GEMM's settings
 
 
 def matmul_variants(args, dev) -> None:

@@ -21,7 +21,8 @@ from kernelwright.plan import Plan
 # test_every_knob_setting_matches_pytorch; here every other setting of the space.
 SETTINGS = list({tuple(sorted(s.items())): s for s in
                  templates.matmul_space(1 << 12, 1 << 12, 1 << 12)
-                 + templates.matmul_space(64, 64, 64)
+                 + templates.matmul_space(64, 64, 64) + templates.matmul_space(512, 64, 64)
+                 + templates.matmul_space(64, 512, 64)
                  if s["VEC"] != 1 or s["DB"] != 1 or s["BM"] * s["BN"] >= 128 * 128}.values())
 
 

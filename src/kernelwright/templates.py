@@ -810,7 +810,10 @@ MATMUL_VEC_VARIANTS = ((64, 64, 4, 4, 16, 4, 2), (64, 64, 4, 4, 8, 4, 1),
                        (64, 128, 4, 8, 16, 4, 2), (128, 64, 8, 4, 16, 4, 2),
                        # 17-32 output rows (a dense block's 32-channel convolutions): half
                        # the padding of a 64-row tile; in the search only, not measured
-                       (32, 128, 4, 4, 16, 4, 2), (128, 32, 4, 4, 16, 4, 2))
+                       (32, 128, 4, 4, 16, 4, 2), (128, 32, 4, 4, 16, 4, 2),
+                       # 8 x 8 blocks where one side is 64 (a convolution's 64 output
+                       # channels, M in the 100,000s); in the search only, not measured
+                       (256, 64, 8, 8, 8, 4, 2), (64, 256, 8, 8, 8, 4, 2))
 
 
 def matmul_workgroup_bytes(knobs: dict) -> int:
