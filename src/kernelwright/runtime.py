@@ -60,6 +60,7 @@ class Device:
         """Pipelines for many kernels ((WGSL, trusted) each), the missing ones created on
         several threads (the driver's shader compiler is the bulk of compile time; wgpu's
         calls release the GIL, so they overlap)."""
+        sources = [(src, trusted and not FORCE_SHADER_CHECKS) for src, trusted in sources]
         missing = list(dict.fromkeys(s for s in sources if _key(*s) not in self._pipelines))
         if len(missing) > 1:
             with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:

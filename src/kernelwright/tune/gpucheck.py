@@ -5,7 +5,7 @@ several input sets at the kernel's full size. Read back and compared on the CPU,
 2 GB output cost two 2 GB reads and a compare per input set, and the inputs were read
 back again to see that the candidate left them alone; six searches side by side ran
 out of host memory and past their time limit on the H200's host. `compare_buffers`
-reads back eight words instead:
+reads back six words instead:
 
 - the verdict of `tuner.compare`, element by element: fp32 within `TOLERANCE * max(1,
   max |want|)` where `want` is finite (the peak found by a first pass; the tolerance
@@ -31,7 +31,7 @@ from .tuner import TOLERANCE
 
 WG = 256
 MAX_GROUPS = 4096  # a grid-stride loop covers the rest
-_STATS = 8  # words: peak, bad, first, unwritten, max err, (unused), limit, (unused)
+_STATS = 6  # words: peak, bad, first, unwritten, max err, limit
 
 _PREAMBLE = """@group(0) @binding(0) var<storage, read> want: array<u32>;
 @group(0) @binding(1) var<storage, read> got: array<u32>;
@@ -62,7 +62,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
 """
 
 # Pass 2: the element-wise verdict (FLOAT: tuner.compare's fp32 rule, the tolerance in
-# stats[6]; else bit for bit), counted per workgroup, then once per workgroup globally.
+# stats[5]; else bit for bit), counted per workgroup, then once per workgroup globally.
 _COUNT = """const FLOAT: bool = $FLOAT;
 var<workgroup> w_bad: atomic<u32>;
 var<workgroup> w_first: atomic<u32>;
@@ -78,7 +78,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         atomicStore(&w_err, 0u);
     }
     workgroupBarrier();
-    let limit = bitcast<f32>(atomicLoad(&stats[6]));
+    let limit = bitcast<f32>(atomicLoad(&stats[5]));
     var bad = 0u;
     var first = 0xffffffffu;
     var unwritten = 0u;
@@ -168,7 +168,7 @@ def compare_buffers(device, want: wgpu.GPUBuffer, got: wgpu.GPUBuffer, n: int,
     if is_float:
         peak = float(np.array(dispatch(head + _PEAK)[0], np.uint32).view(np.float32))
         limit = np.float32(TOLERANCE * max(1.0, peak))  # exactly as tuner.compare
-        d.queue.write_buffer(stats, 4 * 6, np.array([limit], np.float32).view(np.uint32))
+        d.queue.write_buffer(stats, 4 * 5, np.array([limit], np.float32).view(np.uint32))
     words = dispatch(head + _COUNT.replace("$FLOAT", "true" if is_float else "false"))
     bad = int(words[1])
     return Verdict(bad=bad, first=int(words[2]) if bad else None, unwritten=int(words[3]),
