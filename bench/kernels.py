@@ -54,7 +54,7 @@ import torch.nn.functional as F
 
 import kernelwright
 from kernelwright import schedule, tune
-from kernelwright.bench.timing import time_candidate
+from kernelwright.bench.timing import keep_gpu_awake, time_candidate
 from kernelwright.ops import attention as attention_ops
 from kernelwright.ops import conv as conv_ops
 
@@ -364,6 +364,7 @@ def run(args) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = kernelwright.runtime.default_device()
+    keep_gpu_awake()  # Vulkan ran 3x slow on the H200 until a CUDA context was open
     if args.matmul_variants:
         args.out = args.out or "bench/results/matmul_variants.json"
         matmul_variants(args, dev)
@@ -390,24 +391,6 @@ def run(args) -> None:
         err = (got - ref).abs().max().item()
         scale = ref.abs().max().item() or 1.0
         kw_ms = time_candidate(compiled, sets).median_ms
-        first_pass = None
-        if not rows:  # the run's first case: measured again, the first pass kept aside
-            # (gemm_4096 ran at 12.5 ms as the first case on the H200 in three runs, all
-            # passes alike, and the same kernel on the same inputs at 3.95-4.46 ms later
-            # in those runs, once PyTorch had opened its CUDA context): a second pass
-            # after PyTorch opens its CUDA context, then a fresh compile with new buffers
-            again = time_candidate(compiled, sets).median_ms
-            cuda = torch.cuda.is_available()
-            if cuda:
-                torch.zeros(1, device="cuda")
-                torch.cuda.synchronize()
-            after = time_candidate(compiled, sets).median_ms
-            fresh = kernelwright.compile(module, sets[0], precision=case.get("precision"))
-            first_pass = dict(first=round(kw_ms, 4), same_buffers=round(again, 4),
-                              after_cuda_init=round(after, 4) if cuda else None,
-                              new_buffers=round(time_candidate(fresh, sets).median_ms, 4))
-            kw_ms = first_pass["new_buffers"]
-            del fresh
         torch_sets = [[x.to(low) for x in s] for s in sets] if low else sets
         ref_ms = (torch_ms(module, torch_sets, args.reps) if torch.cuda.is_available()
                   else float("nan"))
@@ -419,8 +402,6 @@ def run(args) -> None:
                    compile_s=round(compile_s, 3),
                    max_abs_err=err, rel_err=err / scale, kernelwright_ms=round(kw_ms, 4),
                    torch_ms=round(ref_ms, 4), ratio=round(ref_ms / kw_ms, 4))
-        if first_pass is not None:
-            row["kernelwright_ms_passes"] = first_pass
         if "flops" in case:
             row["kernelwright_tflops"] = round(case["flops"] / kw_ms / 1e9, 2)
             row["torch_tflops"] = round(case["flops"] / ref_ms / 1e9, 2)

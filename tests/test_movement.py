@@ -146,7 +146,36 @@ def test_max_unpool(nd):
             y, idx = self.pool(x)
             return self.unpool(y, idx), self.unpool(y * 2, idx, output_size=x.shape)
 
-    check(PoolUnpool(), torch.randn(2, 3, *[6 if nd < 3 else 4] * nd))
+    compiled = check(PoolUnpool(), torch.randn(2, 3, *[6 if nd < 3 else 4] * nd))
+    # the pool's windows tile its input: each output element reads its own window's
+    # index, no search over the plane's indices (a reduction)
+    assert not any(k.key.startswith("reduce") for k in compiled.plan.kernels), \
+        [k.key for k in compiled.plan.kernels]
+
+
+@pytest.mark.parametrize("case", ["floor", "ceil", "overlapping", "other_indices", "size"])
+def test_max_unpool_windows_and_scatter(case):
+    """Unpooling after a pool whose windows tile a plane that they do not divide (floor:
+    the last row and column are never written; ceil: the last windows are partial), and
+    the cases that need the general scatter: overlapping windows, indices not a pool's,
+    an output plane other than the pool's input."""
+    pool = torch.nn.MaxPool2d(2, stride=2, return_indices=True, ceil_mode=case == "ceil")
+    unpool = torch.nn.MaxUnpool2d(2, stride=2)
+    if case == "overlapping":
+        pool = torch.nn.MaxPool2d(3, stride=2, return_indices=True)
+        unpool = torch.nn.MaxUnpool2d(3, stride=2)
+
+    def fn(x, perm):
+        y, idx = pool(x)
+        if case == "other_indices":  # every window's index moved to another window's
+            idx = idx.flatten(2)[:, :, perm].reshape(idx.shape)
+        size = (x.shape[2] - 1, x.shape[3]) if case == "size" else x.shape[2:]
+        return unpool(torch.relu(y), idx, output_size=size)
+
+    x = torch.randn(2, 3, 7, 9)
+    compiled = check(Fn(fn), x, torch.randperm(12 if case != "ceil" else 20))
+    searched = any(k.key.startswith("reduce") for k in compiled.plan.kernels)
+    assert searched == (case in ("overlapping", "other_indices", "size")), case
 
 
 @pytest.mark.parametrize("include_self", [True, False])

@@ -103,6 +103,24 @@ def warm_up(batch: Callable[[int], list[float]]) -> tuple[float, float]:
     return previous, wall_per_call
 
 
+_AWAKE: list = []  # the CUDA tensor that keeps this process's context open
+
+
+def keep_gpu_awake() -> bool:
+    """Open a CUDA context for the rest of this process when PyTorch sees a CUDA GPU
+    (True then); nothing elsewhere. On the H200, Vulkan compute ran 3x slower while no
+    process had a CUDA context open (gemm_4096: 12.5 ms, 3.95 ms right after
+    `torch.zeros(1, device="cuda")`; docs/PERF.md), and a search's sandbox, which opened
+    none, timed kernels 1.6-3.6x apart from one call to the next as other processes'
+    contexts came and went. Every process that times Vulkan kernels calls this first:
+    the optimize sandbox, the optimize profile, `kernelwright tune`, bench/kernels.py
+    (the harness's workers have PyTorch's open for their references)."""
+    if not _AWAKE and torch.cuda.is_available():
+        _AWAKE.append(torch.zeros(1, device="cuda"))
+        torch.cuda.synchronize()
+    return bool(_AWAKE)
+
+
 def side_by_side_caveat() -> str | None:
     """Why figures timed while other jobs run (``--jobs``) cannot be trusted on this
     machine, or None. The GPU lock keeps the other jobs' GPU work off a timed call, not

@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from .. import runtime
     from ..bench import problems
     from ..bench.command import bundled_suite, select
+    from ..bench.timing import keep_gpu_awake
     from .cache import TuneCache, default_cache
 
     suite = args.suite or bundled_suite()
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernelwright tune: no problems in {suite} match", file=sys.stderr)
         return 2
     device = runtime.default_device()
+    keep_gpu_awake()  # the candidates' times: see bench/timing.py
     size = args.size or ("small" if device.is_software else "full")
     cache = TuneCache(args.db) if args.db else default_cache()
     deadline = time.monotonic() + args.budget if args.budget is not None else None
