@@ -124,6 +124,7 @@ def evaluate(job: dict, device) -> dict:
     if why:
         return {"status": "rejected", "message": f"bindings: {why}"}
     lock = GpuLock.from_env()  # set when problems run side by side (optimize --jobs)
+    started = time.perf_counter()
     with lock.shared():
         reference = build(job["reference"])
     try:
@@ -135,6 +136,7 @@ def evaluate(job: dict, device) -> dict:
     # One input set at a time (the first is kept for the timing), and the outputs checked
     # where they are (tune.gpucheck): only a mismatch is read back, to be described.
     trials, seed = max(1, job.get("trials", 3)), job.get("seed", 0)
+    built = time.perf_counter()
     first = random_input_set(buffers[:-1], 0, seed)
     out_spec = exe.plan.outputs[0]
     n_out = int(np.prod(out_spec.shape))
@@ -180,6 +182,7 @@ def evaluate(job: dict, device) -> dict:
         max_err = max(max_err, verdict.max_abs_err)
         del arrays
 
+    checked = time.perf_counter()
     with lock.shared():
         best = build(job["best"]) if job.get("best") else reference
     settings = TuneSettings(reps=job.get("reps", 20), warmup=job.get("warmup", 3))
@@ -188,10 +191,12 @@ def evaluate(job: dict, device) -> dict:
         for _ in range(max(1, job.get("rounds", 2))):
             best_times.append(time_ms(best, first, settings))
             cand_times.append(time_ms(exe, first, settings))
+    done = time.perf_counter()
     return {"status": "correct", "time_ms": min(cand_times), "best_ms": min(best_times),
             "max_abs_err": max_err,
             "message": f"matches the reference on {trials} input sets "
-                       f"(max |err| {max_err:.3g})"}
+                       f"(max |err| {max_err:.3g}); build {built - started:.1f} s, check "
+                       f"{checked - built:.1f} s, timing {done - checked:.1f} s"}
 
 
 def serve() -> int:

@@ -298,6 +298,7 @@ class Search:
         report = ProblemReport(problem.name, str(problem.path))
         folder = self.out / _slug(problem.name)
         try:
+            phase = time.monotonic()
             loaded = problems.load(problem, s.size)
             model = problems.call_user("reference", lambda: loaded.build_model(s.seed))
             inputs = problems.call_user("reference", lambda: loaded.inputs(s.seed))
@@ -306,11 +307,13 @@ class Search:
             report.device = device.description
             if not device.has_timestamps:
                 raise RuntimeError(f"{device.description} has no timestamp queries")
+            loaded_s = time.monotonic() - phase
             captured = capture_problem(model, inputs)
             plan = captured.plan
             lock = GpuLock.from_env()  # set when problems run side by side (--jobs)
             with lock.shared():
                 compiled = CompiledModule(plan, device)
+            phase, compiled_s = time.monotonic(), time.monotonic() - phase - loaded_s
             with lock.exclusive():
                 # the H200 measured the first calls of a problem 1.5-14x slower than later
                 warm_up(lambda n: [sum(t for _, t in compiled.kernel_times_ms(*inputs))
@@ -318,6 +321,7 @@ class Search:
                 runs = [[t for _, t in compiled.kernel_times_ms(*inputs)]
                         for _ in range(max(1, s.profile_runs))]
             times = [statistics.median(col) for col in zip(*runs)]
+            profiled_s = time.monotonic() - phase
             specs = kernel_specs(plan, captured.requests, times)
         except Exception as exc:  # noqa: BLE001 - the problem cannot be searched
             report.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:400]
@@ -327,8 +331,10 @@ class Search:
         report.module_kernels = len(plan.kernels)
 
         hot = self.hot_kernels(specs)
-        self.progress(f"{problem.name}: {len(plan.kernels)} kernels, {sum(times):.4g} ms; "
-                      f"searching {len(hot)}: " + ", ".join(
+        self.progress(f"{problem.name}: {len(plan.kernels)} kernels, {sum(times):.4g} ms "
+                      f"(loaded in {loaded_s:.1f} s, captured and compiled in "
+                      f"{compiled_s:.1f} s, profiled in {profiled_s:.1f} s); searching "
+                      f"{len(hot)}: " + ", ".join(
                           f"{sp.name} ({sp.profile['share']:.0%})" for sp in hot))
         # The problem's time budget is its search's: loading, capture and the profile
         # took 20-30 s a problem at full size on the H200, and spent a 20 s budget before
