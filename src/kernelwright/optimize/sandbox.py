@@ -86,21 +86,15 @@ def binding_problem(source: str, bindings: list[dict]) -> str | None:
 
 def evaluate(job: dict, device) -> dict:
     """Check and time one candidate (see the module docstring)."""
-    import numpy as np
-
     from ..bench.gpulock import GpuLock
     from ..runtime import Executable
-    from ..tune.gpucheck import compare_buffers
-    from ..tune.tuner import TuneSettings, compare, random_input_set, time_ms
+    from ..tune.gpucheck import check_kernel
+    from ..tune.tuner import TuneSettings, random_input_set, time_ms
 
     # The buffers: one per binding of the reference that views no other; a kernel's
     # binding that views another (`alias`, a vec4 view) binds that binding's buffer.
     ref_bindings = job["reference"]["bindings"]
     buffers = [(b["numel"], b["dtype"]) for b in ref_bindings if b.get("alias") is None]
-    out_dtype = ref_bindings[-1]["dtype"]
-
-    def output_buffer(e: Executable):
-        return e.buffers[e.plan.outputs[0].buffer]
 
     def views(bindings: list[dict]) -> list[int]:
         return [b["alias"] for b in bindings[:-1] if b.get("alias") is not None]
@@ -133,55 +127,15 @@ def evaluate(job: dict, device) -> dict:
     except Exception as exc:  # noqa: BLE001 - the shader compiler's verdict, whatever its type
         return {"status": "compile_error", "message": f"{type(exc).__name__}: {exc}".strip()}
 
-    # One input set at a time (the first is kept for the timing), and the outputs checked
+    # One input set at a time (the first is kept for the timing), the outputs checked
     # where they are (tune.gpucheck): only a mismatch is read back, to be described.
     trials, seed = max(1, job.get("trials", 3)), job.get("seed", 0)
     built = time.perf_counter()
-    first = random_input_set(buffers[:-1], 0, seed)
-    out_spec = exe.plan.outputs[0]
-    n_out = int(np.prod(out_spec.shape))
-    max_err = 0.0
-    for t in range(trials):
-        arrays = first if t == 0 else random_input_set(buffers[:-1], t, seed)
-        with lock.shared():
-            for e in (reference, exe):
-                e.poison()
-                e.dispatch(arrays)
-            verdict = compare_buffers(device, output_buffer(reference), output_buffer(exe),
-                                      n_out, out_dtype)
-            # the reference (the compiler's kernel) leaves its inputs as uploaded
-            written = [k for k, (r, c) in enumerate(zip(reference.plan.inputs, exe.plan.inputs))
-                       if not compare_buffers(device, reference.buffers[r.buffer],
-                                              exe.buffers[c.buffer], arrays[k].size,
-                                              "exact").ok]
-        if written:
-            return {"status": "rejected", "message": f"writes into input buffer {written[0]}"}
-        found = None
-        if not verdict.ok:  # read back and described by tuner.compare, which decides
-            with lock.shared():
-                want, got = reference.read(reference.plan.outputs[0]), exe.read(out_spec)
-            found = compare(want, got, out_dtype)
-        if found is not None:
-            label = f"input set {t} ({['normal', 'positive', 'heavy-tailed'][t % 3]})"
-            if found.unwritten:
-                return {"status": "rejected", "message": (
-                    f"{label}: {found.unwritten} of {found.size} output elements left unwritten "
-                    f"(the NaN poison is still there); {found.describe()}")}
-            for k, a in enumerate(arrays):
-                if a.size == got.size and np.array_equal(a.reshape(-1).view(np.uint32),
-                                                         got.reshape(-1).view(np.uint32)):
-                    return {"status": "rejected", "message": (
-                        f"{label}: the output is a copy of input buffer {k}; "
-                        f"{found.describe()}")}
-            flat = got.reshape(-1)
-            if flat.size > 1 and np.all(flat == flat[0]):
-                return {"status": "rejected", "message": (
-                    f"{label}: the output is the constant {flat[0]} everywhere; "
-                    f"{found.describe()}")}
-            return {"status": "mismatch", "message": f"{label}: {found.describe()}"}
-        max_err = max(max_err, verdict.max_abs_err)
-        del arrays
-
+    check = check_kernel(device, reference, exe,
+                         lambda t: random_input_set(buffers[:-1], t, seed), trials, lock)
+    if check.status != "correct":
+        return {"status": check.status, "message": check.message}
+    first, max_err = check.first, check.max_abs_err
     checked = time.perf_counter()
     with lock.shared():
         best = build(job["best"]) if job.get("best") else reference
@@ -194,8 +148,7 @@ def evaluate(job: dict, device) -> dict:
     done = time.perf_counter()
     return {"status": "correct", "time_ms": min(cand_times), "best_ms": min(best_times),
             "max_abs_err": max_err,
-            "message": f"matches the reference on {trials} input sets "
-                       f"(max |err| {max_err:.3g}); build {built - started:.1f} s, check "
+            "message": f"{check.message}; build {built - started:.1f} s, check "
                        f"{checked - built:.1f} s, timing {done - checked:.1f} s"}
 
 

@@ -18,16 +18,23 @@ reads back six words instead:
 A mismatch is then read back and described by `tuner.compare` on the CPU, which has
 the last word. NaN and infinity are told by their bits: WGSL lets a shader compiler
 assume that floats are finite.
+
+`check_kernel` is the one check of a candidate kernel against a reference kernel, for
+the sandbox (a search's candidates) and the tuner (a template's settings) alike: both
+run on `trials` input sets, drawn one at a time, the outputs poisoned with NaN first
+and compared here, the inputs compared with the reference's copies (a kernel must
+leave them as uploaded), and a mismatch described, or called a cheat, on the CPU.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import wgpu
 
-from .tuner import TOLERANCE
+from .tuner import TOLERANCE, compare
 
 WG = 256
 MAX_GROUPS = 4096  # a grid-stride loop covers the rest
@@ -174,3 +181,80 @@ def compare_buffers(device, want: wgpu.GPUBuffer, got: wgpu.GPUBuffer, n: int,
     return Verdict(bad=bad, first=int(words[2]) if bad else None, unwritten=int(words[3]),
                    max_abs_err=float(np.array(words[4], np.uint32).view(np.float32))
                    if is_float else 0.0)
+
+
+@dataclass
+class KernelCheck:
+    """What `check_kernel` found: status "correct", "mismatch" or "rejected" (a cheat:
+    poison left in place, an input written, an output equal to an input or constant
+    where the reference's varies), the message, the largest error over the input sets,
+    and input set 0 (kept for timing)."""
+
+    status: str
+    message: str
+    max_abs_err: float
+    first: list
+
+
+_DISTRIBUTION = ("normal", "positive", "heavy-tailed")  # tuner.DISTRIBUTIONS, in words
+
+
+def check_kernel(device, reference, candidate, input_set: Callable[[int], list],
+                 trials: int, lock=None) -> KernelCheck:
+    """Check `candidate` against `reference` (two runtime.Executable of one kernel each,
+    the same buffers) on input sets `input_set(0) .. input_set(trials - 1)` (see the
+    module docstring); `lock` a bench.gpulock.GpuLock held shared around the GPU work
+    (default: the harness's, from the environment)."""
+    if lock is None:
+        from ..bench.gpulock import GpuLock
+
+        lock = GpuLock.from_env()
+    out_r, out_c = reference.plan.outputs[0], candidate.plan.outputs[0]
+    dtype = reference.plan.buffers[out_r.buffer].dtype
+    n_out = int(np.prod(out_c.shape))
+    first, max_err = None, 0.0
+    for t in range(max(1, trials)):
+        arrays = input_set(t)
+        first = arrays if t == 0 else first
+        with lock.shared():
+            for e in (reference, candidate):
+                e.poison()
+                e.dispatch(arrays)
+            verdict = compare_buffers(device, reference.buffers[out_r.buffer],
+                                      candidate.buffers[out_c.buffer], n_out, dtype)
+            # the reference (a kernel of kernelwright's) leaves its inputs as uploaded
+            written = [k for k, (r, c) in enumerate(zip(reference.plan.inputs,
+                                                        candidate.plan.inputs))
+                       if not compare_buffers(device, reference.buffers[r.buffer],
+                                              candidate.buffers[c.buffer], arrays[k].size,
+                                              "exact").ok]
+        if written:
+            return KernelCheck("rejected", f"writes into input buffer {written[0]}", max_err,
+                               first)
+        found = None
+        if not verdict.ok:  # read back and described by tuner.compare, which decides
+            with lock.shared():
+                want, got = reference.read(out_r), candidate.read(out_c)
+            found = compare(want, got, dtype)
+        if found is not None:
+            label = f"input set {t} ({_DISTRIBUTION[t % 3]})"
+            return KernelCheck(*_cheat_or_mismatch(label, found, arrays, got), max_err, first)
+        max_err = max(max_err, verdict.max_abs_err)
+    return KernelCheck("correct", f"matches the reference on {max(1, trials)} input sets "
+                       f"(max |err| {max_err:.3g})", max_err, first)
+
+
+def _cheat_or_mismatch(label: str, found, arrays: list, got: np.ndarray) -> tuple[str, str]:
+    if found.unwritten:
+        return "rejected", (f"{label}: {found.unwritten} of {found.size} output elements left "
+                            f"unwritten (the NaN poison is still there); {found.describe()}")
+    for k, a in enumerate(arrays):
+        if a.size == got.size and np.array_equal(a.reshape(-1).view(np.uint32),
+                                                 got.reshape(-1).view(np.uint32)):
+            return "rejected", (f"{label}: the output is a copy of input buffer {k}; "
+                                f"{found.describe()}")
+    flat = got.reshape(-1)
+    if flat.size > 1 and np.all(flat == flat[0]):
+        return "rejected", (f"{label}: the output is the constant {flat[0]} everywhere; "
+                            f"{found.describe()}")
+    return "mismatch", f"{label}: {found.describe()}"

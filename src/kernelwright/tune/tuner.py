@@ -4,11 +4,13 @@
 kernel with default knobs, its search space and a generator for any other knobs)
 and runs each candidate as a plan of its own: one kernel, one input buffer per
 buffer it reads (the same bindings, in the same order, as in the compiled plan) and
-its output buffer. Every candidate sees the same fresh random inputs as the
-default kernel (`trials` sets: normal values, then positive ones, so that a NaN of
-the reference rarely hides an element the candidate did not write); outputs are
-poisoned with NaN first and compared element by element with the default kernel's
-(fp32: |got - want| <= 1e-4 * max(1, max |want|); integers and NaN/inf exactly).
+its output buffer. Every candidate is checked against the default kernel by
+gpucheck.check_kernel, as the search's sandbox checks its candidates: both run on the
+same fresh random inputs (`trials` sets, drawn one at a time: normal values, then
+positive ones, so that a NaN of the reference rarely hides an element the candidate
+did not write), outputs poisoned with NaN first and compared element by element on
+the GPU (fp32: |got - want| <= 1e-4 * max(1, max |want|); integers and NaN/inf
+exactly; `compare` below describes a mismatch).
 A candidate whose knobs the template rejects, that the shader compiler rejects, or
 that does not match is discarded and recorded with the reason.
 
@@ -116,20 +118,23 @@ def tune_kernel(request: KernelRequest, device: Device, settings: TuneSettings) 
         result.status, result.note = "failed", f"{device.description} has no timestamp queries"
         return result
     operands = operands_of(default, request.out)
-    inputs = random_inputs(operands[:-1], settings.trials, settings.seed)
+    inputs = random_input_set(operands[:-1], 0, settings.seed)  # set 0: kept, and timed on
     base = Executable(single_kernel_plan(default.name, default.source, default.grid, operands,
                                          str(default.key), default.knobs, default.views,
                                          default.workgroup_bytes), device)
-    expected = [run_once(base, arrays) for arrays in inputs]
-    first = Candidate(default.knobs, "default", time_ms(base, inputs[0], settings))
+
+    def input_set(t: int) -> list[np.ndarray]:
+        return inputs if t == 0 else random_input_set(operands[:-1], t, settings.seed)
+
+    first = Candidate(default.knobs, "default", time_ms(base, inputs, settings))
     result.candidates.append(first)
     for knobs in request.space[1:]:
         if settings.out_of_time():
             result.status, result.note = "skipped", "budget spent"
             break
-        result.candidates.append(try_candidate(request, knobs, inputs, expected, device,
+        result.candidates.append(try_candidate(request, knobs, base, input_set, device,
                                                settings))
-    first.ms = min(first.ms, time_ms(base, inputs[0], settings))
+    first.ms = min(first.ms, time_ms(base, inputs, settings))
     survivors = [c for c in result.candidates if c.ms is not None]
     best = min(survivors, key=lambda c: c.ms)
     if best.ms * settings.min_gain > first.ms:
@@ -141,10 +146,13 @@ def tune_kernel(request: KernelRequest, device: Device, settings: TuneSettings) 
     return result
 
 
-def try_candidate(request: KernelRequest, knobs: dict, inputs: list[list[np.ndarray]],
-                  expected: list[list[np.ndarray]], device: Device,
-                  settings: TuneSettings) -> Candidate:
-    """Generate, compile and check one setting; time it when it is correct."""
+def try_candidate(request: KernelRequest, knobs: dict, base: Executable, input_set,
+                  device: Device, settings: TuneSettings) -> Candidate:
+    """Generate, compile and check one setting against the default kernel `base`
+    (gpucheck.check_kernel on `settings.trials` sets of `input_set(t)`); time it when it
+    is correct."""
+    from .gpucheck import check_kernel
+
     try:
         gen = request.generate(knobs)
     except CompileError as exc:
@@ -159,12 +167,10 @@ def try_candidate(request: KernelRequest, knobs: dict, inputs: list[list[np.ndar
     except Exception as exc:  # noqa: BLE001 - the shader compiler's verdict, whatever its type
         return Candidate(knobs, "compile error", error=_first_lines(exc))
     try:
-        for arrays, want in zip(inputs, expected):
-            for w, g in zip(want, run_once(exe, arrays)):
-                why = mismatch(w, g, request.out.dtype)
-                if why:
-                    return Candidate(knobs, "mismatch", error=why)
-        return Candidate(knobs, "ok", time_ms(exe, inputs[0], settings))
+        check = check_kernel(device, base, exe, input_set, settings.trials)
+        if check.status != "correct":
+            return Candidate(knobs, "mismatch", error=check.message)
+        return Candidate(knobs, "ok", time_ms(exe, check.first, settings))
     except Exception as exc:  # noqa: BLE001 - a device error while running it
         return Candidate(knobs, "run error", error=_first_lines(exc))
 
@@ -194,12 +200,6 @@ def single_kernel_plan(name: str, source: str, grid: tuple[int, int, int],
 
 DISTRIBUTIONS = ("normal", "positive", "heavy")  # f32 inputs of trial t: DISTRIBUTIONS[t % 3]
 HEAVY_TAIL_CLIP = 20.0
-
-
-def random_inputs(operands: list[tuple[int, str]], trials: int, seed: int,
-                  ) -> list[list[np.ndarray]]:
-    """`trials` input sets (random_input_set), all in memory at once."""
-    return [random_input_set(operands, t, seed) for t in range(max(1, trials))]
 
 
 DRAW_CHUNK = 1 << 22  # elements drawn by one generator (and one thread)
@@ -239,11 +239,6 @@ def random_input_set(operands: list[tuple[int, str]], t: int, seed: int) -> list
     with ThreadPoolExecutor(max(1, min(len(pieces), os.cpu_count() or 1))) as pool:
         list(pool.map(draw, pieces, streams))
     return arrays
-
-
-def run_once(exe: Executable, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    exe.poison()
-    return [o.copy() for o in exe.run(arrays)]
 
 
 def time_ms(exe: Executable, arrays: list[np.ndarray], settings: TuneSettings) -> float:
@@ -327,12 +322,6 @@ def _outside(w: np.ndarray, g: np.ndarray, limit: np.float32) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         return ~np.where(np.isfinite(w), np.abs(g - w) <= limit,
                          (w == g) | (np.isnan(w) & np.isnan(g)))
-
-
-def mismatch(want: np.ndarray, got: np.ndarray, dtype: str) -> str | None:
-    """Why `got` is not `want` (None when every element matches)."""
-    found = compare(want, got, dtype)
-    return found.describe() if found else None
 
 
 def _first_lines(exc: Exception, n: int = 6) -> str:
