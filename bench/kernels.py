@@ -131,6 +131,7 @@ CASES = {
         module=torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU())),
     "conv1x1_256to64_56x56_b32": conv(torch.nn.Conv2d(256, 64, 1), (32, 256, 56, 56)),
     "conv3x3s2_128to256_28x28_b32": conv(torch.nn.Conv2d(128, 256, 3, 2, 1), (32, 128, 28, 28)),
+    "conv3x3_128ch_56x56_b64": conv(torch.nn.Conv2d(128, 128, 3, padding=1), (64, 128, 56, 56)),
     "conv3x3_512ch_7x7_b8": conv(torch.nn.Conv2d(512, 512, 3, padding=1), (8, 512, 7, 7)),
     "conv7x7s2_stem_3to64_224x224_b16": conv(torch.nn.Conv2d(3, 64, 7, 2, 3),
                                              (16, 3, 224, 224)),
@@ -177,7 +178,10 @@ VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan")
 
 
 MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096",
-                "conv3x3_64ch_128x128_b32")  # the conv: its implicit GEMM's settings
+                # convolutions: their implicit GEMM's settings (64, 128 and 256 output
+                # channels: the M of a product batched over the images)
+                "conv3x3_64ch_128x128_b32", "conv3x3_128ch_56x56_b64",
+                "conv3x3s2_128to256_28x28_b32")
 
 
 def matmul_variants(args, dev) -> None:

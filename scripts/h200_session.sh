@@ -16,7 +16,8 @@
 #   kernels   bench/kernels.py, every single-kernel figure of issue 5
 #   checks    bench/kernels.py --shader-checks on CHECK_CASES (default: GEMMs, convs,
 #             attention and memory-bound cases), every kernel with wgpu's runtime checks
-#   matmul    bench/kernels.py --matmul-variants (which matmul knobs win)
+#   matmul    bench/kernels.py --matmul-variants (which matmul knobs win; more arguments in
+#             MATMUL_ARGS, e.g. "--only conv")
 #   memory    bench/kernels.py --variants --reps 10 (elementwise/row-kernel knobs)
 #   conv      bench/kernels.py --only conv, with each lowering (auto, gemm, direct)
 #   attention bench/kernels.py --only sdpa, with each path (fused, decomposed)
@@ -60,7 +61,8 @@ run_task() {
     checks) limit "$secs" python3 bench/kernels.py --shader-checks --out "$R/kernels_checks.json" \
               --only "${CHECK_CASES:-gemm_4096,gemm_irr,linear,conv3x3_64ch_128,conv1d,conv3d,sdpa_16,softmax_16384,layernorm,cumsum,maxpool,elementwise}" \
               >> "$LOG" 2>&1 ;;
-    matmul) limit "$secs" python3 bench/kernels.py --matmul-variants \
+    matmul) read -r -a margs <<< "${MATMUL_ARGS:-}"  # e.g. MATMUL_ARGS="--only conv"
+            limit "$secs" python3 bench/kernels.py --matmul-variants "${margs[@]}" \
               --out "$R/matmul_variants.json" >> "$LOG" 2>&1 ;;
     memory) limit "$secs" python3 bench/kernels.py --variants --reps 10 \
               --out "$R/memory_variants.json" >> "$LOG" 2>&1 ;;

@@ -813,7 +813,11 @@ MATMUL_VEC_VARIANTS = ((64, 64, 4, 4, 16, 4, 2), (64, 64, 4, 4, 8, 4, 1),
                        (32, 128, 4, 4, 16, 4, 2), (128, 32, 4, 4, 16, 4, 2),
                        # 8 x 8 blocks where one side is 64 (a convolution's 64 output
                        # channels, M in the 100,000s); in the search only, not measured
-                       (256, 64, 8, 8, 8, 4, 2), (64, 256, 8, 8, 8, 4, 2))
+                       (256, 64, 8, 8, 8, 4, 2), (64, 256, 8, 8, 8, 4, 2),
+                       # the large products' default where one side is under 512 per
+                       # batch entry (convolutions of 128-256 output channels, with the
+                       # batch in the grid); in the search only, not measured
+                       (128, 128, 8, 8, 16, 4, 2))
 
 
 def matmul_workgroup_bytes(knobs: dict) -> int:
