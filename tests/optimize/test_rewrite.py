@@ -216,3 +216,73 @@ def test_the_search_keeps_a_faster_rewrite(tmp_path, monkeypatch):
     assert report.before["correct"] and report.after["correct"]
     assert report.stored == 1
     assert "rewrite=direct" in render([report], diffs=False)
+
+
+def test_what_earlier_kernels_measured_orders_the_settings():
+    """spec.measured (earlier kernels of the same template in the run): within each group
+    the settings predicted fastest come first; a setting predicted 10% slower or worse
+    goes after everything else; a change of two knobs is predicted from each measured
+    alone; the rewrite's measured lowering counts for all of its settings."""
+    from kernelwright.optimize.builtin import _changes, predicted
+    from kernelwright.optimize.generator import Measured
+
+    spec = conv_spec(CASES["dense"][0])
+    plain = [c.knobs for c in all_proposals(spec)]
+    own = spec.knobs
+    near = [k for k in plain if "rewrite" not in k
+            and sum(k.get(n) != own.get(n) for n in set(k) | set(own)) == 1]
+    slow, fast = near[0], near[-1]
+    (rewrite,) = spec.rewrites
+    elsewhere = {**own, "WG": -1}  # another kernel's own knobs
+    spec.measured = [
+        Measured(dict(own), dict(slow), 0.5), Measured(dict(own), dict(slow), 0.6),
+        Measured(dict(own), dict(fast), 1.2),
+        Measured(elsewhere, {"rewrite": rewrite.name, "WG": 64}, 0.15)]
+    ordered = [c.knobs for c in all_proposals(spec)]
+    assert sorted(map(str, ordered)) == sorted(map(str, plain))  # the same, reordered
+    assert ordered[0] == fast
+    ratios = [predicted(_changes(k, own), spec.measured) for k in ordered]
+    low = [r is not None and r <= 0.9 for r in ratios]
+    assert low == sorted(low)  # every setting predicted slow after every other
+    assert ordered[low.index(True)] == slow  # the first of them: a near one
+    assert all(slow_ for k, slow_ in zip(ordered, low) if "rewrite" in k)
+    two = frozenset({(n, own.get(n), slow.get(n)) for n in slow if slow[n] != own.get(n)}
+                    | {(n, own.get(n), fast.get(n)) for n in fast if fast[n] != own.get(n)})
+    assert predicted(two, spec.measured) == pytest.approx(0.55 * 1.2)
+    assert predicted(frozenset({("XX", 1, 2)}), spec.measured) is None
+
+
+def test_the_state_gives_what_each_template_measured(tmp_path):
+    """RunState.measured: correct attempts with knobs on the kernels of a template, up to
+    each kernel's first improvement (later ones were timed against the winner), not the
+    kernel asked about; a state written before the columns existed gets them on open."""
+    import sqlite3
+
+    from kernelwright.optimize.generator import Attempt
+    from kernelwright.optimize.store import RunState
+
+    old = sqlite3.connect(tmp_path / "optimize.sqlite")
+    old.execute("CREATE TABLE kernels (problem TEXT, spec_key TEXT, name TEXT, "
+                "baseline_source TEXT, baseline_ms REAL, best_source TEXT, best_grid TEXT, "
+                "best_knobs TEXT, best_generator TEXT, best_ms REAL, best_bindings TEXT, "
+                "PRIMARY KEY (problem, spec_key))")
+    old.commit()
+    old.close()
+    state = RunState(tmp_path)
+
+    def attempt(status, knobs, ms, best):
+        return Attempt("builtin", "", knobs, None, status, "", ms, best)
+
+    state.set_kernel("p1", "k1", "matmul", "", None, {"BM": 64}, "matmul")
+    for a in (attempt("slower", {"BM": 32}, 2.0, 1.0), attempt("mismatch", {"BM": 16}, None, 1.0),
+              attempt("improved", {"BM": 128}, 0.5, 1.0),
+              attempt("slower", {"BM": 256}, 0.6, 0.5)):
+        state.add_attempt("p1", "k1", a, {})
+    state.set_kernel("p2", "k2", "matmul", "", None, {"BM": 128}, "matmul")
+    state.add_attempt("p2", "k2", attempt("slower", {"BM": 64}, 1.5, 1.0), {})
+    state.set_kernel("p3", "k3", "reduce", "", None, {"WG": 64}, "reduce")
+    state.add_attempt("p3", "k3", attempt("slower", {"WG": 256}, 1.5, 1.0), {})
+    got = [(m.own, m.knobs, m.ratio) for m in state.measured("matmul", ("p2", "k2"))]
+    assert got == [({"BM": 64}, {"BM": 32}, 0.5), ({"BM": 64}, {"BM": 128}, 2.0)]
+    assert len(state.measured("matmul")) == 3 and len(state.measured("reduce")) == 1
+    state.close()

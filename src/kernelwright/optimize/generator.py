@@ -55,6 +55,20 @@ class KernelSpec:
     # The same kernel by another lowering of its op (optimize/rewrite.py): same bindings,
     # another template; empty when there is none.
     rewrites: list[Rewrite] = field(default_factory=list, repr=False, compare=False)
+    # What other knob settings measured on earlier kernels of the same template in this
+    # run (the search fills it from OUT's state before the first attempt).
+    measured: list[Measured] = field(default_factory=list, repr=False, compare=False)
+
+
+@dataclass
+class Measured:
+    """A correct candidate with knobs on another kernel of the same template, timed
+    against that kernel as the compiler made it: `ratio` is the compiler's kernel's
+    time over the candidate's (above 1: the candidate was faster)."""
+
+    own: dict  # the kernel's knobs as the compiler chose them
+    knobs: dict  # the candidate's ({"rewrite": name, ...} for a rewrite's)
+    ratio: float
 
 
 @dataclass

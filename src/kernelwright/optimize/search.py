@@ -8,7 +8,9 @@
    covered (at most `max_kernels`), one search per kernel spec key (a kernel repeated
    in the plan is searched once and swapped in everywhere);
 3. per kernel, asks the generators in turn (round robin: the ensemble) for candidates,
-   each given the spec and the whole history of attempts, up to `attempts` each; every
+   each given the spec (with what knob settings measured on the run's earlier kernels
+   of the same template: `KernelSpec.measured`, from OUT's state) and the whole history
+   of attempts, up to `attempts` each; every
    candidate is judged in the sandbox (sandbox.py: bindings, compile, every element on
    fresh inputs against the compiler's kernel, cheats, then GPU time interleaved with
    the best kernel so far). "improved" when at least `min_gain` faster than the best,
@@ -403,7 +405,9 @@ class Search:
                       label: str) -> KernelReport:
         kr = KernelReport(spec.key, spec.name, spec.kind, spec.profile.get("share_all", 0.0),
                           baseline_source=spec.source)
-        self.state.set_kernel(problem, spec.key, spec.name, spec.source, None)
+        self.state.set_kernel(problem, spec.key, spec.name, spec.source, None, spec.knobs,
+                              spec.kind)
+        spec.measured = self.state.measured(spec.kind, (problem, spec.key))
         resumed = self.state.attempts(problem, spec.key)
         history = [a for a, _ in resumed]
         for _, usage in resumed:

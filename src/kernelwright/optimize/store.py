@@ -3,9 +3,11 @@
 Three tables: `problems` (one row per problem: "running" or "done", and the finished
 ProblemReport as JSON), `attempts` (every candidate with its generator, status,
 message, source, knobs, grid, times and token usage) and `kernels` (per problem and
-kernel spec key: the compiler's source, its time, and the best correct kernel found
-so far). A run that is interrupted keeps all of it; ``--resume`` reloads a kernel's
-attempts and best kernel and goes on from there, and skips finished problems.
+kernel spec key: the compiler's source, knobs and template, its time, and the best
+correct kernel found so far). A run that is interrupted keeps all of it; ``--resume``
+reloads a kernel's attempts and best kernel and goes on from there, and skips finished
+problems. `measured(kind)` reads back what knob settings measured on the kernels of a
+template, for the built-in generator's order (optimize/builtin.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .generator import Attempt
+from .generator import Attempt, Measured
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS problems (
@@ -29,10 +31,12 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE TABLE IF NOT EXISTS kernels (
     problem TEXT, spec_key TEXT, name TEXT, baseline_source TEXT, baseline_ms REAL,
     best_source TEXT, best_grid TEXT, best_knobs TEXT, best_generator TEXT, best_ms REAL,
-    best_bindings TEXT,
+    best_bindings TEXT, knobs TEXT, kind TEXT,
     PRIMARY KEY (problem, spec_key)
 );
 """
+# columns added since the first states were written: added to an older file on open
+ADDED = {"kernels": (("knobs", "TEXT"), ("kind", "TEXT"))}
 
 
 def _now() -> str:
@@ -48,6 +52,12 @@ class RunState:
         self.db = sqlite3.connect(self.path, timeout=30)
         self.db.row_factory = sqlite3.Row
         self.db.executescript(SCHEMA)
+        for table, columns in ADDED.items():
+            have = {r["name"] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            with self.db:
+                for name, kind in columns:
+                    if name not in have:
+                        self.db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         self.db.close()
@@ -102,12 +112,16 @@ class RunState:
                 for r in rows]
 
     def set_kernel(self, problem: str, spec_key: str, name: str, baseline_source: str,
-                   baseline_ms: float | None) -> None:
-        """Record the kernel (once; its best stays as stored)."""
+                   baseline_ms: float | None, knobs: dict | None = None,
+                   kind: str | None = None) -> None:
+        """Record the kernel (once; its best stays as stored) with the compiler's knobs
+        and its template."""
         with self.db:
             self.db.execute("INSERT OR IGNORE INTO kernels (problem, spec_key, name, "
-                            "baseline_source, baseline_ms) VALUES (?, ?, ?, ?, ?)",
-                            (problem, spec_key, name, baseline_source, baseline_ms))
+                            "baseline_source, baseline_ms, knobs, kind) VALUES "
+                            "(?, ?, ?, ?, ?, ?, ?)",
+                            (problem, spec_key, name, baseline_source, baseline_ms,
+                             json.dumps(knobs) if knobs is not None else None, kind))
             if baseline_ms is not None:
                 self.db.execute("UPDATE kernels SET baseline_ms = ? WHERE problem = ? AND "
                                 "spec_key = ? AND baseline_ms IS NULL",
@@ -133,3 +147,26 @@ class RunState:
         for column in ("best_knobs", "best_bindings"):
             data[column] = json.loads(data[column]) if data[column] else None
         return data
+
+    def measured(self, kind: str, besides: tuple[str, str] | None = None) -> list[Measured]:
+        """Every correct candidate with knobs on a kernel of template `kind` (but the
+        kernel `besides`, (problem, spec key)) timed against the compiler's kernel: the
+        attempts up to the kernel's first improvement (after it they were timed against
+        the winner)."""
+        found: list[Measured] = []
+        kernels = self.db.execute("SELECT problem, spec_key, knobs FROM kernels WHERE "
+                                  "kind = ? AND knobs IS NOT NULL", (kind,)).fetchall()
+        for k in kernels:
+            if besides == (k["problem"], k["spec_key"]):
+                continue
+            own = json.loads(k["knobs"])
+            for a in self.db.execute("SELECT status, knobs, time_ms, best_ms FROM attempts "
+                                     "WHERE problem = ? AND spec_key = ? ORDER BY seq",
+                                     (k["problem"], k["spec_key"])):
+                knobs = json.loads(a["knobs"]) if a["knobs"] else None
+                if a["status"] in ("slower", "improved") and knobs and a["time_ms"] \
+                        and a["best_ms"]:
+                    found.append(Measured(own, knobs, a["best_ms"] / a["time_ms"]))
+                if a["status"] == "improved":
+                    break
+        return found
