@@ -34,7 +34,9 @@ def _qkv(b=2, h=3, lq=5, s=6, e=4, ev=None):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [dict(), dict(lq=1, s=1), dict(lq=19, s=23, e=8, ev=5),
                                    dict(lq=7, s=3), dict(b=1, h=1, lq=40, s=40, e=16),
-                                   dict(b=1, h=1, lq=18, s=9, e=128, ev=33)])
+                                   dict(b=1, h=1, lq=18, s=9, e=128, ev=33),
+                                   # several query blocks and key blocks, a partial last one
+                                   dict(b=1, h=2, lq=130, s=97, e=64, ev=80)])
 def test_sdpa(path, causal, shape):
     q, k, v = _qkv(**shape)
     c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)),
@@ -174,3 +176,22 @@ def test_transformer_encoder_layer_reaches_attention_whole(path):
     layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=24, dropout=0.0, batch_first=True)
     c = check(layer, torch.randn(2, 5, 16))
     _assert_path(c, path)
+
+
+def test_every_setting_of_the_attention_space(monkeypatch):
+    """Each setting the tuner and the search may pick (templates.attention_space) is
+    correct: rows per invocation 4 and 8, one and two keys per invocation, the causal
+    bound and a partial last block of queries and of keys."""
+    from kernelwright import tune
+    from kernelwright.templates import attention_space
+
+    monkeypatch.setattr(attention_ops, "FUSED", True)
+    q, k, v = _qkv(b=1, h=2, lq=70, s=45, e=20, ev=24)
+    space = attention_space(20, 24)
+    assert len(space) >= 5 and {4, 8} <= {attention_config(20, 24, s)["RM"] for s in space}
+    for knobs in space:
+        with tune.choosing(lambda r, k=knobs: k if r.kind == "attention" else None):
+            c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                        is_causal=True)),
+                      q, k, v)
+        assert [k.knobs for k in c.plan.kernels] == [knobs]

@@ -1167,47 +1167,119 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     return "matmul", slots, (math.ceil(n / bn), math.ceil(m / bm), nb), knobs
 
 
-def _attention_tpr(ev: int) -> int:
-    tpr = 1
-    while tpr < 8 and tpr * 8 < ev:
-        tpr *= 2
-    return tpr
+ATTENTION_WORKGROUP_BYTES = 32768  # as the matmul's: the device's limit is checked at build
+ATTENTION_MAX_REGISTERS = 64  # outputs per invocation (RM x CV), at most
+# Query rows and keys per block, invocations: the most rows first (each staged key and
+# value serves them all), then the most invocations.
+ATTENTION_SETTINGS = ((64, 16, 128), (64, 32, 128), (32, 16, 64), (32, 16, 128),
+                      (64, 16, 256), (16, 16, 64), (16, 16, 32))
 
 
 def attention_knobs(e: int, ev: int) -> dict | None:
-    """BQ query rows and BK keys per step, TPR invocations per query row (enough that
-    each has at most 8 output columns, up to 8): the largest BQ first (each staged key
-    serves BQ queries), then the largest BK whose tiles fit; None when none fit."""
-    tpr = _attention_tpr(ev)
-    for bq in (16, 8, 4, 2, 1):
-        for bk in (16, 8, 4, 2, 1):
-            if attention_config(e, ev, {"BQ": bq, "BK": bk, "TPR": tpr}) is not None:
-                return {"BQ": bq, "BK": bk, "TPR": tpr}
+    """BQ query rows and BK keys per block, WG invocations: the first of
+    ATTENTION_SETTINGS whose tiles fit (attention_config); None when none does."""
+    for bq, bk, wg in ATTENTION_SETTINGS:
+        knobs = {"BQ": bq, "BK": bk, "WG": wg}
+        if attention_config(e, ev, knobs) is not None:
+            return knobs
     return None
 
 
 def attention_space(e: int, ev: int) -> list[dict]:
-    tpr = _attention_tpr(ev)
-    knobs = [{"BQ": bq, "BK": bk, "TPR": t} for bq in (8, 16) for bk in (8, 16)
-             for t in dict.fromkeys((tpr, min(8, 2 * tpr)))]
-    return [k for k in knobs if attention_config(e, ev, k) is not None]
+    return [k for k in ({"BQ": bq, "BK": bk, "WG": wg} for bq, bk, wg in ATTENTION_SETTINGS)
+            if attention_config(e, ev, k) is not None]
 
 
 def attention_config(e: int, ev: int, knobs: dict | None = None) -> dict | None:
-    """The attention template's block slots for head dims E (q, k) and EV (v) and the
-    knobs (default: attention_knobs): CPT output columns per invocation, and the tile
-    strides. None when the tiles do not fit in workgroup memory (ops/attention.py then
+    """The attention template's derived slots for head dims E (q, k) and EV (v) and the
+    knobs (default: attention_knobs): RM rows per invocation (4 or 8: two or one 16-byte
+    query loads per row group), CN keys and CV output columns per invocation, the tiles'
+    strides and sizes. None when they do not fit: workgroup memory, invocations, or
+    more than ATTENTION_MAX_REGISTERS outputs per invocation (ops/attention.py then
     decomposes instead)."""
     knobs = knobs or attention_knobs(e, ev)
     if knobs is None:
         return None
-    bq, bk, tpr = knobs["BQ"], knobs["BK"], knobs["TPR"]
-    cpt = max(1, -(-ev // tpr))
-    words = bq * e + bk * (e + 1) + bk * cpt * tpr + bq * (bk + 1)
-    if words * 4 > WORKGROUP_BYTES or bq * tpr > MAX_WG:
+    bq, bk, wg = knobs["BQ"], knobs["BK"], knobs["WG"]
+    if wg % 16 or wg > MAX_WG or bk % 16 or bq % (wg // 16):
         return None
-    return dict(BQ=bq, BK=bk, TPR=tpr, CPT=cpt, EVP=cpt * tpr, WG=bq * tpr, KS=e + 1,
-                SS=bk + 1)
+    rm, cv = bq // (wg // 16), -(-ev // 16)
+    if rm not in (4, 8) or rm * cv > ATTENTION_MAX_REGISTERS:
+        return None
+    qs, ks, evp = bq + 4, bk + 1, 16 * cv
+    qwords, kvwords, pwords = e * qs // 4, max(e * ks, bk * evp), bq * bk // 4
+    if 4 * (4 * qwords + kvwords + 4 * pwords) > ATTENTION_WORKGROUP_BYTES:
+        return None
+    return dict(BQ=bq, BK=bk, WG=wg, RM=rm, CN=bk // 16, CV=cv, QS=qs, KS=ks, EVP=evp,
+                QWORDS=qwords, KVWORDS=kvwords, PWORDS=pwords,
+                workgroup_bytes=4 * (4 * qwords + kvwords + 4 * pwords))
+
+
+def _attention_code(cfg: dict, e: int, lq: int, ev: int, keep: str, mask: str) -> dict:
+    """The unrolled parts of kernels/attention.wgsl: s_a_c scores, m_a / l_a the row's
+    running maximum and this invocation's part of its sum, o_a_d the outputs (row r0 +
+    a, key tx + 16 c, value column tx + 16 d)."""
+    rm, cn, cv, bk, qs, ks, evp = (cfg[k] for k in ("RM", "CN", "CV", "BK", "QS", "KS", "EVP"))
+    rows, keys, cols = range(rm), range(cn), range(cv)
+    p8, p12 = " " * 8, " " * 12
+    regs = [f"    var m_{a} = neg_inf;\n    var l_{a} = 0.0;" for a in rows]
+    regs += [f"    var o_{a}_{d} = 0.0;" for a in rows for d in cols]
+    comp = "xyzw"
+    scores = [f"{p8}var s_{a}_{c} = 0.0;" for a in rows for c in keys]
+    scores.append(f"{p8}for (var e = 0; e < {e}; e += 1) {{")
+    scores += [f"{p12}let q{g} = q_tile[(e * {qs} + r0) / 4 + {g}];" for g in range(rm // 4)]
+    scores += [f"{p12}let k{c} = kv_tile[e * {ks} + tx + {16 * c}];" for c in keys]
+    scores += [f"{p12}s_{a}_{c} = fma(q{a // 4}.{comp[a % 4]}, k{c}, s_{a}_{c});"
+               for a in rows for c in keys]
+    scores.append(f"{p8}}}")
+    for a in rows:
+        for c in keys:
+            scores.append(f"{p8}{{ let i = q0 + r0 + {a}; let j = k0 + tx + {16 * c}; "
+                          f"if ({keep}) {{ s_{a}_{c} = s_{a}_{c}{mask}; }} else {{ "
+                          f"s_{a}_{c} = neg_inf; }} }}")
+        top = f"s_{a}_0"
+        for c in range(1, cn):
+            top = f"max({top}, s_{a}_{c})"
+        scores.append(f"{p8}p_tile[((r0 + {a}) * {bk} + tx) / 4][tx % 4] = {top};")
+    softmax = []
+    for a in rows:
+        base = f"(r0 + {a}) * {bk // 4}"
+        softmax.append(f"{p8}let w{a} = max(max(p_tile[{base}], p_tile[{base} + 1]), "
+                       f"max(p_tile[{base} + 2], p_tile[{base} + 3]));")
+        softmax.append(f"{p8}let mn_{a} = max(m_{a}, max(max(w{a}.x, w{a}.y), "
+                       f"max(w{a}.z, w{a}.w)));")
+    softmax.append(f"{p8}workgroupBarrier();  // every row's maxima read")
+    for a in rows:
+        softmax.append(f"{p8}if (mn_{a} != neg_inf) {{")
+        softmax.append(f"{p12}let alpha = select(exp(m_{a} - mn_{a}), 0.0, m_{a} == neg_inf);")
+        softmax.append(f"{p12}l_{a} = l_{a} * alpha;")
+        softmax += [f"{p12}o_{a}_{d} = o_{a}_{d} * alpha;" for d in cols]
+        softmax.append(f"{p12}m_{a} = mn_{a};")
+        softmax.append(f"{p8}}}")
+        for c in keys:
+            softmax.append(f"{p8}{{ let p = select(exp(s_{a}_{c} - m_{a}), 0.0, "
+                           f"s_{a}_{c} == neg_inf); l_{a} = l_{a} + p; "
+                           f"p_tile[((r0 + {a}) * {bk} + tx + {16 * c}) / 4][tx % 4] = p; }}")
+    outputs = [f"{p12}let p{a} = p_tile[((r0 + {a}) * {bk} + j) / 4];" for a in rows]
+    for jj in range(4):
+        outputs += [f"{p12}let v{jj}_{d} = kv_tile[(j + {jj}) * {evp} + tx + {16 * d}];"
+                    for d in cols]
+        outputs += [f"{p12}o_{a}_{d} = fma(p{a}.{comp[jj]}, v{jj}_{d}, o_{a}_{d});"
+                    for a in rows for d in cols]
+    totals = [f"    p_tile[((r0 + {a}) * {bk} + tx) / 4][tx % 4] = l_{a};" for a in rows]
+    totals.append("    workgroupBarrier();")
+    for a in rows:
+        base = f"(r0 + {a}) * {bk // 4}"
+        totals.append(f"    let u{a} = p_tile[{base}] + p_tile[{base} + 1] + p_tile[{base} + 2]"
+                      f" + p_tile[{base} + 3];")
+        totals.append(f"    let lt_{a} = u{a}.x + u{a}.y + u{a}.z + u{a}.w;")
+        totals.append(f"    let inv_{a} = select(1.0 / lt_{a}, 0.0, lt_{a} == 0.0);")
+    stores = [f"    {{ let i = q0 + r0 + {a}; let col = tx + {16 * d}; if (i < {lq} && "
+              f"col < {ev}) {{ let gi = (b * {lq} + i) * {ev} + col; "
+              f"let acc = o_{a}_{d} * inv_{a}; $STORE }} }}" for a in rows for d in cols]
+    return dict(REGISTERS="\n".join(regs), SCORES="\n".join(scores),
+                SOFTMAX="\n".join(softmax), OUTPUTS="\n".join(outputs),
+                TOTALS="\n".join(totals), STORES="\n".join(stores))
 
 
 def _attention(src, materialized, out, tnode, knobs=None):
@@ -1222,7 +1294,8 @@ def _attention(src, materialized, out, tnode, knobs=None):
     _require(all(isinstance(knobs[n], int) and knobs[n] >= 1 for n in knobs), knobs,
              "block sizes must be positive integers")
     cfg = attention_config(e, ev, knobs)
-    _require(cfg is not None, knobs, "tiles exceed workgroup memory or invocations")
+    _require(cfg is not None, knobs, "tiles exceed workgroup memory, invocations or "
+             "registers")
     functions = (_loader(src, materialized, "load_q", q) + _loader(src, materialized, "load_k", k)
                  + _loader(src, materialized, "load_v", v))
     mask = ""
@@ -1236,9 +1309,9 @@ def _attention(src, materialized, out, tnode, knobs=None):
     nqb = math.ceil(lq / cfg["BQ"])
     groups = bh * nqb
     grid, gx = grid_1d(groups, 1)
+    code = _attention_code(cfg, e, lq, ev, keep, mask)
     slots = dict(functions=functions, L=lq, S=s, E=e, EV=ev, NQB=nqb, GROUPS=groups,
-                 GRID_X=gx, SCALE=literal(at["scale"], "f32"), KEND=kend, KEEP=keep, MASK=mask,
-                 **cfg)
+                 GRID_X=gx, SCALE=literal(at["scale"], "f32"), KEND=kend, **cfg, **code)
     return "attention", slots, grid, knobs
 
 

@@ -25,12 +25,11 @@ from .linalg import product
 
 FUSED: bool | None = None  # None: chosen by `fused`; True / False force a path (tests)
 # The decomposition stores the scores of every batch and head (nb * L * S floats) and
-# runs at the speed of the matmul and row kernels. The fused kernel has no register
-# tiling (each staged key serves at most 16 query rows, each score is a dot product
-# read from workgroup memory): on the H200 (2026-11-30, suite_h200_full) it ran
-# F.scaled_dot_product_attention at L = S = 1024, E = 64 at 0.03x of eager, where the
-# level-3 models that write the same attention out by hand (and so decompose) ran at
-# 0.5-0.63x whole. It is kept for scores too large to store.
+# runs at the speed of the matmul and row kernels. The first fused kernel had no
+# register tiling: on the H200 (2026-11-30) it ran F.scaled_dot_product_attention at
+# L = S = 1024, E = 64 at 0.03x of eager where the decomposition ran at 0.49x. Its
+# register-tiled successor (kernels/attention.wgsl, 2026-12-01e) is not measured yet;
+# until it is, the fused kernel is for scores too large to store.
 MAX_SCORES_BYTES = 1 << 31
 
 NEG_INF = float("-inf")
