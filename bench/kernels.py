@@ -5,6 +5,7 @@
                             [--shader-checks]
                             [--out bench/results/kernels.json]
     python bench/kernels.py --matmul-variants [--out bench/results/matmul_variants.json]
+    python bench/kernels.py --attention-variants [--out bench/results/attention_variants.json]
     python bench/kernels.py --variants [--only NAME] [--out bench/results/memory_variants.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
@@ -28,6 +29,9 @@ OUT's folder, suite_level2/).
 template's search space for its shape (templates.matmul_space), each forced through the
 knob chooser hook (tune.choosing) and checked against PyTorch on the GPU, and writes
 every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
+
+--attention-variants does the same for the fused attention kernel on the SDPA cases
+(ATTENTION_CASES), the fused path forced.
 
 --variants does the same for the memory-bound cases (MEMORY_CASES): the knobs of their
 elementwise, row and reduction kernels (VEC, EPT, TPR, ORDER: templates.elementwise_space,
@@ -184,15 +188,19 @@ MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x
                 "conv3x3s2_128to256_28x28_b32")
 
 
-def matmul_variants(args, dev) -> None:
-    """Every matmul setting of the space, per GEMM case: GPU ms, TFLOP/s, ratio to
-    PyTorch and the error against PyTorch's result on the GPU. The JSON is rewritten
-    after each variant, so that a run cut short keeps what it measured."""
+ATTENTION_CASES = ("sdpa_16x16_1024_e64", "sdpa_causal_16x16_1024_e64")
+
+
+def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
+    """Every setting of the `kind` template's space (its kernel forced through the knob
+    chooser), per case: GPU ms, TFLOP/s, ratio to PyTorch and the error against
+    PyTorch's result on the GPU. The JSON is rewritten after each variant, so that a run
+    cut short keeps what it measured."""
     out = dict(device=dev.description, torch=torch.__version__,
                shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
                precision="strict fp32 (TF32 off)", cases=[])
     cuda = torch.cuda.is_available()
-    for name in MATMUL_CASES:
+    for name in cases:
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
         case = CASES[name]
@@ -206,7 +214,7 @@ def matmul_variants(args, dev) -> None:
         ref_ms = torch_ms(module, sets, args.reps) if cuda else float("nan")
         module = module.cpu()
         requests = []
-        with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind == "matmul"
+        with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind == kind
                            else None):
             kernelwright.compile(module, sets[0])
         (request,) = requests
@@ -217,7 +225,7 @@ def matmul_variants(args, dev) -> None:
         for knobs in request.space:
             variant = dict(knobs=knobs)
             try:
-                with tune.choosing(lambda r, k=knobs: k if r.kind == "matmul" else None):
+                with tune.choosing(lambda r, k=knobs: k if r.kind == kind else None):
                     compiled = kernelwright.compile(module, sets[0])
                 used = [k.knobs for k in compiled.plan.kernels if k.key == str(request.key)]
                 if used != [knobs]:
@@ -332,6 +340,9 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--matmul-variants", action="store_true",
                     help="time every setting of the matmul space on the GEMM cases")
+    ap.add_argument("--attention-variants", action="store_true",
+                    help="time every setting of the fused attention kernel's space on the "
+                         "SDPA cases")
     ap.add_argument("--variants", action="store_true",
                     help="time the knob variants of the memory-bound cases' kernels")
     ap.add_argument("--suite", action="store_true",
@@ -371,7 +382,12 @@ def run(args) -> None:
     keep_gpu_awake()  # Vulkan ran 3x slow on the H200 until a CUDA context was open
     if args.matmul_variants:
         args.out = args.out or "bench/results/matmul_variants.json"
-        matmul_variants(args, dev)
+        template_variants(args, dev, "matmul", MATMUL_CASES)
+        return
+    if args.attention_variants:  # the fused kernel's settings (FUSED forces the path)
+        args.out = args.out or "bench/results/attention_variants.json"
+        attention_ops.FUSED = True
+        template_variants(args, dev, "attention", ATTENTION_CASES)
         return
     if args.variants:
         args.out = args.out or "bench/results/memory_variants.json"

@@ -20,7 +20,8 @@
 #             MATMUL_ARGS, e.g. "--only conv")
 #   memory    bench/kernels.py --variants --reps 10 (elementwise/row-kernel knobs)
 #   conv      bench/kernels.py --only conv, with each lowering (auto, gemm, direct)
-#   attention bench/kernels.py --only sdpa, with each path (fused, decomposed)
+#   attention bench/kernels.py --only sdpa, with each path (fused, decomposed), and
+#             --attention-variants (every setting of the fused kernel)
 #   direct    bench/kernels.py --only conv --conv-lowering direct, OPT 1, 2 and 4
 #   coop      bench/coop_matmul.py --quick (the cooperative-matrix mode)
 #   models    bench/models.py --size full
@@ -78,9 +79,11 @@ run_task() {
       done ;;
     attention)
       for path in fused decomposed; do
-        limit $((secs / 2)) python3 bench/kernels.py --only sdpa --attention "$path" \
+        limit $((secs / 3)) python3 bench/kernels.py --only sdpa --attention "$path" \
           --out "$R/attention_$path.json" >> "$LOG" 2>&1
-      done ;;
+      done
+      limit $((secs / 3)) python3 bench/kernels.py --attention-variants \
+        --out "$R/attention_variants.json" >> "$LOG" 2>&1 ;;
     coop) limit "$secs" python3 bench/coop_matmul.py --quick --out "$R/coop_matmul.json" \
             >> "$LOG" 2>&1 ;;
     models) limit "$secs" python3 bench/models.py --size full --out "$R/models.json" \

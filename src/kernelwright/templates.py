@@ -1172,7 +1172,7 @@ ATTENTION_MAX_REGISTERS = 64  # outputs per invocation (RM x CV), at most
 # Query rows and keys per block, invocations: the most rows first (each staged key and
 # value serves them all), then the most invocations.
 ATTENTION_SETTINGS = ((64, 16, 128), (64, 32, 128), (32, 16, 64), (32, 16, 128),
-                      (64, 16, 256), (16, 16, 64), (16, 16, 32))
+                      (32, 32, 64), (32, 32, 128), (64, 16, 256), (16, 16, 64), (16, 16, 32))
 
 
 def attention_knobs(e: int, ev: int) -> dict | None:
