@@ -768,7 +768,7 @@ def matmul_knobs(m: int, n: int) -> dict:
     bm, bn, tm, tn = matmul_tiles(m, n)
     fast = tm % 4 == 0 and tn % 4 == 0
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK,
-            "VEC": 4 if fast else 1, "DB": 2 if fast else 1, "ROWS": 0}
+            "VEC": 4 if fast else 1, "DB": 2 if fast else 1, "ROWS": 0, "UNROLL": 0}
 
 
 _MATMUL_KNOBS = ("BM", "BN", "TM", "TN", "BK", "VEC", "DB")
@@ -803,6 +803,11 @@ MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
 # of both branches; not measured yet, not a default.
 MATMUL_ALONG_ROWS = ((128, 128, 8, 8, 16, 4, 2), (128, 128, 8, 8, 8, 4, 2),
                      (128, 64, 8, 8, 16, 4, 2), (64, 64, 4, 4, 16, 4, 2))
+# UNROLL = 1: the K step's inner loop written out (BK / 4 copies with the offset a
+# constant, the swizzled indices folded) rather than left to the shader compiler; with
+# and without ROWS, on the default tiles. In the search only, not measured.
+MATMUL_UNROLLED = (((128, 128, 8, 8, 16, 4, 2), 0), ((128, 128, 8, 8, 16, 4, 2), 1),
+                   ((64, 64, 4, 4, 16, 4, 2), 0), ((64, 64, 4, 4, 16, 4, 2), 1))
 MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
                 (64, 128, 4, 8), (128, 64, 8, 4), (128, 128, 8, 8))
 MATMUL_BKS = (8, 16, 32)
@@ -833,8 +838,11 @@ def matmul_space(m: int, n: int, k: int) -> list[dict]:
     else:
         rows = tuple((bm, bn, tm, tn, bk, 1, 1) for bm, bn, tm, tn in MATMUL_TILES
                      for bk in MATMUL_BKS) + MATMUL_VEC_VARIANTS
-    space = ([{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 0} for row in rows]
-             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 1} for row in MATMUL_ALONG_ROWS])
+    space = ([{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 0, "UNROLL": 0} for row in rows]
+             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 1, "UNROLL": 0}
+                for row in MATMUL_ALONG_ROWS]
+             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": r, "UNROLL": 1}
+                for row, r in MATMUL_UNROLLED])
     return [s for s in space if s["BM"] <= 2 * _pow2_ceil(m) and s["BN"] <= 2 * _pow2_ceil(n)
             and s["BK"] <= max(8, _pow2_ceil(k))
             and matmul_workgroup_bytes(s) <= MATMUL_WORKGROUP_BYTES]
@@ -1105,7 +1113,8 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     _require(bm % tm == 0 and bn % tn == 0, knobs, "TM must divide BM and TN divide BN")
     _require((bm // tm) * (bn // tn) <= MAX_WG, knobs, f"more than {MAX_WG} invocations")
     _require(vec in (1, 4) and db in (1, 2), knobs, "VEC must be 1 or 4 and DB 1 or 2")
-    _require(knobs["ROWS"] in (0, 1), knobs, "ROWS must be 0 or 1")
+    _require(knobs["ROWS"] in (0, 1) and knobs["UNROLL"] in (0, 1), knobs,
+             "ROWS and UNROLL must be 0 or 1")
     _require(vec == 1 or (tm % 4 == 0 and tn % 4 == 0 and bk % 4 == 0
                           and (bk // 4) & (bk // 4 - 1) == 0 and bk <= 32), knobs,
              "VEC = 4 needs TM, TN multiples of 4 and BK 4 times a power of two, at most 32")
@@ -1139,7 +1148,11 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     mult = "\n".join(f"            {line}" for line in _matmul_multiply(*ops, bk, vec))
     step = 1 if vec == 1 else 4
     kv = "kk" if vec == 1 else "kq"
-    inner = (f"        for (var {kv} = 0; {kv} < {bk}; {kv} += {step}) {{\n{mult}\n        }}")
+    if knobs["UNROLL"]:
+        inner = "\n".join(f"        {{\n            let {kv} = {i};\n{mult}\n        }}"
+                          for i in range(0, bk, step))
+    else:
+        inner = f"        for (var {kv} = 0; {kv} < {bk}; {kv} += {step}) {{\n{mult}\n        }}"
     if db == 1:
         loop = (f"    for (var k0 = 0; k0 < {k}; k0 += {bk}) {{\n        let kb = k0;\n"
                 f"{fetched('        ')}\n{stored('0', '0', '        ')}\n"
