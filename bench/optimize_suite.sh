@@ -13,7 +13,9 @@
 # was swapped in and 1 elsewhere; its geomean_before/after cover the measured ones.
 # RUN_BUDGET (seconds, default 1200) bounds one call; problems not reached are not in
 # the figures. JOBS (default 4) problems run at once (optimize --jobs: verification side
-# by side, every timing alone under the harness's GPU lock; 4 not yet tried on the H200). Extra arguments go to kernelwright optimize. The run is resumable across
+# by side, every timing alone under the harness's GPU lock; 6-10 ran on the H200). Extra
+# arguments go to kernelwright optimize (e.g. --redo 'level1/01*' to search problems of
+# the state again, --only to run only some). The run is resumable across
 # calls and sessions: the state is kept in $WORK (default out/kw_optimize) and copied
 # to $RESULTS after the run; when $WORK has no state but $RESULTS (or $FROM) does, the
 # run goes on from that one, so finished problems are skipped.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import textwrap
 
 import pytest
@@ -213,6 +214,16 @@ def test_cli_runs_end_to_end_and_reports(workdir, problem, tune_db, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert [p["name"] for p in summary["problems"]] == [problem.stem, "other_scaled"]
     assert summary["this_run"] == ["other_scaled"]
+
+    # --redo: with --resume, the matching problems are searched again, the others not
+    with tune.choosing(slow_elementwise):
+        assert cli.main(["optimize", str(workdir), "--only", "*scaled*", "--only",
+                         problem.stem, "--attempts", "1", "--out", str(out), "--resume",
+                         "--redo", "other_*"]) == 0
+    err = capsys.readouterr().err
+    assert f"{problem.stem}: done in an earlier run" in err
+    assert "other_scaled: done in an earlier run" not in err
+    assert re.search(r"other_scaled: \d of 1 searched kernels improved", err)
 
 
 def test_a_problem_budget_stops_the_problem_not_the_run(workdir):

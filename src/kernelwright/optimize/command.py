@@ -68,6 +68,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="go on from OUT/optimize.sqlite: finished problems are skipped, "
                              "a kernel's earlier attempts and best kernel are kept")
+    parser.add_argument("--redo", metavar="PATTERN", action="append",
+                        help="with --resume, search the problems whose name matches this "
+                             "glob, or contains it, again from the start, their earlier "
+                             "state dropped (repeatable)")
     parser.add_argument("--size", choices=("small", "full"),
                         help="problem sizes for files that define SIZES; default: small on a "
                              "software GPU driver, else full")
@@ -126,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
                     args.problem_cost, args.max_cost)
     settings = Settings(max_kernels=args.max_kernels, size=size, seed=args.seed,
                         check_unchanged=not args.skip_unchanged)
+    redo = {p.name for p in select(chosen, args.redo, None)} if args.redo else set()
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -148,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     reports: list[ProblemReport] = []
     interrupted = False
     with Search(generators, args.attempts, args.out, budget, settings, args.resume,
-                progress=progress) as search:
+                progress=progress, redo=redo) as search:
         try:
             for i, problem in enumerate(chosen, 1):
                 stop = search.spent()
@@ -214,6 +219,8 @@ def run_parallel(args, target: Path, chosen, size: str, budget, progress):
             base += [flag, str(value)]
     if args.resume:
         base.append("--resume")
+    for pattern in args.redo or ():
+        base += ["--redo", pattern]
     if args.skip_unchanged:
         base.append("--skip-unchanged")
     started, queue, launched = time.monotonic(), list(chosen), []

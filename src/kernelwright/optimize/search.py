@@ -228,7 +228,8 @@ class Search:
     def __init__(self, generators: list[Generator], attempts: int, out: str | Path,
                  budget: Budget | None = None, settings: Settings | None = None,
                  resume: bool = False, cache=None,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None,
+                 redo: set[str] | frozenset[str] = frozenset()) -> None:
         from ..tune import default_cache
 
         self.generators = generators
@@ -237,6 +238,7 @@ class Search:
         self.budget = budget or Budget()
         self.settings = settings or Settings()
         self.resume = resume
+        self.redo = redo  # problems searched from the start even when resuming
         self.cache = cache or default_cache()
         self.progress = progress or (lambda line: None)
         self.state = RunState(self.out)
@@ -288,7 +290,7 @@ class Search:
         from .spec import capture_problem, kernel_specs
 
         s = self.settings
-        if self.resume:
+        if self.resume and problem.name not in self.redo:
             done = self.state.report(problem.name)
             if done is not None:
                 self.progress(f"{problem.name}: done in an earlier run")
