@@ -26,8 +26,9 @@
 #   coop      bench/coop_matmul.py --quick (the cooperative-matrix mode)
 #   models    bench/models.py --size full
 #   optimize  bench/optimize_suite.sh (issue 6, built-in generator; more arguments in
-#             OPT_ARGS, e.g. "--level 2"), resumed from the state in out/kw_optimize or
-#             bench/results/optimize_h200/
+#             OPT_ARGS, e.g. "--level 2" or "--redo level1/02*": split on spaces, no
+#             quotes, globs passed as they are), resumed from the state in out/kw_optimize
+#             or bench/results/optimize_h200/
 #   tests     the op tests through Vulkan on the H200 (torch of the host)
 set -uo pipefail
 cd "$(dirname "$0")/.."
