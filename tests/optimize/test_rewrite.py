@@ -223,7 +223,7 @@ def test_what_earlier_kernels_measured_orders_the_settings():
     the settings predicted fastest come first; a setting predicted 10% slower or worse
     goes after everything else; a change of two knobs is predicted from each measured
     alone; the rewrite's measured lowering counts for all of its settings."""
-    from kernelwright.optimize.builtin import _changes, predicted
+    from kernelwright.optimize.builtin import _changes, by_change, predicted
     from kernelwright.optimize.generator import Measured
 
     spec = conv_spec(CASES["dense"][0])
@@ -241,15 +241,15 @@ def test_what_earlier_kernels_measured_orders_the_settings():
     ordered = [c.knobs for c in all_proposals(spec)]
     assert sorted(map(str, ordered)) == sorted(map(str, plain))  # the same, reordered
     assert ordered[0] == fast
-    ratios = [predicted(_changes(k, own), spec.measured) for k in ordered]
+    ratios = [predicted(_changes(k, own), by_change(spec.measured)) for k in ordered]
     low = [r is not None and r <= 0.9 for r in ratios]
     assert low == sorted(low)  # every setting predicted slow after every other
     assert ordered[low.index(True)] == slow  # the first of them: a near one
     assert all(slow_ for k, slow_ in zip(ordered, low) if "rewrite" in k)
     two = frozenset({(n, own.get(n), slow.get(n)) for n in slow if slow[n] != own.get(n)}
                     | {(n, own.get(n), fast.get(n)) for n in fast if fast[n] != own.get(n)})
-    assert predicted(two, spec.measured) == pytest.approx(0.55 * 1.2)
-    assert predicted(frozenset({("XX", 1, 2)}), spec.measured) is None
+    assert predicted(two, by_change(spec.measured)) == pytest.approx(0.55 * 1.2)
+    assert predicted(frozenset({("XX", 1, 2)}), by_change(spec.measured)) is None
 
 
 def test_the_state_gives_what_each_template_measured(tmp_path):

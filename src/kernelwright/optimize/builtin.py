@@ -95,16 +95,22 @@ def _changes(knobs: dict, own: dict) -> frozenset:
                      if knobs.get(k) != own.get(k))
 
 
-def predicted(changes: frozenset, measured: list[Measured]) -> float | None:
-    """The speed ratio that `measured` predicts for `changes` (see the module docstring);
-    None when nothing measured bears on them."""
-    def ratios(wanted: frozenset) -> list[float]:
-        return [m.ratio for m in measured if m.ratio > 0 and _changes(m.knobs, m.own) == wanted]
+def by_change(measured: list[Measured]) -> dict[frozenset, list[float]]:
+    """The measured speed ratios of `measured`, by what each candidate changed."""
+    index: dict[frozenset, list[float]] = {}
+    for m in measured:
+        if m.ratio > 0:
+            index.setdefault(_changes(m.knobs, m.own), []).append(m.ratio)
+    return index
 
-    same = ratios(changes)
+
+def predicted(changes: frozenset, ratios: dict[frozenset, list[float]]) -> float | None:
+    """The speed ratio that the measured `ratios` (by_change) predict for `changes` (see
+    the module docstring); None when nothing measured bears on them."""
+    same = ratios.get(changes)
     if same:
         return statistics.median(same)
-    alone = [ratios(frozenset({c})) for c in changes] if len(changes) > 1 else []
+    alone = [ratios.get(frozenset({c})) for c in changes] if len(changes) > 1 else []
     if not any(alone):
         return None
     return math.prod(statistics.median(r) if r else 1.0 for r in alone)
@@ -114,9 +120,11 @@ def _settings(spec: KernelSpec) -> Iterator[tuple[str, Callable[[dict], Candidat
     """(id, generating function, knobs) of every proposal, in the order proposed."""
     items = list(_groups(spec))
     if spec.measured:
+        ratios = by_change(spec.measured)
+
         def rank(item):
             i, (group, _, _, _, shown) = item
-            ratio = predicted(_changes(shown, spec.knobs), spec.measured)
+            ratio = predicted(_changes(shown, spec.knobs), ratios)
             return (ratio is not None and ratio <= SLOWER, group, -(ratio or 1.0), i)
 
         items = [item for _, item in sorted(enumerate(items), key=rank)]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import wgpu
 
-from .tuner import TOLERANCE, compare
+from .tuner import DISTRIBUTIONS, TOLERANCE, compare
 
 WG = 256
 MAX_GROUPS = 4096  # a grid-stride loop covers the rest
@@ -196,9 +196,6 @@ class KernelCheck:
     first: list
 
 
-_DISTRIBUTION = ("normal", "positive", "heavy-tailed")  # tuner.DISTRIBUTIONS, in words
-
-
 def check_kernel(device, reference, candidate, input_set: Callable[[int], list],
                  trials: int, lock=None) -> KernelCheck:
     """Check `candidate` against `reference` (two runtime.Executable of one kernel each,
@@ -237,7 +234,7 @@ def check_kernel(device, reference, candidate, input_set: Callable[[int], list],
                 want, got = reference.read(out_r), candidate.read(out_c)
             found = compare(want, got, dtype)
         if found is not None:
-            label = f"input set {t} ({_DISTRIBUTION[t % 3]})"
+            label = f"input set {t} ({DISTRIBUTIONS[t % len(DISTRIBUTIONS)]})"
             return KernelCheck(*_cheat_or_mismatch(label, found, arrays, got), max_err, first)
         max_err = max(max_err, verdict.max_abs_err)
     return KernelCheck("correct", f"matches the reference on {max(1, trials)} input sets "
