@@ -88,3 +88,20 @@ def test_every_matmul_setting_matches_pytorch(case):
                 raise AssertionError(f"matmul with knobs {knobs}: {exc}") from None
     # the aligned case exercises the vec4 global loads, the irregular one never can
     assert (vec_loads > 0) == (case == "aligned")
+
+
+def test_default_tiles_follow_the_product_shape():
+    """128 x 128 tiles for large products; under 512 rows, 128 x 64 tiles only where the
+    rows are a multiple of 128 and the grid keeps MATMUL_TALL_MIN_WORKGROUPS workgroups
+    (a convolution's 128 output channels over many positions), else 64 x 64; thin
+    products get thin tiles."""
+    tall = templates.MATMUL_TALL_MIN_WORKGROUPS
+    assert templates.matmul_tiles(4096, 4096) == (128, 128, 8, 8)
+    assert templates.matmul_tiles(128, 64 * tall) == (128, 64, 8, 4)
+    assert templates.matmul_tiles(256, 64 * tall // 4, 2) == (128, 64, 8, 4)
+    assert templates.matmul_tiles(256, 64 * tall // 4 - 64, 2) == (64, 64, 4, 4)
+    assert templates.matmul_tiles(64, 64 * tall) == (64, 64, 4, 4)
+    assert templates.matmul_tiles(192, 64 * tall) == (64, 64, 4, 4)
+    assert templates.matmul_tiles(8, 4096) == (16, 64, 1, 4)
+    knobs = templates.matmul_knobs(128, 3136, 64)
+    assert (knobs["BM"], knobs["BN"], knobs["VEC"], knobs["DB"]) == (128, 64, 4, 2)

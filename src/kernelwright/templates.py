@@ -744,28 +744,40 @@ MATMUL_WORKGROUP_BYTES = 32768
 _LANES = "xyzw"
 
 
-def matmul_tiles(m: int, n: int) -> tuple[int, int, int, int]:
-    """The matmul template's (BM, BN, TM, TN) for an M x N product (ops/linalg.py reads
-    the tile count to decide on split-K). Large products get 128 x 128 tiles with an
-    8 x 8 block per invocation (BK = 16 keeps the staged tiles at 16 KiB, WebGPU's
-    default workgroup memory)."""
+MATMUL_TALL_MIN_WORKGROUPS = 1024  # workgroups the 128 x 64 tiles must still make
+
+
+def matmul_tiles(m: int, n: int, nb: int = 1) -> tuple[int, int, int, int]:
+    """The matmul template's (BM, BN, TM, TN) for `nb` products of M x N (ops/linalg.py
+    reads the tile count to decide on split-K). Large products get 128 x 128 tiles with
+    an 8 x 8 block per invocation (BK = 16 keeps the staged tiles at 16 KiB, WebGPU's
+    default workgroup memory). Under 512 rows, a multiple of 128 rows gets 128 x 64 tiles
+    with 8 x 4 blocks when that still makes MATMUL_TALL_MIN_WORKGROUPS workgroups: each
+    staged B tile then serves 128 rows, not 64. Measured on the H200 (2026-12-01f,
+    bench/results/matmul_variants_h200.json) on the implicit GEMM of a 3 x 3
+    convolution, 128 channels, 56 x 56, batch 64 (M = 128, 3136 workgroups): 2.57 ms
+    against 3.22 ms with 64 x 64 tiles (0.58 and 0.47 of cuDNN); with 64 output channels
+    the 128-row tile wastes half its rows (3.15 against 1.94 ms)."""
     if m <= 16:
         return 16, 64, 1, 4
     if n <= 16:
         return 64, 16, 4, 1
     if m >= 512 and n >= 512:
         return 128, 128, 8, 8
+    if (m % 128 == 0 and m < 512
+            and nb * (m // 128) * math.ceil(n / 64) >= MATMUL_TALL_MIN_WORKGROUPS):
+        return 128, 64, 8, 4
     return 64, 64, 4, 4
 
 
-def matmul_knobs(m: int, n: int) -> dict:
+def matmul_knobs(m: int, n: int, nb: int = 1) -> dict:
     """The default knobs: the tiles above, BK = 16, and where the blocks allow it (TM and
     TN multiples of 4) vec4 staged fragments with 16-byte loads (VEC = 4) in two staged
     buffers (DB = 2; see _matmul). Measured on the H200 (bench/results/
     matmul_variants_h200.json): 128 x 128 tiles went from 0.41 / 0.38 / 0.40 of cuBLAS
     (VEC 1, DB 1) to 0.61 / 0.58 / 0.64 at 4096^3, 3001 x 4093 x 2999 and a
     8192 x 1024 x 4096 linear; 64 x 64 tiles with VEC 4, DB 2 reached 0.50-0.54 there."""
-    bm, bn, tm, tn = matmul_tiles(m, n)
+    bm, bn, tm, tn = matmul_tiles(m, n, nb)
     fast = tm % 4 == 0 and tn % 4 == 0
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK,
             "VEC": 4 if fast else 1, "DB": 2 if fast else 1, "ROWS": 0, "UNROLL": 0}
@@ -1106,7 +1118,7 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     a, b = tnode.inputs
     nb, m, k = a.shape
     n = b.shape[2]
-    knobs = _merge(matmul_knobs(m, n), knobs)
+    knobs = _merge(matmul_knobs(m, n, nb), knobs)
     bm, bn, tm, tn, bk, vec, db = (knobs[name] for name in _MATMUL_KNOBS)
     _require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, tm, tn, bk)), knobs,
              "tile sizes must be positive integers")
@@ -1182,10 +1194,13 @@ def _matmul(src, materialized, out, tnode, knobs=None):
 
 ATTENTION_WORKGROUP_BYTES = 32768  # as the matmul's: the device's limit is checked at build
 ATTENTION_MAX_REGISTERS = 64  # outputs per invocation (RM x CV), at most
-# Query rows and keys per block, invocations: the most rows first (each staged key and
-# value serves them all), then the most invocations.
-ATTENTION_SETTINGS = ((64, 16, 128), (64, 32, 128), (32, 16, 64), (32, 16, 128),
-                      (32, 32, 64), (32, 32, 128), (64, 16, 256), (16, 16, 64), (16, 16, 32))
+# Query rows and keys per block, invocations, fastest first as measured on the H200
+# (2026-12-01f, bench/results/attention_variants_h200.json: 16 x 16 heads, L = S = 1024,
+# E = 64; the order was the same with and without the causal mask): 32 rows of 16-key
+# blocks on 128 invocations (4 rows each) took 5.33 ms unmasked and 2.89 ms causal, the
+# previous first setting (64, 16, 128) 7.72 and 4.36 ms.
+ATTENTION_SETTINGS = ((32, 16, 128), (32, 32, 128), (64, 16, 256), (32, 16, 64),
+                      (64, 16, 128), (64, 32, 128), (16, 16, 64), (32, 32, 64), (16, 16, 32))
 
 
 def attention_knobs(e: int, ev: int) -> dict | None:

@@ -25,11 +25,13 @@ from .linalg import product
 
 FUSED: bool | None = None  # None: chosen by `fused`; True / False force a path (tests)
 # The decomposition stores the scores of every batch and head (nb * L * S floats) and
-# runs at the speed of the matmul and row kernels. The first fused kernel had no
-# register tiling: on the H200 (2026-11-30) it ran F.scaled_dot_product_attention at
-# L = S = 1024, E = 64 at 0.03x of eager where the decomposition ran at 0.49x. Its
-# register-tiled successor (kernels/attention.wgsl, 2026-12-01e) is not measured yet;
-# until it is, the fused kernel is for scores too large to store.
+# runs at the speed of the matmul and row kernels. On the H200 (2026-12-01f,
+# bench/results/attention_*_h200.json) at 16 x 16 heads, L = S = 1024, E = 64 the
+# register-tiled fused kernel (kernels/attention.wgsl) took 5.33 ms unmasked where the
+# decomposition took 3.97 ms, and 2.89 ms causal (it never loads key blocks past a
+# block's last query) where the decomposition, which computes and masks every score,
+# took 4.06 ms. So causal attention fuses, and so does attention whose scores are too
+# large to store; the rest decomposes.
 MAX_SCORES_BYTES = 1 << 31
 
 NEG_INF = float("-inf")
@@ -74,18 +76,19 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
             attn_mask = b.ew("where", attn_mask, b.scalar(0.0), b.scalar(NEG_INF))
         attn_mask = as_dtype(b, attn_mask, "f32")
         batch = broadcast_shapes(batch, attn_mask.shape[:-2])
-    if fused(math.prod(batch), lq, s, e, ev):
+    if fused(math.prod(batch), lq, s, e, ev, is_causal):
         return _fused(b, q, k, v, attn_mask, is_causal, scale, batch)
     return _decomposed(b, q, k, v, attn_mask, is_causal, scale)
 
 
-def fused(nb: int, lq: int, s: int, e: int, ev: int) -> bool:
-    """The one decision between the fused kernel and the decomposition (see FUSED)."""
+def fused(nb: int, lq: int, s: int, e: int, ev: int, causal: bool = False) -> bool:
+    """The one decision between the fused kernel and the decomposition (see FUSED and
+    the measurements above MAX_SCORES_BYTES)."""
     if e < 1 or ev < 1 or attention_config(e, ev) is None:
         return False  # head dims too wide for the kernel's workgroup tiles
     if FUSED is not None:
         return FUSED
-    return nb * lq * s * 4 >= MAX_SCORES_BYTES
+    return causal or nb * lq * s * 4 >= MAX_SCORES_BYTES
 
 
 def _fused(b, q, k, v, mask, causal, scale, batch) -> Value:

@@ -77,9 +77,9 @@ def split_k_chunks(x_shape, y_shape) -> int:
     if k < SPLIT_K_MIN:
         return 1
     m, n = x_shape[-2], y_shape[-1]
-    bm, bn, _, _ = matmul_tiles(m, n)
-    tiles = math.prod(broadcast_shapes(x_shape[:-2], y_shape[:-2])) * \
-        math.ceil(m / bm) * math.ceil(n / bn)
+    nb = math.prod(broadcast_shapes(x_shape[:-2], y_shape[:-2]))
+    bm, bn, _, _ = matmul_tiles(m, n, nb)
+    tiles = nb * math.ceil(m / bm) * math.ceil(n / bn)
     chunks = min(k // SPLIT_K_CHUNK, math.ceil(SPLIT_K_TARGET / tiles))
     return chunks if chunks >= 2 else 1
 

@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         if caveat:
             progress(f"kernelwright optimize: warning: with --jobs {args.jobs} the speedups "
                      f"are not trustworthy here: {caveat} (run with --jobs 1 for figures)")
-        reports, interrupted = run_parallel(args, target, chosen, size, budget, progress)
+        reports, interrupted = run_parallel(args, target, chosen, size, budget, progress, redo)
         return finish(args, device.description, size, [g.name for g in generators], reports,
                       interrupted, caveat and f"--jobs {args.jobs}: {caveat}")
     reports: list[ProblemReport] = []
@@ -191,7 +191,7 @@ def finish(args, device: str, size: str, generators: list[str], reports, interru
     return 0
 
 
-def run_parallel(args, target: Path, chosen, size: str, budget, progress):
+def run_parallel(args, target: Path, chosen, size: str, budget, progress, redo: set[str]):
     """Run `chosen` with `args.jobs` problems at once, each in a child process running
     this command for one problem (`--problem-name`) with the same settings and OUT.
     The children share OUT/optimize.sqlite and the tuning cache, and the GPU through the
@@ -199,7 +199,8 @@ def run_parallel(args, target: Path, chosen, size: str, budget, progress):
     checks). Each child's progress lines are shown prefixed with its problem. The run's
     budgets are checked before each problem starts: its wall time, and its tokens and
     cost as the state records them for the problems started. Returns the reports of the
-    problems that finished, in order, and whether the run was interrupted."""
+    problems that finished, in order, and whether the run was interrupted. With --resume,
+    problems that OUT's state has finished (and that `redo` does not name) start no child."""
     from ..bench.gpulock import ENV as GPU_LOCK_ENV
     from ..bench.runner import worker_env
     from .search import ProblemReport
@@ -223,7 +224,15 @@ def run_parallel(args, target: Path, chosen, size: str, budget, progress):
         base += ["--redo", pattern]
     if args.skip_unchanged:
         base.append("--skip-unchanged")
-    started, queue, launched = time.monotonic(), list(chosen), []
+    queue = list(chosen)
+    if args.resume:  # finished problems are skipped here, not in a child that imports torch
+        state = RunState(args.out)
+        done = {p.name for p in queue if p.name not in redo and state.report(p.name)}
+        state.close()
+        queue = [p for p in queue if p.name not in done]
+        if done:
+            progress(f"{len(done)} problems done in an earlier run")
+    started, launched = time.monotonic(), []
     running: dict[subprocess.Popen, threading.Thread] = {}
     failed: list[str] = []
     interrupted = False
@@ -262,7 +271,7 @@ def run_parallel(args, target: Path, chosen, size: str, budget, progress):
                     break
                 problem = queue.pop(0)
                 launched.append(problem)
-                progress(f"[{len(launched)}/{len(chosen)}] {problem.name}")
+                progress(f"[{len(launched)}/{len(queue) + len(launched)}] {problem.name}")
                 # a session of its own: a Ctrl-C reaches the children once, from here
                 proc = subprocess.Popen(base + ["--problem-name", problem.name], env=env,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
