@@ -277,6 +277,16 @@ def test_jobs_run_problems_side_by_side_and_report_them_together(workdir, tune_d
     assert all(p["before"].get("correct") for p in summary["problems"])
     assert (out / "gpu.lock").exists()  # the children shared the GPU through the lock
     assert "not trustworthy here" in printed.err and "CPU" in summary["timing_caveat"]
+    # resumed, the finished problems start no child; --redo names one that runs again
+    code = cli.main(["optimize", str(suite), "--jobs", "2", "--attempts", "1",
+                     "--max-kernels", "1", "--out", str(out), "--resume", "--redo", "b_*"])
+    assert code == 0
+    printed = capsys.readouterr()
+    assert "1 problems done in an earlier run" in printed.err
+    assert "[a_fused] " not in printed.err and "[1/1] b_scaled" in printed.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["this_run"] == ["b_scaled"]
+    assert sorted(p["name"] for p in summary["problems"]) == ["a_fused", "b_scaled"]
     assert cli.main(["optimize", str(suite), "--jobs", "0", "--out", str(out)]) == 2
 
 
