@@ -744,7 +744,7 @@ MATMUL_WORKGROUP_BYTES = 32768
 _LANES = "xyzw"
 
 
-MATMUL_TALL_MIN_WORKGROUPS = 1024  # workgroups the 128 x 64 tiles must still make
+MATMUL_TALL_MIN_WORKGROUPS = 256  # workgroups the 128 x 64 tiles must still make
 
 
 def matmul_tiles(m: int, n: int, nb: int = 1) -> tuple[int, int, int, int]:
@@ -754,10 +754,12 @@ def matmul_tiles(m: int, n: int, nb: int = 1) -> tuple[int, int, int, int]:
     default workgroup memory). Under 512 rows, a multiple of 128 rows gets 128 x 64 tiles
     with 8 x 4 blocks when that still makes MATMUL_TALL_MIN_WORKGROUPS workgroups: each
     staged B tile then serves 128 rows, not 64. Measured on the H200 (2026-12-01f,
-    bench/results/matmul_variants_h200.json) on the implicit GEMM of a 3 x 3
-    convolution, 128 channels, 56 x 56, batch 64 (M = 128, 3136 workgroups): 2.57 ms
-    against 3.22 ms with 64 x 64 tiles (0.58 and 0.47 of cuDNN); with 64 output channels
-    the 128-row tile wastes half its rows (3.15 against 1.94 ms)."""
+    bench/results/matmul_variants_h200.json) on the implicit GEMMs of 3 x 3
+    convolutions: 128 channels at 56 x 56, batch 64 (M = 128, 3136 workgroups), 2.57
+    against 3.22 ms with 64 x 64 tiles (0.58 and 0.47 of cuDNN); 128 to 256 channels,
+    stride 2 to 14 x 14, batch 32 (M = 256, 256 workgroups), 0.221 against 0.304 ms
+    (0.74 and 0.50). With 64 output channels the 128-row tile wastes half its rows
+    (3.15 against 1.94 ms). Smaller grids than 256 workgroups are not measured."""
     if m <= 16:
         return 16, 64, 1, 4
     if n <= 16:
