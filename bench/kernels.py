@@ -120,6 +120,12 @@ CASES = {
     "gemm_4096": gemm(4096, 4096, 4096),
     "gemm_irregular_3001x4093x2999": gemm(3001, 4093, 2999),
     "linear_8192x1024x4096": linear_t(8192, 1024, 4096),
+    # a LayerNorm computed in the matmul's A loader (a transformer MLP's first layer):
+    # the search found DB 1 1.25-1.39x faster on three such kernels (docs/PERF.md)
+    "layernorm_linear_gelu_12544x512x2048": dict(
+        module=torch.nn.Sequential(torch.nn.LayerNorm(512), torch.nn.Linear(512, 2048),
+                                   torch.nn.GELU()),
+        inputs=lambda: [torch.randn(12544, 512)], flops=2 * 12544 * 512 * 2048),
     "elementwise_chain_2^27": memory(lambda x: (x * 2 + 1).relu() * 0.5, (1 << 27,), 1, 1),
     "gelu_2^27": memory(F.gelu, (1 << 27,), 1, 1),
     "sum_rows_16384x8192": memory(lambda x: x.sum(1), (16384, 8192), 1, 0),
@@ -185,6 +191,7 @@ VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan")
 
 
 MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096",
+                "layernorm_linear_gelu_12544x512x2048",
                 # convolutions: their implicit GEMM's settings (64, 128 and 256 output
                 # channels: the M of a product batched over the images)
                 "conv3x3_64ch_128x128_b32", "conv3x3_128ch_56x56_b64",
