@@ -165,6 +165,19 @@ def test_conv_bias_activation_is_one_kernel():
     assert len(compiled.plan.kernels) == 1, compiled.plan.summary()
 
 
+@pytest.mark.parametrize("cout,stride,shape", [(128, 1, (18, 4, 30, 31)),
+                                               (256, 2, (32, 4, 29, 30))])
+def test_128_multiple_channels_take_the_tall_tiles(cout, stride, shape):
+    """An implicit GEMM of 128 or 256 output channels over enough positions takes the
+    128 x 64 tiles (templates.matmul_tiles; positions no tile divides), fused bias and
+    ReLU included."""
+    m = nn.Sequential(_module(nn.Conv2d, 4, cout, 3, stride=stride, padding=1), nn.ReLU())
+    compiled = check(m, torch.randn(*shape))
+    (kernel,) = compiled.plan.kernels
+    assert (kernel.knobs["BM"], kernel.knobs["BN"], kernel.knobs["TM"], kernel.knobs["TN"]) \
+        == (128, 64, 8, 4), compiled.plan.summary()
+
+
 def test_prologue_fuses_into_the_loaders():
     w = torch.randn(4, 3, 3, 3)
     f = Fn(lambda x: F.conv2d(torch.sigmoid(x).transpose(2, 3) * 2.0, w, stride=2))
