@@ -201,6 +201,24 @@ def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypa
         kernelwright.compile(module, inputs)
     assert [r.status for r in session.results] == ["cached"]
 
+    # A winner is used while the default it beat is today's; knobs the template gained
+    # since count as their defaults. One tuned against another default is ignored by a
+    # compile and tuned again by a session.
+    cache, device = tune.TuneCache(tune_db), row["device"]
+    key = templates.KernelKey(row["template"], row["bucket"], row["digest"])
+    default = templates.matmul_knobs(40, 33)
+    older = {k: v for k, v in default.items() if k != "UNROLL"}  # before UNROLL existed
+    cache.store(device, key, tune.Winner(WINNER, older, 1.0, 0.5), 2, [])
+    assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == WINNER
+    cache.store(device, key, tune.Winner(WINNER, {**default, "BK": 32}, 1.0, 0.5), 2, [])
+    assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == default
+    monkeypatch.setattr(choose_module, "tune_kernel", tuner.tune_kernel)
+    with tune.tuning(settings) as session:
+        assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == WINNER
+    assert [r.status for r in session.results] == ["tuned"]
+    (row,) = tune.TuneCache(tune_db).rows()
+    assert row["default_knobs"] == default
+
     monkeypatch.setenv("KERNELWRIGHT_TUNE", "off")
     assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == \
         templates.matmul_knobs(40, 33)

@@ -112,6 +112,7 @@ class KernelReport:
     best_ms: float | None = None  # the winner's, timed beside the baseline at confirmation
     generator: str | None = None  # the winner's
     knobs: dict | None = None
+    baseline_knobs: dict | None = None  # the compiler's kernel's (what a winner beat)
     note: str = ""
     status: str = "unchanged"  # "improved" | "unchanged" | "dropped" (broke the module)
     baseline_source: str = ""
@@ -406,7 +407,7 @@ class Search:
     def search_kernel(self, problem: str, spec: KernelSpec, spend: Spend,
                       label: str) -> KernelReport:
         kr = KernelReport(spec.key, spec.name, spec.kind, spec.profile.get("share_all", 0.0),
-                          baseline_source=spec.source)
+                          baseline_knobs=dict(spec.knobs), baseline_source=spec.source)
         self.state.set_kernel(problem, spec.key, spec.name, spec.source, None, spec.knobs,
                               spec.kind)
         spec.measured = self.state.measured(spec.kind, (problem, spec.key))
@@ -602,7 +603,7 @@ def _winner(kr: KernelReport, problem: str):
 
     return KernelWinner(kr.source, tuple(kr.grid), kr.knobs, kr.generator or "",
                         kr.baseline_ms, kr.best_ms, problem,
-                        [a for a in kr.layout[:-1] if a is not None])
+                        [a for a in kr.layout[:-1] if a is not None], kr.baseline_knobs)
 
 
 def _seed(problem: str, key: str, n: int) -> int:

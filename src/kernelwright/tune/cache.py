@@ -8,9 +8,10 @@ times and what was rejected on the way.
 
 A second table, `kernels`, keeps whole kernels found by ``kernelwright optimize``
 (optimize/): per device and kernel spec key (the kernel key and the shapes of every
-binding) the WGSL source, its grid and knobs, the generator that wrote it and the
-times of the compiler's kernel and of the winner. `choose_knobs` hands such a kernel
-to the compile path in place of the template's.
+binding) the WGSL source, its grid and knobs, the generator that wrote it, the
+knobs of the compiler's kernel it beat and the times of both. `choose_knobs` hands
+such a kernel to the compile path in place of the template's while the compiler
+would still make the kernel it beat (`choose.fresh`).
 
 Every compile looks kernels up, so lookups are cheap: the rows are read into a dict
 once and again only when the file changes (one stat per lookup); without a file a
@@ -57,9 +58,13 @@ CREATE TABLE IF NOT EXISTS kernels (
     best_ms REAL,                 -- GPU time of the winner
     problem TEXT,                 -- where it was found
     found_at TEXT,
+    baseline_knobs TEXT,          -- JSON: the knobs of the compiler's kernel it beat
     PRIMARY KEY (device, spec_key)
 )
 """
+# Columns added after files were written: (table, column, type). A file that lacks one
+# gains it (NULL in its earlier rows) when it is next opened.
+ADDED_COLUMNS = (("kernels", "baseline_knobs", "TEXT"),)
 
 
 def db_path() -> Path:
@@ -88,6 +93,7 @@ class KernelWinner:
     best_ms: float | None
     problem: str = ""
     views: list[int] = field(default_factory=list)  # templates.Generated.views
+    baseline_knobs: dict | None = None  # the compiler's kernel's; None: not recorded
 
     @property
     def trusted(self) -> bool:
@@ -128,7 +134,8 @@ class TuneCache:
                 for r in self.rows()}
             self._kernels = {(r["device"], r["spec_key"]): KernelWinner(
                 r["source"], tuple(r["grid"]), r["knobs"], r["generator"], r["baseline_ms"],
-                r["best_ms"], r["problem"] or "", r["views"] or []) for r in self.kernel_rows()}
+                r["best_ms"], r["problem"] or "", r["views"] or [], r["baseline_knobs"])
+                for r in self.kernel_rows()}
             self._stamp = (st.st_mtime_ns, st.st_size)
         return True
 
@@ -137,11 +144,14 @@ class TuneCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute(
-                "INSERT OR REPLACE INTO kernels VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO kernels (device, spec_key, source, grid, knobs, views, "
+                "generator, baseline_ms, best_ms, problem, found_at, baseline_knobs) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (device, spec_key, winner.source, json.dumps(list(winner.grid)),
                  json.dumps(winner.knobs), json.dumps(winner.views), winner.generator,
                  winner.baseline_ms, winner.best_ms, winner.problem,
-                 datetime.now(timezone.utc).isoformat(timespec="seconds")))
+                 datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 None if winner.baseline_knobs is None else json.dumps(winner.baseline_knobs)))
         self._stamp = None
 
     def forget_kernel(self, device: str, spec_key: str) -> None:
@@ -160,7 +170,7 @@ class TuneCache:
             db.row_factory = sqlite3.Row
             rows = [dict(r) for r in db.execute("SELECT * FROM kernels")]
         for r in rows:
-            for column in ("grid", "knobs", "views"):
+            for column in ("grid", "knobs", "views", "baseline_knobs"):
                 r[column] = json.loads(r[column]) if r[column] else None
         return rows
 
@@ -205,6 +215,9 @@ class TuneCache:
         try:
             with db:
                 db.executescript(SCHEMA)
+                for table, column, kind in ADDED_COLUMNS:
+                    if column not in {c[1] for c in db.execute(f"PRAGMA table_info({table})")}:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                 yield db
         finally:
             db.close()

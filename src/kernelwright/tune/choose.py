@@ -13,6 +13,12 @@ kernel. In order:
    key. Without a cache file this costs one stat. `compiler_choice` is the same
    without the optimized kernels (what kernelwright optimize starts from).
 
+A winner is used only while the kernel it was measured against is the one the compiler
+would make without it (`fresh`): tuned knobs while the template's default knobs are
+those it beat, an optimized kernel while the knobs it beat are the ones chosen without
+it. A winner of an earlier default is ignored (and, in a tuning session, tuned again):
+it was never shown faster than the new default.
+
 `tuning(...)` opens a session: within it every compile uses the cache's winners and
 tunes each kernel whose key the cache lacks, stores the winner and uses it. A kernel
 that fails to tune keeps its defaults; tuning never makes a compile fail.
@@ -74,21 +80,30 @@ def compiler_choice(request: KernelRequest) -> dict | None:
 def cached_choice(request: KernelRequest, cache: TuneCache,
                   optimized: bool) -> dict | Generated | None:
     """The cache's answer for this device: an optimized kernel (when `optimized`), else
-    the tuned knobs, else None."""
+    the tuned knobs, else None; winners measured against other knobs are ignored."""
     if not cache.exists():
         return None
     device = _device_description()
     if device is None:
         return None
+    default = request.default.knobs
+    winner = cache.lookup(device, str(request.key))
+    tuned = winner.knobs if winner and fresh(winner.default_knobs, default) else None
     if optimized:
         found = cache.lookup_kernel(device, request.spec_key)
-        if found is not None:
+        if found is not None and fresh(found.baseline_knobs, {**default, **(tuned or {})}):
             return dataclasses.replace(request.default, source=found.source,
                                        grid=tuple(found.grid), knobs=dict(found.knobs or {}),
                                        views=list(found.views), workgroup_bytes=0,
                                        trusted=found.trusted)
-    winner = cache.lookup(device, str(request.key))
-    return winner.knobs if winner else None
+    return tuned
+
+
+def fresh(beaten: dict | None, current: dict) -> bool:
+    """Whether a winner that beat the kernel with knobs `beaten` was measured against
+    `current`. Knobs added to a template after the winner was stored count as their
+    defaults; a winner that did not record what it beat (None) is not fresh."""
+    return beaten is not None and {**current, **beaten} == current
 
 
 def current_chooser() -> KnobChooser | None:
@@ -133,6 +148,8 @@ class TuningSession:
         key, desc = request.key, self.device.description
         default = request.default.knobs
         winner = self.cache.lookup(desc, str(key))
+        if winner is not None and not fresh(winner.default_knobs, default):
+            winner = None  # tuned against an earlier default: tune again
         if winner is not None:
             result = KernelResult(key, request.kind, "cached", default, winner.knobs,
                                   winner.default_ms, winner.best_ms)
