@@ -37,7 +37,9 @@ every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
 elementwise, row and reduction kernels (VEC, EPT, TPR, ORDER: templates.elementwise_space,
 rows_space, reduce_space, trimmed to WG 256), and for cases that fuse into a row kernel
 also the unfused schedule (schedule.ROW_FUSION_MAX = 0: one kernel per reduction), each
-with its TB/s (bytes read + written once) and correctness against PyTorch.
+with its TB/s (bytes read + written once) and correctness against PyTorch. Rows longer
+than the fusion limit (LONG_ROW_CASES) are measured with the default plan and fused at
+the longer limits of ROW_FUSION_VARIANTS instead.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
-from kernelwright import schedule, tune
+from kernelwright import schedule, templates, tune
 from kernelwright.bench.timing import keep_gpu_awake, time_candidate
 from kernelwright.ops import attention as attention_ops
 from kernelwright.ops import conv as conv_ops
@@ -173,6 +175,11 @@ CASES = {
                                bytes=4 * 16384 * 8192 * 2),
     "log_softmax_16384x8192": memory(lambda x: torch.log_softmax(x, -1), (16384, 8192), 1, 1),
     "softmax_131072x1024": memory(lambda x: torch.softmax(x, -1), (131072, 1024), 1, 1),
+    # rows longer than schedule.ROW_FUSION_MAX (the suite's level1/044 and 046 rows)
+    "log_softmax_8192x16384": memory(lambda x: torch.log_softmax(x, -1), (8192, 16384), 1, 1),
+    "softmax_4096x32768": memory(lambda x: torch.softmax(x, -1), (4096, 32768), 1, 1),
+    # a reduction over the leading dim with its max (the suite's level1/040)
+    "amax_cols_16384x14336": memory(lambda x: torch.amax(x, 0), (16384, 14336), 1, 0),
     "sum_cols_8192x16384": memory(lambda x: x.sum(0), (8192, 16384), 1, 0),
     "add_bias_rows_16384x8192": dict(module=Fn(lambda x, b: x + b),
                                      inputs=lambda: [torch.randn(16384, 8192), torch.randn(8192)],
@@ -186,7 +193,13 @@ CASES = {
 MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192",
                 "sum_rows_16384x8192", "sum_cols_8192x16384", "softmax_16384x8192",
                 "softmax_131072x1024", "log_softmax_16384x8192", "layernorm_16384x8192",
-                "rmsnorm_16384x8192", "cumsum_16384x8192", "permute_nchw_to_nhwc_64x256x128x128")
+                "rmsnorm_16384x8192", "cumsum_16384x8192", "permute_nchw_to_nhwc_64x256x128x128",
+                "amax_cols_16384x14336", "log_softmax_8192x16384", "softmax_4096x32768")
+# Long rows: --variants measures the default plan and the fused row kernel at longer
+# fusion limits (schedule.ROW_FUSION_MAX, with templates.ROW_CACHE elements per
+# invocation allowed twice over), not the knob space of its first kernel.
+LONG_ROW_CASES = ("log_softmax_8192x16384", "softmax_4096x32768")
+ROW_FUSION_VARIANTS = ((16384, 32), (32768, 64))  # (ROW_FUSION_MAX, ROW_CACHE)
 VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan")
 
 
@@ -285,21 +298,25 @@ def memory_variants(args, dev) -> None:
                            else None):
             kernelwright.compile(module, sets[0])
         request = requests[0]
-        settings = [("default", None, None)] + [
-            (json.dumps(k, sort_keys=True), k, None) for k in request.space
-            if k.get("WG", 256) == 256 and k != request.default.knobs]
+        settings = [("default", None, None)]
+        if name in LONG_ROW_CASES:
+            settings += [(f"fused (ROW_FUSION_MAX = {f}, ROW_CACHE = {c})", None, (f, c))
+                         for f, c in ROW_FUSION_VARIANTS]
+        else:
+            settings += [(json.dumps(k, sort_keys=True), k, None) for k in request.space
+                         if k.get("WG", 256) == 256 and k != request.default.knobs]
         if request.kind == "rows":
-            settings.append(("unfused (ROW_FUSION_MAX = 0)", None, 0))
+            settings.append(("unfused (ROW_FUSION_MAX = 0)", None, (0, templates.ROW_CACHE)))
         row = dict(case=name, torch_ms=round(ref_ms, 4),
                    torch_tbps=round(case["bytes"] / ref_ms / 1e9, 3), key=str(request.key),
                    default_knobs=request.default.knobs, variants=[])
         out["cases"].append(row)
         for label, knobs, fusion in settings:
             variant = dict(variant=label)
-            keep = schedule.ROW_FUSION_MAX
+            keep = schedule.ROW_FUSION_MAX, templates.ROW_CACHE
             try:
                 if fusion is not None:
-                    schedule.ROW_FUSION_MAX = fusion
+                    schedule.ROW_FUSION_MAX, templates.ROW_CACHE = fusion
                 with tune.choosing(lambda r, k=knobs, key=request.key: k if k and r.key == key
                                    else None):
                     compiled = kernelwright.compile(module, sets[0])
@@ -315,7 +332,7 @@ def memory_variants(args, dev) -> None:
             except Exception as exc:  # noqa: BLE001 - record the failure, measure the rest
                 variant["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             finally:
-                schedule.ROW_FUSION_MAX = keep
+                schedule.ROW_FUSION_MAX, templates.ROW_CACHE = keep
             row["variants"].append(variant)
             print(json.dumps(dict(case=name, **variant)), flush=True)
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)

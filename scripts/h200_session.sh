@@ -13,12 +13,14 @@
 #             --jobs 8, resumed from bench/results/suite_h200_full/results.sqlite when
 #             that file is in the tree (issues 3 and 4)
 #   level2    the same for level 2 only (issue 5: level-2 geometric mean)
-#   kernels   bench/kernels.py, every single-kernel figure of issue 5
+#   kernels   bench/kernels.py, every single-kernel figure of issue 5 (more arguments in
+#             KERNELS_ARGS, e.g. "--only maxpool")
 #   checks    bench/kernels.py --shader-checks on CHECK_CASES (default: GEMMs, convs,
 #             attention and memory-bound cases), every kernel with wgpu's runtime checks
 #   matmul    bench/kernels.py --matmul-variants (which matmul knobs win; more arguments in
 #             MATMUL_ARGS, e.g. "--only conv")
-#   memory    bench/kernels.py --variants --reps 10 (elementwise/row-kernel knobs)
+#   memory    bench/kernels.py --variants --reps 10 (elementwise/row-kernel knobs; more
+#             arguments in MEMORY_ARGS, e.g. "--only cumsum")
 #   conv      bench/kernels.py --only conv, with each lowering (auto, gemm, direct)
 #   attention bench/kernels.py --only sdpa, with each path (fused, decomposed), and
 #             --attention-variants (every setting of the fused kernel)
@@ -59,14 +61,17 @@ run_task() {
         --resume --out "$dir" "${args[@]}" > "$dir/bench.log" 2>&1
       rm -rf "$dir/work"
       tail -12 "$dir/bench.log" >> "$LOG" ;;
-    kernels) limit "$secs" python3 bench/kernels.py --out "$R/kernels.json" >> "$LOG" 2>&1 ;;
+    kernels) read -r -a kargs <<< "${KERNELS_ARGS:-}"  # e.g. KERNELS_ARGS="--only maxpool"
+             limit "$secs" python3 bench/kernels.py "${kargs[@]}" --out "$R/kernels.json" \
+               >> "$LOG" 2>&1 ;;
     checks) limit "$secs" python3 bench/kernels.py --shader-checks --out "$R/kernels_checks.json" \
               --only "${CHECK_CASES:-gemm_4096,gemm_irr,linear,conv3x3_64ch_128,conv1d,conv3d,sdpa_16,softmax_16384,layernorm,cumsum,maxpool,elementwise}" \
               >> "$LOG" 2>&1 ;;
     matmul) read -r -a margs <<< "${MATMUL_ARGS:-}"  # e.g. MATMUL_ARGS="--only conv"
             limit "$secs" python3 bench/kernels.py --matmul-variants "${margs[@]}" \
               --out "$R/matmul_variants.json" >> "$LOG" 2>&1 ;;
-    memory) limit "$secs" python3 bench/kernels.py --variants --reps 10 \
+    memory) read -r -a vargs <<< "${MEMORY_ARGS:-}"  # e.g. MEMORY_ARGS="--only cumsum"
+            limit "$secs" python3 bench/kernels.py --variants --reps 10 "${vargs[@]}" \
               --out "$R/memory_variants.json" >> "$LOG" 2>&1 ;;
     conv)
       for lowering in auto gemm direct; do

@@ -729,7 +729,15 @@ def _scan(src, materialized, out, tnode, knobs=None):
     chunk = wg * items
     slots = dict(functions=functions, WG=wg, ITEMS=items, R=r, B=inner, ROWS=rows, GRID_X=gx,
                  ACC=acc_t, INIT=init, LEAF="leaf(load_x(a, r, b), r)", final=final,
-                 CHUNK=chunk, TILE=chunk + chunk // 32, workgroup_bytes=wg_bytes)
+                 CHUNK=chunk, TILE=chunk + chunk // 32, workgroup_bytes=wg_bytes,
+                 LOADS="\n".join(f"        let x{k} = leaf(load_x(a, min(r0 + {k}, {r - 1}), b),"
+                                 f" r0 + {k});" for k in range(items)),
+                 RUNS="\n".join(f"        if (r0 + {k} < {r}) {{ run = combine(run, x{k}); }}"
+                                f" let s{k} = run;" for k in range(items)),
+                 STORES="\n".join(f"        if (live && r0 + {k} < {r}) {{ let r = r0 + {k};"
+                                  f" let gi = (a * {r} + r) * {inner} + b;"
+                                  f" let acc = combine(prefix, s{k}); $STORE }}"
+                                  for k in range(items)))
     slots["SCAN_SUMS"] = template("scan_sums").substitute(ACC=acc_t, INIT=init, WG=wg)
     name = "scan_staged" if knobs["STAGE"] else "scan"
     return name, slots, (gx, math.ceil(max(1, rows) / gx), 1), knobs
@@ -1455,7 +1463,7 @@ def _pool(src, materialized, out, tnode, knobs=None):
         start = [f"{o} * {s} - {p}" for o, s, p in zip(outs, at["stride"], pad)]
         end = list(size)
     if op == "avg":
-        init, fold, final = "0.0", "acc = acc + v;", "acc"
+        init, fold, final = "0.0", "acc = acc + select(0.0, v, ok);", "acc"
         if at["divisor"]:
             divisor = str(at["divisor"])
         elif at["count_include_pad"]:  # the window clipped to the padded input
@@ -1467,7 +1475,7 @@ def _pool(src, materialized, out, tnode, knobs=None):
     else:  # the first maximum in window order; a NaN wins (as PyTorch), tested on its
         # bits: compilers may fold `v != v` to false
         init = "bitcast<f32>(0xff800000u)"
-        fold = (f"if (best < 0 || v > acc || {is_nan('v')}) "
+        fold = (f"if (ok && (best < 0 || v > acc || {is_nan('v')})) "
                 f"{{ acc = v; best = (id * {size[1]} + ih) * {size[2]} + iw; }}")
         final, finish = ("best" if op == "argmax" else "acc"), ""
     functions = _loader(src, materialized, "load_x", x)

@@ -3,11 +3,14 @@
 // per output element out[l, od, oh, ow]. Per dim the window starts at START_ (a WGSL
 // expression of the output index: o * S - P for regular pooling, floor(o I / O) for
 // adaptive) and holds K_ taps DIL_ apart; taps before 0 or at or past END_ (the input
-// size, or the adaptive window's end) are skipped, so padding never counts as a value.
-// FOLD folds the tap value v into acc: max keeps the first maximum (NaN propagates, as
-// PyTorch) and its flat index (id * IN_H + ih) * IN_W + iw in best, the argmax's
-// result; average sums, and FINISH divides by the count of taps, the padded window
-// (count_include_pad) or divisor_override. The result leaves through `epilogue`.
+// size, or the adaptive window's end) do not count (`ok` false), so padding never counts
+// as a value. Every tap is loaded, at its index clamped into the input, and folded only
+// when it counts: no load waits behind a branch, so the window's loads are in flight
+// together (the loop with `continue` around each load was latency-bound).
+// FOLD folds the tap value v into acc when ok: max keeps the first maximum (NaN
+// propagates, as PyTorch) and its flat index (id * IN_H + ih) * IN_W + iw in best, the
+// argmax's result; average sums, and FINISH divides by the count of taps, the padded
+// window (count_include_pad) or divisor_override. The result leaves through `epilogue`.
 // Slots: BINDINGS, FUNCTIONS (load_x, epilogue), WG, ROW, NUMEL, INIT, FOLD,
 // FINISH, and per dim (suffix _D, _H, _W): OUT_, IN_, K_, DIL_, START_, END_; STORE.
 $BINDINGS
@@ -33,22 +36,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     var count = 0;
     for (var kd = 0; kd < $K_D; kd += 1) {
         let id = d0 + kd * $DIL_D;
-        if (id < 0 || id >= d1) {
-            continue;
-        }
+        let ok_d = id >= 0 && id < d1;
+        let cd = clamp(id, 0, $IN_D - 1);
         for (var kh = 0; kh < $K_H; kh += 1) {
             let ih = h0 + kh * $DIL_H;
-            if (ih < 0 || ih >= h1) {
-                continue;
-            }
+            let ok_h = ok_d && ih >= 0 && ih < h1;
+            let ch = clamp(ih, 0, $IN_H - 1);
             for (var kw = 0; kw < $K_W; kw += 1) {
                 let iw = w0 + kw * $DIL_W;
-                if (iw < 0 || iw >= w1) {
-                    continue;
-                }
-                let v = load_x(l, id, ih, iw);
+                let ok = ok_h && iw >= 0 && iw < w1;
+                let v = load_x(l, cd, ch, clamp(iw, 0, $IN_W - 1));
                 $FOLD
-                count += 1;
+                count += select(0, 1, ok);
             }
         }
     }
