@@ -105,3 +105,25 @@ def test_default_tiles_follow_the_product_shape():
     assert templates.matmul_tiles(8, 4096) == (16, 64, 1, 4)
     knobs = templates.matmul_knobs(128, 3136, 64)
     assert (knobs["BM"], knobs["BN"], knobs["VEC"], knobs["DB"]) == (128, 64, 4, 2)
+
+
+def test_operands_computed_on_their_loads_take_one_staged_buffer():
+    """A matmul whose A loader computes a LayerNorm (or any elementwise prologue) defaults
+    to DB 1; plain operands, transposed views and a convolution's windows keep DB 2."""
+    from conftest import check
+
+    def matmul_knobs(compiled):
+        return [k.knobs for k in compiled.plan.kernels if k.key.startswith("matmul")]
+
+    x = torch.randn(40, 32)
+    norm_linear = torch.nn.Sequential(torch.nn.LayerNorm(32), torch.nn.Linear(32, 48))
+    (knobs,) = matmul_knobs(check(norm_linear, x))
+    assert (knobs["VEC"], knobs["DB"]) == (4, 1), knobs
+    (knobs,) = matmul_knobs(check(Fn(lambda x, w: torch.relu(x) @ w.t()), x,
+                                  torch.randn(48, 32)))
+    assert knobs["DB"] == 1, knobs
+    (knobs,) = matmul_knobs(check(Fn(lambda x, w: x @ w.t()), x, torch.randn(48, 32)))
+    assert (knobs["VEC"], knobs["DB"]) == (4, 2), knobs
+    conv = torch.nn.Conv2d(8, 32, 3, padding=1)
+    (knobs,) = matmul_knobs(check(conv, torch.randn(2, 8, 12, 12)))
+    assert knobs["DB"] == 2, knobs

@@ -61,6 +61,37 @@ def test_softmax_3d_last_dim_and_other_dims():
         assert "rows" not in _kinds(compiled), compiled.plan.summary()
 
 
+def test_rows_of_16384_fuse_into_one_kernel_each():
+    """Rows up to schedule.ROW_FUSION_MAX (ROW_CACHE elements per invocation) are one
+    row kernel; enough rows that the reductions are not split into pieces first."""
+    x = torch.randn(512, 16384)
+    compiled = check(Fn(lambda x: (torch.softmax(x, -1), F.layer_norm(x, (16384,)))), x)
+    assert _kinds(compiled) == ["rows", "rows"], compiled.plan.summary()
+
+
+def test_row_cache_counts_every_buffer_of_the_row():
+    """A fused row kernel holds at most ROW_CACHE elements per invocation across all the
+    buffers it reads at the row's elements: 128 of one buffer fit, 128 of each of two do
+    not (a compile given such knobs keeps the defaults)."""
+    from kernelwright import templates
+    from kernelwright.ir import CompileError
+
+    x, y = torch.randn(3, 8188), torch.randn(3, 8188)  # too short to split
+    for fn, fits in ((lambda x, y: torch.softmax(x, -1) + y, False),
+                     (lambda x, y: torch.softmax(x, -1), True)):
+        requests = []
+        with tune.choosing(lambda r, seen=requests: seen.append(r)):
+            check(Fn(fn), x, y)
+        (request,) = [r for r in requests if r.kind == "rows"]
+        knobs = {"WG": 64, "TPR": 64, "VEC": 4, "ORDER": "row"}  # 32 steps of 4
+        assert templates.ROW_CACHE == 128
+        if fits:
+            request.generate(knobs)
+        else:
+            with pytest.raises(CompileError, match="on-chip row cache"):
+                request.generate(knobs)
+
+
 def test_rows_longer_than_the_limit_keep_separate_kernels():
     x = torch.randn(2, schedule.ROW_FUSION_MAX + 4)
     compiled = check(Fn(lambda x: F.layer_norm(x, x.shape[-1:])), x)
@@ -151,21 +182,21 @@ def test_small_model_with_fused_softmax_and_norms():
 
 
 # -- reductions through the row template ------------------------------------------------
-def test_column_reduction_knobs_and_col_order():
+def test_column_reduction_knobs_and_row_order():
     """A reduction over dim 0 defaults to the knobs measured fastest on the H200 (VEC 4,
-    "row" order, TPR >= 8); the "col" order of the search space stays correct."""
+    "col" order, TPR >= 8); the "row" order of the search space stays correct."""
     x = torch.randn(300, 40)
-    module = Fn(lambda x: (x.sum(0), x.amax(0)))
+    module = Fn(lambda x: (x.sum(0), x.amax(0), x.argmin(0)))
     compiled = check(module, x)
-    assert all(k.knobs["ORDER"] == "row" and k.knobs["VEC"] == 4 and k.knobs["TPR"] >= 8
+    assert all(k.knobs["ORDER"] == "col" and k.knobs["VEC"] == 4 and k.knobs["TPR"] >= 8
                for k in compiled.plan.kernels), compiled.plan.summary()
 
-    def col_order(request):
-        return {"WG": 64, "TPR": 8, "VEC": 1, "ORDER": "col"}
+    def row_order(request):
+        return {"WG": 64, "TPR": 8, "VEC": 1, "ORDER": "row"}
 
-    with tune.choosing(col_order):
+    with tune.choosing(row_order):
         compiled = check(module, x)
-    assert all(k.knobs["ORDER"] == "col" for k in compiled.plan.kernels), compiled.plan.summary()
+    assert all(k.knobs["ORDER"] == "row" for k in compiled.plan.kernels), compiled.plan.summary()
 
 
 @pytest.mark.parametrize("shape", [(1, 4096), (3000, 2), (65, 12), (5, 1001)])

@@ -49,7 +49,7 @@ from .codegen import (
     template,
     to_buffer,
 )
-from .ir import CompileError, Node, Value
+from .ir import MOVEMENT_OPS, CompileError, Node, Value
 
 MAX_GRID = 65535
 MAX_WG = 256  # WebGPU's default maxComputeInvocationsPerWorkgroup: every space keeps to it
@@ -439,7 +439,14 @@ REDUCERS = {
 }
 
 
-ROW_CACHE = 32  # elements of a row each invocation keeps on chip per buffer (default knobs)
+# Elements of the row a multi-pass row kernel's invocation keeps in registers, at most
+# (all of its buffers read at the row's elements together; settings that would hold more
+# are refused, and the schedule then keeps a kernel per reduction). Measured on the H200
+# (2026-12-01g, bench/results/memory_variants_long_rows_h200.json): log_softmax over
+# rows of 16384 fused, 64 per invocation, 0.272 ms (3.9 TB/s, 1.25x PyTorch) against
+# 0.507 ms in three kernels; softmax over rows of 32768, 128 per invocation, 0.288 ms
+# (3.7 TB/s, 1.43x) against 0.509 ms. It was 32 (64 in the search), rows up to 8192.
+ROW_CACHE = 128
 # The longest row that schedule.fuse_rows fuses into one multi-pass row kernel: the
 # default knobs keep it on chip (MAX_WG invocations x ROW_CACHE elements).
 ROW_LIMIT = MAX_WG * ROW_CACHE
@@ -451,25 +458,31 @@ def rows_knobs(o: int, r: int, col: bool = False) -> dict:
     loads of the buffers read at the row's own elements, when R is a multiple of 4),
     ORDER "row" (a row's invocations adjacent: the row is contiguous) or "col" (the
     rows of a workgroup adjacent). TPR: enough that each invocation takes at most 8
-    steps (32 elements at VEC 4). A row whose elements are strided in memory (`col`: the
-    row index is the contiguous one, e.g. a reduction over dim 0) takes VEC 4 in "row"
-    order, TPR 8, or more (up to WG) while the rows give fewer than 2^16 invocations.
-    Measured on the H200 (bench/results/memory_variants_h200.json):
-    rows of 8192 contiguous elements 4.0 TB/s (1.2x PyTorch); the column sums of an
-    8192 x 16384 tensor 2.6 TB/s with these knobs, against 0.65 TB/s with the earlier
-    "col" order (TPR 4, VEC 1), which stays in the search space."""
+    steps (32 elements at VEC 4), up to WG (rows longer than 8192 elements then take more
+    steps, up to ROW_CACHE elements in a fused kernel). A row whose elements are strided
+    in memory (`col`: the row index is the contiguous one, e.g. a reduction over dim 0)
+    takes "col" order (a warp's invocations take adjacent rows, so that each load of the
+    warp reads one contiguous run), VEC 4 (four loads in flight per step), TPR 8, or
+    more (up to WG) while the rows give fewer than 2^16 invocations. Measured on the H200
+    (bench/results/memory_variants_h200.json): rows of 8192 contiguous elements 4.0 TB/s
+    (1.2x PyTorch); the column sums of an 8192 x 16384 tensor (2026-12-01g,
+    bench/results/memory_variants_long_rows_h200.json) 4.10 TB/s (1.15x PyTorch) with
+    these knobs, against 2.91 TB/s in "row" order (the default before) and 3.24 TB/s in
+    "col" order with VEC 1; the column max of 16384 x 14336 3.09 against 2.37 TB/s
+    (PyTorch 4.06 TB/s)."""
     vec = 4 if r % 4 == 0 else 1
     if col:
         tpr = max(8, _pow2_ceil(-(-(1 << 16) // o)))
         return {"WG": MAX_WG, "TPR": min(MAX_WG, tpr, _pow2_ceil(r // vec)), "VEC": vec,
-                "ORDER": "row"}
+                "ORDER": "col"}
     tpr = min(MAX_WG, _pow2_ceil(-(-(r // vec) // 8)))
     return {"WG": MAX_WG, "TPR": tpr, "VEC": vec, "ORDER": "row"}
 
 
 def rows_space(r: int, passes: int = 1) -> list[dict]:
     """Settings for rows of R elements; a kernel of several passes over the row keeps it
-    on chip, so it leaves out those that would hold more than 2 * ROW_CACHE per buffer."""
+    on chip, so it leaves out those that would hold more than ROW_CACHE elements of one
+    buffer (the template counts all of its buffers)."""
     space = []
     for order in ("row", "col") if passes == 1 else ("row",):
         for vec in (1, 4) if r % 4 == 0 else (1,):
@@ -477,7 +490,7 @@ def rows_space(r: int, passes: int = 1) -> list[dict]:
                 for tpr in tprs:
                     items = -(-(r // vec) // tpr)
                     if (tpr <= max(1, _pow2_ceil(r // vec))
-                            and (passes == 1 or items * vec <= 2 * ROW_CACHE)):
+                            and (passes == 1 or items * vec <= ROW_CACHE)):
                         space.append({"WG": wg, "TPR": tpr, "VEC": vec, "ORDER": order})
     return space
 
@@ -530,8 +543,6 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
     rv = r // vec  # steps per row
     items = -(-rv // tpr)  # steps per invocation
     cached = passes > 1
-    _require(not cached or items * vec <= 2 * ROW_CACHE, knobs,
-             f"{items * vec} elements per invocation exceed the on-chip row cache")
     rpw = wg // tpr
     functions, pending, bound, shared, finals = [], [], {}, [], []
     for j, (tn, root) in enumerate(phases):
@@ -562,6 +573,9 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         val = em.value(out, Index(out.shape, flat="gi"))
         pending.append((em, "epilogue", ["gi: i32"], out.dtype, val, True, len(phases)))
     lanes = src.lane_params()
+    held = items * vec * max(1, len(src.lanes))
+    _require(not cached or held <= ROW_CACHE, knobs,
+             f"{held} elements per invocation exceed the on-chip row cache ({ROW_CACHE})")
     for em, name, params, dtype, val, uses_lanes, n in pending:
         prior = [f"rv{k}: {WGSL_TYPE[phases[k][1].dtype]}" for k in range(n)]
         functions.append(em.function(name, params + (lanes if uses_lanes else []) + prior,
@@ -675,17 +689,24 @@ SCANNERS = {
 }
 
 
-def scan_knobs(r: int) -> dict:
+def scan_knobs(r: int, acc_bytes: int = 4) -> dict:
     """Short rows: one element per invocation (WG the row length's power of two, at
-    least 32); long ones: up to 4 elements (ITEMS) per invocation of 256. STAGE 0: each
+    least 32); long ones: up to 8 elements (ITEMS) per invocation of 256. STAGE 0: each
     invocation reads its ITEMS consecutive elements itself (kernels/scan.wgsl); STAGE 1
     stages the chunk in workgroup memory, read and written by adjacent invocations
-    (kernels/scan_staged.wgsl). Measured on the H200, 16384 x 8192 cumsum
-    (bench/results/memory_variants_scan_cols_permute_h200.json): STAGE 0 with ITEMS 1,
-    2, 4, 8 took 2.10, 1.18, 0.78, 1.28 ms; STAGE 1 was slower at every ITEMS (0.87 ms
-    at best)."""
+    (kernels/scan_staged.wgsl), the default from 4 items. Measured on the H200, 16384 x
+    8192 cumsum (2026-12-01g, bench/results/memory_variants_long_rows_h200.json; PyTorch
+    0.582 ms): STAGE 0 with ITEMS 1, 2, 4, 8 took 1.43, 0.77, 0.63, 1.29 ms, STAGE 1
+    1.58, 0.87, 0.52, **0.41 ms** (2.6 TB/s, 1.42x PyTorch). An earlier run
+    (2026-12-01c) had found STAGE 1 slower at every ITEMS (0.87 ms at best against
+    0.78); the STAGE 0 kernel has since been rewritten (items loaded before the scan)
+    without a change in its time."""
     wg = min(256, max(32, _pow2_ceil(r)))
-    return {"WG": wg, "ITEMS": 1 if r <= wg else min(4, math.ceil(r / wg)), "STAGE": 0}
+    items = 1 if r <= wg else min(8, math.ceil(r / wg))
+    knobs = {"WG": wg, "ITEMS": items, "STAGE": 1 if items >= 4 else 0}
+    while knobs["STAGE"] and scan_workgroup_bytes(knobs, acc_bytes) > WORKGROUP_BYTES:
+        knobs["ITEMS"] //= 2  # the arg scans' 8-byte accumulators stage half as many
+    return knobs
 
 
 def scan_space(r: int) -> list[dict]:
@@ -717,7 +738,7 @@ def _scan(src, materialized, out, tnode, knobs=None):
         functions = f"struct ArgAcc {{ v: {xt}, i: i32 }}\n" + functions
     functions += (f"fn combine(a: {acc_t}, b: {acc_t}) -> {acc_t} {{ {combine} }}\n"
                   f"fn leaf(v: {xt}, r: i32) -> {acc_t} {{ return {leaf}; }}\n")
-    knobs = _merge(scan_knobs(r), knobs)
+    knobs = _merge(scan_knobs(r, 8 if acc_t == "ArgAcc" else 4), knobs)
     wg = _check_wg(knobs, pow2=True)  # the scan of the invocations' totals is a tree
     items = knobs["ITEMS"]
     _require(isinstance(items, int) and items >= 1, knobs, "ITEMS must be a positive integer")
@@ -780,17 +801,38 @@ def matmul_tiles(m: int, n: int, nb: int = 1) -> tuple[int, int, int, int]:
     return 64, 64, 4, 4
 
 
-def matmul_knobs(m: int, n: int, nb: int = 1) -> dict:
+def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False) -> dict:
     """The default knobs: the tiles above, BK = 16, and where the blocks allow it (TM and
     TN multiples of 4) vec4 staged fragments with 16-byte loads (VEC = 4) in two staged
     buffers (DB = 2; see _matmul). Measured on the H200 (bench/results/
     matmul_variants_h200.json): 128 x 128 tiles went from 0.41 / 0.38 / 0.40 of cuBLAS
     (VEC 1, DB 1) to 0.61 / 0.58 / 0.64 at 4096^3, 3001 x 4093 x 2999 and a
-    8192 x 1024 x 4096 linear; 64 x 64 tiles with VEC 4, DB 2 reached 0.50-0.54 there."""
+    8192 x 1024 x 4096 linear; 64 x 64 tiles with VEC 4, DB 2 reached 0.50-0.54 there.
+    `prologue` (an operand's loader computes on the values it loads: `_computes_on_loads`)
+    takes one staged buffer: DB 2 fetches the next tile into registers before the
+    multiply, and a loader that computes on its loads waits for them right there, so the
+    fetch hides nothing and only adds registers. Measured on the H200 (2026-12-01g,
+    bench/results/matmul_variants_layernorm_h200.json): a LayerNorm computed in the A
+    loader of a 12544 x 512 x 2048 linear, 1.029 ms with DB 1 against 1.312 ms with DB 2
+    (the search had found DB 1 1.25-1.39x faster on three such kernels)."""
     bm, bn, tm, tn = matmul_tiles(m, n, nb)
     fast = tm % 4 == 0 and tn % 4 == 0
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK,
-            "VEC": 4 if fast else 1, "DB": 2 if fast else 1, "ROWS": 0, "UNROLL": 0}
+            "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1, "ROWS": 0,
+            "UNROLL": 0}
+
+
+def _computes_on_loads(v: Value, materialized) -> bool:
+    """Whether the loader of `v` computes on the values it loads (an elementwise prologue:
+    a LayerNorm's normalization, an activation, a cast) rather than only moving them
+    (views, pads, a convolution's windows; a gather's index does not count)."""
+    if v.kind != "node" or v in materialized:
+        return False
+    if v.node.op == "ew":
+        return True
+    inputs = v.node.inputs[:1] if v.node.op == "gather" else v.node.inputs
+    return v.node.op in MOVEMENT_OPS and any(_computes_on_loads(x, materialized)
+                                             for x in inputs)
 
 
 _MATMUL_KNOBS = ("BM", "BN", "TM", "TN", "BK", "VEC", "DB")
@@ -1128,7 +1170,8 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     a, b = tnode.inputs
     nb, m, k = a.shape
     n = b.shape[2]
-    knobs = _merge(matmul_knobs(m, n, nb), knobs)
+    prologue = any(_computes_on_loads(x, materialized) for x in (a, b))
+    knobs = _merge(matmul_knobs(m, n, nb, prologue), knobs)
     bm, bn, tm, tn, bk, vec, db = (knobs[name] for name in _MATMUL_KNOBS)
     _require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, tm, tn, bk)), knobs,
              "tile sizes must be positive integers")
