@@ -208,7 +208,10 @@ MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x
                 # convolutions: their implicit GEMM's settings (64, 128 and 256 output
                 # channels: the M of a product batched over the images)
                 "conv3x3_64ch_128x128_b32", "conv3x3_128ch_56x56_b64",
-                "conv3x3s2_128to256_28x28_b32")
+                "conv3x3s2_128to256_28x28_b32",
+                # a transposed convolution: one implicit GEMM per output phase (both get
+                # each setting), M = 128 output channels, the batch in the grid
+                "conv_transpose1d_4s2_256to128_4096_b64")
 
 
 ATTENTION_CASES = ("sdpa_16x16_1024_e64", "sdpa_causal_16x16_1024_e64",
@@ -241,7 +244,8 @@ def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
         with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind == kind
                            else None):
             kernelwright.compile(module, sets[0])
-        (request,) = requests
+        request = requests[0]  # several kernels of the kind (the phases of a transposed
+        # convolution) share its space and each gets every setting
         row = dict(case=name, torch_ms=round(ref_ms, 4),
                    torch_tflops=round(case["flops"] / ref_ms / 1e9, 2), key=str(request.key),
                    variants=[])
@@ -251,8 +255,8 @@ def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
             try:
                 with tune.choosing(lambda r, k=knobs: k if r.kind == kind else None):
                     compiled = kernelwright.compile(module, sets[0])
-                used = [k.knobs for k in compiled.plan.kernels if k.key == str(request.key)]
-                if used != [knobs]:
+                used = [k.knobs for k in compiled.plan.kernels if k.key.startswith(kind + " ")]
+                if len(used) != len(requests) or any(u != knobs for u in used):
                     raise RuntimeError(f"the compile used {used}")
                 got = compiled(*sets[0], poison=True)
                 err = (got - ref).abs().max().item()

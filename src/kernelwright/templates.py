@@ -1499,12 +1499,18 @@ def _pool(src, materialized, out, tnode, knobs=None):
     at = tnode.attrs
     op, kernel, pad = at["op"], at["kernel"], at["padding"]
     outs = ["od", "oh", "ow"]
+    taps = [f"i{a}" for a in "dhw"]
     if at["adaptive"]:  # output o of O pools [floor(o I / O), ceil((o + 1) I / O))
         start = [f"({o} * {i}) / {n}" for o, i, n in zip(outs, size, out_size)]
         end = [f"(({o} + 1) * {i} + {n - 1}) / {n}" for o, i, n in zip(outs, size, out_size)]
+        count = [f"{a}1 - {a}0" for a in "dhw"]  # exactly the window's taps
+        ok, index = ["true"] * 3, taps
     else:
         start = [f"{o} * {s} - {p}" for o, s, p in zip(outs, at["stride"], pad)]
         end = list(size)
+        count = list(kernel)
+        ok = [f"{t} >= 0 && {t} < {a}1" for t, a in zip(taps, "dhw")]
+        index = [f"clamp({t}, 0, {i - 1})" for t, i in zip(taps, size)]
     if op == "avg":
         init, fold, final = "0.0", "acc = acc + select(0.0, v, ok);", "acc"
         if at["divisor"]:
@@ -1526,8 +1532,8 @@ def _pool(src, materialized, out, tnode, knobs=None):
     grid, row = grid_1d(tnode.out.numel, _check_wg(knobs))
     slots = dict(functions=functions, WG=knobs["WG"], ROW=row, NUMEL=tnode.out.numel, INIT=init,
                  FOLD=fold, FINISH=finish, final=final,
-                 **_per_dim(OUT=out_size, IN=size, K=kernel, DIL=at["dilation"], START=start,
-                            END=end))
+                 **_per_dim(OUT=out_size, IN=size, DIL=at["dilation"], START=start,
+                            END=end, TAPS=count, OK=ok, AT=index))
     return "pool", slots, grid, knobs
 
 

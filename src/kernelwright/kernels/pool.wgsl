@@ -2,17 +2,19 @@
 // leading dims; 1-d and 2-d pooling arrive with unit dims in front), one invocation
 // per output element out[l, od, oh, ow]. Per dim the window starts at START_ (a WGSL
 // expression of the output index: o * S - P for regular pooling, floor(o I / O) for
-// adaptive) and holds K_ taps DIL_ apart; taps before 0 or at or past END_ (the input
-// size, or the adaptive window's end) do not count (`ok` false), so padding never counts
-// as a value. Every tap is loaded, at its index clamped into the input, and folded only
-// when it counts: no load waits behind a branch, so the window's loads are in flight
-// together (the loop with `continue` around each load was latency-bound).
+// adaptive) and takes TAPS_ taps DIL_ apart. Regular pooling takes all K taps of the
+// window: those before 0 or past the input (END_) do not count (OK_ false), so padding
+// never counts as a value, and every tap is loaded at its index clamped into the input
+// (AT_) and folded only when it counts: no load waits behind a branch, so the window's
+// loads are in flight together (a loop with `continue` around each load was
+// latency-bound). An adaptive window (END_: its end) takes exactly its own taps.
 // FOLD folds the tap value v into acc when ok: max keeps the first maximum (NaN
 // propagates, as PyTorch) and its flat index (id * IN_H + ih) * IN_W + iw in best, the
 // argmax's result; average sums, and FINISH divides by the count of taps, the padded
 // window (count_include_pad) or divisor_override. The result leaves through `epilogue`.
 // Slots: BINDINGS, FUNCTIONS (load_x, epilogue), WG, ROW, NUMEL, INIT, FOLD,
-// FINISH, and per dim (suffix _D, _H, _W): OUT_, IN_, K_, DIL_, START_, END_; STORE.
+// FINISH, and per dim (suffix _D, _H, _W): OUT_, IN_, DIL_, START_, END_, TAPS_,
+// OK_, AT_; STORE.
 $BINDINGS
 $FUNCTIONS
 @compute @workgroup_size($WG)
@@ -34,18 +36,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     var acc: f32 = $INIT;
     var best = -1;
     var count = 0;
-    for (var kd = 0; kd < $K_D; kd += 1) {
+    for (var kd = 0; kd < $TAPS_D; kd += 1) {
         let id = d0 + kd * $DIL_D;
-        let ok_d = id >= 0 && id < d1;
-        let cd = clamp(id, 0, $IN_D - 1);
-        for (var kh = 0; kh < $K_H; kh += 1) {
+        let ok_d = $OK_D;
+        let cd = $AT_D;
+        for (var kh = 0; kh < $TAPS_H; kh += 1) {
             let ih = h0 + kh * $DIL_H;
-            let ok_h = ok_d && ih >= 0 && ih < h1;
-            let ch = clamp(ih, 0, $IN_H - 1);
-            for (var kw = 0; kw < $K_W; kw += 1) {
+            let ok_h = ok_d && $OK_H;
+            let ch = $AT_H;
+            for (var kw = 0; kw < $TAPS_W; kw += 1) {
                 let iw = w0 + kw * $DIL_W;
-                let ok = ok_h && iw >= 0 && iw < w1;
-                let v = load_x(l, cd, ch, clamp(iw, 0, $IN_W - 1));
+                let ok = ok_h && $OK_W;
+                let v = load_x(l, cd, ch, $AT_W);
                 $FOLD
                 count += select(0, 1, ok);
             }
