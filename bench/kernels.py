@@ -4,7 +4,8 @@
                             [--conv-opt 1|2|4] [--attention auto|fused|decomposed] [--suite]
                             [--shader-checks]
                             [--out bench/results/kernels.json]
-    python bench/kernels.py --matmul-variants [--out bench/results/matmul_variants.json]
+    python bench/kernels.py --matmul-variants [--settings JSON] [--only NAME]
+                            [--out bench/results/matmul_variants.json]
     python bench/kernels.py --attention-variants [--out bench/results/attention_variants.json]
     python bench/kernels.py --variants [--only NAME] [--out bench/results/memory_variants.json]
 
@@ -250,7 +251,9 @@ def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
                    torch_tflops=round(case["flops"] / ref_ms / 1e9, 2), key=str(request.key),
                    variants=[])
         out["cases"].append(row)
-        for knobs in request.space:
+        space = ([{**request.default.knobs, **k} for k in json.loads(args.settings)]
+                 if args.settings else request.space)
+        for knobs in space:
             variant = dict(knobs=knobs)
             try:
                 with tune.choosing(lambda r, k=knobs: k if r.kind == kind else None):
@@ -375,6 +378,10 @@ def main() -> None:
     ap.add_argument("--attention-variants", action="store_true",
                     help="time every setting of the fused attention kernel's space on the "
                          "SDPA cases")
+    ap.add_argument("--settings", default="",
+                    help="with --matmul-variants or --attention-variants: a JSON list of "
+                         "knob settings, each over the kernel's defaults, to time instead "
+                         "of the whole space (e.g. '[{}, {\"WARP\": 1}]')")
     ap.add_argument("--variants", action="store_true",
                     help="time the knob variants of the memory-bound cases' kernels")
     ap.add_argument("--suite", action="store_true",
@@ -427,6 +434,11 @@ def run(args) -> None:
         return
     args.out = args.out or "bench/results/kernels.json"
     rows = []
+    out = dict(device=dev.description, torch=torch.__version__,
+               shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
+               precision="strict fp32 (TF32 off), except the cases labelled accelerated",
+               cases=rows)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     for name, case in CASES.items():
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
@@ -462,15 +474,11 @@ def run(args) -> None:
             row["torch_tbps"] = round(case["bytes"] / ref_ms / 1e9, 3)
         rows.append(row)
         print(json.dumps(row), flush=True)
+        Path(args.out).write_text(json.dumps(out, indent=1))  # a run cut short keeps its rows
         del compiled
-    out = dict(device=dev.description, torch=torch.__version__,
-               shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
-               precision="strict fp32 (TF32 off), except the cases labelled accelerated",
-               cases=rows)
     if args.suite:
         out["suite"] = suite_figures(Path(args.out).parent / "suite_level2")
         print(json.dumps(out["suite"]), flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
 
 

@@ -814,19 +814,23 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False) -> dict:
     fetch hides nothing and only adds registers. Measured on the H200 (2026-12-01g,
     bench/results/matmul_variants_layernorm_h200.json): a LayerNorm computed in the A
     loader of a 12544 x 512 x 2048 linear, 1.029 ms with DB 1 against 1.312 ms with DB 2
-    (the search had found DB 1 1.25-1.39x faster on three such kernels)."""
+    (the search had found DB 1 1.25-1.39x faster on three such kernels); in the suite,
+    level1/110 (triangular masks on the operands) 7.10 -> 4.63 ms, the minGPT MLP block
+    7.21 -> 5.54 ms, the MLP-Mixer 6.08 -> 5.34 ms."""
     bm, bn, tm, tn = matmul_tiles(m, n, nb)
     fast = tm % 4 == 0 and tn % 4 == 0
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK,
             "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1, "ROWS": 0,
-            "UNROLL": 0}
+            "UNROLL": 0, "WARP": 0}
 
 
 def _computes_on_loads(v: Value, materialized) -> bool:
     """Whether the loader of `v` computes on the values it loads (an elementwise prologue:
     a LayerNorm's normalization, an activation, a cast) rather than only moving them
-    (views, pads, a convolution's windows; a gather's index does not count)."""
-    if v.kind != "node" or v in materialized:
+    (views, pads; a gather's index does not count). A convolution's windows do not count
+    even over a prologue: a dense block's BN + ReLU + convolution (level3/014) ran at
+    13.2 ms with DB 1 against 7.0 ms with DB 2 (2026-12-01g, suite)."""
+    if v.kind != "node" or v in materialized or v.node.op == "window":
         return False
     if v.node.op == "ew":
         return True
@@ -864,14 +868,22 @@ MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
 # nn.Linear's weight) is staged along its rows (M, N) anyway, each 16-byte load stored as
 # four scalars: the inner loop then holds 2 vec4 of A per k step instead of TM vec4 for
 # four steps (fewer live registers next to the 64 accumulators). In the search space
-# of both branches; not measured yet, not a default.
+# of both branches; measured 0.89-1.19x of the default (2026-12-01f), not a default.
 MATMUL_ALONG_ROWS = ((128, 128, 8, 8, 16, 4, 2), (128, 128, 8, 8, 8, 4, 2),
                      (128, 64, 8, 8, 16, 4, 2), (64, 64, 4, 4, 16, 4, 2))
 # UNROLL = 1: the K step's inner loop written out (BK / 4 copies with the offset a
 # constant, the swizzled indices folded) rather than left to the shader compiler; with
-# and without ROWS, on the default tiles. In the search only, not measured.
+# and without ROWS, on the default tiles. In the search only: 0.82-0.90x of the default
+# on GEMMs (2026-12-01f).
 MATMUL_UNROLLED = (((128, 128, 8, 8, 16, 4, 2), 0), ((128, 128, 8, 8, 16, 4, 2), 1),
                    ((64, 64, 4, 4, 16, 4, 2), 0), ((64, 64, 4, 4, 16, 4, 2), 1))
+# WARP = 1: each warp of 32 invocations takes an 8 x 4 block of the (tx, ty) grid rather
+# than 16 x 2 (the invocations in index order), so that one shared load of the warp
+# reads 8 distinct B fragments (128 bytes, one pass of the shared memory) instead of 16,
+# and 4 distinct A fragments instead of 2. On the default tiles of both branches; in
+# the search only until measured.
+MATMUL_WARPED = ((128, 128, 8, 8, 16, 4, 2), (128, 64, 8, 4, 16, 4, 2),
+                 (64, 64, 4, 4, 16, 4, 2))
 MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
                 (64, 128, 4, 8), (128, 64, 8, 4), (128, 128, 8, 8))
 MATMUL_BKS = (8, 16, 32)
@@ -902,11 +914,14 @@ def matmul_space(m: int, n: int, k: int) -> list[dict]:
     else:
         rows = tuple((bm, bn, tm, tn, bk, 1, 1) for bm, bn, tm, tn in MATMUL_TILES
                      for bk in MATMUL_BKS) + MATMUL_VEC_VARIANTS
-    space = ([{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 0, "UNROLL": 0} for row in rows]
-             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 1, "UNROLL": 0}
+    extra = {"ROWS": 0, "UNROLL": 0, "WARP": 0}
+    space = ([{**dict(zip(_MATMUL_KNOBS, row)), **extra} for row in rows]
+             + [{**dict(zip(_MATMUL_KNOBS, row)), **extra, "ROWS": 1}
                 for row in MATMUL_ALONG_ROWS]
-             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": r, "UNROLL": 1}
-                for row, r in MATMUL_UNROLLED])
+             + [{**dict(zip(_MATMUL_KNOBS, row)), **extra, "ROWS": r, "UNROLL": 1}
+                for row, r in MATMUL_UNROLLED]
+             + [{**dict(zip(_MATMUL_KNOBS, row)), **extra, "WARP": 1}
+                for row in MATMUL_WARPED])
     return [s for s in space if s["BM"] <= 2 * _pow2_ceil(m) and s["BN"] <= 2 * _pow2_ceil(n)
             and s["BK"] <= max(8, _pow2_ceil(k))
             and matmul_workgroup_bytes(s) <= MATMUL_WORKGROUP_BYTES]
@@ -1036,8 +1051,9 @@ def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Ope
         if (st[vdim] == 1 and x.shape[vdim] % 4 == 0 and offset % 4 == 0
                 and all(s % 4 == 0 for d, s in enumerate(st) if d != vdim)):
             view = (src.view4(root), offset, st)
+    tid = ("wy" if a else "wx") if knobs["WARP"] else ("ty" if a else "tx")
     return _Operand(name, knobs["BM" if a else "BN"], x.shape[row_dim], "m0" if a else "n0",
-                    "ty" if a else "tx", knobs["BM"] // knobs["TM"] if a else
+                    tid, knobs["BM"] // knobs["TM"] if a else
                     knobs["BN"] // knobs["TN"], knobs["TM" if a else "TN"], row_dim,
                     contiguous, layout, width, view, transpose)
 
@@ -1166,7 +1182,9 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     a plain buffer read whose contiguous dim is a multiple of 4 (a vec4 view of the
     buffer is bound next to it), else four scalar loader calls. DB = 2: two staged
     buffers; the next tile is fetched into registers while this one is multiplied and
-    stored after it, one barrier per K step."""
+    stored after it, one barrier per K step. WARP = 1 (MATMUL_WARPED): the workgroup is
+    declared as one row of TX * TY invocations and each warp of 32 takes an 8 x 4 block
+    of the (tx, ty) grid (generated as wx, wy); kernels/matmul.wgsl is unchanged."""
     a, b = tnode.inputs
     nb, m, k = a.shape
     n = b.shape[2]
@@ -1178,8 +1196,10 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     _require(bm % tm == 0 and bn % tn == 0, knobs, "TM must divide BM and TN divide BN")
     _require((bm // tm) * (bn // tn) <= MAX_WG, knobs, f"more than {MAX_WG} invocations")
     _require(vec in (1, 4) and db in (1, 2), knobs, "VEC must be 1 or 4 and DB 1 or 2")
-    _require(knobs["ROWS"] in (0, 1) and knobs["UNROLL"] in (0, 1), knobs,
-             "ROWS and UNROLL must be 0 or 1")
+    _require(all(knobs[name] in (0, 1) for name in ("ROWS", "UNROLL", "WARP")), knobs,
+             "ROWS, UNROLL and WARP must be 0 or 1")
+    _require(not knobs["WARP"] or ((bn // tn) % 8 == 0 and (bm // tm) % 4 == 0), knobs,
+             "WARP = 1 needs BN / TN a multiple of 8 and BM / TM of 4")
     _require(vec == 1 or (tm % 4 == 0 and tn % 4 == 0 and bk % 4 == 0
                           and (bk // 4) & (bk // 4 - 1) == 0 and bk <= 32), knobs,
              "VEC = 4 needs TM, TN multiples of 4 and BK 4 times a power of two, at most 32")
@@ -1193,6 +1213,10 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     nt = tx * ty
     ops = [_matmul_operand(src, materialized, name, x, knobs) for name, x in (("a", a), ("b", b))]
     tiles, prefetch, fetch, stores, sizes = [], [], [], [], []
+    if knobs["WARP"]:  # the workgroup is one row of TX * TY; warp w, lane l: an 8 x 4 block
+        prefetch += ["    let wl = lin % 32; let wq = lin / 32;",
+                     f"    let wx = (wq % {tx // 8}) * 8 + wl % 8;",
+                     f"    let wy = (wq / {tx // 8}) * 4 + wl / 8;"]
     for op in ops:
         decl, per_buffer, pre, fet, sto = _matmul_tile_code(op, bk, nt, k, db)
         tiles.append(decl)
@@ -1239,7 +1263,9 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     outs = [f"    {{ let m = m0 + {a_op.row_of(i)}; let n = n0 + {b_op.row_of(j)};"
             f" if (m < {m} && n < {n}) {{ let gi = (b * {m} + m) * {n} + n;"
             f" let acc = acc_{i}_{j}; $STORE }} }}" for i in range(tm) for j in range(tn)]
-    slots = dict(functions=functions, BM=bm, BN=bn, TX=tx, TY=ty, TILES="\n".join(tiles),
+    # WARP = 1 declares a one-row workgroup in the TX, TY slots (tx, ty then go unused)
+    slots = dict(functions=functions, BM=bm, BN=bn, TX=nt if knobs["WARP"] else tx,
+                 TY=1 if knobs["WARP"] else ty, TILES="\n".join(tiles),
                  PREFETCH="\n".join(prefetch), ACCUMULATORS="\n".join(accs), K_LOOP=loop,
                  STORE_BLOCK="\n".join(outs), workgroup_bytes=wg_bytes)
     return "matmul", slots, (math.ceil(n / bn), math.ceil(m / bm), nb), knobs
