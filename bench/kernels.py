@@ -381,7 +381,7 @@ def main() -> None:
     ap.add_argument("--settings", default="",
                     help="with --matmul-variants or --attention-variants: a JSON list of "
                          "knob settings, each over the kernel's defaults, to time instead "
-                         "of the whole space (e.g. '[{}, {\"WARP\": 1}]')")
+                         "of the whole space (e.g. '[{}, {\"DB\": 1}]')")
     ap.add_argument("--variants", action="store_true",
                     help="time the knob variants of the memory-bound cases' kernels")
     ap.add_argument("--suite", action="store_true",

@@ -30,11 +30,11 @@ from kernelwright.tune import tuner
 
 # settings in the test matmul's space
 WINNER = {"BM": 32, "BN": 32, "TM": 2, "TN": 2, "BK": 8, "VEC": 1, "DB": 1, "ROWS": 0,
-          "UNROLL": 0, "WARP": 0}
+          "UNROLL": 0}
 BROKEN = {"BM": 16, "BN": 64, "TM": 1, "TN": 4, "BK": 8, "VEC": 1, "DB": 1, "ROWS": 0,
-          "UNROLL": 0, "WARP": 0}
+          "UNROLL": 0}
 UNCOMPILABLE = {"BM": 64, "BN": 16, "TM": 4, "TN": 1, "BK": 8, "VEC": 1, "DB": 1, "ROWS": 0,
-                "UNROLL": 0, "WARP": 0}
+                "UNROLL": 0}
 
 
 @pytest.fixture(autouse=True)
@@ -207,7 +207,7 @@ def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypa
     cache, device = tune.TuneCache(tune_db), row["device"]
     key = templates.KernelKey(row["template"], row["bucket"], row["digest"])
     default = templates.matmul_knobs(40, 33)
-    older = {k: v for k, v in default.items() if k not in ("UNROLL", "WARP")}  # before them
+    older = {k: v for k, v in default.items() if k != "UNROLL"}  # before UNROLL existed
     cache.store(device, key, tune.Winner(WINNER, older, 1.0, 0.5), 2, [])
     assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == WINNER
     cache.store(device, key, tune.Winner(WINNER, {**default, "BK": 32}, 1.0, 0.5), 2, [])

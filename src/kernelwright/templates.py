@@ -821,7 +821,7 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False) -> dict:
     fast = tm % 4 == 0 and tn % 4 == 0
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK,
             "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1, "ROWS": 0,
-            "UNROLL": 0, "WARP": 0}
+            "UNROLL": 0}
 
 
 def _computes_on_loads(v: Value, materialized) -> bool:
@@ -877,13 +877,6 @@ MATMUL_ALONG_ROWS = ((128, 128, 8, 8, 16, 4, 2), (128, 128, 8, 8, 8, 4, 2),
 # on GEMMs (2026-12-01f).
 MATMUL_UNROLLED = (((128, 128, 8, 8, 16, 4, 2), 0), ((128, 128, 8, 8, 16, 4, 2), 1),
                    ((64, 64, 4, 4, 16, 4, 2), 0), ((64, 64, 4, 4, 16, 4, 2), 1))
-# WARP = 1: each warp of 32 invocations takes an 8 x 4 block of the (tx, ty) grid rather
-# than 16 x 2 (the invocations in index order), so that one shared load of the warp
-# reads 8 distinct B fragments (128 bytes, one pass of the shared memory) instead of 16,
-# and 4 distinct A fragments instead of 2. On the default tiles of both branches; in
-# the search only until measured.
-MATMUL_WARPED = ((128, 128, 8, 8, 16, 4, 2), (128, 64, 8, 4, 16, 4, 2),
-                 (64, 64, 4, 4, 16, 4, 2))
 MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
                 (64, 128, 4, 8), (128, 64, 8, 4), (128, 128, 8, 8))
 MATMUL_BKS = (8, 16, 32)
@@ -914,14 +907,11 @@ def matmul_space(m: int, n: int, k: int) -> list[dict]:
     else:
         rows = tuple((bm, bn, tm, tn, bk, 1, 1) for bm, bn, tm, tn in MATMUL_TILES
                      for bk in MATMUL_BKS) + MATMUL_VEC_VARIANTS
-    extra = {"ROWS": 0, "UNROLL": 0, "WARP": 0}
-    space = ([{**dict(zip(_MATMUL_KNOBS, row)), **extra} for row in rows]
-             + [{**dict(zip(_MATMUL_KNOBS, row)), **extra, "ROWS": 1}
+    space = ([{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 0, "UNROLL": 0} for row in rows]
+             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 1, "UNROLL": 0}
                 for row in MATMUL_ALONG_ROWS]
-             + [{**dict(zip(_MATMUL_KNOBS, row)), **extra, "ROWS": r, "UNROLL": 1}
-                for row, r in MATMUL_UNROLLED]
-             + [{**dict(zip(_MATMUL_KNOBS, row)), **extra, "WARP": 1}
-                for row in MATMUL_WARPED])
+             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": r, "UNROLL": 1}
+                for row, r in MATMUL_UNROLLED])
     return [s for s in space if s["BM"] <= 2 * _pow2_ceil(m) and s["BN"] <= 2 * _pow2_ceil(n)
             and s["BK"] <= max(8, _pow2_ceil(k))
             and matmul_workgroup_bytes(s) <= MATMUL_WORKGROUP_BYTES]
@@ -1051,9 +1041,8 @@ def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Ope
         if (st[vdim] == 1 and x.shape[vdim] % 4 == 0 and offset % 4 == 0
                 and all(s % 4 == 0 for d, s in enumerate(st) if d != vdim)):
             view = (src.view4(root), offset, st)
-    tid = ("wy" if a else "wx") if knobs["WARP"] else ("ty" if a else "tx")
     return _Operand(name, knobs["BM" if a else "BN"], x.shape[row_dim], "m0" if a else "n0",
-                    tid, knobs["BM"] // knobs["TM"] if a else
+                    "ty" if a else "tx", knobs["BM"] // knobs["TM"] if a else
                     knobs["BN"] // knobs["TN"], knobs["TM" if a else "TN"], row_dim,
                     contiguous, layout, width, view, transpose)
 
@@ -1182,9 +1171,7 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     a plain buffer read whose contiguous dim is a multiple of 4 (a vec4 view of the
     buffer is bound next to it), else four scalar loader calls. DB = 2: two staged
     buffers; the next tile is fetched into registers while this one is multiplied and
-    stored after it, one barrier per K step. WARP = 1 (MATMUL_WARPED): the workgroup is
-    declared as one row of TX * TY invocations and each warp of 32 takes an 8 x 4 block
-    of the (tx, ty) grid (generated as wx, wy); kernels/matmul.wgsl is unchanged."""
+    stored after it, one barrier per K step."""
     a, b = tnode.inputs
     nb, m, k = a.shape
     n = b.shape[2]
@@ -1196,10 +1183,8 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     _require(bm % tm == 0 and bn % tn == 0, knobs, "TM must divide BM and TN divide BN")
     _require((bm // tm) * (bn // tn) <= MAX_WG, knobs, f"more than {MAX_WG} invocations")
     _require(vec in (1, 4) and db in (1, 2), knobs, "VEC must be 1 or 4 and DB 1 or 2")
-    _require(all(knobs[name] in (0, 1) for name in ("ROWS", "UNROLL", "WARP")), knobs,
-             "ROWS, UNROLL and WARP must be 0 or 1")
-    _require(not knobs["WARP"] or ((bn // tn) % 8 == 0 and (bm // tm) % 4 == 0), knobs,
-             "WARP = 1 needs BN / TN a multiple of 8 and BM / TM of 4")
+    _require(knobs["ROWS"] in (0, 1) and knobs["UNROLL"] in (0, 1), knobs,
+             "ROWS and UNROLL must be 0 or 1")
     _require(vec == 1 or (tm % 4 == 0 and tn % 4 == 0 and bk % 4 == 0
                           and (bk // 4) & (bk // 4 - 1) == 0 and bk <= 32), knobs,
              "VEC = 4 needs TM, TN multiples of 4 and BK 4 times a power of two, at most 32")
@@ -1213,10 +1198,6 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     nt = tx * ty
     ops = [_matmul_operand(src, materialized, name, x, knobs) for name, x in (("a", a), ("b", b))]
     tiles, prefetch, fetch, stores, sizes = [], [], [], [], []
-    if knobs["WARP"]:  # the workgroup is one row of TX * TY; warp w, lane l: an 8 x 4 block
-        prefetch += ["    let wl = lin % 32; let wq = lin / 32;",
-                     f"    let wx = (wq % {tx // 8}) * 8 + wl % 8;",
-                     f"    let wy = (wq / {tx // 8}) * 4 + wl / 8;"]
     for op in ops:
         decl, per_buffer, pre, fet, sto = _matmul_tile_code(op, bk, nt, k, db)
         tiles.append(decl)
@@ -1263,9 +1244,7 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     outs = [f"    {{ let m = m0 + {a_op.row_of(i)}; let n = n0 + {b_op.row_of(j)};"
             f" if (m < {m} && n < {n}) {{ let gi = (b * {m} + m) * {n} + n;"
             f" let acc = acc_{i}_{j}; $STORE }} }}" for i in range(tm) for j in range(tn)]
-    # WARP = 1 declares a one-row workgroup in the TX, TY slots (tx, ty then go unused)
-    slots = dict(functions=functions, BM=bm, BN=bn, TX=nt if knobs["WARP"] else tx,
-                 TY=1 if knobs["WARP"] else ty, TILES="\n".join(tiles),
+    slots = dict(functions=functions, BM=bm, BN=bn, TX=tx, TY=ty, TILES="\n".join(tiles),
                  PREFETCH="\n".join(prefetch), ACCUMULATORS="\n".join(accs), K_LOOP=loop,
                  STORE_BLOCK="\n".join(outs), workgroup_bytes=wg_bytes)
     return "matmul", slots, (math.ceil(n / bn), math.ceil(m / bm), nb), knobs
