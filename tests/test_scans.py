@@ -156,3 +156,15 @@ def test_staged_scan_refuses_more_workgroup_memory_than_portable():
         request.generate({"STAGE": 1, "WG": 256, "ITEMS": 8})
     assert request.generate({"STAGE": 1, "WG": 256, "ITEMS": 4}).workgroup_bytes == \
         templates.scan_workgroup_bytes({"WG": 256, "ITEMS": 4, "STAGE": 1}, 8)
+
+
+def test_default_scan_settings_follow_the_row_length():
+    """Rows of 4 or more items per invocation are staged (STAGE 1, up to 8 items); the
+    arg scans' 8-byte accumulators take half as many items, to stay within 16 KiB of
+    workgroup memory; shorter rows are scanned in registers (STAGE 0). All match
+    PyTorch with the defaults."""
+    x, short = torch.rand(2, 5000) - 0.25, torch.rand(2, 600) - 0.25
+    compiled = check(Fn(lambda x, s: (torch.cumsum(x, 1), torch.cummax(x, 1)[1],
+                                      torch.cumsum(s, 1))), x, short, atol=2e-4)
+    knobs = [k.knobs for k in compiled.plan.kernels if k.key.startswith("scan")]
+    assert {(k["STAGE"], k["ITEMS"]) for k in knobs} == {(1, 8), (1, 4), (0, 3)}, knobs
