@@ -101,6 +101,15 @@ def conv(module, shape):
     return dict(module=module, inputs=lambda: [torch.randn(*shape)], flops=flops)
 
 
+def bmm_as_conv(m, k, n, nb):
+    """The plain product a convolution's implicit GEMM computes (M = output channels,
+    K = Cin x taps, N = output pixels per image, the batch in the grid), from stored
+    operands: the convolution's figure against it is the cost of loading windows."""
+    return dict(module=Fn(torch.matmul),
+                inputs=lambda: [torch.randn(m, k), torch.randn(nb, k, n)],
+                flops=2 * nb * m * n * k)
+
+
 def sdpa(b, h, lq, s, e, causal=False):
     """F.scaled_dot_product_attention: FLOPs of the two products (4 B H L S E; a causal
     mask's skipped half counted too, as PyTorch's kernels may not skip it)."""
@@ -145,6 +154,12 @@ CASES = {
     "conv1x1_256to64_56x56_b32": conv(torch.nn.Conv2d(256, 64, 1), (32, 256, 56, 56)),
     "conv3x3s2_128to256_28x28_b32": conv(torch.nn.Conv2d(128, 256, 3, 2, 1), (32, 128, 28, 28)),
     "conv3x3_128ch_56x56_b64": conv(torch.nn.Conv2d(128, 128, 3, padding=1), (64, 128, 56, 56)),
+    # level2/009's convolution: 192 output channels, no multiple of 128
+    "conv3x3_128to192_64x64_b32": conv(torch.nn.Conv2d(128, 192, 3, padding=1),
+                                       (32, 128, 64, 64)),
+    "bmm_as_conv3x3_64ch_128x128_b32": bmm_as_conv(64, 576, 128 * 128, 32),
+    "bmm_as_conv3x3_128ch_56x56_b64": bmm_as_conv(128, 1152, 56 * 56, 64),
+    "bmm_as_conv3x3_128to192_64x64_b32": bmm_as_conv(192, 1152, 64 * 64, 32),
     "conv3x3_512ch_7x7_b8": conv(torch.nn.Conv2d(512, 512, 3, padding=1), (8, 512, 7, 7)),
     "conv7x7s2_stem_3to64_224x224_b16": conv(torch.nn.Conv2d(3, 64, 7, 2, 3),
                                              (16, 3, 224, 224)),
@@ -209,7 +224,10 @@ MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x
                 # convolutions: their implicit GEMM's settings (64, 128 and 256 output
                 # channels: the M of a product batched over the images)
                 "conv3x3_64ch_128x128_b32", "conv3x3_128ch_56x56_b64",
-                "conv3x3s2_128to256_28x28_b32",
+                "conv3x3s2_128to256_28x28_b32", "conv3x3_128to192_64x64_b32",
+                # the same products from stored operands (the cost of loading windows)
+                "bmm_as_conv3x3_64ch_128x128_b32", "bmm_as_conv3x3_128ch_56x56_b64",
+                "bmm_as_conv3x3_128to192_64x64_b32",
                 # a transposed convolution: one implicit GEMM per output phase (both get
                 # each setting), M = 128 output channels, the batch in the grid
                 "conv_transpose1d_4s2_256to128_4096_b64")
