@@ -21,6 +21,8 @@
 #             MATMUL_ARGS, e.g. "--only conv")
 #   memory    bench/kernels.py --variants --reps 10 (elementwise/row-kernel knobs; more
 #             arguments in MEMORY_ARGS, e.g. "--only cumsum")
+#   window    bench/window_variants.py (a convolution's implicit GEMM with its window
+#             loader rewritten by hand; more arguments in WINDOW_ARGS)
 #   conv      bench/kernels.py --only conv, with each lowering (auto, gemm, direct)
 #   attention bench/kernels.py --only sdpa, with each path (fused, decomposed), and
 #             --attention-variants (every setting of the fused kernel)
@@ -73,6 +75,9 @@ run_task() {
     memory) read -r -a vargs <<< "${MEMORY_ARGS:-}"  # e.g. MEMORY_ARGS="--only cumsum"
             limit "$secs" python3 bench/kernels.py --variants --reps 10 "${vargs[@]}" \
               --out "$R/memory_variants.json" >> "$LOG" 2>&1 ;;
+    window) read -r -a wargs <<< "${WINDOW_ARGS:-}"
+            limit "$secs" python3 bench/window_variants.py "${wargs[@]}" \
+              --out "$R/window_variants.json" >> "$LOG" 2>&1 ;;
     conv)
       for lowering in auto gemm direct; do
         limit $((secs / 3)) python3 bench/kernels.py --only conv --conv-lowering "$lowering" \
