@@ -15,7 +15,8 @@ constant changed):
               permuted to match, the loader's K decode a shift and a mask for the
               channel; a correct kernel
   shared_decode  an invocation's 4 consecutive positions loaded by one function that
-              divides the position once (lane e = column + e); a correct kernel
+              divides the position once (lane e = column + e); a correct kernel, the
+              compiler's own since 2026-12-01h (then an error: nothing to rewrite)
   tap_major_shared  both
 The JSON is written after each variant."""
 
@@ -44,19 +45,26 @@ WINDOW_CASES = ("conv3x3_128ch_56x56_b64", "conv3x3_128to192_64x64_b32",
 
 
 def _load_b(src: str) -> tuple[str, str]:
-    m = re.search(r"fn load_b\(i0: i32, i1: i32, i2: i32\) -> f32 \{\n(.*?)\n\}\n", src, re.S)
+    """The B loader's text and body: `load_b` (one element) or, since 2026-12-01h,
+    `load_b4` (four consecutive positions, their index arithmetic shared)."""
+    m = re.search(r"fn load_b4?\(i0: i32, i1: i32, i2: i32\) -> (f32|vec4<f32>) \{\n(.*?)\n"
+                  r"\}\n", src, re.S)
     if m is None:
         raise RuntimeError("no load_b in the kernel")
-    return m.group(0), m.group(1)
+    return m.group(0), m.group(2)
 
 
 def plain_b(src: str, plan, conv) -> tuple[str, dict]:
     whole, body = _load_b(src)
     buf = re.search(r"in(\d+)\[t\d+\]", body).group(1)
-    cin, hw = conv.in_channels, None
+    cin = conv.in_channels
     hw = int(re.search(r"i0 \* (\d+)", body).group(1)) // cin
-    new = (f"fn load_b(i0: i32, i1: i32, i2: i32) -> f32 {{\n"
-           f"    return in{buf}[i0 * {cin * hw} + (i1 % {cin}) * {hw} + i2];\n}}\n")
+    at = [f"in{buf}[i0 * {cin * hw} + (i1 % {cin}) * {hw} + i2 + {e}]" for e in range(4)]
+    if "load_b4" in whole:
+        new = (f"fn load_b4(i0: i32, i1: i32, i2: i32) -> vec4<f32> {{\n"
+               f"    return vec4<f32>({', '.join(at)});\n}}\n")
+    else:
+        new = f"fn load_b(i0: i32, i1: i32, i2: i32) -> f32 {{\n    return {at[0]};\n}}\n"
     return src.replace(whole, new), {}
 
 

@@ -6,6 +6,7 @@ direct kernel, forced by the `lowering` fixture; further tests check the default
 choice, fusion, and the window view itself (F.unfold)."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -178,6 +179,27 @@ def test_128_multiple_channels_take_the_tall_tiles(cout, stride, shape):
         == (128, 64, 8, 4), compiled.plan.summary()
 
 
+def _function(source: str, name: str) -> str:
+    body = source[source.index(f"fn {name}("):]
+    return body[:body.index("\n}\n")]
+
+
+def test_windows_load_four_positions_in_one_call():
+    """An invocation's four consecutive output positions come from one loader call
+    (load_b4) that divides the position by the image width once when the width is a
+    multiple of 4, each lane on its own otherwise; 49 positions (no multiple of 4) take
+    one call per position."""
+    m = _module(nn.Conv2d, 4, 64, 3, padding=1)
+    (kernel,) = check(m, torch.randn(2, 4, 6, 8)).plan.kernels
+    body = _function(kernel.source, "load_b4")
+    assert body.count("/ 8)") == 1 and body.count("% 8)") == 1, body
+    (kernel,) = check(m, torch.randn(2, 4, 8, 6)).plan.kernels
+    body = _function(kernel.source, "load_b4")
+    assert body.count("/ 6)") == 4 and body.count("% 6)") == 4, body
+    (kernel,) = check(m, torch.randn(2, 4, 7, 7)).plan.kernels
+    assert "fn load_b4" not in kernel.source and "load_b(b, " in kernel.source
+
+
 def test_prologue_fuses_into_the_loaders():
     w = torch.randn(4, 3, 3, 3)
     f = Fn(lambda x: F.conv2d(torch.sigmoid(x).transpose(2, 3) * 2.0, w, stride=2))
@@ -254,7 +276,8 @@ def test_gemm_split_k():
 def test_gemm_transposed_by_phases():
     """A strided transposed convolution is one matmul per phase over only its real taps,
     then one kernel that interleaves the phases with the epilogue fused; at stride 1 it
-    is one kernel."""
+    is one matmul. Each phase's taps are first copied K-contiguous (a kernel each), so
+    that the matmul loads them 16 bytes at a time."""
     m = nn.Sequential(_module(nn.ConvTranspose2d, 6, 16, 3, stride=2, padding=1,
                               output_padding=1), nn.ReLU())
     compiled = check(m, torch.randn(2, 6, 5, 4))
@@ -262,7 +285,11 @@ def test_gemm_transposed_by_phases():
     matmuls = [n for n in names if "matmul" in n]
     assert len(matmuls) == 4 and names[-1] == "cat+add+relu", compiled.plan.summary()
     compiled = check(_module(nn.ConvTranspose2d, 6, 16, 3, padding=1), torch.randn(2, 6, 5, 4))
-    assert _kernels(compiled) == ["slice+window+matmul+add"], compiled.plan.summary()
+    assert _kernels(compiled) == ["slice+materialize", "window+matmul+add"], \
+        compiled.plan.summary()
+    compiled = check(_module(nn.ConvTranspose2d, 8, 64, 3, padding=1), torch.randn(2, 8, 5, 4))
+    (kernel,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
+    assert re.search(r"pa0 = in\d+v4\[", kernel.source), kernel.source  # A read as vec4
     # 6 channels by one tap per phase is below GEMM_MIN_K: the direct kernel's case
     compiled = check(_module(nn.ConvTranspose3d, 6, 16, 2, stride=2), torch.randn(1, 6, 2, 3, 2))
     assert _kernels(compiled) == ["conv+add"], compiled.plan.summary()

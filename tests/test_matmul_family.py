@@ -43,20 +43,20 @@ def test_operands_with_prologues_are_staged_along_their_data():
     a, b = torch.randn(40, 48), torch.randn(48, 36)
     compiled = check(Fn(lambda a, b: torch.tril(a) @ torch.triu(b)), a, b)
     (src,) = [k.source for k in compiled.plan.kernels if "matmul" in k.name]
-    assert "load_a(b, m0 + rq, kb + kq + 0)" in src  # consecutive k per invocation
-    assert "load_b(b, kb + kq, n0 + rq * 4 + 0)" in src  # consecutive n
+    assert "load_a4(b, m0 + rq, kb + kq + 0)" in src  # consecutive k per invocation
+    assert "load_b4(b, kb + kq, n0 + rq * 4 + 0)" in src  # consecutive n
     conv = torch.nn.Conv2d(16, 32, 1)
     scale = torch.randn(16, 1, 1)
     compiled = check(Fn(lambda x: conv(torch.relu(scale * x))), torch.randn(2, 16, 6, 8))
     (src,) = [k.source for k in compiled.plan.kernels if "matmul" in k.name]
-    assert "load_b(b, kb + kq, n0 + rq * 4 + 0)" in src, src  # along the positions
+    assert "load_b4(b, kb + kq, n0 + rq * 4 + 0)" in src, src  # along the positions
     # through a cat (the unrolled RNNs' outputs, Swin's shifted windows): the piece
     # holding the element answers; rows one per piece are not a contiguous dim
     rows = [torch.randn(1, 48) for _ in range(3)] + [torch.randn(37, 48)]
     compiled = check(Fn(lambda a, b, c, d, w: torch.relu(torch.cat([a, b, c, d])) @ w),
                      *rows, torch.randn(48, 36))
     (src,) = [k.source for k in compiled.plan.kernels if "matmul" in k.name]
-    assert "load_a(b, m0 + rq, kb + kq + 0)" in src, src
+    assert "load_a4(b, m0 + rq, kb + kq + 0)" in src, src
 
 
 def test_batched_broadcast_both_sides():

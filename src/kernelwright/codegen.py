@@ -285,6 +285,13 @@ class Emitter:
         self.lines: list[str] = []
         self.cache: dict = {}
         self.count = 0
+        # Lanes of a vec4 loader (templates._loader with `lanes`): a flat index that is
+        # `base + e`, base a multiple of 4 -> (base, e); its dims are base's, the
+        # innermost plus e, so the four lanes share one division of the index
+        self.aligned: dict[str, tuple[str, int]] = {}
+        self.base_dims: dict = {}
+        self.flats: dict = {}  # (shape, expression) -> the let that holds the flat index
+        self.decoded: dict = {}  # (shape, flat index) -> its dims
 
     def let(self, expr: str, dtype: str) -> str:
         self.count += 1
@@ -292,26 +299,53 @@ class Emitter:
         self.lines.append(f"let {name}: {WGSL_TYPE[dtype]} = {expr};")
         return name
 
-    def dims(self, idx: Index) -> list[str]:
+    def dims(self, idx: Index, lanes: bool = True) -> list[str]:
+        if idx.dims is None and lanes and idx.flat in self.aligned:
+            idx.dims = self._lane_dims(idx.shape, *self.aligned[idx.flat])
         if idx.dims is None:
-            strides = contiguous_strides(idx.shape)
-            idx.dims = []
-            for size, stride in zip(idx.shape, strides):
-                if size == 1:
-                    idx.dims.append("0")
-                else:
-                    e = idx.flat if stride == 1 else f"({idx.flat} / {stride})"
-                    if stride * size < math.prod(idx.shape):
-                        e = f"({e} % {size})"
-                    idx.dims.append(self.let(e, "i32"))
+            key = (tuple(idx.shape), idx.flat)
+            if key not in self.decoded:  # the lanes of a vec4 loader ask again
+                strides = contiguous_strides(idx.shape)
+                dims = []
+                for size, stride in zip(idx.shape, strides):
+                    if size == 1:
+                        dims.append("0")
+                    else:
+                        e = idx.flat if stride == 1 else f"({idx.flat} / {stride})"
+                        if stride * size < math.prod(idx.shape):
+                            e = f"({e} % {size})"
+                        dims.append(self.let(e, "i32"))
+                self.decoded[key] = dims
+            idx.dims = list(self.decoded[key])
         return idx.dims
+
+    def _lane_dims(self, shape, base: str, e: int) -> list[str] | None:
+        """The dims of flat index base + e (base a multiple of 4, e < 4): base's dims with
+        e added to the innermost, when that dim's size is a multiple of 4 (the four
+        lanes then share every other dim); None (decode it alone) otherwise."""
+        inner = [d for d, size in enumerate(shape) if size != 1]
+        if not inner or shape[inner[-1]] % 4:
+            return None
+        key = (tuple(shape), base)
+        if key not in self.base_dims:
+            self.base_dims[key] = self.dims(Index(shape, flat=base), lanes=False)
+        dims = list(self.base_dims[key])
+        if e:
+            dims[inner[-1]] = self.let(f"{dims[inner[-1]]} + {e}", "i32")
+        return dims
 
     def flat(self, idx: Index) -> str:
         if idx.flat is None:
             terms = [d if st == 1 else f"{d} * {st}"
                      for d, st, size in zip(idx.dims, contiguous_strides(idx.shape), idx.shape)
                      if size != 1 and d != "0"]
-            idx.flat = self.let(" + ".join(terms) if terms else "0", "i32")
+            expr = " + ".join(terms) if terms else "0"
+            key = (tuple(idx.shape), expr)
+            if key not in self.flats:  # the lanes of a vec4 loader ask again
+                self.flats[key] = self.let(expr, "i32")
+                if expr in self.aligned:  # one lane's index, named
+                    self.aligned[self.flats[key]] = self.aligned[expr]
+            idx.flat = self.flats[key]
         return idx.flat
 
     def _reshape_dims(self, idx: Index, in_shape) -> list[str]:
@@ -435,9 +469,11 @@ class Emitter:
         self.count += 1
         name = f"t{self.count}"
         outer_lines, outer_cache = self.lines, self.cache
+        outer_memos = self.flats, self.decoded, self.base_dims
         branches, offset = [], 0
         for part in node.inputs:
             self.lines, self.cache = [], dict(outer_cache)
+            self.flats, self.decoded, self.base_dims = (dict(m) for m in outer_memos)
             inner = list(dims)
             if offset:
                 inner[d] = self.let(f"{dims[d]} - {offset}", "i32")
@@ -445,6 +481,7 @@ class Emitter:
             branches.append((offset, self.lines + [f"{name} = {val};"]))
             offset += part.shape[d]
         self.lines, self.cache = outer_lines, outer_cache
+        self.flats, self.decoded, self.base_dims = outer_memos
         self.lines.append(f"var {name}: {WGSL_TYPE[dtype]};")
         for k, (_, body) in enumerate(branches):
             if k == 0:
@@ -491,7 +528,8 @@ class Emitter:
 
     def function(self, name: str, params: list[str], ret_dtype: str, result: str) -> str:
         body = "\n".join(f"    {line}" for line in self.lines)
-        return (f"fn {name}({', '.join(params)}) -> {WGSL_TYPE[ret_dtype]} {{\n{body}\n"
+        ret = WGSL_TYPE.get(ret_dtype, ret_dtype)
+        return (f"fn {name}({', '.join(params)}) -> {ret} {{\n{body}\n"
                 f"    return {result};\n}}\n")
 
 

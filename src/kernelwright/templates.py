@@ -138,13 +138,26 @@ def grid_1d(n: int, wg: int) -> tuple[tuple[int, int, int], int]:
     return (gx, math.ceil(groups / gx), 1), gx * wg
 
 
-def _loader(src: KernelSource, materialized, name: str, x: Value, dtype: str = "f32") -> str:
+def _loader(src: KernelSource, materialized, name: str, x: Value, dtype: str = "f32",
+            lanes: int | None = None) -> str:
+    """`fn name(i0, i1, ...)`: x's element at that index. With `lanes` (a dim of x whose
+    size is a multiple of 4): a vec4 of the elements at i_lanes + 0..3, i_lanes a
+    multiple of 4, written so that the lanes share their index arithmetic (a window's
+    pixel is divided once, not four times: Emitter.aligned)."""
     em = Emitter(src, materialized)
     params = [f"i{d}" for d in range(len(x.shape))]
-    val = em.value(x, Index(x.shape, dims=list(params)))
-    if x.dtype != dtype:
-        val = _cast(val, {}, x.dtype, dtype)
-    return em.function(name, [f"{p}: i32" for p in params], dtype, val)
+    vals = []
+    for e in range(1 if lanes is None else 4):
+        dims = list(params)
+        if lanes is not None:
+            dims[lanes] = f"({params[lanes]} + {e})" if e else params[lanes]
+            em.aligned[dims[lanes]] = (params[lanes], e)
+        val = em.value(x, Index(x.shape, dims=dims))
+        vals.append(val if x.dtype == dtype else _cast(val, {}, x.dtype, dtype))
+    if lanes is None:
+        return em.function(name, [f"{p}: i32" for p in params], dtype, vals[0])
+    return em.function(name, [f"{p}: i32" for p in params], f"vec4<{WGSL_TYPE[dtype]}>",
+                       f"vec4<{WGSL_TYPE[dtype]}>({', '.join(vals)})")
 
 
 def _epilogue(src: KernelSource, materialized, out: Value, root: Value | None,
@@ -227,12 +240,17 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     workgroup_bytes = slots.pop("workgroup_bytes", 0)
     result = f"epilogue({slots.pop('final', 'acc')}, gi)" if tnode else "epilogue(gi)"
     store = f"out[gi] = {to_buffer(result, out.dtype)};"
-    functions = "".join(HELPERS[h] for h in sorted(src.helpers)) + slots.pop("functions") + epi
+    helpers = "".join(HELPERS[h] for h in sorted(src.helpers))
+    body = slots.pop("functions")
+    # the key is what the kernel computes, whatever the knobs: a template whose functions
+    # vary with its knobs (the matmul's vec4 loaders) passes knob-free ones for it
+    key_body = slots.pop("key_functions", body)
+    functions, key_functions = helpers + body + epi, helpers + key_body + epi
     # Generated slot text may itself place the store statement ("$STORE").
     slots = {k: v.replace("$STORE", store) if isinstance(v, str) else v for k, v in slots.items()}
     source = template(tmpl).substitute(BINDINGS=src.bindings(out), FUNCTIONS=functions,
                                        STORE=store, **slots)
-    key = kernel_key(kind, out, tnode, src.reads, functions)
+    key = kernel_key(kind, out, tnode, src.reads, key_functions)
     return Generated(kind, source, list(src.reads), grid, key, used, list(src.views),
                      workgroup_bytes)
 
@@ -1011,9 +1029,11 @@ class _Operand:
     width: int  # 1 (scalars) or 4 (vec4)
     view: tuple[str, int, list[int]] | None  # vec4 view name, offset, strides: 16-byte loads
     transpose: bool = False  # read along K, staged along the rows (ROWS): 4 stores a load
+    lanes: int | None = None  # no view: the loader dim whose 4 values one call returns
 
-    def call(self, row: str, k: str) -> str:
-        return f"load_a(b, {row}, {k})" if self.name == "a" else f"load_b(b, {k}, {row})"
+    def call(self, row: str, k: str, suffix: str = "") -> str:
+        return (f"load_a{suffix}(b, {row}, {k})" if self.name == "a"
+                else f"load_b{suffix}(b, {k}, {row})")
 
     def row_of(self, i: int) -> str:
         """The tile row of the invocation's i-th row (A: m, B: n)."""
@@ -1041,10 +1061,20 @@ def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Ope
         if (st[vdim] == 1 and x.shape[vdim] % 4 == 0 and offset % 4 == 0
                 and all(s % 4 == 0 for d, s in enumerate(st) if d != vdim)):
             view = (src.view4(root), offset, st)
+    # without a view, the 16 bytes an invocation fetches at once come from one loader
+    # call (`load_a4`, `load_b4`: _loader with lanes), where their index arithmetic is
+    # shared; measured on the H200 (2026-12-01h, bench/results/window_variants_h200.json)
+    # on 3 x 3 convolutions, whose windows' pixels each call divided by the image width:
+    # 128 channels at 56 x 56 2.55 -> 2.08 ms, 128 -> 192 at 64 x 64 2.85 -> 2.15 ms,
+    # 64 channels at 128 x 128 1.94 -> 1.48 ms
+    lanes = None
+    if vec == 4 and view is None:
+        ldim = row_dim if layout == "O" and not transpose else 3 - row_dim
+        lanes = ldim if x.shape[ldim] % 4 == 0 else None
     return _Operand(name, knobs["BM" if a else "BN"], x.shape[row_dim], "m0" if a else "n0",
                     "ty" if a else "tx", knobs["BM"] // knobs["TM"] if a else
                     knobs["BN"] // knobs["TN"], knobs["TM" if a else "TN"], row_dim,
-                    contiguous, layout, width, view, transpose)
+                    contiguous, layout, width, view, transpose, lanes)
 
 
 def _matmul_tile_code(op: _Operand, bk: int, nt: int, k: int, db: int):
@@ -1093,6 +1123,10 @@ def _matmul_tile_code(op: _Operand, bk: int, nt: int, k: int, db: int):
                     terms.append(f"{idx} * {st[dim] // 4}")
             body = (f"{reg} = vec4<f32>(0.0); if ({op.base} + {r} < {op.size} && kb + {kk} < {k})"
                     f" {{ {reg} = {name}[{' + '.join(terms)}]; }}")
+        elif op.lanes is not None:  # the four lanes from one call, all in or all out
+            r, kk = elems[0]
+            body = (f"{reg} = vec4<f32>(0.0); if ({op.base} + {r} < {op.size} && kb + {kk} < {k})"
+                    f" {{ {reg} = {op.call(f'{op.base} + {r}', f'kb + {kk}', '4')}; }}")
         else:
             body = f"{reg} = {vec_t}(0.0);"
             for e, (r, kk) in enumerate(elems):
@@ -1193,10 +1227,15 @@ def _matmul(src, materialized, out, tnode, knobs=None):
              f"staged tiles exceed {MATMUL_WORKGROUP_BYTES} bytes")
     if nb > MAX_GRID:
         raise CompileError(f"matmul batch {nb} exceeds the grid limit {MAX_GRID}")
-    functions = (_loader(src, materialized, "load_a", a) + _loader(src, materialized, "load_b", b))
+    # the scalar loaders first: they bind the operands' buffers (names in the key) before
+    # any vec4 view of them
+    scalar = [_loader(src, materialized, "load_a", a), _loader(src, materialized, "load_b", b)]
     tx, ty = bn // tn, bm // tm
     nt = tx * ty
     ops = [_matmul_operand(src, materialized, name, x, knobs) for name, x in (("a", a), ("b", b))]
+    functions = "".join(f if op.lanes is None
+                        else _loader(src, materialized, f"load_{op.name}4", x, lanes=op.lanes)
+                        for f, op, x in zip(scalar, ops, (a, b)))
     tiles, prefetch, fetch, stores, sizes = [], [], [], [], []
     for op in ops:
         decl, per_buffer, pre, fet, sto = _matmul_tile_code(op, bk, nt, k, db)
@@ -1244,7 +1283,8 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     outs = [f"    {{ let m = m0 + {a_op.row_of(i)}; let n = n0 + {b_op.row_of(j)};"
             f" if (m < {m} && n < {n}) {{ let gi = (b * {m} + m) * {n} + n;"
             f" let acc = acc_{i}_{j}; $STORE }} }}" for i in range(tm) for j in range(tn)]
-    slots = dict(functions=functions, BM=bm, BN=bn, TX=tx, TY=ty, TILES="\n".join(tiles),
+    slots = dict(functions=functions, key_functions="".join(scalar), BM=bm, BN=bn, TX=tx,
+                 TY=ty, TILES="\n".join(tiles),
                  PREFETCH="\n".join(prefetch), ACCUMULATORS="\n".join(accs), K_LOOP=loop,
                  STORE_BLOCK="\n".join(outs), workgroup_bytes=wg_bytes)
     return "matmul", slots, (math.ceil(n / bn), math.ceil(m / bm), nb), knobs

@@ -131,7 +131,11 @@ def conv_transpose_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, di
         wr = wg
         for j, ((k0, _, _, _), s, d) in enumerate(zip(dims, stride, dilation)):
             wr = b.slice(wr, 3 + j, k0, kernel[j], s // math.gcd(s, d))
-        wr = b.flip(wr, range(3, 3 + nd))
+        # the phase's taps, flipped, stored K-contiguous (a copy kernel per phase, from the
+        # weight): seen through the slice and flip, A's K stride is -stride, no vec4 view
+        # is possible and the matmul stages A along M with scalar loads; the
+        # 1-d case (256 -> 128 channels, 4 taps, stride 2) ran at 0.55 of cuDNN so
+        wr = b.materialize(b.flip(wr, range(3, 3 + nd)))
         taps = [t for _, t, _, _ in dims]
         cols = b.window(x, taps, [1] * nd, [p for _, _, p, _ in dims],
                         [d for _, _, _, d in dims], out=qs)  # [N, C, *T, *Q]
