@@ -131,10 +131,11 @@ def conv_transpose_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, di
         wr = wg
         for j, ((k0, _, _, _), s, d) in enumerate(zip(dims, stride, dilation)):
             wr = b.slice(wr, 3 + j, k0, kernel[j], s // math.gcd(s, d))
-        # the phase's taps, flipped, stored K-contiguous (a copy kernel per phase, from the
-        # weight): seen through the slice and flip, A's K stride is -stride, no vec4 view
-        # is possible and the matmul stages A along M with scalar loads; the
-        # 1-d case (256 -> 128 channels, 4 taps, stride 2) ran at 0.55 of cuDNN so
+        # the phase's taps, flipped, stored K-contiguous (a small copy kernel per phase):
+        # seen through the slice and flip, A's K stride is -stride, so A had no vec4 view
+        # and was staged along M. Measured on the H200 (2026-12-01h, suite): level1/073
+        # (1-d, 256 -> 128 channels, 4 taps, stride 2) 4.39 -> 2.77 ms, 074 (2-d) 3.46 ->
+        # 2.80 ms, 075 (3-d, 8 phases) 3.35 -> 2.68 ms, with the vec4 loaders
         wr = b.materialize(b.flip(wr, range(3, 3 + nd)))
         taps = [t for _, t, _, _ in dims]
         cols = b.window(x, taps, [1] * nd, [p for _, _, p, _ in dims],
