@@ -103,6 +103,8 @@ def shared_decode(src: str, plan, conv) -> tuple[str, dict]:
     call (`load_b4`) that divides the position once: lane e's column is the first's
     plus e (the image width is a multiple of 4, so the four share their row)."""
     whole, body = _load_b(src)
+    if "load_b4" in whole:
+        raise RuntimeError("the compiler's kernel loads four positions a call already")
     lines = body.splitlines()
     (col,) = [i for i, line in enumerate(lines) if re.search(r"= \(t5 % \d+\);", line)]
     var = re.search(r"let (t\d+):", lines[col]).group(1)
@@ -131,7 +133,7 @@ def shared_decode(src: str, plan, conv) -> tuple[str, dict]:
 
 def tap_major_shared(src: str, plan, conv) -> tuple[str, dict]:
     src, constants = tap_major(src, plan, conv)
-    return shared_decode(src, plan, conv)[0], constants
+    return (src if "fn load_b4" in src else shared_decode(src, plan, conv)[0]), constants
 
 
 VARIANTS = {"generated": None, "plain_b": plain_b, "no_select": no_select,

@@ -131,12 +131,17 @@ def conv_transpose_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, di
         wr = wg
         for j, ((k0, _, _, _), s, d) in enumerate(zip(dims, stride, dilation)):
             wr = b.slice(wr, 3 + j, k0, kernel[j], s // math.gcd(s, d))
-        # the phase's taps, flipped, stored K-contiguous (a small copy kernel per phase):
-        # seen through the slice and flip, A's K stride is -stride, so A had no vec4 view
-        # and was staged along M. Measured on the H200 (2026-12-01h, suite): level1/073
-        # (1-d, 256 -> 128 channels, 4 taps, stride 2) 4.39 -> 2.77 ms, 074 (2-d) 3.46 ->
-        # 2.80 ms, 075 (3-d, 8 phases) 3.35 -> 2.68 ms, with the vec4 loaders
-        wr = b.materialize(b.flip(wr, range(3, 3 + nd)))
+        wr = b.flip(wr, range(3, 3 + nd))
+        if math.prod(stride) > 1:
+            # the phase's taps, flipped, stored K-contiguous (a small copy kernel per
+            # phase): seen through the slice and flip, A's K stride is -stride, so A had
+            # no vec4 view and was staged along M. Measured on the H200 (2026-12-01h,
+            # suite): level1/073 (1-d, 256 -> 128 channels, 4 taps, stride 2) 4.39 ->
+            # 2.77 ms, 074 (2-d) 3.46 -> 2.80 ms, 075 (3-d, 8 phases) 3.35 -> 2.68 ms,
+            # with the vec4 loaders. Not at stride 1 (not measured): one phase, whose
+            # kernel reads the weight itself, so `kernelwright optimize` can still put
+            # the direct kernel in its place (a rewrite binds the same buffers)
+            wr = b.materialize(wr)
         taps = [t for _, t, _, _ in dims]
         cols = b.window(x, taps, [1] * nd, [p for _, _, p, _ in dims],
                         [d for _, _, _, d in dims], out=qs)  # [N, C, *T, *Q]
