@@ -237,6 +237,22 @@ ATTENTION_CASES = ("sdpa_16x16_1024_e64", "sdpa_causal_16x16_1024_e64",
                    "sdpa_causal_8x12_2048_e64")
 
 
+def case_reference(name: str, reps: int):
+    """A case's module (back on the CPU), three input sets, PyTorch's result on the first
+    (computed on the GPU where PyTorch sees one) and PyTorch's median GPU ms over `reps`
+    calls (nan without CUDA)."""
+    case = CASES[name]
+    torch.manual_seed(0)
+    module = case["module"].eval()
+    sets = [case["inputs"]() for _ in range(3)]
+    cuda = torch.cuda.is_available()
+    with torch.no_grad():
+        ref = (module.cuda()(*[x.cuda() for x in sets[0]]).cpu() if cuda
+               else module(*sets[0]))
+    ref_ms = torch_ms(module, sets, reps) if cuda else float("nan")
+    return module.cpu(), sets, ref, ref_ms
+
+
 def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
     """Every setting of the `kind` template's space (its kernel forced through the knob
     chooser), per case: GPU ms, TFLOP/s, ratio to PyTorch and the error against
@@ -245,20 +261,12 @@ def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
     out = dict(device=dev.description, torch=torch.__version__,
                shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
                precision="strict fp32 (TF32 off)", cases=[])
-    cuda = torch.cuda.is_available()
     for name in cases:
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
         case = CASES[name]
-        torch.manual_seed(0)
-        module = case["module"].eval()
-        sets = [case["inputs"]() for _ in range(3)]
-        with torch.no_grad():
-            ref = (module.cuda()(*[x.cuda() for x in sets[0]]).cpu() if cuda
-                   else module(*sets[0]))
+        module, sets, ref, ref_ms = case_reference(name, args.reps)
         scale = ref.abs().max().item() or 1.0
-        ref_ms = torch_ms(module, sets, args.reps) if cuda else float("nan")
-        module = module.cpu()
         requests = []
         with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind == kind
                            else None):
@@ -305,19 +313,12 @@ def memory_variants(args, dev) -> None:
     out = dict(device=dev.description, torch=torch.__version__,
                shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
                precision="strict fp32 (TF32 off)", cases=[])
-    cuda = torch.cuda.is_available()
     for name in MEMORY_CASES:
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
         case = CASES[name]
-        torch.manual_seed(0)
-        module = case["module"].eval()
-        sets = [case["inputs"]() for _ in range(3)]
-        with torch.no_grad():
-            ref = module(*sets[0])
+        module, sets, ref, ref_ms = case_reference(name, args.reps)
         scale = ref.abs().max().item() or 1.0
-        ref_ms = torch_ms(module, sets, args.reps) if cuda else float("nan")
-        module = module.cpu()
         requests = []
         with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind in VARIANT_KINDS
                            else None):

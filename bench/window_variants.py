@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernels import CASES, torch_ms  # noqa: E402
+from kernels import case_reference  # noqa: E402
 
 import kernelwright  # noqa: E402
 from kernelwright.bench.timing import time_candidate  # noqa: E402
@@ -153,15 +153,7 @@ def main() -> int:
     for name in WINDOW_CASES:
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
-        case = CASES[name]
-        torch.manual_seed(0)
-        module = case["module"].eval()
-        sets = [case["inputs"]() for _ in range(3)]
-        with torch.no_grad():
-            ref = module.cuda()(sets[0][0].cuda()).cpu() if torch.cuda.is_available() \
-                else module(*sets[0])
-        ref_ms = torch_ms(module, sets, args.reps) if torch.cuda.is_available() else None
-        module = module.cpu()
+        module, sets, ref, ref_ms = case_reference(name, args.reps)
         base = kernelwright.compile(module, sets[0])
         row = dict(case=name, torch_ms=ref_ms, variants=[])
         out["cases"].append(row)
@@ -178,7 +170,7 @@ def main() -> int:
                 got = compiled(*sets[0], poison=True)
                 err = (got - ref).abs().max().item()
                 ms = time_candidate(compiled, sets).median_ms
-                v.update(ms=round(ms, 4), ratio=round(ref_ms / ms, 4) if ref_ms else None,
+                v.update(ms=round(ms, 4), ratio=round(ref_ms / ms, 4),
                          max_abs_err=err, correct=err <= 1e-4 * max(1.0, ref.abs().max().item()))
             except Exception as exc:  # noqa: BLE001 - recorded, the rest measured
                 v["error"] = f"{type(exc).__name__}: {exc}"[:400]

@@ -289,7 +289,6 @@ class Emitter:
         # `base + e`, base a multiple of 4 -> (base, e); its dims are base's, the
         # innermost plus e, so the four lanes share one division of the index
         self.aligned: dict[str, tuple[str, int]] = {}
-        self.base_dims: dict = {}
         self.flats: dict = {}  # (shape, expression) -> the let that holds the flat index
         self.decoded: dict = {}  # (shape, flat index) -> its dims
 
@@ -299,8 +298,8 @@ class Emitter:
         self.lines.append(f"let {name}: {WGSL_TYPE[dtype]} = {expr};")
         return name
 
-    def dims(self, idx: Index, lanes: bool = True) -> list[str]:
-        if idx.dims is None and lanes and idx.flat in self.aligned:
+    def dims(self, idx: Index, align: bool = True) -> list[str]:
+        if idx.dims is None and align and idx.flat in self.aligned:
             idx.dims = self._lane_dims(idx.shape, *self.aligned[idx.flat])
         if idx.dims is None:
             key = (tuple(idx.shape), idx.flat)
@@ -326,10 +325,7 @@ class Emitter:
         inner = [d for d, size in enumerate(shape) if size != 1]
         if not inner or shape[inner[-1]] % 4:
             return None
-        key = (tuple(shape), base)
-        if key not in self.base_dims:
-            self.base_dims[key] = self.dims(Index(shape, flat=base), lanes=False)
-        dims = list(self.base_dims[key])
+        dims = self.dims(Index(shape, flat=base), align=False)  # decoded once (memo)
         if e:
             dims[inner[-1]] = self.let(f"{dims[inner[-1]]} + {e}", "i32")
         return dims
@@ -469,11 +465,11 @@ class Emitter:
         self.count += 1
         name = f"t{self.count}"
         outer_lines, outer_cache = self.lines, self.cache
-        outer_memos = self.flats, self.decoded, self.base_dims
+        outer_memos = self.flats, self.decoded
         branches, offset = [], 0
         for part in node.inputs:
             self.lines, self.cache = [], dict(outer_cache)
-            self.flats, self.decoded, self.base_dims = (dict(m) for m in outer_memos)
+            self.flats, self.decoded = (dict(m) for m in outer_memos)
             inner = list(dims)
             if offset:
                 inner[d] = self.let(f"{dims[d]} - {offset}", "i32")
@@ -481,7 +477,7 @@ class Emitter:
             branches.append((offset, self.lines + [f"{name} = {val};"]))
             offset += part.shape[d]
         self.lines, self.cache = outer_lines, outer_cache
-        self.flats, self.decoded, self.base_dims = outer_memos
+        self.flats, self.decoded = outer_memos
         self.lines.append(f"var {name}: {WGSL_TYPE[dtype]};")
         for k, (_, body) in enumerate(branches):
             if k == 0:
