@@ -34,6 +34,15 @@
 #             quotes, globs passed as they are), resumed from the state in out/kw_optimize
 #             or bench/results/optimize_h200/
 #   tests     the op tests through Vulkan on the H200 (torch of the host)
+#   ab        the compiler of another commit against the working tree's, in one call: its
+#             src/ from .ab_base.tar.gz (scripts/ab_base.sh REV; carry it), then for each of
+#             base and head bench/kernels.py with KERNELS_ARGS (when set) and kernelwright
+#             bench with AB_BENCH_ARGS (when set, e.g. "--size full --jobs 2 --only
+#             level3/007_mingpt_mlp_block"), output under $R/ab_base and $R/ab_head, and
+#             a table of both kernels.py runs in the session log
+#   shadercache  bench/kernels.py (KERNELS_ARGS) with NVIDIA's shader disk cache kept under
+#             $R/shadercache: read it here with scripts/nv_shader_stats.py (registers and
+#             instruction mix of each pipeline the driver compiled)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:?set OUT}
@@ -107,6 +116,49 @@ run_task() {
     tests) limit "$secs" python3 -m pytest -q -p no:cacheprovider -p no:timeout tests \
              --ignore=tests/bench --ignore=tests/optimize > "$R/tests.log" 2>&1
            tail -5 "$R/tests.log" >> "$LOG" ;;
+    ab) if [ ! -f .ab_base.tar.gz ]; then
+          echo "ab: no .ab_base.tar.gz (run scripts/ab_base.sh REV here, carry it)" >> "$LOG"
+        else
+          rm -rf /tmp/kw_base && mkdir -p /tmp/kw_base && tar xzf .ab_base.tar.gz -C /tmp/kw_base
+          echo "ab: base $(cat .ab_base.rev 2>/dev/null || echo '?')" >> "$LOG"
+          read -r -a kargs <<< "${KERNELS_ARGS:-}"
+          read -r -a bargs <<< "${AB_BENCH_ARGS:-}"
+          local parts=$(( ${#kargs[@]} > 0 )) ; parts=$(( (parts + (${#bargs[@]} > 0)) * 2 ))
+          for side in base head; do
+            local pp=${PYTHONPATH:-}
+            [ "$side" = base ] && pp=/tmp/kw_base/src${PYTHONPATH:+:$PYTHONPATH}
+            mkdir -p "$R/ab_$side"
+            [ ${#kargs[@]} -gt 0 ] && PYTHONPATH=$pp limit $((secs / parts)) python3 bench/kernels.py \
+              "${kargs[@]}" --out "$R/ab_$side/kernels.json" >> "$LOG" 2>&1
+            [ ${#bargs[@]} -gt 0 ] && PYTHONPATH=$pp limit $((secs / parts)) python3 -m kernelwright.cli \
+              bench "${bargs[@]}" --out "$R/ab_$side/bench" >> "$LOG" 2>&1
+          done
+          python3 - "$R" >> "$LOG" 2>&1 <<'PY'
+import json, sys
+from pathlib import Path
+r = Path(sys.argv[1])
+runs = {s: {c["case"]: c for c in json.loads((r / f"ab_{s}/kernels.json").read_text())["cases"]}
+        for s in ("base", "head") if (r / f"ab_{s}/kernels.json").exists()}
+if len(runs) == 2:
+    print(f"{'case':44s} {'base ms':>9s} {'head ms':>9s} {'head/base speed':>15s}")
+    for name, h in runs["head"].items():
+        b = runs["base"].get(name)
+        if b and b.get("kernelwright_ms") and h.get("kernelwright_ms"):
+            print(f"{name:44s} {b['kernelwright_ms']:9.4f} {h['kernelwright_ms']:9.4f} "
+                  f"{b['kernelwright_ms'] / h['kernelwright_ms']:15.3f}")
+for s in ("base", "head"):
+    f = r / f"ab_{s}/bench/results.json"
+    if f.exists():
+        for p in json.loads(f.read_text())["problems"]:
+            print(s, p["name"], p.get("time_ms"), p.get("ref_eager_ms"), p.get("correct"))
+PY
+        fi ;;
+    shadercache) read -r -a kargs <<< "${KERNELS_ARGS:-}"
+           rm -rf /tmp/kw_glcache && mkdir -p /tmp/kw_glcache
+           __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \
+             __GL_SHADER_DISK_CACHE_PATH=/tmp/kw_glcache limit "$secs" python3 bench/kernels.py \
+             "${kargs[@]}" --out "$R/kernels_shadercache.json" >> "$LOG" 2>&1
+           cp -r /tmp/kw_glcache "$R/shadercache" ;;
     *) echo "unknown task $task" >> "$LOG" ;;
   esac
   echo "== $task done: exit $?, $((SECONDS - start)) s" >> "$LOG"

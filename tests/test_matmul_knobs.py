@@ -37,6 +37,9 @@ def _products(a, b, at, w, bias):
 CASES = {  # (batch, M, N, K), products: M, N, K multiples of 4 (vec4 loads), then none
     "aligned": ((2, 68, 44, 36), 3),
     "irregular": ((2, 37, 29, 33), 2),  # the third product's paths are the first two's here
+    # multiples of most tiles: fetches and stores without bounds tests, an odd number of
+    # K steps at BK 16 (two steps per pass end on a guarded one), an even one at BK 8
+    "tile_multiples": ((2, 128, 128, 48), 3),
 }
 
 
@@ -86,8 +89,29 @@ def test_every_matmul_setting_matches_pytorch(case):
                 torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
             except AssertionError as exc:
                 raise AssertionError(f"matmul with knobs {knobs}: {exc}") from None
-    # the aligned case exercises the vec4 global loads, the irregular one never can
-    assert (vec_loads > 0) == (case == "aligned")
+    # the aligned cases exercise the vec4 global loads, the irregular one never can
+    assert (vec_loads > 0) == (case != "irregular")
+
+
+def test_bounds_are_tested_only_where_a_tile_can_cross_them():
+    """The matmul's fetches and stores test M, N and K only where they are not multiples
+    of the tile; the next tile is fetched without a branch, and an invocation's fetch
+    set-up (its row, K offset, address) is computed before the K loop."""
+    def source(m, n, k):
+        module = Fn(lambda a, b: a @ b)
+        compiled = kernelwright.compile(module, [torch.randn(m, k), torch.randn(k, n)])
+        (src,) = [kern.source for kern in compiled.plan.kernels if "matmul" in kern.name]
+        return src, [kern.knobs for kern in compiled.plan.kernels if "matmul" in kern.name][0]
+
+    src, knobs = source(128, 128, 64)
+    assert (128 % knobs["BM"], 128 % knobs["BN"], 64 % knobs["BK"]) == (0, 0, 0), knobs
+    loop = src[src.index("for (var k0"):]
+    assert "if (" not in loop.split("workgroupBarrier")[0], loop[:2000]  # no test, no branch
+    assert "let ia0 = " in src and "in0v4[ia0 + " in src  # the address before the loop
+    assert "m < 128" not in src and "n < 128" not in src  # stores untested
+    src, _ = source(100, 120, 40)
+    assert "let va0 = m0 + " in src and "< 100;" in src  # the row test, once
+    assert "kb + qa0 + 0 < 40" in src and "if (m < 100 && n < 120)" in src
 
 
 def test_default_tiles_follow_the_product_shape():

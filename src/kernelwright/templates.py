@@ -1078,68 +1078,103 @@ def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Ope
 
 
 def _matmul_tile_code(op: _Operand, bk: int, nt: int, k: int, db: int):
-    """Declarations, prefetch registers, and the code that fetches one staged tile of
-    the operand into registers (at K offset `kb`) and stores it (at `{off}`)."""
+    """Declarations, the per-invocation set-up and prefetch registers, and the code that
+    fetches one staged tile of the operand into registers (at K offset `kb`) and stores
+    it (at `{off}`). What does not depend on `kb` (an invocation's row and K offset in
+    the tile, its staging slot, its row's bounds test, the address of a vec4 view but
+    for the K term) is computed once before the K loop, and bounds tests that hold for
+    every tile (M, N or K a multiple of the tile) are not written: the driver neither
+    hoisted that arithmetic nor dropped those tests, so a plain GEMM's K step spent 110
+    integer instructions beside its 256 FMAs (SASS read from NVIDIA's shader cache on
+    the H200, 2026-12-01i)."""
     w, rows = op.width, op.rows
     vec_t = "f32" if w == 1 else "vec4<f32>"
     per_buffer = rows * bk // w
     decl = f"var<workgroup> tile_{op.name}: array<{vec_t}, {per_buffer * db}>;"
     chunks = bk // 4
+    n = op.name
     if op.transpose:  # 4 k values of one row loaded, stored into 4 fragments' lanes
         units, groups = per_buffer, rows // 4
-        pos = f"let kq = (t % {chunks}) * 4; let rq = t / {chunks};"
-        elems = [("rq", f"kq + {e}") for e in range(4)]
-        slot = None
+        pos = ("({t} % {c}) * 4", "{t} / {c}")
     elif op.layout == "O":
         units, groups = per_buffer, rows // w
-        if op.contiguous == "k":
-            pos = f"let kq = t % {bk}; let rq = t / {bk};"
-        else:
-            pos = f"let rq = t % {groups}; let kq = t / {groups};"
-        elems = [(f"rq * {w} + {e}" if w > 1 else "rq", "kq") for e in range(w)]
-        slot = f"kq * {groups} + rq"
+        pos = (("{t} % {bk}", "{t} / {bk}") if op.contiguous == "k"
+               else ("{t} / {g}", "{t} % {g}"))
     else:
         units = per_buffer
-        if op.contiguous == "row":
-            pos = f"let rq = t % {rows}; let kq = (t / {rows}) * 4;"
-        else:
-            pos = f"let kq = (t % {chunks}) * 4; let rq = t / {chunks};"
-        elems = [("rq", f"kq + {e}") for e in range(4)]
-        slot = f"rq * {chunks} + ((kq / 4) ^ {_swizzle('rq', chunks)})"
+        pos = (("({t} / {rows}) * 4", "{t} % {rows}") if op.contiguous == "row"
+               else ("({t} % {c}) * 4", "{t} / {c}"))
+    rows_in = op.size % rows == 0  # every tile's rows inside the operand
+    k_in = k % bk == 0  # every K step inside
+
+    def inside(r: str, kk: str, first: str, row_ok: str) -> str:
+        """The test that element (row r, K offset kk) of a fetch lies inside the operand
+        ("" when every tile's is): its row's precomputed `row_ok` for the first row."""
+        tests = [] if rows_in else [row_ok if r == first else f"{op.base} + {r} < {op.size}"]
+        if not k_in:
+            tests.append(f"kb + {kk} < {k}")
+        return " && ".join(tests)
+
+    def guarded(test: str, body: str) -> str:
+        return f"if ({test}) {{ {body} }}" if test else body
+
+    def filled(reg: str, test: str, body: str) -> str:  # zeros where the test fails
+        return f"{reg} = vec4<f32>(0.0); {guarded(test, body)}" if test else body
+
     prefetch, fetch, store = [], [], []
     for u in range(-(-units // nt)):
-        reg = f"p{op.name}{u}"
-        prefetch.append(f"    var {reg}: {vec_t};")
-        head = f"let t = lin + {u * nt}; {pos}"
+        reg, t, kq, rq = f"p{n}{u}", f"t{n}{u}", f"q{n}{u}", f"r{n}{u}"
+        kx, rx = (p.format(t=t, c=chunks, bk=bk, g=groups if op.layout == "O" else 0,
+                           rows=rows) for p in pos)
+        prefetch += [f"    var {reg}: {vec_t};",
+                     f"    let {t} = lin + {u * nt}; let {kq} = {kx}; let {rq} = {rx};"]
+        if op.transpose or op.layout == "K":
+            elems = [(rq, f"{kq} + {e}") for e in range(4)]
+        else:
+            elems = [(f"{rq} * {w} + {e}" if w > 1 else rq, kq) for e in range(w)]
+        row_ok = f"v{n}{u}"  # the row of the first element (all of a vec4 view's)
+        if not rows_in:
+            prefetch.append(f"    let {row_ok} = {op.base} + {elems[0][0]} < {op.size};")
+
         if op.view is not None:
             name, offset, st = op.view
             r, kk = elems[0]
             terms = [str(offset // 4)] if offset else []
             for dim, idx in ((0, "b"), (op.row_dim, f"({op.base} + {r})"),
-                             (3 - op.row_dim, f"(kb + {kk})")):
+                             (3 - op.row_dim, kk if " " not in kk else f"({kk})")):
                 if st[dim] == 1:
                     terms.append(f"{idx} / 4")
                 elif st[dim]:
                     terms.append(f"{idx} * {st[dim] // 4}")
-            body = (f"{reg} = vec4<f32>(0.0); if ({op.base} + {r} < {op.size} && kb + {kk} < {k})"
-                    f" {{ {reg} = {name}[{' + '.join(terms)}]; }}")
+            kst = st[3 - op.row_dim]  # kb, a multiple of 4, apart from the rest
+            kterm = "(kb >> 2u)" if kst == 1 else f"kb * {kst // 4}"
+            prefetch.append(f"    let i{n}{u} = {' + '.join(terms) or '0'};")
+            body = filled(reg, inside(r, kk, elems[0][0], row_ok),
+                          f"{reg} = {name}[i{n}{u} + {kterm}];")
         elif op.lanes is not None:  # the four lanes from one call, all in or all out
             r, kk = elems[0]
-            body = (f"{reg} = vec4<f32>(0.0); if ({op.base} + {r} < {op.size} && kb + {kk} < {k})"
-                    f" {{ {reg} = {op.call(f'{op.base} + {r}', f'kb + {kk}', '4')}; }}")
+            body = filled(reg, inside(r, kk, elems[0][0], row_ok),
+                          f"{reg} = {op.call(f'{op.base} + {r}', f'kb + {kk}', '4')};")
         else:
             body = f"{reg} = {vec_t}(0.0);"
             for e, (r, kk) in enumerate(elems):
                 lane = f"{reg}.{_LANES[e]}" if w > 1 else reg
-                body += (f" if ({op.base} + {r} < {op.size} && kb + {kk} < {k})"
-                         f" {{ {lane} = {op.call(f'{op.base} + {r}', f'kb + {kk}')}; }}")
-        st_line = (f"tile_{op.name}[{{off}} + {slot}] = {reg};" if slot is not None else
-                   " ".join(f"tile_{op.name}[{{off}} + (kq + {e}) * {groups} + rq / 4][rq % 4]"
-                            f" = {reg}.{_LANES[e]};" for e in range(4)))
-        f_line, s_line = f"{head} {body}", f"{head} {st_line}"
+                body += " " + guarded(inside(r, kk, elems[0][0], row_ok),
+                                      f"{lane} = {op.call(f'{op.base} + {r}', f'kb + {kk}')};")
+        if op.transpose:
+            prefetch.append(f"    let s{n}{u} = {kq} * {groups} + {rq} / 4; "
+                            f"let l{n}{u} = {rq} % 4;")
+            st_line = " ".join(f"tile_{n}[{{off}} + s{n}{u} + {e * groups}][l{n}{u}]"
+                               f" = {reg}.{_LANES[e]};" for e in range(4))
+        else:
+            slot = (f"{kq} * {groups} + {rq}" if op.layout == "O"
+                    else f"{rq} * {chunks} + (({kq} / 4) ^ {_swizzle(rq, chunks)})")
+            prefetch.append(f"    let s{n}{u} = {slot};")
+            st_line = f"tile_{n}[{{off}} + s{n}{u}] = {reg};"
+        f_line, s_line = body, st_line
         if (u + 1) * nt > units:  # a last round that only part of the workgroup loads
-            f_line = f"if (lin + {u * nt} < {units}) {{ {f_line} }}"
-            s_line = f"if (lin + {u * nt} < {units}) {{ {s_line} }}"
+            f_line = f"if ({t} < {units}) {{ {f_line} }}"
+            s_line = f"if ({t} < {units}) {{ {s_line} }}"
         fetch.append(f"{{ {f_line} }}")
         store.append(f"{{ {s_line} }}")
     return decl, per_buffer, prefetch, fetch, store
@@ -1268,21 +1303,57 @@ def _matmul(src, materialized, out, tnode, knobs=None):
                 f"        workgroupBarrier();\n        let aoff = 0;\n        let boff = 0;\n"
                 f"{inner}\n        workgroupBarrier();\n    }}")
     else:
+        # The next tile is fetched into registers during the multiply and stored into
+        # the other buffer after it, unconditionally: the step whose next tile is past K
+        # fetches the first tile again (no branch around the fetch and store, whose
+        # merges cost the driver register moves; its store lands in a buffer no step
+        # reads). Blocks of up to 32 accumulators take two steps per pass of the loop,
+        # one per buffer, so that the buffer offsets are constants; with 64 the driver
+        # shuffles them between the two steps (156 register moves in a 4096^3 GEMM's
+        # loop, read from NVIDIA's shader cache), so they take one. Measured on the H200
+        # (2026-12-01i, against the branches and a buffer computed from k0): 3 x 3
+        # convolutions (64 x 64 and 128 x 64 tiles) 1.46 -> 1.31 ms (64 ch), 2.07 ->
+        # 2.02 (128 ch), 2.16 -> 1.89 (128 -> 192); GEMM 4096^3 3.78 -> 3.83 ms, and
+        # with two steps 4.59
         sa, sb = sizes
-        later = stored(f"(1 - cur) * {sa}", f"(1 - cur) * {sb}", "            ")
+        steps = -(-k // bk)
+        pair = tm * tn <= 32
+
+        def k_step(cur: str, nxt: str, last: bool) -> str:
+            """One K step on buffer `cur` (0, 1 or an expression), fetching the tile at
+            `nxt`; `last`: `nxt` may be past K."""
+            ind = "        "
+            other = f"(1 - {cur})" if not cur.isdigit() else str(1 - int(cur))
+            kb = f"select({nxt}, 0, {nxt} >= {k})" if last else nxt
+            return (f"{ind}let kb = {kb};\n{fetched(ind)}\n{ind}let aoff = {cur} * {sa};\n"
+                    f"{ind}let boff = {cur} * {sb};\n{inner}\n"
+                    f"{stored(f'{other} * {sa}', f'{other} * {sb}', ind)}\n"
+                    f"{ind}workgroupBarrier();")
+
+        if pair:  # with an odd number of steps the second runs only while there is one
+            second = k_step("1", f"k0 + {2 * bk}", steps % 2 == 0)
+            second = "\n".join("    " + line for line in second.splitlines())
+            second = (f"        {{\n{second}\n        }}" if steps % 2 == 0
+                      else f"        if (k0 + {bk} < {k}) {{\n{second}\n        }}")
+            first = "\n".join("    " + line for line in
+                               k_step("0", f"k0 + {bk}", steps % 2 == 1).splitlines())
+            body = f"        {{\n{first}\n        }}\n{second}"
+        else:
+            body = f"        let cur = (k0 / {bk}) % 2;\n" + k_step("cur", f"k0 + {bk}", True)
         loop = (f"    {{\n        let kb = 0;\n{fetched('        ')}\n    }}\n"
                 f"{stored('0', '0', '    ')}\n    workgroupBarrier();\n"
-                f"    for (var k0 = 0; k0 < {k}; k0 += {bk}) {{\n"
-                f"        let cur = (k0 / {bk}) % 2;\n        let more = k0 + {bk} < {k};\n"
-                f"        if (more) {{\n            let kb = k0 + {bk};\n"
-                f"{fetched('            ')}\n        }}\n"
-                f"        let aoff = cur * {sa};\n        let boff = cur * {sb};\n{inner}\n"
-                f"        if (more) {{\n{later}\n        }}\n        workgroupBarrier();\n    }}")
+                f"    for (var k0 = 0; k0 < {k}; k0 += {(2 if pair else 1) * bk}) {{\n"
+                f"{body}\n    }}")
     a_op, b_op = ops
     accs = [f"    var acc_{i}_{j} = 0.0;" for i in range(tm) for j in range(tn)]
-    outs = [f"    {{ let m = m0 + {a_op.row_of(i)}; let n = n0 + {b_op.row_of(j)};"
-            f" if (m < {m} && n < {n}) {{ let gi = (b * {m} + m) * {n} + n;"
-            f" let acc = acc_{i}_{j}; $STORE }} }}" for i in range(tm) for j in range(tn)]
+    tests = [t for t, inside in ((f"m < {m}", m % bm == 0), (f"n < {n}", n % bn == 0))
+             if not inside]  # not written where every tile lies inside the product
+    store = (f"if ({' && '.join(tests)}) {{ $ }}" if tests else "$").replace(
+        "$", "let gi = (b * {m} + m) * {n} + n; let acc = acc_{i}_{j}; $STORE")
+    outs = [f"    {{ let m = m0 + {a_op.row_of(i)}; let n = n0 + {b_op.row_of(j)}; "
+            + store.replace("{m}", str(m)).replace("{n}", str(n)).replace(
+                "{i}", str(i)).replace("{j}", str(j)) + " }"
+            for i in range(tm) for j in range(tn)]
     slots = dict(functions=functions, key_functions="".join(scalar), BM=bm, BN=bn, TX=tx,
                  TY=ty, TILES="\n".join(tiles),
                  PREFETCH="\n".join(prefetch), ACCUMULATORS="\n".join(accs), K_LOOP=loop,

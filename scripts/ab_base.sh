@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Pack the compiler of commit REV (its src/) as .ab_base.tar.gz for the `ab` task of
+# scripts/h200_session.sh, which measures it and the working tree in the same device
+# call. The file is ignored by git: pass it to the device with carry [".device",
+# ".ab_base.tar.gz"].
+#
+#   scripts/ab_base.sh REV        e.g. scripts/ab_base.sh HEAD~1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rev=${1:?usage: scripts/ab_base.sh REV}
+git rev-parse --verify -q "$rev^{commit}" > /dev/null || { echo "ab_base: no commit $rev" >&2; exit 2; }
+git archive --format=tar "$rev" src | gzip -9 > .ab_base.tar.gz
+git rev-parse "$rev" > .ab_base.rev
+echo "packed src/ of $(cat .ab_base.rev) into .ab_base.tar.gz ($(du -h .ab_base.tar.gz | cut -f1))"
