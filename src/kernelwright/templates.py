@@ -1312,8 +1312,8 @@ def _matmul(src, materialized, out, tnode, knobs=None):
         # shuffles them between the two steps (156 register moves in a 4096^3 GEMM's
         # loop, read from NVIDIA's shader cache), so they take one. Measured on the H200
         # (2026-12-01i, against the branches and a buffer computed from k0): 3 x 3
-        # convolutions (64 x 64 and 128 x 64 tiles) 1.46 -> 1.31 ms (64 ch), 2.07 ->
-        # 2.02 (128 ch), 2.16 -> 1.89 (128 -> 192); GEMM 4096^3 3.78 -> 3.83 ms, and
+        # convolutions (64 x 64 and 128 x 64 tiles) 1.46 -> 1.30 ms (64 ch), 2.07 ->
+        # 2.02 (128 ch), 2.16 -> 1.89 (128 -> 192); GEMM 4096^3 3.78 -> 3.84 ms, and
         # with two steps 4.59
         sa, sb = sizes
         steps = -(-k // bk)
@@ -1346,13 +1346,15 @@ def _matmul(src, materialized, out, tnode, knobs=None):
                 f"{body}\n    }}")
     a_op, b_op = ops
     accs = [f"    var acc_{i}_{j} = 0.0;" for i in range(tm) for j in range(tn)]
-    tests = [t for t, inside in ((f"m < {m}", m % bm == 0), (f"n < {n}", n % bn == 0))
-             if not inside]  # not written where every tile lies inside the product
-    store = (f"if ({' && '.join(tests)}) {{ $ }}" if tests else "$").replace(
-        "$", "let gi = (b * {m} + m) * {n} + n; let acc = acc_{i}_{j}; $STORE")
-    outs = [f"    {{ let m = m0 + {a_op.row_of(i)}; let n = n0 + {b_op.row_of(j)}; "
-            + store.replace("{m}", str(m)).replace("{n}", str(n)).replace(
-                "{i}", str(i)).replace("{j}", str(j)) + " }"
+    # the stores test M and N only where a tile can cross them
+    test = " && ".join(t for t, inside in ((f"m < {m}", m % bm == 0), (f"n < {n}", n % bn == 0))
+                       if not inside)
+
+    def store(i: int, j: int) -> str:
+        body = f"let gi = (b * {m} + m) * {n} + n; let acc = acc_{i}_{j}; $STORE"
+        return f"if ({test}) {{ {body} }}" if test else body
+
+    outs = [f"    {{ let m = m0 + {a_op.row_of(i)}; let n = n0 + {b_op.row_of(j)}; {store(i, j)} }}"
             for i in range(tm) for j in range(tn)]
     slots = dict(functions=functions, key_functions="".join(scalar), BM=bm, BN=bn, TX=tx,
                  TY=ty, TILES="\n".join(tiles),
