@@ -40,7 +40,7 @@
 #             bench with AB_BENCH_ARGS (when set, e.g. "--size full --jobs 2 --only
 #             level3/007_mingpt_mlp_block"), output under $R/ab_base and $R/ab_head, and
 #             a table of both kernels.py runs in the session log
-#   shadercache  bench/kernels.py (KERNELS_ARGS) with NVIDIA's shader disk cache kept under
+#   shadercache  the kernels task with NVIDIA's shader disk cache kept under
 #             $R/shadercache: read it here with scripts/nv_shader_stats.py (registers and
 #             instruction mix of each pipeline the driver compiled)
 set -uo pipefail
@@ -123,6 +123,8 @@ run_task() {
           echo "ab: base $(cat .ab_base.rev 2>/dev/null || echo '?')" >> "$LOG"
           read -r -a kargs <<< "${KERNELS_ARGS:-}"
           read -r -a bargs <<< "${AB_BENCH_ARGS:-}"
+          [ ${#kargs[@]} -eq 0 ] && [ ${#bargs[@]} -eq 0 ] &&
+            echo "ab: nothing to run (set KERNELS_ARGS and/or AB_BENCH_ARGS)" >> "$LOG"
           local parts=$(( ${#kargs[@]} > 0 )) ; parts=$(( (parts + (${#bargs[@]} > 0)) * 2 ))
           for side in base head; do
             local pp=${PYTHONPATH:-}
@@ -153,11 +155,9 @@ for s in ("base", "head"):
             print(s, p["name"], p.get("time_ms"), p.get("ref_eager_ms"), p.get("correct"))
 PY
         fi ;;
-    shadercache) read -r -a kargs <<< "${KERNELS_ARGS:-}"
-           rm -rf /tmp/kw_glcache && mkdir -p /tmp/kw_glcache
-           __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \
-             __GL_SHADER_DISK_CACHE_PATH=/tmp/kw_glcache limit "$secs" python3 bench/kernels.py \
-             "${kargs[@]}" --out "$R/kernels_shadercache.json" >> "$LOG" 2>&1
+    shadercache) rm -rf /tmp/kw_glcache && mkdir -p /tmp/kw_glcache
+           ( export __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \
+               __GL_SHADER_DISK_CACHE_PATH=/tmp/kw_glcache; run_task "kernels=$secs" )
            cp -r /tmp/kw_glcache "$R/shadercache" ;;
     *) echo "unknown task $task" >> "$LOG" ;;
   esac

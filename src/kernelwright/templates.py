@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 import string
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -1331,13 +1332,10 @@ def _matmul(src, materialized, out, tnode, knobs=None):
                     f"{ind}workgroupBarrier();")
 
         if pair:  # with an odd number of steps the second runs only while there is one
-            second = k_step("1", f"k0 + {2 * bk}", steps % 2 == 0)
-            second = "\n".join("    " + line for line in second.splitlines())
-            second = (f"        {{\n{second}\n        }}" if steps % 2 == 0
-                      else f"        if (k0 + {bk} < {k}) {{\n{second}\n        }}")
-            first = "\n".join("    " + line for line in
-                               k_step("0", f"k0 + {bk}", steps % 2 == 1).splitlines())
-            body = f"        {{\n{first}\n        }}\n{second}"
+            first = textwrap.indent(k_step("0", f"k0 + {bk}", steps % 2 == 1), "    ")
+            second = textwrap.indent(k_step("1", f"k0 + {2 * bk}", steps % 2 == 0), "    ")
+            guard = "" if steps % 2 == 0 else f"if (k0 + {bk} < {k}) "
+            body = f"        {{\n{first}\n        }}\n        {guard}{{\n{second}\n        }}"
         else:
             body = f"        let cur = (k0 / {bk}) % 2;\n" + k_step("cur", f"k0 + {bk}", True)
         loop = (f"    {{\n        let kb = 0;\n{fetched('        ')}\n    }}\n"
