@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: scripts/ab_base.sh REV}
 git rev-parse --verify -q "$rev^{commit}" > /dev/null || { echo "ab_base: no commit $rev" >&2; exit 2; }
-git archive --format=tar "$rev" src | gzip -9 > .ab_base.tar.gz
-git rev-parse "$rev" > .ab_base.rev
-echo "packed src/ of $(cat .ab_base.rev) into .ab_base.tar.gz ($(du -h .ab_base.tar.gz | cut -f1))"
+full=$(git rev-parse "$rev")
+# the commit's id travels inside the archive (as AB_BASE_REV), with its src/
+git archive --format=tar --prefix= --add-virtual-file="AB_BASE_REV:$full" "$full" src \
+  | gzip -9 > .ab_base.tar.gz
+echo "packed src/ of $full into .ab_base.tar.gz ($(du -h .ab_base.tar.gz | cut -f1))"

@@ -120,7 +120,7 @@ run_task() {
           echo "ab: no .ab_base.tar.gz (run scripts/ab_base.sh REV here, carry it)" >> "$LOG"
         else
           rm -rf /tmp/kw_base && mkdir -p /tmp/kw_base && tar xzf .ab_base.tar.gz -C /tmp/kw_base
-          echo "ab: base $(cat .ab_base.rev 2>/dev/null || echo '?')" >> "$LOG"
+          echo "ab: base $(cat /tmp/kw_base/AB_BASE_REV 2>/dev/null || echo '?')" >> "$LOG"
           read -r -a kargs <<< "${KERNELS_ARGS:-}"
           read -r -a bargs <<< "${AB_BENCH_ARGS:-}"
           [ ${#kargs[@]} -eq 0 ] && [ ${#bargs[@]} -eq 0 ] &&

@@ -131,10 +131,32 @@ def test_default_tiles_follow_the_product_shape():
     assert (knobs["BM"], knobs["BN"], knobs["VEC"], knobs["DB"]) == (128, 64, 4, 2)
 
 
+def test_vec4_tiles_write_the_k_step_out():
+    """With vec4 fragments the default K step is written out (UNROLL 1): no inner loop
+    over the tile's vec4 steps, BK / 4 blocks with constant offsets instead; scalar
+    fragments keep theirs; the rolled loop stays in the search space."""
+    def source(m, n, k):
+        module = Fn(lambda a, b: a @ b)
+        compiled = kernelwright.compile(module, [torch.randn(m, k), torch.randn(k, n)])
+        (kern,) = [kern for kern in compiled.plan.kernels if "matmul" in kern.name]
+        return kern.source, kern.knobs
+
+    src, knobs = source(64, 64, 64)
+    assert (knobs["VEC"], knobs["UNROLL"]) == (4, 1), knobs
+    assert "for (var kq" not in src
+    assert all(f"let kq = {q};" in src for q in range(0, knobs["BK"], 4))
+    _, knobs = source(8, 4096, 16)
+    assert (knobs["VEC"], knobs["UNROLL"]) == (1, 0), knobs
+    space = templates.matmul_space(4096, 4096, 4096)
+    default = templates.matmul_knobs(4096, 4096)
+    assert default["UNROLL"] == 1 and {**default, "UNROLL": 0} in space
+
+
 def test_operands_computed_on_their_loads_take_one_staged_buffer():
     """A matmul whose A loader computes a LayerNorm (or any elementwise prologue) defaults
-    to DB 1; plain operands, transposed views and a convolution's windows, even over a
-    prologue, keep DB 2."""
+    to DB 1 with operands read along K staged along their rows (ROWS 1); plain operands,
+    transposed views and a convolution's windows, even over a prologue, keep DB 2 and
+    ROWS 0."""
     from conftest import check
 
     def matmul_knobs(compiled):
@@ -143,12 +165,12 @@ def test_operands_computed_on_their_loads_take_one_staged_buffer():
     x = torch.randn(40, 32)
     norm_linear = torch.nn.Sequential(torch.nn.LayerNorm(32), torch.nn.Linear(32, 48))
     (knobs,) = matmul_knobs(check(norm_linear, x))
-    assert (knobs["VEC"], knobs["DB"]) == (4, 1), knobs
+    assert (knobs["VEC"], knobs["DB"], knobs["ROWS"]) == (4, 1, 1), knobs
     (knobs,) = matmul_knobs(check(Fn(lambda x, w: torch.relu(x) @ w.t()), x,
                                   torch.randn(48, 32)))
-    assert knobs["DB"] == 1, knobs
+    assert (knobs["DB"], knobs["ROWS"]) == (1, 1), knobs
     (knobs,) = matmul_knobs(check(Fn(lambda x, w: x @ w.t()), x, torch.randn(48, 32)))
-    assert (knobs["VEC"], knobs["DB"]) == (4, 2), knobs
+    assert (knobs["VEC"], knobs["DB"], knobs["ROWS"]) == (4, 2, 0), knobs
     conv = torch.nn.Conv2d(8, 32, 3, padding=1)
     for module in (conv, torch.nn.Sequential(torch.nn.ReLU(), conv)):
         (knobs,) = matmul_knobs(check(module, torch.randn(2, 8, 12, 12)))

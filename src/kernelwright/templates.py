@@ -835,12 +835,21 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False) -> dict:
     loader of a 12544 x 512 x 2048 linear, 1.029 ms with DB 1 against 1.312 ms with DB 2
     (the search had found DB 1 1.25-1.39x faster on three such kernels); in the suite,
     level1/110 (triangular masks on the operands) 7.10 -> 4.63 ms, the minGPT MLP block
-    7.21 -> 5.54 ms, the MLP-Mixer 6.08 -> 5.34 ms."""
+    7.21 -> 5.54 ms, the MLP-Mixer 6.08 -> 5.34 ms.
+    With VEC = 4 the K step's inner loop is written out (UNROLL = 1) and with a prologue
+    operands read along K are staged along their rows (ROWS = 1): measured on the H200
+    (2026-12-01j, matmul_unroll_rows_h200_2026-12-01j.json, all four combinations on 12
+    products): unrolled, GEMM 4096^3 3.83 -> 3.38 ms, the linear 2.01 -> 1.76, 3 x 3
+    convolutions of 128 channels (128 x 64 tiles) 2.02 -> 1.65, stride 2 0.196 -> 0.180,
+    the transposed 1-d 2.50 -> 2.04; 64 x 64 tiles (two K steps a pass) unchanged
+    (0.99-1.00x). With a LayerNorm in the loader (DB 1) unrolling alone gave 1.01x, with
+    ROWS 1.18x (1.009 -> 0.853 ms); ROWS on products without a prologue went either way
+    (0.93-1.04x) and is left to the search."""
     bm, bn, tm, tn = matmul_tiles(m, n, nb)
     fast = tm % 4 == 0 and tn % 4 == 0
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK,
-            "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1, "ROWS": 0,
-            "UNROLL": 0}
+            "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1,
+            "ROWS": 1 if fast and prologue else 0, "UNROLL": 1 if fast else 0}
 
 
 def _computes_on_loads(v: Value, materialized) -> bool:
@@ -886,16 +895,21 @@ MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
 # ROWS = 1 (with VEC = 4): an operand read along K (a row-major A, a B stored [N, K] as
 # nn.Linear's weight) is staged along its rows (M, N) anyway, each 16-byte load stored as
 # four scalars: the inner loop then holds 2 vec4 of A per k step instead of TM vec4 for
-# four steps (fewer live registers next to the 64 accumulators). In the search space
-# of both branches; measured 0.89-1.19x of the default (2026-12-01f), not a default.
+# four steps (fewer live registers next to the 64 accumulators). The default where an
+# operand's loader computes (DB 1: 1.18x on a LayerNorm + linear, 2026-12-01j); elsewhere
+# in the search space, where it measured 0.89-1.19x of the default (2026-12-01f) and
+# 0.93-1.04x with the loop written out (2026-12-01j).
 MATMUL_ALONG_ROWS = ((128, 128, 8, 8, 16, 4, 2), (128, 128, 8, 8, 8, 4, 2),
                      (128, 64, 8, 8, 16, 4, 2), (64, 64, 4, 4, 16, 4, 2))
-# UNROLL = 1: the K step's inner loop written out (BK / 4 copies with the offset a
-# constant, the swizzled indices folded) rather than left to the shader compiler; with
-# and without ROWS, on the default tiles. In the search only: 0.82-0.90x of the default
-# on GEMMs (2026-12-01f).
-MATMUL_UNROLLED = (((128, 128, 8, 8, 16, 4, 2), 0), ((128, 128, 8, 8, 16, 4, 2), 1),
-                   ((64, 64, 4, 4, 16, 4, 2), 0), ((64, 64, 4, 4, 16, 4, 2), 1))
+# UNROLL = 1 (the VEC = 4 default): the K step's inner loop written out (BK / 4 copies
+# with the offset a constant, the swizzled indices folded). NVIDIA's driver left the
+# loop of an 8 x 8 block rolled: its K loop was 378 instructions for 256 FFMAs before
+# the fetch set-up was hoisted (2026-12-01i), and written out it is 1024 FFMAs in about
+# 1090 instructions a K step (SASS of the 4096^3 GEMM, 2026-12-01j). Measured 0.82-0.90x
+# of the rolled loop before that hoisting (2026-12-01f), 1.13x after. The rolled loop
+# (UNROLL = 0) on the default tiles, with and without ROWS, stays in the search.
+MATMUL_ROLLED = (((128, 128, 8, 8, 16, 4, 2), 0), ((128, 128, 8, 8, 16, 4, 2), 1),
+                 ((64, 64, 4, 4, 16, 4, 2), 0), ((64, 64, 4, 4, 16, 4, 2), 1))
 MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
                 (64, 128, 4, 8), (128, 64, 8, 4), (128, 128, 8, 8))
 MATMUL_BKS = (8, 16, 32)
@@ -926,11 +940,12 @@ def matmul_space(m: int, n: int, k: int) -> list[dict]:
     else:
         rows = tuple((bm, bn, tm, tn, bk, 1, 1) for bm, bn, tm, tn in MATMUL_TILES
                      for bk in MATMUL_BKS) + MATMUL_VEC_VARIANTS
-    space = ([{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 0, "UNROLL": 0} for row in rows]
-             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 1, "UNROLL": 0}
+    space = ([{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 0, "UNROLL": int(row[5] == 4)}
+              for row in rows]
+             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 1, "UNROLL": 1}
                 for row in MATMUL_ALONG_ROWS]
-             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": r, "UNROLL": 1}
-                for row, r in MATMUL_UNROLLED])
+             + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": r, "UNROLL": 0}
+                for row, r in MATMUL_ROLLED])
     return [s for s in space if s["BM"] <= 2 * _pow2_ceil(m) and s["BN"] <= 2 * _pow2_ceil(n)
             and s["BK"] <= max(8, _pow2_ceil(k))
             and matmul_workgroup_bytes(s) <= MATMUL_WORKGROUP_BYTES]

@@ -45,3 +45,19 @@ def test_counts_ffma_and_its_highest_register(tmp_path, capsys) -> None:
         sys.argv = argv
     out = capsys.readouterr().out
     assert "a.bin@11: FFMA 301, LDS 2" in out and "max_ffma_register 150" in out
+
+
+def test_sass_writes_whole_instructions_from_the_code(tmp_path, monkeypatch) -> None:
+    """--sass: the machine code from its first instruction, cut to whole 16-byte words;
+    without nvdisasm no listing (and no error)."""
+    ns = runpy.run_path(str(SCRIPT))
+    body = b"".join([_word(0x223, (1, 2, 3, 1))] * 50 + [_word(0x94D)])
+    code = b"\x01\x02\x03" + body + b"\x09" * 7
+    raw = ns["machine_code"](code)
+    assert raw == body  # from the first instruction; the 7 trailing bytes are no word
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("NVDISASM", raising=False)
+    found = shutil.which("nvdisasm", path="/usr/local/cuda/bin")
+    listing = ns["write_sass"](raw, tmp_path / "k@0")
+    assert (tmp_path / "k@0.sm90.bin").read_bytes() == body
+    assert (listing is None) == (found is None)
