@@ -166,6 +166,9 @@ def test_operands_computed_on_their_loads_take_one_staged_buffer():
     norm_linear = torch.nn.Sequential(torch.nn.LayerNorm(32), torch.nn.Linear(32, 48))
     (knobs,) = matmul_knobs(check(norm_linear, x))
     assert (knobs["VEC"], knobs["DB"], knobs["ROWS"]) == (4, 1, 1), knobs
+    odd = torch.nn.Sequential(torch.nn.LayerNorm(30), torch.nn.Linear(30, 50))
+    (knobs,) = matmul_knobs(check(odd, torch.randn(37, 30)))  # no side a tile's multiple
+    assert (knobs["DB"], knobs["ROWS"]) == (1, 1), knobs
     (knobs,) = matmul_knobs(check(Fn(lambda x, w: torch.relu(x) @ w.t()), x,
                                   torch.randn(48, 32)))
     assert (knobs["DB"], knobs["ROWS"]) == (1, 1), knobs
