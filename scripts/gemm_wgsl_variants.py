@@ -10,10 +10,9 @@ VARIANTS: base (the compiler's kernel), unroll (the K step's inner loop written 
 default since 2026-12-01j, so it applies with --knobs ... "UNROLL": 0),
 warp8x4 / warp4x8 (invocations numbered so that a warp covers 8 x 4 or 4 x 8 of the
 16 x 16 block grid instead of 16 x 2), warp8x4_unroll. --knobs forces the template's
-knobs (tune.choosing). Run one variant per process with NVIDIA's shader cache kept
-(__GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1
-__GL_SHADER_DISK_CACHE_PATH=DIR) to read each one's machine code with
-scripts/nv_shader_stats.py DIR --sass OUT. Results of 2026-12-01j:
+knobs (tune.choosing). On the H200, `h200_session.sh gemmvar` runs one variant per
+process with NVIDIA's shader cache kept, so that each one's machine code can be read
+here with scripts/nv_shader_stats.py DIR --sass OUT. Results of 2026-12-01j:
 bench/results/gemm_wgsl_variants_h200_2026-12-01j.jsonl.
 """
 import json

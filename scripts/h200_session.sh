@@ -42,7 +42,11 @@
 #             a table of both kernels.py runs in the session log
 #   shadercache  the kernels task with NVIDIA's shader disk cache kept under
 #             $R/shadercache: read it here with scripts/nv_shader_stats.py (registers and
-#             instruction mix of each pipeline the driver compiled)
+#             instruction mix of each pipeline the driver compiled; --sass disassembles)
+#   gemmvar   scripts/gemm_wgsl_variants.py once per run in GEMMVAR, runs separated by
+#             ";", each "M K N VARIANT [KNOBS-JSON]" (e.g. GEMMVAR='4096 4096 4096 base;
+#             4096 4096 4096 warp8x4'), each with its own shader cache under
+#             $R/gemmvar/cacheN; results in $R/gemmvar/variants.jsonl
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:?set OUT}
@@ -159,6 +163,21 @@ PY
            ( export __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \
                __GL_SHADER_DISK_CACHE_PATH=/tmp/kw_glcache; run_task "kernels=$secs" )
            cp -r /tmp/kw_glcache "$R/shadercache" ;;
+    gemmvar) local n=0 spec
+           mkdir -p "$R/gemmvar"
+           IFS=';' read -r -a specs <<< "${GEMMVAR:-}"
+           [ ${#specs[@]} -eq 0 ] && echo "gemmvar: set GEMMVAR" >> "$LOG"
+           for spec in "${specs[@]}"; do
+             n=$((n + 1))
+             read -r m k nn variant knobs <<< "$spec"
+             local cache="$R/gemmvar/cache$n"
+             mkdir -p "$cache"
+             echo "gemmvar $n: $spec" >> "$LOG"
+             __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \
+               __GL_SHADER_DISK_CACHE_PATH="$cache" limit "$secs" python3 \
+               scripts/gemm_wgsl_variants.py "$m" "$k" "$nn" "$variant" \
+               ${knobs:+--knobs "$knobs"} --json "$R/gemmvar/variants.jsonl" >> "$LOG" 2>&1
+           done ;;
     *) echo "unknown task $task" >> "$LOG" ;;
   esac
   echo "== $task done: exit $?, $((SECONDS - start)) s" >> "$LOG"
