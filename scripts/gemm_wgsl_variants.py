@@ -9,7 +9,9 @@ measured again through bench/kernels.py.
 VARIANTS: base (the compiler's kernel), unroll (the K step's inner loop written out; the
 default since 2026-12-01j, so it applies with --knobs ... "UNROLL": 0),
 warp8x4 / warp4x8 (invocations numbered so that a warp covers 8 x 4 or 4 x 8 of the
-16 x 16 block grid instead of 16 x 2), warp8x4_unroll. --knobs forces the template's
+16 x 16 block grid instead of 16 x 2), warp8x4_unroll, store_half / store_quarter (the
+next tile's stores moved half or a quarter of the way into the written-out K step).
+--knobs forces the template's
 knobs (tune.choosing). On the H200, `h200_session.sh gemmvar` runs one variant per
 process with NVIDIA's shader cache kept, so that each one's machine code can be read
 here with scripts/nv_shader_stats.py DIR --sass OUT. Results of 2026-12-01j:
@@ -73,12 +75,33 @@ def warp_layout(wx):
     return f
 
 
+def store_at(fraction):
+    """The next tile's stores (into the buffer no step reads) moved from the end of the
+    written-out K step to before its block `fraction` of the way through, so that the
+    driver cannot sink the tile's global loads to late in the step (it placed them about
+    three quarters of the way through, 2026-12-01j)."""
+    def f(src):
+        store = r"\n        \{ tile_[ab]\[\(1 - cur\) \* \d+ \+ s[ab]\d+\] = p[ab]\d+; \}"
+        stores = re.findall(store, src)
+        blocks = re.findall(r"\n        \{\n            let kq = (\d+);", src)
+        if not stores or len(blocks) < 2:
+            return None
+        at = int(blocks[int(len(blocks) * fraction)])
+        for line in stores:
+            src = src.replace(line, "", 1)
+        mark = f"\n        {{\n            let kq = {at};"
+        return src.replace(mark, "".join(stores) + mark, 1)
+    return f
+
+
 VARIANTS = {
     "base": lambda s: s,
     "unroll": unroll,
     "warp8x4": warp_layout(8),
     "warp4x8": warp_layout(4),
     "warp8x4_unroll": lambda s: unroll(warp_layout(8)(s)),
+    "store_half": store_at(0.5),  # before the third of four vec4 blocks (BK 16)
+    "store_quarter": store_at(0.25),
 }
 
 
