@@ -178,3 +178,20 @@ def test_operands_computed_on_their_loads_take_one_staged_buffer():
     for module in (conv, torch.nn.Sequential(torch.nn.ReLU(), conv)):
         (knobs,) = matmul_knobs(check(module, torch.randn(2, 8, 12, 12)))
         assert knobs["DB"] == 2, knobs
+
+
+def test_rows_2_stages_only_a_along_its_rows():
+    """ROWS 1 stages every operand read along K along its rows (four scalar stores a
+    load); ROWS 2 only A: a linear's activations, not its weight."""
+    module = Fn(lambda x, w: x @ w.t())
+    inputs = [torch.randn(64, 32), torch.randn(64, 32)]
+    sources = {}
+    for rows in (0, 1, 2):
+        knobs = {**templates.matmul_knobs(64, 64), "ROWS": rows}
+        with tune.choosing(lambda r, k=knobs: k if r.kind == "matmul" else None):
+            compiled = kernelwright.compile(module, inputs)
+        torch.testing.assert_close(compiled(*inputs), inputs[0] @ inputs[1].t(),
+                                   atol=1e-4, rtol=1e-4)
+        (sources[rows],) = [k.source for k in compiled.plan.kernels if "matmul" in k.name]
+    staged = {rows: ("][la0] = " in src, "][lb0] = " in src) for rows, src in sources.items()}
+    assert staged == {0: (False, False), 1: (True, True), 2: (True, False)}, staged

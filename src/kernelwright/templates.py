@@ -898,7 +898,10 @@ MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
 # four steps (fewer live registers next to the 64 accumulators). The default where an
 # operand's loader computes (DB 1: 1.18x on a LayerNorm + linear, 2026-12-01j); elsewhere
 # in the search space, where it measured 0.89-1.19x of the default (2026-12-01f) and
-# 0.93-1.04x with the loop written out (2026-12-01j).
+# 0.93-1.04x with the loop written out (2026-12-01j). ROWS = 2: A alone (a linear's
+# activations, not its weight): ROWS 1 gained 3-4% on plain GEMMs, whose B is read along
+# N, and lost 1% on the linear, whose B it stages too; in the search space of the first
+# setting, not yet measured.
 MATMUL_ALONG_ROWS = ((128, 128, 8, 8, 16, 4, 2), (128, 128, 8, 8, 8, 4, 2),
                      (128, 64, 8, 8, 16, 4, 2), (64, 64, 4, 4, 16, 4, 2))
 # UNROLL = 1 (the VEC = 4 default): the K step's inner loop written out (BK / 4 copies
@@ -944,6 +947,7 @@ def matmul_space(m: int, n: int, k: int) -> list[dict]:
               for row in rows]
              + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": 1, "UNROLL": 1}
                 for row in MATMUL_ALONG_ROWS]
+             + [{**dict(zip(_MATMUL_KNOBS, MATMUL_ALONG_ROWS[0])), "ROWS": 2, "UNROLL": 1}]
              + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": r, "UNROLL": 0}
                 for row, r in MATMUL_ROLLED])
     return [s for s in space if s["BM"] <= 2 * _pow2_ceil(m) and s["BN"] <= 2 * _pow2_ceil(n)
@@ -1065,7 +1069,7 @@ def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Ope
     row_dim = 1 if a else 2
     cdim = _contiguous_dim(x, materialized)
     contiguous = None if cdim is None else ("row" if cdim == row_dim else "k")
-    transpose = vec == 4 and contiguous == "k" and knobs["ROWS"] == 1
+    transpose = vec == 4 and contiguous == "k" and knobs["ROWS"] in ((1, 2) if a else (1,))
     layout = "K" if vec == 4 and contiguous == "k" and not transpose else "O"
     width = 1 if vec == 1 else 4
     view = None
@@ -1268,8 +1272,8 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     _require(bm % tm == 0 and bn % tn == 0, knobs, "TM must divide BM and TN divide BN")
     _require((bm // tm) * (bn // tn) <= MAX_WG, knobs, f"more than {MAX_WG} invocations")
     _require(vec in (1, 4) and db in (1, 2), knobs, "VEC must be 1 or 4 and DB 1 or 2")
-    _require(knobs["ROWS"] in (0, 1) and knobs["UNROLL"] in (0, 1), knobs,
-             "ROWS and UNROLL must be 0 or 1")
+    _require(knobs["ROWS"] in (0, 1, 2) and knobs["UNROLL"] in (0, 1), knobs,
+             "ROWS must be 0, 1 or 2 (A only) and UNROLL 0 or 1")
     _require(vec == 1 or (tm % 4 == 0 and tn % 4 == 0 and bk % 4 == 0
                           and (bk // 4) & (bk // 4 - 1) == 0 and bk <= 32), knobs,
              "VEC = 4 needs TM, TN multiples of 4 and BK 4 times a power of two, at most 32")
