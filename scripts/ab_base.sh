@@ -11,6 +11,6 @@ rev=${1:?usage: scripts/ab_base.sh REV}
 git rev-parse --verify -q "$rev^{commit}" > /dev/null || { echo "ab_base: no commit $rev" >&2; exit 2; }
 full=$(git rev-parse "$rev")
 # the commit's id travels inside the archive (as AB_BASE_REV), with its src/
-git archive --format=tar --prefix= --add-virtual-file="AB_BASE_REV:$full" "$full" src \
+git archive --format=tar --add-virtual-file="AB_BASE_REV:$full" "$full" src \
   | gzip -9 > .ab_base.tar.gz
 echo "packed src/ of $full into .ab_base.tar.gz ($(du -h .ab_base.tar.gz | cut -f1))"

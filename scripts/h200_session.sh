@@ -21,8 +21,8 @@
 #             MATMUL_ARGS, e.g. "--only conv")
 #   memory    bench/kernels.py --variants --reps 10 (elementwise/row-kernel knobs; more
 #             arguments in MEMORY_ARGS, e.g. "--only cumsum")
-#   window    bench/window_variants.py (a convolution's implicit GEMM with its window
-#             loader rewritten by hand; more arguments in WINDOW_ARGS)
+#   wgsl      bench/wgsl_variants.py (kernels rewritten by hand: a convolution's window
+#             loader, the GEMM's loop; more arguments in WGSL_ARGS, e.g. "--only conv3x3")
 #   conv      bench/kernels.py --only conv, with each lowering (auto, gemm, direct)
 #   attention bench/kernels.py --only sdpa, with each path (fused, decomposed), and
 #             --attention-variants (every setting of the fused kernel)
@@ -43,10 +43,11 @@
 #   shadercache  the kernels task with NVIDIA's shader disk cache kept under
 #             $R/shadercache: read it here with scripts/nv_shader_stats.py (registers and
 #             instruction mix of each pipeline the driver compiled; --sass disassembles)
-#   gemmvar   scripts/gemm_wgsl_variants.py once per run in GEMMVAR, runs separated by
-#             ";", each "M K N VARIANT [KNOBS-JSON]" (e.g. GEMMVAR='4096 4096 4096 base;
-#             4096 4096 4096 warp8x4'), each with its own shader cache under
-#             $R/gemmvar/cacheN; results in $R/gemmvar/variants.jsonl
+#   gemmvar   bench/wgsl_variants.py once per run in GEMMVAR, runs separated by ";", each
+#             "CASE VARIANT [KNOBS-JSON]" (e.g. GEMMVAR='gemm_4096 generated;gemm_4096
+#             store_half;gemm_4096 generated {"ROWS":1}'), each in its own process with
+#             its own shader cache under $R/gemmvar/cacheN (read them here with
+#             scripts/nv_shader_stats.py --sass); results $R/gemmvar/runN.json
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:?set OUT}
@@ -88,9 +89,9 @@ run_task() {
     memory) read -r -a vargs <<< "${MEMORY_ARGS:-}"  # e.g. MEMORY_ARGS="--only cumsum"
             limit "$secs" python3 bench/kernels.py --variants --reps 10 "${vargs[@]}" \
               --out "$R/memory_variants.json" >> "$LOG" 2>&1 ;;
-    window) read -r -a wargs <<< "${WINDOW_ARGS:-}"
-            limit "$secs" python3 bench/window_variants.py "${wargs[@]}" \
-              --out "$R/window_variants.json" >> "$LOG" 2>&1 ;;
+    wgsl) read -r -a wargs <<< "${WGSL_ARGS:-}"
+          limit "$secs" python3 bench/wgsl_variants.py "${wargs[@]}" \
+            --out "$R/wgsl_variants.json" >> "$LOG" 2>&1 ;;
     conv)
       for lowering in auto gemm direct; do
         limit $((secs / 3)) python3 bench/kernels.py --only conv --conv-lowering "$lowering" \
@@ -169,14 +170,14 @@ PY
            [ ${#specs[@]} -eq 0 ] && echo "gemmvar: set GEMMVAR" >> "$LOG"
            for spec in "${specs[@]}"; do
              n=$((n + 1))
-             read -r m k nn variant knobs <<< "$spec"
+             read -r case variant knobs <<< "$spec"
              local cache="$R/gemmvar/cache$n"
              mkdir -p "$cache"
              echo "gemmvar $n: $spec" >> "$LOG"
              __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \
                __GL_SHADER_DISK_CACHE_PATH="$cache" limit "$secs" python3 \
-               scripts/gemm_wgsl_variants.py "$m" "$k" "$nn" "$variant" \
-               ${knobs:+--knobs "$knobs"} --json "$R/gemmvar/variants.jsonl" >> "$LOG" 2>&1
+               bench/wgsl_variants.py --only "$case" --variants "$variant" \
+               ${knobs:+--knobs "$knobs"} --out "$R/gemmvar/run$n.json" >> "$LOG" 2>&1
            done ;;
     *) echo "unknown task $task" >> "$LOG" ;;
   esac

@@ -1,0 +1,249 @@
+"""Kernels rewritten by hand: the compiler's kernel for a case of bench/kernels.py, timed
+as generated and with its WGSL text (or a weight constant) edited, each edit checked
+against PyTorch and timed as the harness times (bench.timing.time_candidate) against
+PyTorch on the same GPU. What wins goes into the templates and is measured again by
+bench/kernels.py.
+
+    python bench/wgsl_variants.py [--only CASE,...] [--variants NAME,...]
+                                  [--knobs JSON] [--out FILE]
+
+--knobs forces the matmul template's knobs (e.g. '{"UNROLL": 0}' over the defaults).
+
+Window variants, on a 3x3 convolution's implicit GEMM (WINDOW_CASES): where it loses
+time against the same product from stored operands.
+  plain_b     load_b reads B as if it were a stored [K, N] matrix (no window
+              arithmetic, same scalar loader calls): a timing bound, not a result
+  no_select   the window's bounds test dropped (clamped indices kept): wrong at the
+              image border, a timing bound
+  tap_major   K ordered (kh, kw, ci) instead of (ci, kh, kw): the weight constant
+              permuted to match, the loader's K decode a shift and a mask for the
+              channel; a correct kernel
+  shared_decode  an invocation's 4 consecutive positions loaded by one function that
+              divides the position once (lane e = column + e); a correct kernel, the
+              compiler's own since 2026-12-01h (then an error: nothing to rewrite)
+  tap_major_shared  both
+GEMM variants, on the matmul kernel of the GEMM cases (GEMM_CASES):
+  warp8x4, warp4x8  invocations numbered so that a warp covers 8 x 4 or 4 x 8 of the
+              16 x 16 block grid instead of 16 x 2 (fewer shared-memory wavefronts)
+  store_half, store_quarter  the next tile's stores moved half or a quarter of the way
+              into the written-out K step, so that the driver cannot sink the tile's
+              global loads (it put them three quarters of the way through, 2026-12-01j)
+Every case also runs `generated`, the compiler's kernel. `h200_session.sh gemmvar` runs
+one variant per process with NVIDIA's shader cache kept, for scripts/nv_shader_stats.py
+--sass. The JSON is written after each variant."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernels import case_reference  # noqa: E402
+
+import kernelwright  # noqa: E402
+from kernelwright import tune  # noqa: E402
+from kernelwright.bench.timing import keep_gpu_awake, time_candidate  # noqa: E402
+from kernelwright.compiler import CompiledModule  # noqa: E402
+
+WINDOW_CASES = ("conv3x3_128ch_56x56_b64", "conv3x3_128to192_64x64_b32",
+                "conv3x3_64ch_128x128_b32")
+GEMM_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096")
+
+
+def _load_b(src: str) -> tuple[str, str]:
+    """The B loader's text and body: `load_b` (one element) or, since 2026-12-01h,
+    `load_b4` (four consecutive positions, their index arithmetic shared)."""
+    m = re.search(r"fn load_b4?\(i0: i32, i1: i32, i2: i32\) -> (f32|vec4<f32>) \{\n(.*?)\n"
+                  r"\}\n", src, re.S)
+    if m is None:
+        raise RuntimeError("no load_b in the kernel")
+    return m.group(0), m.group(2)
+
+
+def plain_b(src: str, plan, conv) -> tuple[str, dict]:
+    whole, body = _load_b(src)
+    buf = re.search(r"in(\d+)\[t\d+\]", body).group(1)
+    cin = conv.in_channels
+    hw = int(re.search(r"i0 \* (\d+)", body).group(1)) // cin
+    at = [f"in{buf}[i0 * {cin * hw} + (i1 % {cin}) * {hw} + i2 + {e}]" for e in range(4)]
+    if "load_b4" in whole:
+        new = (f"fn load_b4(i0: i32, i1: i32, i2: i32) -> vec4<f32> {{\n"
+               f"    return vec4<f32>({', '.join(at)});\n}}\n")
+    else:
+        new = f"fn load_b(i0: i32, i1: i32, i2: i32) -> f32 {{\n    return {at[0]};\n}}\n"
+    return src.replace(whole, new), {}
+
+
+def no_select(src: str, plan, conv) -> tuple[str, dict]:
+    whole, body = _load_b(src)
+    new_body = re.sub(r"select\(f32\(0\.0\), (in\d+\[t\d+\]), [^;]*\);", r"\1;", body)
+    if new_body == body:
+        raise RuntimeError("no select in load_b")
+    return src.replace(whole, whole.replace(body, new_body)), {}
+
+
+def tap_major(src: str, plan, conv) -> tuple[str, dict]:
+    """K = (kh, kw, ci): the decode lines t2 (ci), t3 (kh), t4 (kw) rewritten; the
+    weight constant (the A operand, read through its vec4 view) permuted to match."""
+    whole, body = _load_b(src)
+    cin = conv.in_channels
+    kh, kw = conv.kernel_size
+    decode = {f"let t2: i32 = (t1 / {kh * kw});": f"let t2: i32 = (t1 % {cin});",
+              f"let t3: i32 = ((t1 / {kw}) % {kh});": f"let t3: i32 = (t1 / {cin * kw});",
+              f"let t4: i32 = (t1 % {kw});": f"let t4: i32 = ((t1 / {cin}) % {kw});"}
+    if not all(line in body for line in decode):
+        raise RuntimeError("unexpected K decode in load_b:\n" + body)
+    new_body = body
+    for old, new in decode.items():
+        new_body = new_body.replace(old, new)
+    w = conv.weight.detach().numpy()
+    want = np.ascontiguousarray(w.reshape(w.shape[0], -1))
+    (bid,) = [b for b, arr in plan.constants.items() if arr.size == w.size
+              and np.array_equal(arr.reshape(want.shape), want)]
+    constants = {bid: np.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(-1)}
+    return src.replace(whole, whole.replace(body, new_body)), constants
+
+
+def shared_decode(src: str, plan, conv) -> tuple[str, dict]:
+    """The four loader calls of an invocation's vec4 of consecutive positions made one
+    call (`load_b4`) that divides the position once: lane e's column is the first's
+    plus e (the image width is a multiple of 4, so the four share their row)."""
+    whole, body = _load_b(src)
+    if "load_b4" in whole:
+        raise RuntimeError("the compiler's kernel loads four positions a call already")
+    lines = body.splitlines()
+    (col,) = [i for i, line in enumerate(lines) if re.search(r"= \(t5 % \d+\);", line)]
+    var = re.search(r"let (t\d+):", lines[col]).group(1)
+    ret = re.search(r"return (t\d+);", body).group(1)
+    lanes = []
+    for e in range(4):
+        for line in lines[col + 1:]:
+            if line.strip().startswith("return"):
+                continue
+            line = re.sub(rf"\b{var}\b", f"({var} + {e})", line)
+            lanes.append(re.sub(r"\b(t(\d+))\b", lambda m, e=e: m.group(1) if int(m.group(2))
+                                <= int(var[1:]) else f"{m.group(1)}_{e}", line))
+    fn = ("fn load_b4(i0: i32, i1: i32, i2: i32) -> vec4<f32> {\n"
+          + "\n".join(lines[:col + 1] + lanes)
+          + f"\n    return vec4<f32>({', '.join(f'{ret}_{e}' for e in range(4))});\n}}\n")
+    lane = (r"if \(n0 \+ rq \* 4 \+ \d < (\d+) && kb \+ kq < (\d+)\) "
+            r"\{ (pb\d+)\.[xyzw] = load_b\(b, kb \+ kq, n0 \+ rq \* 4 \+ \d\); \}")
+    pattern = re.compile(" ".join([lane] * 4))
+    new, count = pattern.subn(lambda m: f"if (n0 + rq * 4 < {m.group(1)} && kb + kq < "
+                              f"{m.group(2)}) {{ {m.group(3)} = "
+                              "load_b4(b, kb + kq, n0 + rq * 4); }", src)
+    if not count:
+        raise RuntimeError("no vec4 of load_b calls in the fetch")
+    return new.replace(whole, whole + fn), {}
+
+
+def tap_major_shared(src: str, plan, conv) -> tuple[str, dict]:
+    src, constants = tap_major(src, plan, conv)
+    return (src if "fn load_b4" in src else shared_decode(src, plan, conv)[0]), constants
+
+
+def warp_layout(wx: int):
+    """Warps of wx x (32 / wx) invocations of the 16 x 16 grid instead of rows of 16."""
+    def rewrite(src: str, plan, module) -> tuple[str, dict]:
+        old = "    let tx = i32(lid.x);\n    let ty = i32(lid.y);\n    let lin = i32(li);"
+        if old not in src or "@workgroup_size(16, 16)" not in src:
+            raise RuntimeError("not a 16 x 16 matmul kernel")
+        per_row = 16 // wx
+        new = ("    let lin = i32(li);\n"
+               f"    let tx = ((lin >> 5u) % {per_row}) * {wx} + (lin % {wx});\n"
+               f"    let ty = ((lin >> 5u) / {per_row}) * {32 // wx} + ((lin % 32) / {wx});")
+        return src.replace(old, new), {}
+    return rewrite
+
+
+def store_at(fraction: float):
+    """The next tile's stores (into the buffer no step reads) moved from the end of the
+    written-out K step to before its block `fraction` of the way through."""
+    def rewrite(src: str, plan, module) -> tuple[str, dict]:
+        store = r"\n        \{ tile_[ab]\[\(1 - cur\) \* \d+ \+ s[ab]\d+\] = p[ab]\d+; \}"
+        stores = re.findall(store, src)
+        blocks = re.findall(r"\n        \{\n            let kq = (\d+);", src)
+        if not stores or len(blocks) < 2:
+            raise RuntimeError("no written-out K step with two staged buffers")
+        for line in stores:
+            src = src.replace(line, "", 1)
+        mark = f"\n        {{\n            let kq = {blocks[int(len(blocks) * fraction)]};"
+        return src.replace(mark, "".join(stores) + mark, 1), {}
+    return rewrite
+
+
+WINDOW_VARIANTS = {"plain_b": plain_b, "no_select": no_select, "tap_major": tap_major,
+                   "shared_decode": shared_decode, "tap_major_shared": tap_major_shared}
+GEMM_VARIANTS = {"warp8x4": warp_layout(8), "warp4x8": warp_layout(4),
+                 "store_half": store_at(0.5), "store_quarter": store_at(0.25)}
+FAMILIES = [(WINDOW_CASES, WINDOW_VARIANTS), (GEMM_CASES, GEMM_VARIANTS)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="cases whose names contain one of these")
+    ap.add_argument("--variants", default="", help="variants to run (default: all)")
+    ap.add_argument("--knobs", default="", help="matmul knobs over the defaults (JSON)")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", default="bench/results/wgsl_variants.json")
+    args = ap.parse_args()
+    keep_gpu_awake()
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    dev = kernelwright.runtime.default_device()
+    force = json.loads(args.knobs) if args.knobs else {}
+    out = dict(device=dev.description, torch=torch.__version__, knobs=force, cases=[])
+    for cases, family in FAMILIES:
+        variants = {"generated": None, **family}
+        if args.variants:
+            variants = {n: f for n, f in variants.items() if n in args.variants.split(",")}
+        for name in cases:
+            if not variants or args.only and not any(o in name
+                                                     for o in args.only.split(",")):
+                continue
+            module, sets, ref, ref_ms = case_reference(name, args.reps)
+            with tune.choosing(lambda r: {**r.default.knobs, **force}
+                               if force and r.kind == "matmul" else None):
+                base = kernelwright.compile(module, sets[0])
+            row = dict(case=name, torch_ms=ref_ms, variants=[])
+            out["cases"].append(row)
+            for vname, fn in variants.items():
+                row["variants"].append(measure(vname, fn, base, module, sets, ref, ref_ms))
+                print(json.dumps(dict(case=name, **row["variants"][-1])), flush=True)
+                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.out).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+def measure(vname, fn, base, module, sets, ref, ref_ms) -> dict:
+    """One variant of the compiled case: its matmul kernel rewritten by `fn` (None: as
+    generated), checked against PyTorch's result and timed."""
+    v = dict(variant=vname)
+    try:
+        plan = copy.deepcopy(base.plan)
+        (k,) = [k for k in plan.kernels if "matmul" in k.name]
+        v["knobs"] = k.knobs
+        if fn is not None:
+            source, constants = fn(k.source, plan, module)
+            plan.kernels[plan.kernels.index(k)] = dataclasses.replace(k, source=source)
+            plan.constants.update(constants)
+        compiled = CompiledModule(plan)
+        got = compiled(*sets[0], poison=True)
+        err = (got - ref).abs().max().item()
+        ms = time_candidate(compiled, sets).median_ms
+        v.update(ms=round(ms, 4), ratio=round(ref_ms / ms, 4), max_abs_err=err,
+                 correct=err <= 1e-4 * max(1.0, ref.abs().max().item()))
+    except Exception as exc:  # noqa: BLE001 - recorded, the rest measured
+        v["error"] = f"{type(exc).__name__}: {exc}"[:400]
+    return v
+
+
+if __name__ == "__main__":
+    sys.exit(main())
