@@ -28,6 +28,8 @@ GEMM variants, on the matmul kernel of the GEMM cases (GEMM_CASES):
   store_half, store_quarter  the next tile's stores moved half or a quarter of the way
               into the written-out K step, so that the driver cannot sink the tile's
               global loads (it put them three quarters of the way through, 2026-12-01j)
+  store_ahead the fetch a tile further ahead: each K step stores the tile fetched in the
+              step before, then fetches the one after next, then multiplies
 Every case also runs `generated`, the compiler's kernel. `h200_session.sh gemmvar` runs
 one variant per process with NVIDIA's shader cache kept, for scripts/nv_shader_stats.py
 --sass. The JSON is written after each variant."""
@@ -180,10 +182,32 @@ def store_at(fraction: float):
     return rewrite
 
 
+def store_ahead(src: str, plan, module) -> tuple[str, dict]:
+    """The fetch one tile further ahead: a K step first stores the tile fetched during
+    the step before (into the buffer no step reads), then fetches the tile after next
+    into the same registers, then multiplies. A fetch then has a whole step to arrive
+    before its store, whatever the driver's scheduling inside the step."""
+    store = r"\n        \{ tile_[ab]\[\(1 - cur\) \* \d+ \+ s[ab]\d+\] = p[ab]\d+; \}"
+    stores = re.findall(store, src)
+    kb = re.search(r"\n        let kb = select\(k0 \+ (\d+), 0, k0 \+ \d+ >= (\d+)\);", src)
+    first = re.search(r"\n    \{\n        let kb = 0;\n(.*?)\n    \}\n", src, re.S)
+    if not stores or kb is None or first is None:
+        raise RuntimeError("no K step of one buffer index with two staged buffers")
+    bk, k = int(kb.group(1)), int(kb.group(2))
+    for line in stores:
+        src = src.replace(line, "", 1)
+    ahead = f"select(k0 + {2 * bk}, 0, k0 + {2 * bk} >= {k})"
+    src = src.replace(kb.group(0), f"\n        let kb = {ahead};" + "".join(stores), 1)
+    barrier = "\n    workgroupBarrier();\n    for (var k0"
+    second = (f"\n    {{\n        let kb = {bk if bk < k else 0};\n{first.group(1)}\n    }}")
+    return src.replace(barrier, second + barrier, 1), {}
+
+
 WINDOW_VARIANTS = {"plain_b": plain_b, "no_select": no_select, "tap_major": tap_major,
                    "shared_decode": shared_decode, "tap_major_shared": tap_major_shared}
 GEMM_VARIANTS = {"warp8x4": warp_layout(8), "warp4x8": warp_layout(4),
-                 "store_half": store_at(0.5), "store_quarter": store_at(0.25)}
+                 "store_half": store_at(0.5), "store_quarter": store_at(0.25),
+                 "store_ahead": store_ahead}
 FAMILIES = [(WINDOW_CASES, WINDOW_VARIANTS), (GEMM_CASES, GEMM_VARIANTS)]
 
 
