@@ -115,12 +115,15 @@ def test_bounds_are_tested_only_where_a_tile_can_cross_them():
 
 
 def test_default_tiles_follow_the_product_shape():
-    """128 x 128 tiles for large products; under 512 rows, 128 x 64 tiles only where the
+    """128 x 64 tiles of 8 x 4 blocks for large products, 128 x 128 of 8 x 8 where an
+    operand's loader computes (one staged buffer); under 512 rows, 128 x 64 tiles only where the
     rows are a multiple of 128 and the grid keeps MATMUL_TALL_MIN_WORKGROUPS workgroups
     (a convolution's 128 output channels over many positions), else 64 x 64; thin
     products get thin tiles."""
     tall = templates.MATMUL_TALL_MIN_WORKGROUPS
-    assert templates.matmul_tiles(4096, 4096) == (128, 128, 8, 8)
+    assert templates.matmul_tiles(4096, 4096) == (128, 64, 8, 4)
+    assert templates.matmul_tiles(4096, 4096, prologue=True) == (128, 128, 8, 8)
+    assert templates.matmul_knobs(512, 512, prologue=True)["BN"] == 128
     assert templates.matmul_tiles(128, 64 * tall) == (128, 64, 8, 4)
     assert templates.matmul_tiles(256, 64 * tall // 4, 2) == (128, 64, 8, 4)
     assert templates.matmul_tiles(256, 64 * tall // 4 - 64, 2) == (64, 64, 4, 4)

@@ -795,12 +795,21 @@ _LANES = "xyzw"
 MATMUL_TALL_MIN_WORKGROUPS = 256  # workgroups the 128 x 64 tiles must still make
 
 
-def matmul_tiles(m: int, n: int, nb: int = 1) -> tuple[int, int, int, int]:
+def matmul_tiles(m: int, n: int, nb: int = 1,
+                 prologue: bool = False) -> tuple[int, int, int, int]:
     """The matmul template's (BM, BN, TM, TN) for `nb` products of M x N (ops/linalg.py
-    reads the tile count to decide on split-K). Large products get 128 x 128 tiles with
-    an 8 x 8 block per invocation (BK = 16 keeps the staged tiles at 16 KiB, WebGPU's
-    default workgroup memory). Under 512 rows, a multiple of 128 rows gets 128 x 64 tiles
-    with 8 x 4 blocks when that still makes MATMUL_TALL_MIN_WORKGROUPS workgroups: each
+    reads the tile count to decide on split-K). Large products (both sides at least 512)
+    get 128 x 64 tiles with an 8 x 4 block per invocation (256 invocations, 122
+    registers in NVIDIA's code: two workgroups per SM), or with a `prologue` (see
+    matmul_knobs: one staged buffer) 128 x 128 tiles with 8 x 8 blocks (187 registers, one
+    workgroup per SM). Measured on the H200 (2026-12-01k, matmul_tiles_h200_2026-12-01k
+    .json), 128 x 64 (8 x 4) against 128 x 128 (8 x 8), both with two staged buffers:
+    GEMM 4096^3 3.366 against 3.362 ms, 3001 x 4093 x 2999 2.080 against 2.355 (576
+    workgroups of 128 x 128 fill 4.4 waves of 132 SMs), the 8192 x 1024 x 4096 linear
+    1.741 against 1.759; with a LayerNorm in the A loader 128 x 64 lost (0.953 against
+    0.898 ms with two buffers, 1.014 against 0.851 with one). Under 512 rows, a multiple
+    of 128 rows gets 128 x 64 tiles with 8 x 4 blocks when that still makes
+    MATMUL_TALL_MIN_WORKGROUPS workgroups: each
     staged B tile then serves 128 rows, not 64. Measured on the H200 (2026-12-01f,
     bench/results/matmul_variants_h200.json) on the implicit GEMMs of 3 x 3
     convolutions: 128 channels at 56 x 56, batch 64 (M = 128, 3136 workgroups), 2.57
@@ -813,7 +822,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1) -> tuple[int, int, int, int]:
     if n <= 16:
         return 64, 16, 4, 1
     if m >= 512 and n >= 512:
-        return 128, 128, 8, 8
+        return (128, 128, 8, 8) if prologue else (128, 64, 8, 4)
     if (m % 128 == 0 and m < 512
             and nb * (m // 128) * math.ceil(n / 64) >= MATMUL_TALL_MIN_WORKGROUPS):
         return 128, 64, 8, 4
@@ -845,7 +854,7 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False) -> dict:
     (0.99-1.00x). With a LayerNorm in the loader (DB 1) unrolling alone gave 1.01x, with
     ROWS 1.18x (1.009 -> 0.853 ms); ROWS on products without a prologue went either way
     (0.93-1.04x) and is left to the search."""
-    bm, bn, tm, tn = matmul_tiles(m, n, nb)
+    bm, bn, tm, tn = matmul_tiles(m, n, nb, prologue)
     fast = tm % 4 == 0 and tn % 4 == 0
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK,
             "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1,
@@ -868,23 +877,22 @@ def _computes_on_loads(v: Value, materialized) -> bool:
 
 
 _MATMUL_KNOBS = ("BM", "BN", "TM", "TN", "BK", "VEC", "DB")
-# The search space. Products of at least 512 x 512 (128 x 128 tiles with 8 x 8 per
-# invocation by default) try MATMUL_VARIANTS, ~16 settings that vary one lever at a time
-# around the first default (VEC 1, DB 1): double buffering alone, vec4 fragments alone,
-# both (the default now), BK, the tile shape (128 x 64, 64 x 128, 8 x 16 blocks,
-# 256 x 128). Smaller products try the scalar
-# tiles MATMUL_TILES x MATMUL_BKS (each with 256 invocations) and MATMUL_VEC_VARIANTS.
+# The search space. Products of at least 512 x 512 try MATMUL_VARIANTS, settings that vary
+# one lever at a time around the 128 x 128 tiles with 8 x 8 per invocation (the default
+# before 2026-12-01k, and still with a prologue) and the 128 x 64 tiles with 8 x 4 (the
+# default since): one or two staged buffers, BK, the tile shape. Smaller products try the
+# scalar tiles MATMUL_TILES x MATMUL_BKS (each with 256 invocations) and
+# MATMUL_VEC_VARIANTS. Dropped 2026-12-01k: scalar fragments (VEC 1; 0.38-0.41 of cuBLAS
+# against 0.80 now) and 128 x 128 tiles of 8 x 16 (128 invocations holding 128
+# accumulators: 0.46-0.58, matmul_tiles_h200_2026-12-01k.json).
 MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
-    (128, 128, 8, 8, 16, 1, 1),  # the first default (20.8 TFLOP/s at 4096^3 on the H200)
-    (128, 128, 8, 8, 8, 1, 2),
-    (128, 128, 8, 8, 16, 1, 2),
     (128, 128, 8, 8, 8, 4, 1),
-    (128, 128, 8, 8, 16, 4, 1),
+    (128, 128, 8, 8, 16, 4, 1),  # the default with a prologue
     (128, 128, 8, 8, 32, 4, 1),
     (128, 128, 8, 8, 8, 4, 2),
-    (128, 128, 8, 8, 16, 4, 2),  # the default now (30.8 TFLOP/s)
-    (128, 128, 8, 16, 8, 4, 2),
-    (128, 128, 8, 16, 16, 4, 2),
+    (128, 128, 8, 8, 16, 4, 2),
+    (128, 64, 8, 4, 16, 4, 2),  # the default
+    (128, 64, 8, 4, 32, 4, 1),
     (128, 64, 8, 8, 16, 4, 2),
     (128, 64, 8, 8, 32, 4, 1),
     (64, 128, 8, 8, 16, 4, 2),
@@ -900,8 +908,10 @@ MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
 # in the search space, where it measured 0.89-1.19x of the default (2026-12-01f) and
 # 0.93-1.04x with the loop written out (2026-12-01j). ROWS = 2: A alone (a linear's
 # activations, not its weight): ROWS 1 gained 3-4% on plain GEMMs, whose B is read along
-# N, and lost 1% on the linear, whose B it stages too; in the search space of the first
-# setting, not yet measured.
+# N, and lost 1% on the linear, whose B it stages too. Measured 2026-12-01k on 128 x 128
+# tiles: 1.036x (4096^3), 1.043x (3001 x 4093 x 2999), 0.993x (the linear) of ROWS 0; on
+# the 128 x 64 default 0.94-0.97x (matmul_rows2_h200_2026-12-01k.json): in the search
+# space of the 128 x 128 setting.
 MATMUL_ALONG_ROWS = ((128, 128, 8, 8, 16, 4, 2), (128, 128, 8, 8, 8, 4, 2),
                      (128, 64, 8, 8, 16, 4, 2), (64, 64, 4, 4, 16, 4, 2))
 # UNROLL = 1 (the VEC = 4 default): the K step's inner loop written out (BK / 4 copies
@@ -910,8 +920,10 @@ MATMUL_ALONG_ROWS = ((128, 128, 8, 8, 16, 4, 2), (128, 128, 8, 8, 8, 4, 2),
 # the fetch set-up was hoisted (2026-12-01i), and written out it is 1024 FFMAs in about
 # 1090 instructions a K step (SASS of the 4096^3 GEMM, 2026-12-01j). Measured 0.82-0.90x
 # of the rolled loop before that hoisting (2026-12-01f), 1.13x after. The rolled loop
-# (UNROLL = 0) on the default tiles, with and without ROWS, stays in the search.
-MATMUL_ROLLED = (((128, 128, 8, 8, 16, 4, 2), 0), ((128, 128, 8, 8, 16, 4, 2), 1),
+# (UNROLL = 0) on the default tiles stays in the search, and on 128 x 128 tiles with and
+# without ROWS.
+MATMUL_ROLLED = (((128, 64, 8, 4, 16, 4, 2), 0),
+                 ((128, 128, 8, 8, 16, 4, 2), 0), ((128, 128, 8, 8, 16, 4, 2), 1),
                  ((64, 64, 4, 4, 16, 4, 2), 0), ((64, 64, 4, 4, 16, 4, 2), 1))
 MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
                 (64, 128, 4, 8), (128, 64, 8, 4), (128, 128, 8, 8))
