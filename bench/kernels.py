@@ -230,7 +230,9 @@ MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x
                 "bmm_as_conv3x3_128to192_64x64_b32",
                 # a transposed convolution: one implicit GEMM per output phase (both get
                 # each setting), M = 128 output channels, the batch in the grid
-                "conv_transpose1d_4s2_256to128_4096_b64")
+                "conv_transpose1d_4s2_256to128_4096_b64",
+                # 32 output channels: a 64-row tile computes as many padding rows
+                "conv3d_3x3x3_32ch_16x64x64_b8")
 
 
 ATTENTION_CASES = ("sdpa_16x16_1024_e64", "sdpa_causal_16x16_1024_e64",
