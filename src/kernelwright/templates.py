@@ -816,11 +816,19 @@ def matmul_tiles(m: int, n: int, nb: int = 1,
     against 3.22 ms with 64 x 64 tiles (0.58 and 0.47 of cuDNN); 128 to 256 channels,
     stride 2 to 14 x 14, batch 32 (M = 256, 256 workgroups), 0.221 against 0.304 ms
     (0.74 and 0.50). With 64 output channels the 128-row tile wastes half its rows
-    (3.15 against 1.94 ms). Smaller grids than 256 workgroups are not measured."""
+    (3.15 against 1.94 ms). Smaller grids than 256 workgroups are not measured.
+    17-32 rows (a convolution's 32 output channels) get 32 x 128 tiles with 4 x 4 blocks,
+    staged 8 deep (matmul_knobs), not 64 x 64 tiles half of whose rows are padding:
+    measured on the H200 (2026-12-01k, matmul_tiles32_h200_2026-12-01k.json) on a 3-d
+    3 x 3 x 3 convolution of 32 channels (M = 32, K = 864, batch 8 of 65536 positions),
+    1.272 ms against 1.939 (0.84 and 0.55 of cuDNN); 16 deep 1.411 ms, 32 x 256 tiles
+    (4 x 8) 1.306. The same for 17-32 columns is not measured."""
     if m <= 16:
         return 16, 64, 1, 4
     if n <= 16:
         return 64, 16, 4, 1
+    if m <= 32:
+        return 32, 128, 4, 4
     if m >= 512 and n >= 512:
         return (128, 128, 8, 8) if prologue else (128, 64, 8, 4)
     if (m % 128 == 0 and m < 512
@@ -856,7 +864,7 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False) -> dict:
     (0.93-1.04x) and is left to the search."""
     bm, bn, tm, tn = matmul_tiles(m, n, nb, prologue)
     fast = tm % 4 == 0 and tn % 4 == 0
-    return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": MATMUL_BK,
+    return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": 8 if bm == 32 else MATMUL_BK,
             "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1,
             "ROWS": 1 if fast and prologue else 0, "UNROLL": 1 if fast else 0}
 
@@ -930,9 +938,10 @@ MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
 MATMUL_BKS = (8, 16, 32)
 MATMUL_VEC_VARIANTS = ((64, 64, 4, 4, 16, 4, 2), (64, 64, 4, 4, 8, 4, 1),
                        (64, 128, 4, 8, 16, 4, 2), (128, 64, 8, 4, 16, 4, 2),
-                       # 17-32 output rows (a dense block's 32-channel convolutions): half
-                       # the padding of a 64-row tile; in the search only, not measured
-                       (32, 128, 4, 4, 16, 4, 2), (128, 32, 4, 4, 16, 4, 2),
+                       # 17-32 output rows (the default there, staged 8 deep) and
+                       # columns (not measured)
+                       (32, 128, 4, 4, 8, 4, 2), (32, 128, 4, 4, 16, 4, 2),
+                       (128, 32, 4, 4, 16, 4, 2),
                        # 8 x 8 blocks where one side is 64 (a convolution's 64 output
                        # channels, M in the 100,000s); in the search only, not measured
                        (256, 64, 8, 8, 8, 4, 2), (64, 256, 8, 8, 8, 4, 2),
