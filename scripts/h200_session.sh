@@ -11,7 +11,8 @@
 #
 #   suite     kernelwright bench (more arguments in BENCH_ARGS), bundled suite, full size, --compile-ref,
 #             --jobs 8, resumed from bench/results/suite_h200_full/results.sqlite when
-#             that file is in the tree (issues 3 and 4)
+#             that file is in the tree (issues 3 and 4): a problem whose result there
+#             still matches is not run again; BENCH_FRESH=1 measures every problem asked
 #   level2    the same for level 2 only (issue 5: level-2 geometric mean)
 #   kernels   bench/kernels.py, every single-kernel figure of issue 5 (more arguments in
 #             KERNELS_ARGS, e.g. "--only maxpool")
@@ -71,7 +72,7 @@ run_task() {
       read -r -a extra <<< "${BENCH_ARGS:-}"  # e.g. BENCH_ARGS="--only level1/0*"
       args+=("${extra[@]}")
       [ -f "bench/results/suite_h200_full/results.sqlite" ] && [ "$task" = suite ] &&
-        cp bench/results/suite_h200_full/results.sqlite "$dir/"
+        [ -z "${BENCH_FRESH:-}" ] && cp bench/results/suite_h200_full/results.sqlite "$dir/"
       # 8 workers: ran the whole suite on the H200 (128 GB host) with inputs drawn on the GPU
       limit "$secs" python3 -m kernelwright.cli bench --size full --compile-ref --jobs 8 \
         --resume --out "$dir" "${args[@]}" > "$dir/bench.log" 2>&1

@@ -119,7 +119,8 @@ def test_default_tiles_follow_the_product_shape():
     operand's loader computes (one staged buffer); under 512 rows, 128 x 64 tiles only where the
     rows are a multiple of 128 and the grid keeps MATMUL_TALL_MIN_WORKGROUPS workgroups
     (a convolution's 128 output channels over many positions), else 64 x 64; thin
-    products get thin tiles, 17-32 rows 32 x 128 tiles staged 8 deep."""
+    products get thin tiles, 17-32 rows 32 x 128 tiles staged 8 deep where the grid
+    keeps MATMUL_TALL_MIN_WORKGROUPS workgroups."""
     tall = templates.MATMUL_TALL_MIN_WORKGROUPS
     assert templates.matmul_tiles(4096, 4096) == (128, 64, 8, 4)
     assert templates.matmul_tiles(4096, 4096, prologue=True) == (128, 128, 8, 8)
@@ -130,8 +131,9 @@ def test_default_tiles_follow_the_product_shape():
     assert templates.matmul_tiles(64, 64 * tall) == (64, 64, 4, 4)
     assert templates.matmul_tiles(192, 64 * tall) == (64, 64, 4, 4)
     assert templates.matmul_tiles(8, 4096) == (16, 64, 1, 4)
-    assert templates.matmul_tiles(32, 4096) == (32, 128, 4, 4)  # 32 channels: no padding
-    assert templates.matmul_knobs(32, 4096)["BK"] == 8
+    assert templates.matmul_tiles(32, 128 * tall) == (32, 128, 4, 4)  # 32 channels
+    assert templates.matmul_knobs(32, 128 * tall)["BK"] == 8
+    assert templates.matmul_tiles(32, 4096) == (64, 64, 4, 4)  # 32 workgroups: too few
     knobs = templates.matmul_knobs(128, 3136, 64)
     assert (knobs["BM"], knobs["BN"], knobs["VEC"], knobs["DB"]) == (128, 64, 4, 2)
 

@@ -818,7 +818,9 @@ def matmul_tiles(m: int, n: int, nb: int = 1,
     (0.74 and 0.50). With 64 output channels the 128-row tile wastes half its rows
     (3.15 against 1.94 ms). Smaller grids than 256 workgroups are not measured.
     17-32 rows (a convolution's 32 output channels) get 32 x 128 tiles with 4 x 4 blocks,
-    staged 8 deep (matmul_knobs), not 64 x 64 tiles half of whose rows are padding:
+    staged 8 deep (matmul_knobs), not 64 x 64 tiles half of whose rows are padding, where
+    that still makes MATMUL_TALL_MIN_WORKGROUPS workgroups (a small grid, as the 32-row
+    steps of a recurrent network's batch, keeps twice the workgroups of 64 x 64 tiles):
     measured on the H200 (2026-12-01k, matmul_tiles32_h200_2026-12-01k.json) on a 3-d
     3 x 3 x 3 convolution of 32 channels (M = 32, K = 864, batch 8 of 65536 positions),
     1.272 ms against 1.939 (0.84 and 0.55 of cuDNN); 16 deep 1.411 ms, 32 x 256 tiles
@@ -827,7 +829,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1,
         return 16, 64, 1, 4
     if n <= 16:
         return 64, 16, 4, 1
-    if m <= 32:
+    if m <= 32 and nb * math.ceil(n / 128) >= MATMUL_TALL_MIN_WORKGROUPS:
         return 32, 128, 4, 4
     if m >= 512 and n >= 512:
         return (128, 128, 8, 8) if prologue else (128, 64, 8, 4)
