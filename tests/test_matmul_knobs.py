@@ -159,6 +159,26 @@ def test_vec4_tiles_write_the_k_step_out():
     assert default["UNROLL"] == 1 and {**default, "UNROLL": 0} in space
 
 
+def test_products_of_32_rows_take_32_row_tiles():
+    """17-32 rows over a grid of at least MATMUL_TALL_MIN_WORKGROUPS workgroups: 32 x 128
+    tiles staged 8 deep, plain (two staged buffers) and with a prologue (one, ROWS 1),
+    both against PyTorch; a small grid keeps 64 x 64 tiles."""
+    from conftest import check
+
+    def knobs_of(compiled):
+        (knobs,) = [k.knobs for k in compiled.plan.kernels if k.key.startswith("matmul")]
+        return knobs
+
+    nb = templates.MATMUL_TALL_MIN_WORKGROUPS
+    a, w = torch.randn(nb, 20, 37), torch.randn(nb, 37, 128)
+    knobs = knobs_of(check(Fn(torch.bmm), a, w))
+    assert (knobs["BM"], knobs["BN"], knobs["BK"], knobs["DB"]) == (32, 128, 8, 2), knobs
+    knobs = knobs_of(check(Fn(lambda a, w: torch.bmm(torch.relu(a), w)), a, w))
+    assert (knobs["BM"], knobs["DB"], knobs["ROWS"]) == (32, 1, 1), knobs
+    knobs = knobs_of(check(Fn(torch.bmm), a[:4], w[:4]))
+    assert (knobs["BM"], knobs["BN"]) == (64, 64), knobs
+
+
 def test_operands_computed_on_their_loads_take_one_staged_buffer():
     """A matmul whose A loader computes a LayerNorm (or any elementwise prologue) defaults
     to DB 1 with operands read along K staged along their rows (ROWS 1); plain operands,
