@@ -22,7 +22,9 @@ time against the same product from stored operands.
               divides the position once (lane e = column + e); a correct kernel, the
               compiler's own since 2026-12-01h (then an error: nothing to rewrite)
   tap_major_shared  both
-GEMM variants, on the matmul kernel of the GEMM cases (GEMM_CASES):
+GEMM variants, on the matmul kernel of the GEMM cases (GEMM_CASES), written for one K
+step a pass of 128 x 128 tiles (8 x 8 blocks; the default before 2026-12-01k, so now
+with --knobs '{"BN": 128, "TN": 8}'):
   warp8x4, warp4x8  invocations numbered so that a warp covers 8 x 4 or 4 x 8 of the
               16 x 16 block grid instead of 16 x 2 (fewer shared-memory wavefronts)
   store_half, store_quarter  the next tile's stores moved half or a quarter of the way
@@ -166,12 +168,15 @@ def warp_layout(wx: int):
     return rewrite
 
 
+# a K step's store of the next tile into the other staged buffer (one line per register)
+NEXT_TILE_STORE = r"\n        \{ tile_[ab]\[\(1 - cur\) \* \d+ \+ s[ab]\d+\] = p[ab]\d+; \}"
+
+
 def store_at(fraction: float):
     """The next tile's stores (into the buffer no step reads) moved from the end of the
     written-out K step to before its block `fraction` of the way through."""
     def rewrite(src: str, plan, module) -> tuple[str, dict]:
-        store = r"\n        \{ tile_[ab]\[\(1 - cur\) \* \d+ \+ s[ab]\d+\] = p[ab]\d+; \}"
-        stores = re.findall(store, src)
+        stores = re.findall(NEXT_TILE_STORE, src)
         blocks = re.findall(r"\n        \{\n            let kq = (\d+);", src)
         if not stores or len(blocks) < 2:
             raise RuntimeError("no written-out K step with two staged buffers")
@@ -187,8 +192,7 @@ def store_ahead(src: str, plan, module) -> tuple[str, dict]:
     the step before (into the buffer no step reads), then fetches the tile after next
     into the same registers, then multiplies. A fetch then has a whole step to arrive
     before its store, whatever the driver's scheduling inside the step."""
-    store = r"\n        \{ tile_[ab]\[\(1 - cur\) \* \d+ \+ s[ab]\d+\] = p[ab]\d+; \}"
-    stores = re.findall(store, src)
+    stores = re.findall(NEXT_TILE_STORE, src)
     kb = re.search(r"\n        let kb = select\(k0 \+ (\d+), 0, k0 \+ \d+ >= (\d+)\);", src)
     first = re.search(r"\n    \{\n        let kb = 0;\n(.*?)\n    \}\n", src, re.S)
     if not stores or kb is None or first is None:

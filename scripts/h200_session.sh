@@ -46,7 +46,8 @@
 #             instruction mix of each pipeline the driver compiled; --sass disassembles)
 #   gemmvar   bench/wgsl_variants.py once per run in GEMMVAR, runs separated by ";", each
 #             "CASE VARIANT [KNOBS-JSON]" (e.g. GEMMVAR='gemm_4096 generated;gemm_4096
-#             store_half;gemm_4096 generated {"ROWS":1}'), each in its own process with
+#             store_half {"BN":128,"TN":8};gemm_4096 generated {"ROWS":1}'; the store_*
+#             and warp* variants need 128 x 128 tiles), each in its own process with
 #             its own shader cache under $R/gemmvar/cacheN (read them here with
 #             scripts/nv_shader_stats.py --sass); results $R/gemmvar/runN.json
 set -uo pipefail

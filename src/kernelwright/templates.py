@@ -792,7 +792,8 @@ MATMUL_WORKGROUP_BYTES = 32768
 _LANES = "xyzw"
 
 
-MATMUL_TALL_MIN_WORKGROUPS = 256  # workgroups the 128 x 64 tiles must still make
+# workgroups that 128 x 64 tiles (under 512 rows) and 32 x 128 tiles must still make
+MATMUL_TALL_MIN_WORKGROUPS = 256
 
 
 def matmul_tiles(m: int, n: int, nb: int = 1,
@@ -802,8 +803,9 @@ def matmul_tiles(m: int, n: int, nb: int = 1,
     get 128 x 64 tiles with an 8 x 4 block per invocation (256 invocations, 122
     registers in NVIDIA's code: two workgroups per SM), or with a `prologue` (see
     matmul_knobs: one staged buffer) 128 x 128 tiles with 8 x 8 blocks (187 registers, one
-    workgroup per SM). Measured on the H200 (2026-12-01k, matmul_tiles_h200_2026-12-01k
-    .json), 128 x 64 (8 x 4) against 128 x 128 (8 x 8), both with two staged buffers:
+    workgroup per SM). Measured on the H200 (2026-12-01k,
+    matmul_tiles_h200_2026-12-01k.json), 128 x 64 (8 x 4) against 128 x 128 (8 x 8), both
+    with two staged buffers:
     GEMM 4096^3 3.366 against 3.362 ms, 3001 x 4093 x 2999 2.080 against 2.355 (576
     workgroups of 128 x 128 fill 4.4 waves of 132 SMs), the 8192 x 1024 x 4096 linear
     1.741 against 1.759; with a LayerNorm in the A loader 128 x 64 lost (0.953 against
