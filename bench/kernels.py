@@ -2,7 +2,7 @@
 
     python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
                             [--conv-opt 1|2|4] [--attention auto|fused|decomposed] [--suite]
-                            [--shader-checks]
+                            [--shader-checks] [--split-k-target N]
                             [--out bench/results/kernels.json]
     python bench/kernels.py --matmul-variants [--settings JSON] [--only NAME]
                             [--out bench/results/matmul_variants.json]
@@ -64,6 +64,7 @@ from kernelwright import schedule, templates, tune
 from kernelwright.bench.timing import keep_gpu_awake, time_candidate
 from kernelwright.ops import attention as attention_ops
 from kernelwright.ops import conv as conv_ops
+from kernelwright.ops import linalg as linalg_ops
 
 
 class Fn(torch.nn.Module):
@@ -131,6 +132,9 @@ def memory(fn, shape, reads, writes):
 CASES = {
     "gemm_4096": gemm(4096, 4096, 4096),
     "gemm_irregular_3001x4093x2999": gemm(3001, 4093, 2999),
+    # the irregular GEMM's aligned twin (the same tiles and grid, 16-byte loads): the
+    # cost of the irregular shape's scalar loads
+    "gemm_aligned_3004x4096x3000": gemm(3004, 4096, 3000),
     "linear_8192x1024x4096": linear_t(8192, 1024, 4096),
     # a LayerNorm computed in the matmul's A loader (a transformer MLP's first layer):
     # the search found DB 1 1.25-1.39x faster on three such kernels (docs/PERF.md)
@@ -417,11 +421,16 @@ def main() -> None:
     ap.add_argument("--attention", choices=("auto", "fused", "decomposed"), default="auto",
                     help="attention through ops/attention.py's choice (auto), or all through "
                          "the fused kernel (where its tiles fit) or the decomposition")
+    ap.add_argument("--split-k-target", type=int, default=None,
+                    help="ops/linalg.SPLIT_K_TARGET (workgroups split-K aims for) for this "
+                         "run, e.g. to split a large product's K in two or three")
     ap.add_argument("--shader-checks", action="store_true",
                     help="compile every kernel with wgpu's runtime checks (index clamps, "
                          "loop counters), as before kernels were trusted (runtime.py)")
     args = ap.parse_args()
     kernelwright.runtime.FORCE_SHADER_CHECKS = args.shader_checks
+    if args.split_k_target is not None:
+        linalg_ops.SPLIT_K_TARGET = args.split_k_target
     if args.conv_lowering != "auto":
         gemm = args.conv_lowering == "gemm"
         conv_ops.GEMM_MIN_COUT = conv_ops.GEMM_MIN_K = 1 if gemm else 1 << 30

@@ -176,3 +176,23 @@ def test_einsum(eq, shapes):
 
 def test_outer():
     check(Fn(torch.outer), torch.randn(4), torch.randn(6))
+
+
+def test_epilogue_takes_a_value_read_twice():
+    """A template's result read by several elementwise ops that meet again in one node
+    (mish: y * tanh(softplus(y))) is computed in the template's epilogue, not stored and
+    read back; when something else reads one of them (a reduction), the value is stored."""
+    import torch.nn.functional as F
+
+    lin = torch.nn.Linear(24, 40)
+    x = torch.randn(37, 24)
+    mish = check(Fn(lambda x: (lambda y: y * torch.tanh(F.softplus(y)))(lin(x))), x)
+    assert len(mish.plan.kernels) == 1, mish.plan.summary()
+    gate = check(Fn(lambda x: (lambda y: torch.sigmoid(y) * y + y.abs() * 0.5)(lin(x))), x)
+    assert len(gate.plan.kernels) == 1, gate.plan.summary()
+    both = check(Fn(lambda x: (lambda y: torch.sigmoid(y) * y + y.sum(1, keepdim=True))(lin(x))),
+                 x)
+    assert len(both.plan.kernels) == 2, both.plan.summary()
+    # two outputs: no one node where the readers meet, so y is stored and read back
+    out = check(Fn(lambda x: (lambda y: (torch.relu(y), torch.relu(y) + y))(lin(x))), x)
+    assert len(out.plan.kernels) == 3, out.plan.summary()

@@ -76,6 +76,21 @@ def test_instance_norm(affine, track):
     check(m, torch.randn(2, 3, 4, 5) * 2 + 1)
 
 
+def test_instance_norm_reads_its_input_in_place():
+    """InstanceNorm views its input as [1, N * C, H, W] for the statistics and the
+    normalization: a view in the buffer's own order is recomputed by its readers
+    (schedule.recompute_cheap_values), not copied; a transposed view read twice is
+    still stored once."""
+    rows = 300  # long enough for the statistics' own kernels (no row kernel)
+    m = nn.InstanceNorm2d(3, affine=True)
+    x = torch.randn(2, 3, rows, 120) * 2 + 1
+    names = [k.name for k in check(m, x).plan.kernels]
+    assert "copy" not in names, names
+    y = torch.randn(40, 30)
+    t = check(Fn(lambda y: (lambda t: (t * 2.0 + t.sum(0), t.amax(1)))(y.t())), y).plan.kernels
+    assert [k.name for k in t].count("copy") == 1, [k.name for k in t]
+
+
 def test_instance_norm_1d_functional():
     x = torch.randn(2, 4, 9)
     check(Fn(lambda x: F.instance_norm(x, eps=1e-3)), x)

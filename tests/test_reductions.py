@@ -87,3 +87,39 @@ def test_few_long_rows_reduce_in_two_steps():
     assert kernels[:2] == ["slice+sub+pow+reduce", "reduce+mul"]  # the loss's 1/N at the end
     one = kw.compile(Fn(lambda x: x.sum()), [torch.randn(65537)])
     assert [k.name for k in one.plan.kernels] == ["reduce"]
+
+
+def test_column_reductions_split_into_pieces_side_by_side(monkeypatch):
+    """A reduction over a leading dim with few rows (ir.COL_SPLIT_ROWS) is split too, its
+    pieces laid side by side so that both steps read neighbouring rows together ("col"
+    order); NaN still propagates through the split max, and a row length with no
+    divisor into pieces of COL_MIN_PIECE stays one step."""
+    import kernelwright as kw
+    from kernelwright import ir
+
+    monkeypatch.setattr(ir, "COL_SPLIT_MIN", 1)  # small enough for the software driver
+    assert ir.reduce_split(96, 16384, col=True) == 4 and ir.reduce_split(96, 9001, col=True) == 1
+    assert ir.reduce_split(1 << 14, 16384, col=True) == 1
+    monkeypatch.setattr(ir, "COL_MIN_PIECE", 1024)
+    x = torch.randn(4096, 96)
+    x[1000, 5] = x[3000, 70] = float("nan")
+    fn = Fn(lambda x: (x.amax(0), x.sum(0), x.amin(0), (x.abs() + 0.5).prod(0)))
+    compiled = check(fn, x, equal_nan=True)
+    plan = compiled.plan.kernels
+    assert len(plan) == 8 and all(k.knobs["ORDER"] == "col" for k in plan), plan
+    first = plan[0].knobs  # 4 pieces of each of 96 rows, WG / TPR rows per workgroup
+    assert plan[0].grid[0] * (first["WG"] // first["TPR"]) == 4 * 96
+    odd = kw.compile(Fn(lambda x: x.amax(0)), [torch.randn(3001, 8)])
+    assert [k.name for k in odd.plan.kernels] == ["reduce"]
+
+
+def test_many_strided_rows_take_one_invocation_each():
+    """A column reduction of COL_MANY_ROWS rows or more reduces each row in one invocation
+    (TPR 1): 12 elements per row left one of four invocations idle at TPR 4."""
+    from kernelwright.templates import COL_MANY_ROWS, rows_knobs
+
+    assert rows_knobs(COL_MANY_ROWS, 12, col=True)["TPR"] == 1
+    assert rows_knobs(COL_MANY_ROWS // 2, 12, col=True)["TPR"] == 4
+    assert rows_knobs(16384, 8192, col=True)["TPR"] == 8
+    x = torch.rand(3, 12, 5) + 0.5
+    check(Fn(lambda x: x.prod(1)), x)

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .codegen import contiguous_strides
 from .ir import TEMPLATE_OPS, Graph, Node, Value
 from .plan import Buffer, Kernel, Plan, TensorSpec
-from .templates import ROW_LIMIT, KnobChooser, generate
+from .templates import ROW_LIMIT, KnobChooser, generate, plain_strides
 from .tune import choose_knobs
 
 ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}
@@ -56,30 +57,59 @@ def live_nodes(graph: Graph) -> list[Node]:
     return [n for n in graph.nodes if n in live]
 
 
+EPILOGUE_FORK_MAX = 16  # nodes between a value read several times and where they meet
+
+
 def epilogue_chains(graph: Graph, nodes: list[Node], users) -> dict[Node, list[Node]]:
     """For each template node, the elementwise chain after it that its epilogue can
     compute: each link is the single reader of the previous one, an elementwise op or a
-    reshape of the same size, and no link but the last is a graph output."""
+    reshape of the same size, and no link but the last is a graph output. A link read
+    by several such nodes continues through all of them when they meet again in one
+    node before anything else reads them (`_fork`: mish's y * tanh(softplus(y)))."""
     outputs = set(graph.outputs)
+    position = {n: i for i, n in enumerate(nodes)}
     chains = {}
     claimed: set[Node] = set()  # a node ends at most one template's chain
+
+    def joins(n: Node) -> bool:
+        return n.op in ("ew", "reshape") and n.out.numel == node.out.numel and n not in claimed
+
     for node in nodes:
         if node.op not in TEMPLATE_OPS:
             continue
         chain, tail = [], node
         while tail.out not in outputs:
-            readers = users.get(tail.out, [])
-            if len({id(r) for r in readers}) != 1:
+            readers = list({id(r): r for r in users.get(tail.out, [])}.values())
+            links = readers if len(readers) == 1 and joins(readers[0]) else \
+                _fork(readers, users, outputs, joins)
+            if not links:
                 break
-            nxt = readers[0]
-            if (nxt.op not in ("ew", "reshape") or nxt.out.numel != node.out.numel
-                    or nxt in claimed):
-                break
-            chain.append(nxt)
-            claimed.add(nxt)
-            tail = nxt
+            links.sort(key=position.__getitem__)
+            chain += links
+            claimed.update(links)
+            tail = links[-1]
         chains[node] = chain
     return chains
+
+
+def _fork(readers: list[Node], users, outputs, joins) -> list[Node]:
+    """The nodes from `readers` (a value's readers) up to the one node where all of them
+    meet: the only one read from outside the set or a graph output (every other one is
+    read within the set alone, so the set flows into it). Each must be able to join an
+    epilogue (`joins`); [] when there is no such node within EPILOGUE_FORK_MAX nodes."""
+    members: set[Node] = set()
+    todo = readers
+    while todo and all(joins(n) for n in todo):
+        members.update(todo)
+        if len(members) > EPILOGUE_FORK_MAX:
+            break
+        open_ = [n for n in members if n.out in outputs
+                 or any(r not in members for r in users.get(n.out, []))]
+        if len(open_) == 1:
+            return list(members)
+        todo = list({id(r): r for n in open_ if n.out not in outputs
+                     for r in users.get(n.out, []) if r not in members}.values())
+    return []
 
 
 def fuse(graph: Graph, nodes: list[Node]) -> list[Group]:
@@ -119,28 +149,46 @@ READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an
 
 def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Group]:
     """Fold back into its readers a value that `fuse` materialized only because several
-    kernels read it, when it is a short elementwise expression of buffers and every
-    reader touches each of its elements once (an elementwise kernel or a reduction):
-    recomputing it then costs a few instructions, materializing it a write, a read and
-    a kernel (softmax's exp(x - max) feeds both its sum and its division)."""
+    kernels read it, when every reader touches each of its elements once (an elementwise
+    kernel or a reduction) and the value is either a short elementwise expression of
+    buffers (softmax's exp(x - max) feeds both its sum and its division) or a view of a
+    buffer in the buffer's own element order (InstanceNorm's reshape of its input to
+    [1, N * C, H, W], read by the statistics and the normalization): recomputing it
+    costs a few instructions or none, materializing it a write, a read and a kernel.
+    A view in another order (a transpose) stays materialized: its readers would read
+    memory out of order."""
     roots = {g.root for g in groups}
     group_of = {n: g for g in groups for n in g.members}
     outputs = set(graph.outputs)
     folded: set[Group] = set()
     for g in groups:
         v = g.root
-        if g.template is not None or v in outputs or v.node.op != "ew":
+        if g.template is not None or v in outputs:
             continue
         readers = {group_of[u] for u in users.get(v, [])}
         if readers & folded or any(r.template is not None and r.template.op not in
                                    READS_EACH_ELEMENT_ONCE for r in readers):
             continue
         reads: set[Value] = set()
-        if (_inline_ops(v, roots - {v}, reads) <= RECOMPUTE_MAX_OPS
-                and len(reads) <= RECOMPUTE_MAX_READS):
+        if v.node.op == "ew":
+            cheap = (_inline_ops(v, roots - {v}, reads) <= RECOMPUTE_MAX_OPS
+                     and len(reads) <= RECOMPUTE_MAX_READS)
+        else:
+            cheap = _in_order_view(v, roots - {v})
+        if cheap:
             folded.add(g)
             roots.discard(v)
     return [g for g in groups if g not in folded]
+
+
+def _in_order_view(v: Value, roots: set[Value]) -> bool:
+    """Whether v reads one buffer through movement ops alone, its elements in the
+    buffer's order (the strides of a contiguous tensor of v's shape, size-1 dims aside)."""
+    view = plain_strides(v, roots)
+    if view is None:
+        return False
+    return all(s == t for n, s, t in zip(v.shape, view[2], contiguous_strides(v.shape))
+               if n > 1)
 
 
 def _inline_ops(v: Value, roots: set[Value], reads: set[Value]) -> float:

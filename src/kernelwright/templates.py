@@ -469,6 +469,8 @@ ROW_CACHE = 128
 # The longest row that schedule.fuse_rows fuses into one multi-pass row kernel: the
 # default knobs keep it on chip (MAX_WG invocations x ROW_CACHE elements).
 ROW_LIMIT = MAX_WG * ROW_CACHE
+# Rows from which a column reduction (rows_knobs) takes one invocation per row.
+COL_MANY_ROWS = 1 << 20
 
 
 def rows_knobs(o: int, r: int, col: bool = False) -> dict:
@@ -482,7 +484,9 @@ def rows_knobs(o: int, r: int, col: bool = False) -> dict:
     in memory (`col`: the row index is the contiguous one, e.g. a reduction over dim 0)
     takes "col" order (a warp's invocations take adjacent rows, so that each load of the
     warp reads one contiguous run), VEC 4 (four loads in flight per step), TPR 8, or
-    more (up to WG) while the rows give fewer than 2^16 invocations. Measured on the H200
+    more (up to WG) while the rows give fewer than 2^16 invocations, or 1 from
+    COL_MANY_ROWS rows on (each invocation then reduces a row alone: a product over 12
+    elements of 2^25 rows left one invocation in four idle at TPR 4). Measured on the H200
     (bench/results/memory_variants_h200.json): rows of 8192 contiguous elements 4.0 TB/s
     (1.2x PyTorch); the column sums of an 8192 x 16384 tensor (2026-12-01g,
     bench/results/memory_variants_long_rows_h200.json) 4.10 TB/s (1.15x PyTorch) with
@@ -491,7 +495,7 @@ def rows_knobs(o: int, r: int, col: bool = False) -> dict:
     (PyTorch 4.06 TB/s)."""
     vec = 4 if r % 4 == 0 else 1
     if col:
-        tpr = max(8, _pow2_ceil(-(-(1 << 16) // o)))
+        tpr = 1 if o >= COL_MANY_ROWS else max(8, _pow2_ceil(-(-(1 << 16) // o)))
         return {"WG": MAX_WG, "TPR": min(MAX_WG, tpr, _pow2_ceil(r // vec)), "VEC": vec,
                 "ORDER": "col"}
     tpr = min(MAX_WG, _pow2_ceil(-(-(r // vec) // 8)))
@@ -995,7 +999,7 @@ def _contiguous_dim(v: Value, materialized) -> int | None:
     return None
 
 
-def _plain_strides(v: Value, materialized) -> tuple[Value, int, list[int]] | None:
+def plain_strides(v: Value, materialized) -> tuple[Value, int, list[int]] | None:
     """(buffer value, offset, strides) when `v` is one f32 buffer read at an affine
     index through movement ops alone (permute, expand, slice, reshapes that keep a
     view): a loader the matmul may replace by vec4 loads. None otherwise."""
@@ -1006,7 +1010,7 @@ def _plain_strides(v: Value, materialized) -> tuple[Value, int, list[int]] | Non
     if v.kind != "node" or v.node.op not in ("permute", "expand", "slice", "reshape"):
         return None
     node, x = v.node, v.node.inputs[0]
-    inner = _plain_strides(x, materialized)
+    inner = plain_strides(x, materialized)
     if inner is None:
         return None
     root, offset, st = inner
@@ -1098,7 +1102,7 @@ def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Ope
     layout = "K" if vec == 4 and contiguous == "k" and not transpose else "O"
     width = 1 if vec == 1 else 4
     view = None
-    plain = _plain_strides(x, materialized) if vec == 4 else None
+    plain = plain_strides(x, materialized) if vec == 4 else None
     if plain is not None:
         root, offset, st = plain
         # the dim a vec4 load runs along
