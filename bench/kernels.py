@@ -136,6 +136,8 @@ CASES = {
     # cost of the irregular shape's scalar loads
     "gemm_aligned_3004x4096x3000": gemm(3004, 4096, 3000),
     "linear_8192x1024x4096": linear_t(8192, 1024, 4096),
+    # few columns: 64-column tiles a fifth padding (a classifier's 50 outputs)
+    "gemm_narrow_49152x8192x50": gemm(49152, 8192, 50),
     # a LayerNorm computed in the matmul's A loader (a transformer MLP's first layer):
     # the search found DB 1 1.25-1.39x faster on three such kernels (docs/PERF.md)
     "layernorm_linear_gelu_12544x512x2048": dict(
@@ -224,6 +226,7 @@ VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan")
 
 
 MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096",
+                "gemm_narrow_49152x8192x50",
                 "layernorm_linear_gelu_12544x512x2048",
                 # convolutions: their implicit GEMM's settings (64, 128 and 256 output
                 # channels: the M of a product batched over the images)

@@ -120,7 +120,8 @@ def test_default_tiles_follow_the_product_shape():
     rows are a multiple of 128 and the grid keeps MATMUL_TALL_MIN_WORKGROUPS workgroups
     (a convolution's 128 output channels over many positions), else 64 x 64; thin
     products get thin tiles, 17-32 rows 32 x 128 tiles staged 8 deep where the grid
-    keeps MATMUL_TALL_MIN_WORKGROUPS workgroups."""
+    keeps MATMUL_TALL_MIN_WORKGROUPS workgroups; many rows and 17-511 columns 128 x 64
+    tiles where the grid keeps as many (a tall, skinny product)."""
     tall = templates.MATMUL_TALL_MIN_WORKGROUPS
     assert templates.matmul_tiles(4096, 4096) == (128, 64, 8, 4)
     assert templates.matmul_tiles(4096, 4096, prologue=True) == (128, 128, 8, 8)
@@ -136,6 +137,12 @@ def test_default_tiles_follow_the_product_shape():
     assert templates.matmul_tiles(32, 4096) == (64, 64, 4, 4)  # 32 workgroups: too few
     knobs = templates.matmul_knobs(128, 3136, 64)
     assert (knobs["BM"], knobs["BN"], knobs["VEC"], knobs["DB"]) == (128, 64, 4, 2)
+    assert templates.matmul_tiles(262144, 384) == (128, 64, 8, 4)  # tall and skinny
+    assert templates.matmul_tiles(128 * tall // 6, 384) == (128, 64, 8, 4)
+    assert templates.matmul_tiles(128 * tall // 6 - 128, 384) == (64, 64, 4, 4)
+    assert templates.matmul_tiles(262144, 384, prologue=True) == (64, 64, 4, 4)
+    assert templates.matmul_tiles(49152, 50) == (128, 64, 8, 4)  # a classifier's 50
+    assert templates.matmul_tiles(49152, 16) == (64, 16, 4, 1)  # thin tiles still
 
 
 def test_vec4_tiles_write_the_k_step_out():

@@ -830,7 +830,11 @@ def matmul_tiles(m: int, n: int, nb: int = 1,
     measured on the H200 (2026-12-01k, matmul_tiles32_h200_2026-12-01k.json) on a 3-d
     3 x 3 x 3 convolution of 32 channels (M = 32, K = 864, batch 8 of 65536 positions),
     1.272 ms against 1.939 (0.84 and 0.55 of cuDNN); 16 deep 1.411 ms, 32 x 256 tiles
-    (4 x 8) 1.306. The same for 17-32 columns is not measured."""
+    (4 x 8) 1.306. The same for 17-32 columns is not measured. Many rows and 17-511
+    columns take the large products' 128 x 64 tiles too, without a prologue, where the
+    grid keeps MATMUL_TALL_MIN_WORKGROUPS (2026-12-01l): 262144 x 384 x 384 2.415 ->
+    1.945 ms in the suite (0.72x -> 0.91x eager); 49152 x 8192 x 50 (384 workgroups)
+    1.398 against 1.663 ms with 64 x 64 tiles (0.83 and 0.70 of cuBLAS; BK 8 1.792)."""
     if m <= 16:
         return 16, 64, 1, 4
     if n <= 16:
@@ -839,6 +843,9 @@ def matmul_tiles(m: int, n: int, nb: int = 1,
         return 32, 128, 4, 4
     if m >= 512 and n >= 512:
         return (128, 128, 8, 8) if prologue else (128, 64, 8, 4)
+    if (m >= 512 and not prologue
+            and nb * math.ceil(m / 128) * math.ceil(n / 64) >= MATMUL_TALL_MIN_WORKGROUPS):
+        return 128, 64, 8, 4
     if (m % 128 == 0 and m < 512
             and nb * (m // 128) * math.ceil(n / 64) >= MATMUL_TALL_MIN_WORKGROUPS):
         return 128, 64, 8, 4
