@@ -70,13 +70,13 @@ def epilogue_chains(graph: Graph, nodes: list[Node], users) -> dict[Node, list[N
     position = {n: i for i, n in enumerate(nodes)}
     chains = {}
     claimed: set[Node] = set()  # a node ends at most one template's chain
-
-    def joins(n: Node) -> bool:
-        return n.op in ("ew", "reshape") and n.out.numel == node.out.numel and n not in claimed
-
     for node in nodes:
         if node.op not in TEMPLATE_OPS:
             continue
+
+        def joins(n: Node, numel=node.out.numel) -> bool:  # may n be a link of node's chain
+            return n.op in ("ew", "reshape") and n.out.numel == numel and n not in claimed
+
         chain, tail = [], node
         while tail.out not in outputs:
             readers = list({id(r): r for r in users.get(tail.out, [])}.values())

@@ -843,11 +843,9 @@ def matmul_tiles(m: int, n: int, nb: int = 1,
         return 32, 128, 4, 4
     if m >= 512 and n >= 512:
         return (128, 128, 8, 8) if prologue else (128, 64, 8, 4)
-    if (m >= 512 and not prologue
-            and nb * math.ceil(m / 128) * math.ceil(n / 64) >= MATMUL_TALL_MIN_WORKGROUPS):
-        return 128, 64, 8, 4
-    if (m % 128 == 0 and m < 512
-            and nb * (m // 128) * math.ceil(n / 64) >= MATMUL_TALL_MIN_WORKGROUPS):
+    # 128-row tiles: a multiple of 128 rows, or 512 and more (a fifth padding at most)
+    tall = m % 128 == 0 if m < 512 else not prologue
+    if tall and nb * math.ceil(m / 128) * math.ceil(n / 64) >= MATMUL_TALL_MIN_WORKGROUPS:
         return 128, 64, 8, 4
     return 64, 64, 4, 4
 
