@@ -186,18 +186,23 @@ def _function(source: str, name: str) -> str:
 
 def test_windows_load_four_positions_in_one_call():
     """An invocation's four consecutive output positions come from one loader call
-    (load_b4) that divides the position by the image width once when the width is a
-    multiple of 4, each lane on its own otherwise; 49 positions (no multiple of 4) take
-    one call per position."""
+    (load_b4) that divides the position by the image width once: when the width is no
+    multiple of 4 a lane past the row's end wraps to the next row by a comparison
+    (codegen.Emitter._lane_dims), even when the positions are no multiple of 4 (49: the
+    last group's lanes past the end fill tile columns that are not stored), also with
+    a stride; widths under 4 decode each lane."""
     m = _module(nn.Conv2d, 4, 64, 3, padding=1)
-    (kernel,) = check(m, torch.randn(2, 4, 6, 8)).plan.kernels
-    body = _function(kernel.source, "load_b4")
-    assert body.count("/ 8)") == 1 and body.count("% 8)") == 1, body
-    (kernel,) = check(m, torch.randn(2, 4, 8, 6)).plan.kernels
-    body = _function(kernel.source, "load_b4")
-    assert body.count("/ 6)") == 4 and body.count("% 6)") == 4, body
-    (kernel,) = check(m, torch.randn(2, 4, 7, 7)).plan.kernels
-    assert "fn load_b4" not in kernel.source and "load_b(b, " in kernel.source
+    for shape, w in (((2, 4, 6, 8), 8), ((2, 4, 8, 6), 6), ((2, 4, 7, 7), 7),
+                     ((3, 4, 9, 11), 11)):
+        (kernel,) = check(m, torch.randn(*shape)).plan.kernels
+        body = _function(kernel.source, "load_b4")
+        assert body.count(f"/ {w})") == 1 and body.count(f"% {w})") == 1, body
+        assert body.count(f">= {w};") == (0 if w % 4 == 0 else 3), body
+    strided = _module(nn.Conv2d, 5, 64, 3, stride=(1, 2))  # level1/060's form
+    (kernel,) = check(strided, torch.randn(2, 5, 9, 23)).plan.kernels
+    assert _function(kernel.source, "load_b4").count("% 11)") == 1
+    (kernel,) = check(m, torch.randn(2, 4, 12, 2)).plan.kernels
+    assert _function(kernel.source, "load_b4").count("% 2)") == 4
 
 
 def test_prologue_fuses_into_the_loaders():

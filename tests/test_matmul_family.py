@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import Fn, check
 
+from kernelwright import tune
 from kernelwright.ops.linalg import SMALL_K, split_k_chunks
 
 
@@ -117,6 +118,49 @@ def test_triangular_inputs_and_outputs(k):
     check(Fn(lambda a, b, x: (torch.tril(a, k) @ b, torch.triu(a, k) @ b,
                               torch.tril(a @ a.t(), k), torch.triu(x, k), torch.tril(x, k) * 2)),
           a, b, x)
+
+
+# settings with several tiles and K steps at the shapes below: two staged buffers with
+# two steps per pass (16 accumulators) and with one (64), and one staged buffer
+BAND_SETTINGS = [dict(BM=32, BN=32, TM=4, TN=4, BK=8, VEC=4, DB=2, ROWS=0, UNROLL=1),
+                 dict(BM=64, BN=64, TM=8, TN=8, BK=16, VEC=4, DB=2, ROWS=0, UNROLL=0),
+                 dict(BM=32, BN=64, TM=4, TN=4, BK=16, VEC=4, DB=1, ROWS=0, UNROLL=1)]
+
+
+@pytest.mark.parametrize("knobs", BAND_SETTINGS)
+def test_triangular_operands_bound_each_tiles_k_loop(knobs):
+    """A tril / triu operand bounds each output tile's K loop to the band both operands
+    can be non-zero in (ops/linalg.k_range): tiles past the band run no step, or a
+    range starting mid-K; offsets on both sides of the diagonal, shapes no tile
+    divides, a batch."""
+    torch.manual_seed(0)
+    a, b = torch.randn(100, 150), torch.randn(150, 90)
+    a3, b3 = torch.randn(2, 70, 40), torch.randn(2, 40, 130)
+    module = Fn(lambda a, b, a3, b3: (
+        torch.tril(a) @ torch.triu(b), torch.triu(a, 3) @ b, a @ torch.tril(b, -5),
+        torch.tril(a, -40) @ torch.triu(b, 20), torch.triu(a, 200) @ b,
+        torch.triu(a3, -7) @ torch.triu(b3, 9), (torch.tril(a3) @ b3).relu()))
+    with tune.choosing(lambda r: knobs if r.kind == "matmul" else None):
+        compiled = check(module, a, b, a3, b3)
+    kernels = [k for k in compiled.plan.kernels if "matmul" in k.name]
+    assert len(kernels) == 7 and all(k.knobs == knobs for k in kernels)
+    assert all("let khi = " in k.source for k in kernels)
+    # a lower bound where a triu of A or a tril of B keeps k >= row + c
+    assert sum("let klo = 0;" not in k.source for k in kernels) == 4
+
+
+def test_diagonal_operands_scale_rows_or_columns():
+    """A diagonal operand (diag, diag_embed, any offset) turns the product into a
+    scaling of the other operand's rows or columns: no matmul kernel."""
+    d, m, m11 = torch.randn(9), torch.randn(9, 7), torch.randn(11, 7)
+    d2, m2, w, m7 = (torch.randn(3, 6), torch.randn(3, 6, 5), torch.randn(5, 6),
+                     torch.randn(3, 7, 4))
+    module = Fn(lambda d, m, m11, d2, m2, w, m7: (
+        torch.diag(d) @ m, m.t() @ torch.diag(d), torch.diag(d, 2) @ m11,
+        torch.diag(d[:7], -2) @ m, m11.t() @ torch.diag(d, -2), m11.t() @ torch.diag(d, 2),
+        torch.diag_embed(d2) @ m2, w @ torch.diag_embed(d2), torch.diag_embed(d2, -1) @ m7))
+    compiled = check(module, d, m, m11, d2, m2, w, m7)
+    assert not any("matmul" in k.name for k in compiled.plan.kernels), compiled.plan.summary()
 
 
 def test_arange_forms():

@@ -320,14 +320,29 @@ class Emitter:
 
     def _lane_dims(self, shape, base: str, e: int) -> list[str] | None:
         """The dims of flat index base + e (base a multiple of 4, e < 4): base's dims with
-        e added to the innermost, when that dim's size is a multiple of 4 (the four
-        lanes then share every other dim); None (decode it alone) otherwise."""
+        e added to the innermost. When that dim's size is a multiple of 4 the four lanes
+        share every other dim; else (a size of at least 4) a lane past its end wraps to
+        the next index of the dims outside, carried by comparisons and selects, not
+        divisions (a convolution's 127-wide output rows divided each lane's pixel by
+        127). A carry out of the outermost dim is a lane past the tensor's end, which
+        the templates do not use (matmul_operand). None (decode it alone) for smaller
+        innermost dims."""
         inner = [d for d, size in enumerate(shape) if size != 1]
-        if not inner or shape[inner[-1]] % 4:
+        if not inner or shape[inner[-1]] < 4:
             return None
         dims = self.dims(Index(shape, flat=base), align=False)  # decoded once (memo)
-        if e:
-            dims[inner[-1]] = self.let(f"{dims[inner[-1]]} + {e}", "i32")
+        if not e:
+            return dims
+        carry = f"{dims[inner[-1]]} + {e}"
+        for pos in range(len(inner) - 1, -1, -1):
+            d = inner[pos]
+            if shape[d] % 4 == 0 and pos == len(inner) - 1 or pos == 0:
+                dims[d] = self.let(carry, "i32")  # no wrap (or past the end)
+                break
+            step = self.let(carry, "i32")
+            wrap = self.let(f"{step} >= {shape[d]}", "bool")
+            dims[d] = self.let(f"select({step}, {step} - {shape[d]}, {wrap})", "i32")
+            carry = f"{dims[inner[pos - 1]]} + select(0, 1, {wrap})"
         return dims
 
     def flat(self, idx: Index) -> str:

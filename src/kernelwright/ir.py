@@ -367,8 +367,10 @@ class GraphBuilder:
         y = self._node("scan", [x3], x3.shape, dtype, op=op)
         return self.reshape(y, shape)
 
-    def matmul(self, a: Value, b: Value) -> Value:
-        """Batched matrix product of a [..., M, K] and b [..., K, N], batch dims broadcast."""
+    def matmul(self, a: Value, b: Value, bounds: dict | None = None) -> Value:
+        """Batched matrix product of a [..., M, K] and b [..., K, N], batch dims broadcast.
+        `bounds` (ops/linalg.k_range): the K range outside which an operand is zero, as
+        `k_from` / `k_to` terms; the kernel's tiles skip the rest of K."""
         if a.shape[-1] != b.shape[-2]:
             raise CompileError(f"matmul shapes {list(a.shape)} @ {list(b.shape)}")
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -377,7 +379,8 @@ class GraphBuilder:
         nb = math.prod(batch)
         m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
         a3, b3 = self.reshape(a, (nb, m, k)), self.reshape(b, (nb, k, n))
-        y = self._node("matmul", [a3, b3], (nb, m, n), promote(a.dtype, b.dtype))
+        y = self._node("matmul", [a3, b3], (nb, m, n), promote(a.dtype, b.dtype),
+                       **(bounds or {}))
         return self.reshape(y, batch + (m, n))
 
     def attention(self, q: Value, k: Value, v: Value, mask: Value | None = None,

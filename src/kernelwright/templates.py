@@ -1121,10 +1121,13 @@ def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Ope
     # on 3 x 3 convolutions, whose windows' pixels each call divided by the image width:
     # 128 channels at 56 x 56 2.55 -> 2.08 ms, 128 -> 192 at 64 x 64 2.85 -> 2.15 ms,
     # 64 channels at 128 x 128 1.94 -> 1.48 ms
+    # Along K the four lanes must be all inside or all outside (a K tail reads zeros);
+    # along the operand's rows a group may cross its end: the lanes past it land in
+    # tile rows whose outputs are not stored (WebGPU keeps any read in bounds)
     lanes = None
     if vec == 4 and view is None:
         ldim = row_dim if layout == "O" and not transpose else 3 - row_dim
-        lanes = ldim if x.shape[ldim] % 4 == 0 else None
+        lanes = ldim if x.shape[ldim] % 4 == 0 or ldim == row_dim else None
     return _Operand(name, knobs["BM" if a else "BN"], x.shape[row_dim], "m0" if a else "n0",
                     "ty" if a else "tx", knobs["BM"] // knobs["TM"] if a else
                     knobs["BN"] // knobs["TN"], knobs["TM" if a else "TN"], row_dim,
@@ -1351,8 +1354,26 @@ def _matmul(src, materialized, out, tnode, knobs=None):
                           for i in range(0, bk, step))
     else:
         inner = f"        for (var {kv} = 0; {kv} < {bk}; {kv} += {step}) {{\n{mult}\n        }}"
+    # A triangular operand (ops/linalg.k_range) bounds each tile's K loop: [klo, khi),
+    # klo a multiple of BK; the loaders' masks still zero what lies outside the band
+    at = tnode.attrs
+    ranged = bool(at.get("k_from") or at.get("k_to"))
+    first, end = "0", str(k)
+    if ranged:
+        lows = [f"{ax}0 + {c}" for ax, c in at.get("k_from", [])]
+        highs = [f"{ax}0 + {(bm if ax == 'm' else bn) + c}" for ax, c in at.get("k_to", [])]
+        lo = "0"
+        for t in lows:
+            lo = f"max({lo}, {t})"
+        hi = str(k)
+        for t in highs:
+            hi = f"min({hi}, {t})"
+        first, end = "klo", "khi"
+        # klo stays inside K: an empty range's first fetch still reads the operands
+        klo = f"(min({lo}, {k - 1}) / {bk}) * {bk}" if lows else "0"
+        ranges = f"    let klo = {klo};\n    let khi = {hi};\n"
     if db == 1:
-        loop = (f"    for (var k0 = 0; k0 < {k}; k0 += {bk}) {{\n        let kb = k0;\n"
+        loop = (f"    for (var k0 = {first}; k0 < {end}; k0 += {bk}) {{\n        let kb = k0;\n"
                 f"{fetched('        ')}\n{stored('0', '0', '        ')}\n"
                 f"        workgroupBarrier();\n        let aoff = 0;\n        let boff = 0;\n"
                 f"{inner}\n        workgroupBarrier();\n    }}")
@@ -1378,23 +1399,28 @@ def _matmul(src, materialized, out, tnode, knobs=None):
             `nxt`; `last`: `nxt` may be past K."""
             ind = "        "
             other = f"(1 - {cur})" if not cur.isdigit() else str(1 - int(cur))
-            kb = f"select({nxt}, 0, {nxt} >= {k})" if last else nxt
+            kb = f"select({nxt}, 0, {nxt} >= {end})" if last else nxt
             return (f"{ind}let kb = {kb};\n{fetched(ind)}\n{ind}let aoff = {cur} * {sa};\n"
                     f"{ind}let boff = {cur} * {sb};\n{inner}\n"
                     f"{stored(f'{other} * {sa}', f'{other} * {sb}', ind)}\n"
                     f"{ind}workgroupBarrier();")
 
         if pair:  # with an odd number of steps the second runs only while there is one
-            first = textwrap.indent(k_step("0", f"k0 + {bk}", steps % 2 == 1), "    ")
-            second = textwrap.indent(k_step("1", f"k0 + {2 * bk}", steps % 2 == 0), "    ")
-            guard = "" if steps % 2 == 0 else f"if (k0 + {bk} < {k}) "
-            body = f"        {{\n{first}\n        }}\n        {guard}{{\n{second}\n        }}"
+            # (a K range's parity is the tile's: both steps may be the last)
+            one = textwrap.indent(k_step("0", f"k0 + {bk}", ranged or steps % 2 == 1), "    ")
+            two = textwrap.indent(k_step("1", f"k0 + {2 * bk}", ranged or steps % 2 == 0),
+                                  "    ")
+            guard = "" if steps % 2 == 0 and not ranged else f"if (k0 + {bk} < {end}) "
+            body = f"        {{\n{one}\n        }}\n        {guard}{{\n{two}\n        }}"
         else:
-            body = f"        let cur = (k0 / {bk}) % 2;\n" + k_step("cur", f"k0 + {bk}", True)
-        loop = (f"    {{\n        let kb = 0;\n{fetched('        ')}\n    }}\n"
+            body = (f"        let cur = ((k0 - {first}) / {bk}) % 2;\n" if ranged else
+                    f"        let cur = (k0 / {bk}) % 2;\n") + k_step("cur", f"k0 + {bk}", True)
+        loop = (f"    {{\n        let kb = {first};\n{fetched('        ')}\n    }}\n"
                 f"{stored('0', '0', '    ')}\n    workgroupBarrier();\n"
-                f"    for (var k0 = 0; k0 < {k}; k0 += {(2 if pair else 1) * bk}) {{\n"
+                f"    for (var k0 = {first}; k0 < {end}; k0 += {(2 if pair else 1) * bk}) {{\n"
                 f"{body}\n    }}")
+    if ranged:
+        loop = ranges + loop
     a_op, b_op = ops
     accs = [f"    var acc_{i}_{j} = 0.0;" for i in range(tm) for j in range(tn)]
     # the stores test M and N only where a tile can cross them

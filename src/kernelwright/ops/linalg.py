@@ -39,6 +39,10 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         if acc is None:  # K = 0: an empty sum
             acc = b.scalar(0.0 if "f32" in (x.dtype, y.dtype) else 0)
         return b.expand(acc, shape)
+    for operand in (0, 1):
+        band = zero_outside_band(x if operand == 0 else y)
+        if band is not None and band[0] == "eq":
+            return diagonal_product(b, x, y, operand, band[1])
     shared = shared_matrix(b, y)
     if len(x.shape) > 2 and shared is not None and x.shape[-2] < MATMUL_FOLD_M:
         # One weight for every batch entry of x and few rows per entry: the batch folds
@@ -50,7 +54,7 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         return b.reshape(product(b, flat, shared), lead + (y.shape[-1],))
     chunks = split_k_chunks(x.shape, y.shape)
     if chunks == 1:
-        return b.matmul(x, y)
+        return b.matmul(x, y, k_range(zero_outside_band(x), zero_outside_band(y)))
     depth = -(-k // chunks)
     depth = -(-depth // MATMUL_BK) * MATMUL_BK  # whole staged tiles per chunk
     chunks = -(-k // depth)
@@ -159,3 +163,144 @@ def diagonal(b: GraphBuilder, x: Value, offset=0, dim1=0, dim2=1):
     if length == 0:
         return b.slice(flat, -1, 0, 0)
     return b.slice(flat, -1, start, start + (length - 1) * (cols + 1) + 1, cols + 1)
+
+
+# -- operands zero outside a band -------------------------------------------------------
+# A triangular or diagonal operand is where(mask, value, 0) with a mask comparing the
+# matrix's column index j with its row index i: torch.tril(x, c) keeps j - i <= c,
+# triu keeps j - i >= c, diag(v, c) and diag_embed keep j - i == c. `zero_outside_band`
+# reads that off the graph (the mask's two sides as affine functions of the indices);
+# the product then skips what is zero: a diagonal operand turns it into a row or
+# column scaling (no product at all), a triangular one bounds each output tile's K
+# loop (`k_range`, the matmul node's `k_from` / `k_to`). Neither changes the sum
+# for finite values: the terms skipped are products with exact zeros. A dense product
+# would turn an infinite or NaN value of the other operand, multiplied by one of
+# those zeros, into a NaN; these products do not (a documented difference).
+_FLIP = {"eq": "eq", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def affine_index(v: Value) -> tuple[tuple[int, ...], int] | None:
+    """An integer value as sum(coef[d] * index[d]) + const over its own dims, when it is
+    built from aranges (iota), broadcasts, unit-dim reshapes, sums, differences and
+    scalar multiples; None otherwise."""
+    if v.dtype != "i32":
+        return None
+    if v.kind == "scalar":
+        return (), int(v.scalar)
+    node = v.node
+    if node is None:
+        return None
+    if node.op == "iota":
+        coefs = [0] * len(v.shape)
+        coefs[node.attrs["dim"]] = node.attrs["step"]
+        return tuple(coefs), node.attrs["start"]
+    if node.op in ("reshape", "expand"):
+        inner = affine_index(node.inputs[0])
+        if inner is None:
+            return None
+        src, (coefs, const) = node.inputs[0].shape, inner
+        if node.op == "expand":  # right-aligned; a broadcast dim's index was 0
+            lead = len(v.shape) - len(src)
+            return tuple(0 if d < lead or src[d - lead] == 1 else coefs[d - lead]
+                         for d in range(len(v.shape))), const
+        moving = [c for c, s in zip(coefs, src) if s != 1]  # unit dims come and go only
+        if [s for s in src if s != 1] != [s for s in v.shape if s != 1]:
+            return None
+        it = iter(moving)
+        return tuple(0 if s == 1 else next(it) for s in v.shape), const
+    if node.op == "ew" and node.attrs["fn"] in ("add", "sub", "mul", "neg"):
+        parts = [affine_index(x) for x in node.inputs]
+        if any(p is None for p in parts):
+            return None
+        fn = node.attrs["fn"]
+        if fn == "neg":
+            return tuple(-c for c in parts[0][0]), -parts[0][1]
+        (ca, ka), (cb, kb) = parts  # ew inputs are expanded to the output's shape
+        if fn == "mul":
+            if any(cb):
+                (ca, ka), (cb, kb) = (cb, kb), (ca, ka)
+            if any(cb):
+                return None  # a product of two indices is not affine
+            return tuple(c * kb for c in ca), ka * kb
+        sign = 1 if fn == "add" else -1
+        return tuple(a + sign * c for a, c in zip(ca, cb)), ka + sign * kb
+    return None
+
+
+def zero_outside_band(x: Value) -> tuple[str, int] | None:
+    """(op, c) when matrix x [..., R, C] is zero wherever not (j - i) op c holds (i its
+    row, j its column, op one of eq, lt, le, gt, ge): x is where(mask, value, 0) with
+    such a mask. None for anything else."""
+    node = x.node
+    if (node is None or node.op != "ew" or node.attrs["fn"] != "where" or len(x.shape) < 2):
+        return None
+    cond, _, other = node.inputs
+    while other.node is not None and other.node.op == "expand":
+        other = other.node.inputs[0]
+    if other.kind != "scalar" or other.scalar != 0:
+        return None
+    while (cond.node is not None and cond.node.op in ("expand", "reshape")  # a mask
+           and cond.node.inputs[0].shape[-2:] == cond.shape[-2:]):  # broadcast or
+        cond = cond.node.inputs[0]  # reshaped over batch dims only: the same (i, j)
+    mask = cond.node
+    if mask is None or mask.op != "ew" or mask.attrs["fn"] not in _FLIP:
+        return None
+    sides = [affine_index(v) for v in mask.inputs]
+    if any(s is None for s in sides):
+        return None
+    (ca, ka), (cb, kb) = sides
+    diff = [a - c for a, c in zip(ca, cb)]  # (lhs - rhs) op 0
+    ci, cj = diff[-2:]
+    if any(diff[:-2]) or ci != -cj or abs(ci) != 1:
+        return None
+    op = mask.attrs["fn"]
+    if ci == -1:  # (j - i) + ka - kb op 0
+        return op, kb - ka
+    return _FLIP[op], ka - kb  # (i - j) + ka - kb op 0, i.e. (j - i) flip(op) ka - kb
+
+
+def diagonal_product(b: GraphBuilder, x: Value, y: Value, operand: int, c: int) -> Value:
+    """x @ y where operand 0 (x) or 1 (y) is zero off its diagonal j - i = c: each output
+    row (x diagonal) or column (y diagonal) is the other operand's matching row or
+    column scaled by one diagonal element; rows or columns the diagonal misses are 0."""
+    batch = broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    shape = batch + (x.shape[-2], y.shape[-1])
+    diag = diagonal(b, x if operand == 0 else y, c, -2, -1)  # [..., L]
+    length = diag.shape[-1]
+    if length == 0:
+        return b.expand(b.scalar(0.0), shape)
+    if operand == 0:  # out[m] = x[m, m + c] * y[m + c] for m from max(0, -c)
+        first, k0 = max(0, -c), max(0, c)
+        rows = b.slice(y, -2, k0, k0 + length)
+        out = binary(b, "mul", b.reshape(diag, diag.shape + (1,)), rows)
+        dim, size = -2, x.shape[-2]
+    else:  # out[:, n] = x[:, n - c] * y[n - c, n] for n from max(0, c)
+        first, k0 = max(0, c), max(0, -c)
+        cols = b.slice(x, -1, k0, k0 + length)
+        out = binary(b, "mul", cols, b.reshape(diag, diag.shape[:-1] + (1, length)))
+        dim, size = -1, y.shape[-1]
+    out = b.expand(out, batch + out.shape[-2:])
+    pads = [(0, 0)] * len(out.shape)
+    pads[dim] = (first, size - first - length)
+    return b.pad(out, pads)
+
+
+def k_range(band_x, band_y) -> dict:
+    """The matmul node's K bounds from its operands' bands (zero_outside_band of x
+    [.., M, K] and y [.., K, N]): `k_from` and `k_to` list (axis, c) terms, each saying
+    that only k >= row + c (k_from) or k <= row + c (k_to) can contribute to output
+    element (m, n), row being m (axis "m") or n ("n")."""
+    lower, upper = [], []
+    if band_x is not None:  # k - m op c (x's column is k, its row m)
+        op, c = band_x
+        if op in ("le", "lt"):
+            upper.append(("m", c if op == "le" else c - 1))
+        else:
+            lower.append(("m", c if op == "ge" else c + 1))
+    if band_y is not None:  # n - k op c (y's row is k, its column n)
+        op, c = band_y
+        if op in ("le", "lt"):
+            lower.append(("n", -c if op == "le" else 1 - c))
+        else:
+            upper.append(("n", -c if op == "ge" else -c - 1))
+    return {"k_from": lower, "k_to": upper} if lower or upper else {}
