@@ -1,6 +1,8 @@
 """Scans (cumsum, cumprod, cummax/cummin, logcumsumexp) and the patterns built from them
 (reversed, exclusive, masked) against PyTorch eager."""
 
+import json
+
 import pytest
 import torch
 from conftest import Fn, check
@@ -168,3 +170,104 @@ def test_default_scan_settings_follow_the_row_length():
                                       torch.cumsum(s, 1))), x, short, atol=2e-4)
     knobs = [k.knobs for k in compiled.plan.kernels if k.key.startswith("scan")]
     assert {(k["STAGE"], k["ITEMS"]) for k in knobs} == {(1, 8), (1, 4), (0, 3)}, knobs
+
+
+# The scan template's settings past STAGE 0 and 1's tree: the raked scan of the totals
+# (SUMS 1) and the register-held rows of STAGE 2, in scalars and in VEC 4 groups; at WG
+# 32 and 64 so that small rows take several chunks and a partial last one.
+FEWER_BARRIERS = [{"STAGE": 1, "WG": 64, "ITEMS": 8, "SUMS": 1},
+                  {"STAGE": 0, "WG": 32, "ITEMS": 4, "SUMS": 1},
+                  {"STAGE": 2, "WG": 64, "ITEMS": 8},
+                  {"STAGE": 2, "WG": 32, "ITEMS": 8, "SUMS": 1},
+                  {"STAGE": 2, "WG": 32, "ITEMS": 8, "VEC": 4, "SUMS": 1},
+                  {"STAGE": 2, "WG": 64, "ITEMS": 16, "VEC": 4},
+                  {"STAGE": 2, "WG": 32, "ITEMS": 32, "VEC": 4, "SUMS": 1}]
+
+
+def forced_scans(fn, inputs, knobs):
+    """Compile fn with every scan kernel given `knobs`; returns it and the kernels."""
+    from kernelwright import tune
+
+    seen = []
+
+    def force(request):
+        if request.kind != "scan":
+            return None
+        seen.append(request)
+        return knobs
+
+    with tune.choosing(force):
+        compiled = kernelwright.compile(fn, inputs)
+    scans = [k for k in compiled.plan.kernels if k.key.startswith("scan")]
+    assert seen and len(scans) == len(seen) and all(k.knobs == knobs for k in scans), \
+        [k.knobs for k in scans]
+    return compiled, scans
+
+
+@pytest.mark.parametrize("knobs", FEWER_BARRIERS, ids=lambda k: json.dumps(k, sort_keys=True))
+def test_fewer_barrier_scans(knobs):
+    """Every scan op under each setting, against PyTorch: rows of a multiple of the
+    chunk (no bounds tests), of 4 with a partial last chunk (vec4 loads and stores),
+    odd ones (scalar loads), a row sliced at an odd offset (scalar loads, vec4 stores),
+    columns (B > 1), a NaN in a running max and min, ties, and a bool epilogue."""
+    x = torch.rand(3, 1100) - 0.25
+    odd = torch.randn(2, 1001) * 3
+    odd[0, 17] = odd[1, 600] = float("nan")
+    ties = torch.randint(-3, 4, (2, 515)).float()
+    col = torch.randn(301, 5)
+    full = torch.rand(2, 1024)
+    fn = Fn(lambda x, odd, ties, col, full: (
+        torch.cumsum(x, 1), torch.cumprod(1 + x / 1100, 1), torch.logcumsumexp(x * 5, 1),
+        *torch.cummax(odd, 1), *torch.cummin(odd, 1), *torch.cummax(ties, 1),
+        *torch.cummin(ties, 1), torch.logcumsumexp(ties, 1), torch.cumsum(x[:, 1:1001], 1),
+        torch.cumsum(col, 0), *torch.cummax(col, 0), torch.logcumsumexp(col, 0),
+        torch.cumsum(full, 1), torch.cumsum(x, 1) > 0.5, torch.cumsum(x > 0, 1)))
+    inputs = [x, odd, ties, col, full]
+    compiled, scans = forced_scans(fn, inputs, knobs)
+    if knobs.get("SUMS"):
+        assert all("groups[" in k.source for k in scans)
+    if knobs.get("VEC") == 4:  # the contiguous f32 rows of a multiple of 4 read 16 bytes
+        assert any("in0v4[o4 +" in k.source for k in scans)
+        assert any("array<vec4<u32>>" in k.source for k in scans)  # the bool epilogue
+    got = compiled(*inputs, poison=True)
+    for i, (g, e) in enumerate(zip(got, fn(*inputs))):
+        torch.testing.assert_close(g, e, atol=3e-4, rtol=1e-4, equal_nan=True,
+                                   msg=lambda m, i=i: f"output {i}: {m}")
+
+
+def test_register_scan_of_long_rows_in_one_pass():
+    """STAGE 2 with VEC 4 and ITEMS 32 at WG 256 scans a row of 8192 in one chunk (that
+    of the 16384 x 8192 benchmark); the arg scans' 8-byte totals do not fit it, and are
+    refused; at ITEMS 16 they take two chunks."""
+    from kernelwright import tune
+    from kernelwright.ir import CompileError
+
+    knobs = {"STAGE": 2, "WG": 256, "ITEMS": 32, "VEC": 4, "SUMS": 1}
+    x = torch.randn(2, 8192)
+    compiled, (scan,) = forced_scans(Fn(lambda x: torch.cumsum(x, -1)), [x], knobs)
+    assert "base += 8192" in scan.source and "min(r0" not in scan.source  # no clamping
+    torch.testing.assert_close(compiled(x, poison=True), torch.cumsum(x, -1),
+                               atol=2e-3, rtol=1e-4)
+    compiled, (scan,) = forced_scans(Fn(lambda x: torch.cummax(x, 1)[1]), [x],
+                                     {**knobs, "ITEMS": 16})
+    assert torch.equal(compiled(x, poison=True), torch.cummax(x, 1)[1])
+    requests = []
+    with tune.choosing(lambda r: requests.append(r)):
+        kernelwright.compile(Fn(lambda x: torch.cummax(x, 1)[1]), [x])
+    (request,) = [r for r in requests if r.kind == "scan"]
+    with pytest.raises(CompileError, match="workgroup memory"):
+        request.generate(knobs)
+    with pytest.raises(CompileError, match="VEC"):
+        request.generate({"STAGE": 1, "VEC": 4})
+
+
+def test_scan_space_of_long_rows():
+    """The settings measured on rows of 8192 (bench/kernels.py --variants takes those of
+    WG 256): each fits 16 KiB of f32 totals, and the default stays first."""
+    from kernelwright import templates
+
+    space = templates.scan_space(8192)
+    assert len(space) <= 16 and len({json.dumps(k, sort_keys=True) for k in space}) == len(space)
+    assert templates.scan_knobs(8192) in space
+    assert {"WG": 256, "ITEMS": 32, "STAGE": 2, "VEC": 4, "SUMS": 1} in space
+    assert all(templates.scan_workgroup_bytes(k) <= templates.WORKGROUP_BYTES for k in space)

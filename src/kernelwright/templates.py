@@ -272,7 +272,7 @@ def kernel_key(kind: str, out: Value, tnode: Node | None, reads: list[Value],
 @cache
 def _template_text(kind: str) -> str:
     names = {"reduce": ("rows",), "conv": ("conv", "conv_transpose"),
-             "scan": ("scan", "scan_staged", "scan_sums"),
+             "scan": ("scan", "scan_staged", "scan_regs", "scan_sums", "scan_rake"),
              "elementwise": ("elementwise", "transpose"),
              "materialize": ("elementwise",)}.get(kind, (kind,))
     return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
@@ -732,17 +732,52 @@ def scan_knobs(r: int, acc_bytes: int = 4) -> dict:
     return knobs
 
 
+# The scan template's knobs past WG, ITEMS and STAGE, and their values when a setting
+# leaves them out (settings are written without them then, as before they existed):
+# VEC (STAGE 2: elements per group, 4 with 16-byte loads and stores where the row
+# allows) and SUMS (the scan of the invocations' totals: 0 the tree of scan_sums.wgsl,
+# 1 the raking of scan_rake.wgsl).
+SCAN_EXTRA_KNOBS = {"VEC": 1, "SUMS": 0}
+
+
 def scan_space(r: int) -> list[dict]:
-    return [{"WG": wg, "ITEMS": items, "STAGE": stage} for stage in (0, 1)
-            for wg in (64, 128, 256) for items in (1, 2, 4, 8)
-            if wg <= max(64, _pow2_ceil(r)) and wg * items <= max(64, 2 * r)]
+    """STAGE 0 and 1 at every WG and ITEMS up to 8 whose chunk is at most twice the row
+    (rows longer than 2048: from 4 items, and STAGE 0 at 4 only: on the H200 at 8192,
+    fewer items were 1.9-3.9x slower than the default, STAGE 0 ITEMS 8 3.1x), then, at
+    WG 256 (the settings bench/kernels.py --variants measures), the raked scan of
+    the totals (SUMS 1) on STAGE 1 and the register-held rows of STAGE 2: ITEMS 8 in
+    scalars (any loader) and VEC 4 groups of 8, 16 and 32 items, rows up to 8192 in one
+    pass (with the tree of SUMS 0 too, against the raking)."""
+    long = r > 2048
+    space = [{"WG": wg, "ITEMS": items, "STAGE": stage} for stage in (0, 1)
+             for wg in (64, 128, 256) for items in (1, 2, 4, 8)
+             if wg <= max(64, _pow2_ceil(r)) and wg * items <= max(64, 2 * r)
+             and not (long and (items < 4 or stage == 0 and items > 4))]
+    new = [{"STAGE": 1, "ITEMS": 8, "SUMS": 1}, {"STAGE": 2, "ITEMS": 8, "SUMS": 1},
+           {"STAGE": 2, "ITEMS": 8, "VEC": 4, "SUMS": 1},
+           {"STAGE": 2, "ITEMS": 16, "VEC": 4, "SUMS": 1},
+           {"STAGE": 2, "ITEMS": 32, "VEC": 4, "SUMS": 1},
+           {"STAGE": 2, "ITEMS": 16, "VEC": 4}, {"STAGE": 2, "ITEMS": 32, "VEC": 4}]
+    return space + [{"WG": 256, **k} for k in new if 256 * k["ITEMS"] <= 2 * r]
+
+
+def _rake(wg: int) -> tuple[int, int]:
+    """scan_rake.wgsl's split of WG totals: S per raker (about the square root of WG,
+    the larger half), G rakers."""
+    s = 1 << -(-(wg.bit_length() - 1) // 2)
+    return s, wg // s
 
 
 def scan_workgroup_bytes(knobs: dict, acc_bytes: int = 4) -> int:
-    """Workgroup memory of the scan kernel: the invocations' totals, and with STAGE 1
-    the staged chunk with one padding slot per 32."""
-    chunk = knobs["WG"] * knobs["ITEMS"]
-    return acc_bytes * (knobs["WG"] + (chunk + chunk // 32 if knobs["STAGE"] else 0))
+    """Workgroup memory of the scan kernel: the invocations' totals (SUMS 1: with the
+    rakers' padding and totals), and the staged chunk (STAGE 1) or the staged totals of
+    its groups (STAGE 2), with one padding slot per 32."""
+    knobs = {**SCAN_EXTRA_KNOBS, **knobs}
+    wg = knobs["WG"]
+    sums = wg + 2 * _rake(wg)[1] if knobs["SUMS"] else wg
+    staged = {0: 0, 1: wg * knobs["ITEMS"], 2: wg * knobs["ITEMS"] // knobs["VEC"]}
+    tile = staged[knobs["STAGE"]]
+    return acc_bytes * (sums + tile + tile // 32)
 
 
 def _scan(src, materialized, out, tnode, knobs=None):
@@ -761,12 +796,16 @@ def _scan(src, materialized, out, tnode, knobs=None):
         functions = f"struct ArgAcc {{ v: {xt}, i: i32 }}\n" + functions
     functions += (f"fn combine(a: {acc_t}, b: {acc_t}) -> {acc_t} {{ {combine} }}\n"
                   f"fn leaf(v: {xt}, r: i32) -> {acc_t} {{ return {leaf}; }}\n")
-    knobs = _merge(scan_knobs(r, 8 if acc_t == "ArgAcc" else 4), knobs)
+    acc_bytes = 8 if acc_t == "ArgAcc" else 4
+    knobs = _merge({**scan_knobs(r, acc_bytes), **SCAN_EXTRA_KNOBS}, knobs)
     wg = _check_wg(knobs, pow2=True)  # the scan of the invocations' totals is a tree
-    items = knobs["ITEMS"]
+    items, stage, vec = knobs["ITEMS"], knobs["STAGE"], knobs["VEC"]
     _require(isinstance(items, int) and items >= 1, knobs, "ITEMS must be a positive integer")
-    _require(knobs["STAGE"] in (0, 1), knobs, "STAGE is 0 or 1")
-    wg_bytes = scan_workgroup_bytes(knobs, 8 if acc_t == "ArgAcc" else 4)
+    _require(stage in (0, 1, 2), knobs, "STAGE is 0, 1 or 2")
+    _require(vec == 1 or stage == 2 and vec == 4, knobs, "VEC is 1, or 4 with STAGE 2")
+    _require(items % vec == 0, knobs, "ITEMS must be a multiple of VEC")
+    _require(knobs["SUMS"] in (0, 1), knobs, "SUMS is 0 or 1")
+    wg_bytes = scan_workgroup_bytes(knobs, acc_bytes)
     _require(wg_bytes <= WORKGROUP_BYTES, knobs,
              f"{wg_bytes} bytes of workgroup memory, more than {WORKGROUP_BYTES}")
     gx = min(max(1, rows), MAX_GRID)
@@ -782,9 +821,97 @@ def _scan(src, materialized, out, tnode, knobs=None):
                                   f" let gi = (a * {r} + r) * {inner} + b;"
                                   f" let acc = combine(prefix, s{k}); $STORE }}"
                                   for k in range(items)))
-    slots["SCAN_SUMS"] = template("scan_sums").substitute(ACC=acc_t, INIT=init, WG=wg)
-    name = "scan_staged" if knobs["STAGE"] else "scan"
-    return name, slots, (gx, math.ceil(max(1, rows) / gx), 1), knobs
+    if stage == 2:
+        slots.update(_scan_regs(src, materialized, out, x, knobs, acc_t, init, final))
+    if knobs["SUMS"]:
+        s_, g = _rake(wg)
+        slots["SCAN_SUMS"] = template("scan_rake").substitute(
+            ACC=acc_t, INIT=init, WG=wg, S=s_, G=g, SLOTS=wg + g,
+            RAKE="\n".join([f"        let v{k} = sums[first + {k}];" for k in range(s_)]
+                           + [f"        sums[first + {k}] = acc; acc = combine(acc, v{k});"
+                              for k in range(s_)]),
+            FOLD="\n".join(f"    if (group == {k}) {{ before = total; }}"
+                           f" total = combine(total, groups[{k}]);" for k in range(g)))
+    else:
+        slots["SCAN_SUMS"] = template("scan_sums").substitute(ACC=acc_t, INIT=init, WG=wg)
+    name = ("scan", "scan_staged", "scan_regs")[stage]
+    # settings name VEC and SUMS only where they differ from SCAN_EXTRA_KNOBS
+    used = {k: v for k, v in knobs.items() if SCAN_EXTRA_KNOBS.get(k) != v}
+    return name, slots, (gx, math.ceil(max(1, rows) / gx), 1), used
+
+
+def _scan_regs(src, materialized, out, x, knobs, acc_t, init, final) -> dict:
+    """scan_regs.wgsl's unrolled slots: V = ITEMS / VEC groups of VEC elements per
+    invocation, group j of the chunk's (j * WG + li). With VEC 4 and B = 1, a row whose
+    length is a multiple of 4 is loaded through a vec4 view of its buffer where x is
+    one f32 buffer read at 16-byte aligned rows (plain_strides; else each element by
+    load_x), and stored 16 bytes at a time; bounds tests (and the clamping of loads)
+    are left out when the chunks tile the row."""
+    _, r, inner = x.shape
+    wg, vec = knobs["WG"], knobs["VEC"]
+    v = knobs["ITEMS"] // vec
+    tiled = r % (wg * knobs["ITEMS"]) == 0
+    rows4 = vec == 4 and inner == 1 and r % 4 == 0  # groups never straddle a row's end
+    view = None
+    plain = plain_strides(x, materialized) if rows4 else None
+    if plain is not None:
+        root, offset, st = plain
+        if st[1] == 1 and offset % 4 == 0 and (x.shape[0] == 1 or st[0] % 4 == 0):
+            view = src.view4(root)
+    setup = ""
+    if view:
+        stride = st[0] // 4 if x.shape[0] > 1 else 0
+        setup = f"    let o4 = {offset // 4} + a * {stride};  // the row's first vec4 in {view}"
+    loads, runs, stores = [], [], []
+
+    def clamp(i: str, last: int) -> str:
+        return i if tiled else f"min({i}, {last})"
+
+    def inside(i: str) -> str:
+        return "" if tiled else f"{i} < {r}"
+    for j in range(v):
+        g, at = f"r{j}", f"{j * wg} + li" if j else "li"
+        loads.append(f"        let {g} = base + {f'({at})' if j else at} * {vec};")
+        if view:
+            loads.append(f"        let q{j} = {view}[o4 + {clamp(g, r - 4)} / 4];")
+        for e in range(vec):
+            ri = f"{g} + {e}" if e else g
+            val = f"q{j}.{XYZW[e]}" if view else f"load_x(a, {clamp(ri, r - 1)}, b)"
+            loads.append(f"        let x{j}_{e} = leaf({val}, {ri});")
+        runs.append(f"        var g{j}: {acc_t} = {init};")
+        for e in range(vec):
+            ri = f"{g} + {e}" if e else g
+            fold = f"g{j} = combine(g{j}, x{j}_{e});"
+            test = inside(ri)
+            runs.append(f"        {f'if ({test}) {{ {fold} }}' if test else fold}"
+                        f" let s{j}_{e} = g{j};")
+        runs.append(f"        tile[pad({at})] = g{j};")
+        stores.append(f"        let p{j} = tile[pad({at})];")
+        test = " && ".join(t for t in ("live", inside(g)) if t)
+        if rows4:
+            vals = [to_buffer(f"epilogue({final.replace('acc', f'c{e}')}, gi + {e})", out.dtype)
+                    for e in range(vec)]
+            stores.append(f"        if ({test}) {{ let gi = a * {r} + {g}; "
+                          + " ".join(f"let c{e} = combine(p{j}, s{j}_{e});" for e in range(vec))
+                          + f" out[gi / 4] = vec4<{BUFFER_TYPE[out.dtype]}>({', '.join(vals)}); }}")
+        else:
+            for e in range(vec):
+                ri = f"{g} + {e}" if e else g
+                t = " && ".join(c for c in ("live", inside(ri)) if c)
+                stores.append(f"        if ({t}) {{ let r = {ri};"
+                              f" let gi = (a * {r} + r) * {inner} + b;"
+                              f" let acc = combine(p{j}, s{j}_{e}); $STORE }}")
+    src.out_vec4 = rows4
+    totals = [f"        let t{k} = tile[pad(li * {v} + {k})];" for k in range(v)]
+    totals.append(f"        var run: {acc_t} = {init};")
+    totals += [f"        let u{k} = run; run = combine(run, t{k});" for k in range(v)]
+    n = wg * v
+    # every group must have read its prefix before the next chunk stages its totals
+    after = "        workgroupBarrier();" if r > wg * knobs["ITEMS"] else ""
+    return dict(SETUP=setup, NEXT=after, LOADS="\n".join(loads), RUNS="\n".join(runs),
+                STORES="\n".join(stores), TOTALS="\n".join(totals), TILE=n + n // 32,
+                PREFIXES="\n".join(f"        tile[pad(li * {v} + {k})] = combine(prefix, u{k});"
+                                   for k in range(v)))
 
 
 MATMUL_BK = 16  # the K depth of one staged tile in the default knobs

@@ -1,16 +1,17 @@
 // Inclusive scan of x[A, R, B] along R, one workgroup per row (a, b). The row is
 // walked in chunks of WG * ITEMS elements: each invocation scans its ITEMS consecutive
-// elements serially, a work-efficient (Blelloch) scan of the invocations' totals in
-// workgroup memory gives each invocation the total of the items before its own, and
-// the total of the chunks already done is carried into the next one. The per-item code
-// is generated unrolled into registers (x<k>: the leaves, s<k>: the running values):
-// every item is loaded first, at its index clamped into the row, so that the ITEMS
-// loads are in flight together rather than each behind its bounds test, and no array
-// indexed by a loop counter can land in local memory. `combine` needs to be
-// associative only: operands always stay in row order.
+// elements serially, a scan of the invocations' totals in workgroup memory (SCAN_SUMS)
+// gives each invocation the total of the items before its own, and the total of the
+// chunks already done is carried into the next one. The per-item code is generated
+// unrolled into registers (x<k>: the leaves, s<k>: the running values): every item is
+// loaded first, at its index clamped into the row, so that the ITEMS loads are in
+// flight together rather than each behind its bounds test, and no array indexed by a
+// loop counter can land in local memory. `combine` needs to be associative only:
+// operands always stay in row order.
 // Slots: BINDINGS, FUNCTIONS (load_x, leaf, combine, epilogue), SCAN_SUMS
-// (scan_sums.wgsl), WG (a power of two), ITEMS, R, B, ROWS (A * B), GRID_X, ACC
-// (accumulator type), INIT (its identity), LOADS, RUNS, STORES (the unrolled items).
+// (scan_sums.wgsl, or scan_rake.wgsl with SUMS 1), WG (a power of two), ITEMS, R, B,
+// ROWS (A * B), GRID_X, ACC (accumulator type), INIT (its identity), LOADS, RUNS,
+// STORES (the unrolled items).
 $BINDINGS
 $FUNCTIONS
 $SCAN_SUMS

@@ -1,18 +1,18 @@
 // Inclusive scan of x[A, R, B] along R, one workgroup per row (a, b), with the row's
 // elements staged in workgroup memory (the scan template's STAGE 1 setting; scan.wgsl
-// is STAGE 0). The row is walked in chunks of WG * ITEMS elements. A chunk is loaded
-// with invocation i taking elements i, i + WG, i + 2 WG, ... (adjacent invocations read
-// adjacent elements when B = 1), each invocation then scans its ITEMS consecutive
-// staged elements in place, a work-efficient (Blelloch) scan of the invocations'
-// totals gives each the total before its own, and the chunk is stored the way it was
-// loaded. The staged chunk is padded by one slot every 32 (PAD), so that invocations
-// reading ITEMS apart hit different memory banks. No array is indexed by a loop
-// counter outside workgroup memory. `combine` needs to be associative only: operands
-// always stay in row order.
+// is STAGE 0, scan_regs.wgsl STAGE 2). The row is walked in chunks of WG * ITEMS
+// elements. A chunk is loaded with invocation i taking elements i, i + WG, i + 2 WG,
+// ... (adjacent invocations read adjacent elements when B = 1), each invocation then
+// scans its ITEMS consecutive staged elements in place, a scan of the invocations'
+// totals (SCAN_SUMS) gives each the total before its own, and the chunk is stored the
+// way it was loaded. The staged chunk is padded by one slot every 32 (PAD), so that
+// invocations reading ITEMS apart hit different memory banks. No array is indexed by a
+// loop counter outside workgroup memory. `combine` needs to be associative only:
+// operands always stay in row order.
 // Slots: BINDINGS, FUNCTIONS (load_x, leaf, combine, epilogue), SCAN_SUMS
-// (scan_sums.wgsl), WG (a power of two), ITEMS, CHUNK (= WG * ITEMS), TILE (CHUNK
-// plus its padding), R, B, ROWS (A * B), GRID_X, ACC (accumulator type), INIT (its
-// identity), LEAF (the accumulator of element r), STORE.
+// (scan_sums.wgsl, or scan_rake.wgsl with SUMS 1), WG (a power of two), ITEMS, CHUNK
+// (= WG * ITEMS), TILE (CHUNK plus its padding), R, B, ROWS (A * B), GRID_X, ACC
+// (accumulator type), INIT (its identity), LEAF (the accumulator of element r), STORE.
 $BINDINGS
 $FUNCTIONS
 $SCAN_SUMS

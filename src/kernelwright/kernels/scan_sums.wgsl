@@ -1,8 +1,10 @@
-// The scan of the invocations' totals, shared by scan.wgsl and scan_staged.wgsl: a
-// work-efficient (Blelloch) scan in workgroup memory. Every invocation calls it with
-// its own total `run` (in uniform control flow: it meets every barrier); it returns the
-// total of the invocations before it and the workgroup's total. `combine` needs to be
-// associative only: operands always stay in invocation order.
+// The scan of the invocations' totals, shared by scan.wgsl, scan_staged.wgsl and
+// scan_regs.wgsl (the scan template's SUMS 0; scan_rake.wgsl is SUMS 1): a
+// work-efficient (Blelloch) scan in workgroup memory, 2 log2(WG) + 4 barriers. Every
+// invocation calls it with its own total `run` (in uniform control flow: it meets
+// every barrier); it returns the total of the invocations before it and the
+// workgroup's total. `combine` needs to be associative only: operands always stay in
+// invocation order.
 // Slots: ACC, INIT, WG (a power of two).
 var<workgroup> sums: array<$ACC, $WG>;
 
