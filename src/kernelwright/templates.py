@@ -1249,12 +1249,18 @@ def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Ope
     # 128 channels at 56 x 56 2.55 -> 2.08 ms, 128 -> 192 at 64 x 64 2.85 -> 2.15 ms,
     # 64 channels at 128 x 128 1.94 -> 1.48 ms
     # Along K the four lanes must be all inside or all outside (a K tail reads zeros);
-    # along the operand's rows a group may cross its end: the lanes past it land in
-    # tile rows whose outputs are not stored (WebGPU keeps any read in bounds)
+    # along the rows of a computed operand (a window, a prologue) a group may cross
+    # their end: the lanes past it land in tile rows whose outputs are not stored
+    # (WebGPU keeps any read in bounds). Measured on the H200 (2026-12-01m): 3 x 3
+    # convolutions of 7 x 7 images 0.207 -> 0.157 ms, level1/060 (127-wide rows) 5.65
+    # -> 4.32 ms; a plain B of 50 columns (each lane tested alone before) 1.41 -> 1.71
+    # ms, so a plain operand keeps its lanes' own tests
     lanes = None
     if vec == 4 and view is None:
         ldim = row_dim if layout == "O" and not transpose else 3 - row_dim
-        lanes = ldim if x.shape[ldim] % 4 == 0 or ldim == row_dim else None
+        computed = plain is None
+        lanes = (ldim if x.shape[ldim] % 4 == 0 or ldim == row_dim and computed
+                 else None)
     return _Operand(name, knobs["BM" if a else "BN"], x.shape[row_dim], "m0" if a else "n0",
                     "ty" if a else "tx", knobs["BM"] // knobs["TM"] if a else
                     knobs["BN"] // knobs["TN"], knobs["TM" if a else "TN"], row_dim,
