@@ -35,8 +35,9 @@ every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
 (ATTENTION_CASES), the fused path forced.
 
 --variants does the same for the memory-bound cases (MEMORY_CASES): the knobs of their
-elementwise, row and reduction kernels (VEC, EPT, TPR, ORDER: templates.elementwise_space,
-rows_space, reduce_space, trimmed to WG 256), and for cases that fuse into a row kernel
+elementwise, row, reduction, scan and pool kernels (VEC, EPT, TPR, ORDER, OPT:
+templates.elementwise_space, rows_space, reduce_space, scan_space, pool_space, trimmed to
+WG 256), and for cases that fuse into a row kernel
 also the unfused schedule (schedule.ROW_FUSION_MAX = 0: one kernel per reduction), each
 with its TB/s (bytes read + written once) and correctness against PyTorch. Rows longer
 than the fusion limit (LONG_ROW_CASES) are measured with the default plan and fused at
@@ -216,13 +217,15 @@ MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192
                 "sum_rows_16384x8192", "sum_cols_8192x16384", "softmax_16384x8192",
                 "softmax_131072x1024", "log_softmax_16384x8192", "layernorm_16384x8192",
                 "rmsnorm_16384x8192", "cumsum_16384x8192", "permute_nchw_to_nhwc_64x256x128x128",
-                "amax_cols_16384x14336", "log_softmax_8192x16384", "softmax_4096x32768")
+                "amax_cols_16384x14336", "log_softmax_8192x16384", "softmax_4096x32768",
+                # the pool kernel's outputs per invocation (OPT) and vec4 loads (VEC)
+                "maxpool3x3s2_b32x64x256")
 # Long rows: --variants measures the default plan and the fused row kernel at longer
 # fusion limits (schedule.ROW_FUSION_MAX, with templates.ROW_CACHE elements per
 # invocation allowed twice over), not the knob space of its first kernel.
 LONG_ROW_CASES = ("log_softmax_8192x16384", "softmax_4096x32768")
 ROW_FUSION_VARIANTS = ((16384, 32), (32768, 64))  # (ROW_FUSION_MAX, ROW_CACHE)
-VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan")
+VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan", "pool")
 
 
 MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096",

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from conftest import Fn, check
 
 import kernelwright
+from kernelwright import templates, tune
 from kernelwright.ir import CompileError, GraphBuilder
 
 MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
@@ -131,3 +132,104 @@ def test_bad_configurations_raise():
         b.pool(b.input((2, 5), "i32", "xi"), "max", [2], [2], [0], [1])
     with pytest.raises(CompileError, match="pooling"):
         b.pool(x, "max", [2] * 4, [1] * 4, [0] * 4, [1] * 4)
+
+
+# -- outputs per invocation (the OPT knob) and vec4 loads (VEC) --------------------------
+def _forced(knobs: dict, f, x: torch.Tensor):
+    """f compiled with the pool kernels' knobs forced (the knob chooser hook), checked
+    against PyTorch (NaN where PyTorch has NaN, indices exactly); asserts that every pool
+    kernel took the knobs (a refused setting falls back to the defaults silently)."""
+    with tune.choosing(lambda r: knobs if r.kind == "pool" else None):
+        compiled = check(Fn(f), x, equal_nan=True)
+    used = [k.knobs for k in compiled.plan.kernels if k.key.startswith("pool ")]
+    assert used and all(u == knobs for u in used), used
+    return compiled
+
+
+OPT_CASES = [  # output widths 3 to 10: few are multiples of OPT
+    (2, dict(kernel_size=3, stride=2, padding=1)),
+    (2, dict(kernel_size=3, stride=1, padding=1)),
+    (2, dict(kernel_size=(2, 3), stride=(1, 2), dilation=(1, 2), padding=(0, 1))),
+    (2, dict(kernel_size=2, stride=3, ceil_mode=True)),  # windows apart: columns skipped
+    (2, dict(kernel_size=(3, 4), stride=(2, 3), padding=(1, 2), ceil_mode=True)),
+    (1, dict(kernel_size=4, stride=3, padding=2, dilation=2, ceil_mode=True)),
+    (3, dict(kernel_size=(3, 2, 3), stride=(2, 1, 2), padding=1, ceil_mode=True)),
+    (3, dict(kernel_size=2, stride=1, dilation=(2, 1, 2))),
+]
+
+
+@pytest.mark.parametrize("opt", [1, 2, 4, 8])
+@pytest.mark.parametrize("nd,kw", OPT_CASES)
+def test_max_pool_outputs_per_invocation(opt, nd, kw):
+    """Max and its indices with OPT outputs per invocation; NaNs (a NaN wins, the last
+    one's index as PyTorch) and ties (the first maximum) in columns that neighbouring
+    outputs share."""
+    x = torch.randn(*SIZE[nd])
+    x[0, 1, ..., 3] = float("nan")  # a column, and scattered NaNs
+    x.view(-1)[torch.arange(5, x.numel(), 17)] = float("nan")
+    x[1, -1] = x[1, -1].round()  # ties within windows
+    _forced({"WG": 64, "OPT": opt, "VEC": 1},
+            lambda x: MAX[nd](x, return_indices=True, **kw), x)
+
+
+@pytest.mark.parametrize("opt", [2, 4, 8])
+@pytest.mark.parametrize("nd,kw", [
+    (2, dict(kernel_size=3, stride=2, padding=1, count_include_pad=False)),
+    (2, dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    (2, dict(kernel_size=(3, 2), stride=1, padding=(1, 1), divisor_override=5)),
+    (1, dict(kernel_size=4, stride=3, padding=2, ceil_mode=True, count_include_pad=False)),
+    (3, dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    (3, dict(kernel_size=3, stride=(1, 2, 1), padding=1, count_include_pad=False)),
+])
+def test_avg_pool_outputs_per_invocation(opt, nd, kw):
+    _forced({"WG": 64, "OPT": opt, "VEC": 1}, lambda x: AVG[nd](x, **kw), torch.randn(*SIZE[nd]))
+
+
+@pytest.mark.parametrize("opt", [2, 4])
+@pytest.mark.parametrize("nd,size", [(1, 13), (2, (4, 5)), (2, (3, 2)), (3, (2, 3, 5))])
+def test_adaptive_pool_outputs_per_invocation(opt, nd, size):
+    """Adaptive pooling whose output size divides the input's along the last dim has
+    static windows there (13 -> 13, 10 -> 5 and 2, 5 -> 5): OPT > 1 applies."""
+    x = torch.randn(*SIZE[nd])
+    knobs = {"WG": 64, "OPT": opt, "VEC": 1}
+    _forced(knobs, lambda x: ADAPTIVE_MAX[nd](x, size, return_indices=True), x)
+    _forced(knobs, lambda x: ADAPTIVE_AVG[nd](x, size), x)
+
+
+def test_varying_adaptive_windows_take_one_output_per_invocation():
+    """10 -> 4 columns: windows of 3 and 4 taps, not a static union. The space has OPT 1
+    only and a forced OPT 2 is refused (the compile keeps the default knobs)."""
+    x = torch.randn(*SIZE[2])
+    requests = []
+    with tune.choosing(lambda r: (requests.append(r), {"WG": 64, "OPT": 2, "VEC": 1})[1]
+                       if r.kind == "pool" else None):
+        compiled = check(Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 4))), x)
+    assert {k["OPT"] for k in requests[0].space} == {1}
+    assert [k.knobs for k in compiled.plan.kernels] == [templates.pool_knobs()]
+    with pytest.raises(CompileError, match="OPT > 1"):
+        requests[0].generate({"OPT": 2})
+
+
+VEC_CASES = [  # (pooling, its stride along the last dim, loaded through a vec4 view)
+    (lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), 2, True),
+    (lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), 2, True),
+    (lambda x: F.max_pool2d(x[:, :, 1:], (2, 3), 2, (1, 1), dilation=(1, 2)), 2, True),
+    (lambda x: F.max_pool2d(torch.relu(x) * 2.0, 3, 2, 1), 2, False),  # computed
+    (lambda x: F.avg_pool2d(x.transpose(2, 3), 2, 2, 1), 2, False),  # strided
+    (lambda x: F.max_pool2d(x, (3, 4), 1, (1, 2), return_indices=True), 1, True),
+    (lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True), 4, True),
+]
+
+
+@pytest.mark.parametrize("opt,case", [(opt, i) for i, (_, s, _) in enumerate(VEC_CASES)
+                                      for opt in (2, 4, 8) if opt * s % 4 == 0])
+def test_vec4_loads(opt, case):
+    """VEC 4 (the union's columns 16 bytes at a time) where OPT * stride is a multiple of
+    4, against PyTorch, with a NaN: through a vec4 view of the input, and through
+    load_x4 where the input is computed or strided."""
+    x = torch.randn(2, 3, 8, 16)
+    x[1, 1, 2, 5] = float("nan")
+    f, _, view = VEC_CASES[case]
+    compiled = _forced({"WG": 64, "OPT": opt, "VEC": 4}, f, x)
+    for source in [k.source for k in compiled.plan.kernels if k.key.startswith("pool ")]:
+        assert ("v4[" in source, "load_x4(" in source) == (view, not view), source

@@ -109,7 +109,10 @@ CASES = {
     "conv_transpose": ("conv", torch.nn.ConvTranspose2d(3, 2, 3, stride=2), [(1, 3, 5, 7)],
                        templates.conv_space(True)),
     "pool": ("pool", Fn(lambda x: F.max_pool2d(x, 3, 2)), [(2, 3, 15, 17)],
-             templates.pointwise_space()),
+             [{"WG": wg, "OPT": opt, "VEC": 1} for wg in (128, 256) for opt in (1, 2, 4, 8)]),
+    # rows of whole vec4s: the settings with vec4 loads too
+    "pool_vec4": ("pool", Fn(lambda x: F.avg_pool2d(x, 3, 2, 1)), [(2, 3, 9, 16)],
+                  [{"WG": wg, "OPT": opt, "VEC": 4} for wg in (128, 256) for opt in (2, 4, 8)]),
     "attention": ("attention", Fn(_sdpa), [(1, 2, 37, 16)] * 3,
                   templates.attention_space(16, 16)),
 }
