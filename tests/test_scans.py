@@ -161,15 +161,17 @@ def test_staged_scan_refuses_more_workgroup_memory_than_portable():
 
 
 def test_default_scan_settings_follow_the_row_length():
-    """Rows of 4 or more items per invocation are staged (STAGE 1, up to 8 items); the
-    arg scans' 8-byte accumulators take half as many items, to stay within 16 KiB of
-    workgroup memory; shorter rows are scanned in registers (STAGE 0). All match
-    PyTorch with the defaults."""
-    x, short = torch.rand(2, 5000) - 0.25, torch.rand(2, 600) - 0.25
+    """Rows of 4 or more items per invocation of 256 are held in registers in vec4
+    groups with raked totals (STAGE 2, VEC 4, SUMS 1), up to 32 items and a chunk of
+    at most the row; the arg scans' 8-byte totals take half as many items where the
+    workgroup memory would not hold them; shorter rows are scanned by each invocation
+    alone (STAGE 0). All match PyTorch with the defaults."""
+    x, short = torch.rand(2, 9000) - 0.25, torch.rand(2, 600) - 0.25
     compiled = check(Fn(lambda x, s: (torch.cumsum(x, 1), torch.cummax(x, 1)[1],
                                       torch.cumsum(s, 1))), x, short, atol=2e-4)
     knobs = [k.knobs for k in compiled.plan.kernels if k.key.startswith("scan")]
-    assert {(k["STAGE"], k["ITEMS"]) for k in knobs} == {(1, 8), (1, 4), (0, 3)}, knobs
+    assert {(k["STAGE"], k["ITEMS"], k.get("VEC", 1), k.get("SUMS", 0)) for k in knobs} == {
+        (2, 32, 4, 1), (2, 16, 4, 1), (0, 3, 1, 0)}, knobs
 
 
 # The scan template's settings past STAGE 0 and 1's tree: the raked scan of the totals

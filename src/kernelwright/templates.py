@@ -630,9 +630,15 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
     for j, (acc_t, init, final) in enumerate(finals):
         body.append(f"    var a{j}: {acc_t} = {init};")
         prior = "".join(f", rv{k}" for k in range(j))
-        body += steps(lambda args, j=j, prior=prior: [
-            f"a{j} = combine_{j}(a{j}, leaf_{j}(load_{j}(o, q * {vec}{at(e)}, g{at(e)}{a}"
-            f"{prior}), q * {vec}{at(e)}));" for e, a in enumerate(args)])
+        # an argmax's combine branches: its step's loads are written before the first
+        # combine, so that they are in flight together (else one load per branch)
+        first = acc_t.startswith("ArgAcc")
+        body += steps(lambda args, j=j, prior=prior, first=first: [
+            f"let v{e} = load_{j}(o, q * {vec}{at(e)}, g{at(e)}{a}{prior});"
+            for e, a in enumerate(args) if first] + [
+            f"a{j} = combine_{j}(a{j}, leaf_{j}("
+            + (f"v{e}" if first else f"load_{j}(o, q * {vec}{at(e)}, g{at(e)}{a}{prior})")
+            + f", q * {vec}{at(e)}));" for e, a in enumerate(args)])
         if tpr > 1:
             shared.append(f"var<workgroup> partial_{j}: array<{acc_t}, {wg}>;")
             body += [f"    partial_{j}[li] = a{j};", "    workgroupBarrier();",
@@ -714,21 +720,28 @@ SCANNERS = {
 
 def scan_knobs(r: int, acc_bytes: int = 4) -> dict:
     """Short rows: one element per invocation (WG the row length's power of two, at
-    least 32); long ones: up to 8 elements (ITEMS) per invocation of 256. STAGE 0: each
-    invocation reads its ITEMS consecutive elements itself (kernels/scan.wgsl); STAGE 1
-    stages the chunk in workgroup memory, read and written by adjacent invocations
-    (kernels/scan_staged.wgsl), the default from 4 items. Measured on the H200, 16384 x
-    8192 cumsum (2026-12-01g, bench/results/memory_variants_long_rows_h200.json; PyTorch
-    0.582 ms): STAGE 0 with ITEMS 1, 2, 4, 8 took 1.43, 0.77, 0.63, 1.29 ms, STAGE 1
-    1.58, 0.87, 0.52, **0.41 ms** (2.6 TB/s, 1.42x PyTorch). An earlier run
-    (2026-12-01c) had found STAGE 1 slower at every ITEMS (0.87 ms at best against
-    0.78); the STAGE 0 kernel has since been rewritten (items loaded before the scan)
-    without a change in its time."""
+    least 32), or 2 or 3 (ITEMS) per invocation of 256, each read by its invocation
+    (STAGE 0, kernels/scan.wgsl). Rows of more than 768: STAGE 2 (kernels/scan_regs.wgsl),
+    the chunk held in registers in groups of 4 consecutive elements (VEC 4) and the
+    invocations' totals scanned by raking (SUMS 1, 3 barriers), ITEMS 4 to 32 (a chunk
+    of at most the row; fewer where the arg scans' 8-byte totals would not fit).
+    Measured on the H200, 16384 x 8192 cumsum (2026-12-01m,
+    bench/results/memory_variants_scan_h200_2026-12-01m.json; PyTorch 0.59 ms): STAGE 2
+    VEC 4 SUMS 1 with ITEMS 8, 16, 32: 0.277, 0.270, **0.264 ms** (4.07 TB/s, 95% of
+    the copy bandwidth); SUMS 0 (the tree) 0.272 and 0.269 at 16 and 32; scalar groups
+    (VEC 1) 0.285; STAGE 1, the default before, 0.413 ms (0.313 with SUMS 1); STAGE 0
+    ITEMS 4 0.630. (2026-12-01g: STAGE 0 with ITEMS 1, 2, 4, 8 1.43, 0.77, 0.63, 1.29
+    ms, STAGE 1 1.58, 0.87, 0.52, 0.41.)"""
     wg = min(256, max(32, _pow2_ceil(r)))
-    items = 1 if r <= wg else min(8, math.ceil(r / wg))
-    knobs = {"WG": wg, "ITEMS": items, "STAGE": 1 if items >= 4 else 0}
-    while knobs["STAGE"] and scan_workgroup_bytes(knobs, acc_bytes) > WORKGROUP_BYTES:
-        knobs["ITEMS"] //= 2  # the arg scans' 8-byte accumulators stage half as many
+    items = 1 if r <= wg else math.ceil(r / wg)
+    if items < 4:
+        return {"WG": wg, "ITEMS": items, "STAGE": 0}
+    items = 4
+    while items < 32 and wg * items * 2 <= r:
+        items *= 2
+    knobs = {"WG": wg, "ITEMS": items, "STAGE": 2, "VEC": 4, "SUMS": 1}
+    while knobs["ITEMS"] > 4 and scan_workgroup_bytes(knobs, acc_bytes) > WORKGROUP_BYTES:
+        knobs["ITEMS"] //= 2  # the arg scans' 8-byte totals stage half as many
     return knobs
 
 
@@ -797,7 +810,10 @@ def _scan(src, materialized, out, tnode, knobs=None):
     functions += (f"fn combine(a: {acc_t}, b: {acc_t}) -> {acc_t} {{ {combine} }}\n"
                   f"fn leaf(v: {xt}, r: i32) -> {acc_t} {{ return {leaf}; }}\n")
     acc_bytes = 8 if acc_t == "ArgAcc" else 4
-    knobs = _merge({**scan_knobs(r, acc_bytes), **SCAN_EXTRA_KNOBS}, knobs)
+    # a setting that leaves VEC or SUMS out means their SCAN_EXTRA_KNOBS values, not
+    # the default's (settings were written before they existed)
+    knobs = _merge({**SCAN_EXTRA_KNOBS, **scan_knobs(r, acc_bytes)},
+                   knobs and {**SCAN_EXTRA_KNOBS, **knobs})
     wg = _check_wg(knobs, pow2=True)  # the scan of the invocations' totals is a tree
     items, stage, vec = knobs["ITEMS"], knobs["STAGE"], knobs["VEC"]
     _require(isinstance(items, int) and items >= 1, knobs, "ITEMS must be a positive integer")
