@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from conftest import Fn, check
 
 import kernelwright
-from kernelwright import templates, tune
+from kernelwright import tune
 from kernelwright.ir import CompileError, GraphBuilder
 
 MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
@@ -196,6 +196,18 @@ def test_adaptive_pool_outputs_per_invocation(opt, nd, size):
     _forced(knobs, lambda x: ADAPTIVE_AVG[nd](x, size), x)
 
 
+def test_default_takes_four_outputs_in_vec4_loads_where_rows_allow():
+    """Rows of whole vec4s and a stride whose 4 outputs span whole vec4s: 4 outputs per
+    invocation, vec4 loads (the H200's fastest max pool); else one output each."""
+    cases = {(2, 3, 8, 16): (3, 2, 1, 4), (2, 3, 9, 12): (2, 1, 0, 4),
+             (2, 3, 8, 18): (3, 2, 1, 1), (2, 3, 8, 8): (3, 3, 0, 1)}  # 18: rows; 8: 2 outputs
+    for shape, (k, stride, pad, opt) in cases.items():
+        compiled = check(Fn(lambda x, k=k, s=stride, p=pad: F.max_pool2d(x, k, s, p)),
+                         torch.randn(*shape))
+        (knobs,) = [kern.knobs for kern in compiled.plan.kernels]
+        assert (knobs["OPT"], knobs["VEC"]) == (opt, opt), (shape, knobs)
+
+
 def test_varying_adaptive_windows_take_one_output_per_invocation():
     """10 -> 4 columns: windows of 3 and 4 taps, not a static union. The space has OPT 1
     only and a forced OPT 2 is refused (the compile keeps the default knobs)."""
@@ -205,7 +217,7 @@ def test_varying_adaptive_windows_take_one_output_per_invocation():
                        if r.kind == "pool" else None):
         compiled = check(Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 4))), x)
     assert {k["OPT"] for k in requests[0].space} == {1}
-    assert [k.knobs for k in compiled.plan.kernels] == [templates.pool_knobs()]
+    assert [k.knobs for k in compiled.plan.kernels] == [{"WG": 256, "OPT": 1, "VEC": 1}]
     with pytest.raises(CompileError, match="OPT > 1"):
         requests[0].generate({"OPT": 2})
 
