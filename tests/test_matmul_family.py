@@ -163,6 +163,24 @@ def test_diagonal_operands_scale_rows_or_columns():
     assert not any("matmul" in k.name for k in compiled.plan.kernels), compiled.plan.summary()
 
 
+def test_factors_constant_along_k_scale_the_output():
+    """A scalar, per-row or per-column factor of an operand (attention's q * scale,
+    softmax rows times 1 / sum) scales the product's output in its epilogue: the
+    operand is read as stored (vec4 loads of the buffer, two staged buffers). A factor
+    varying along K stays in the loader."""
+    a, b = torch.randn(2, 40, 48), torch.randn(2, 48, 36)
+    r, c, kv = torch.rand(2, 40, 1) + 0.5, torch.rand(36) + 0.5, torch.rand(48)
+    for fn in (lambda a, b, r, c, kv: (a * 0.125) @ b, lambda a, b, r, c, kv: (r * a) @ b,
+               lambda a, b, r, c, kv: a @ (b * c), lambda a, b, r, c, kv: (2 * r * a) @ (c * b)):
+        compiled = check(Fn(fn), a, b, r, c, kv)
+        (kernel,) = compiled.plan.kernels
+        assert kernel.knobs["DB"] == 2, kernel.knobs
+        assert len(set(re.findall(r"in\d+v4\[", kernel.source))) == 2  # both operands
+    compiled = check(Fn(lambda a, b, r, c, kv: (a * kv) @ b), a, b, r, c, kv)
+    (kernel,) = compiled.plan.kernels
+    assert kernel.knobs["DB"] == 1 and "fn load_a4" in kernel.source  # computed loads
+
+
 def test_arange_forms():
     x = torch.randn(7)
     check(Fn(lambda x: (x + torch.arange(7), x * torch.arange(1.0, 2.4, 0.2),

@@ -43,6 +43,11 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         band = zero_outside_band(x if operand == 0 else y)
         if band is not None and band[0] == "eq":
             return diagonal_product(b, x, y, operand, band[1])
+        pulled = factor_along_k(x if operand == 0 else y, operand)
+        if pulled is not None:  # (r * x) @ y = r * (x @ y), r constant along K
+            rest, factor = pulled
+            inner = product(b, rest, y) if operand == 0 else product(b, x, rest)
+            return binary(b, "mul", inner, factor)
     shared = shared_matrix(b, y)
     if len(x.shape) > 2 and shared is not None and x.shape[-2] < MATMUL_FOLD_M:
         # One weight for every batch entry of x and few rows per entry: the batch folds
@@ -68,6 +73,29 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
     ys = b.reshape(ys, y.shape[:-2] + (chunks, depth, n))  # [..., S, C, N]
     partial = b.matmul(xs, ys)  # [..., S, M, N]
     return b.reduce(partial, "sum", [len(partial.shape) - 3])
+
+
+def factor_along_k(x: Value, operand: int) -> tuple[Value, Value] | None:
+    """(rest, factor) when operand 0 (x [..., M, K]) or 1 (x [..., K, N]) is an f32
+    product rest * factor whose factor is the same along K (a scalar, a per-row or a
+    per-column value: attention's q * scale, softmax's rows times 1 / sum): the factor
+    then scales the product's output, an epilogue, and the operand is loaded as it is
+    stored (vec4 loads of a plain buffer, two staged buffers: a matmul whose loader
+    computes has one). The factor's shape is its own, broadcast against the output's.
+    Rounding differs from PyTorch's order by a few ulps."""
+    node = x.node
+    if node is None or node.op != "ew" or node.attrs["fn"] != "mul" or x.dtype != "f32":
+        return None
+    kdim = -1 if operand == 0 else -2
+    for f, rest in (node.inputs, node.inputs[::-1]):
+        src = f
+        while src.node is not None and src.node.op == "expand":
+            src = src.node.inputs[0]
+        if len(src.shape) < -kdim or src.shape[kdim] == 1:
+            if len(src.shape) > len(x.shape) or rest.dtype != "f32":
+                return None
+            return rest, src
+    return None
 
 
 def shared_matrix(b: GraphBuilder, y: Value) -> Value | None:
