@@ -149,6 +149,36 @@ def test_triangular_operands_bound_each_tiles_k_loop(knobs):
     assert sum("let klo = 0;" not in k.source for k in kernels) == 4
 
 
+@pytest.mark.parametrize("knobs", BAND_SETTINGS)
+def test_outputs_a_band_mask_replaces_skip_the_product(knobs):
+    """A product whose epilogue ends in where(band mask, value, scalar) (causal
+    attention's scores) runs no K step in tiles the band misses: the scalar fills
+    them; with the mask on either side of the diagonal and offset."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 100, 40), torch.randn(2, 90, 40)
+
+    def rows_cols():
+        return torch.arange(100)[:, None], torch.arange(90)[None, :]
+
+    def causal(q, k):
+        i, j = rows_cols()
+        return torch.where(j <= i, q @ k.transpose(1, 2), float("-inf"))
+
+    def upper(q, k):
+        i, j = rows_cols()
+        return torch.where(j - i >= 37, (q @ k.transpose(1, 2)) * 0.5, 0.0)
+
+    def below(q, k):
+        i, j = rows_cols()
+        return torch.where(i - 50 > j, q @ k.transpose(1, 2), 2.0)
+
+    for fn in (causal, upper, below):
+        with tune.choosing(lambda r: knobs if r.kind == "matmul" else None):
+            compiled = check(Fn(fn), q, k)
+        (kernel,) = compiled.plan.kernels
+        assert "let khi = select(" in kernel.source, kernel.name
+
+
 def test_diagonal_operands_scale_rows_or_columns():
     """A diagonal operand (diag, diag_embed, any offset) turns the product into a
     scaling of the other operand's rows or columns: no matmul kernel."""

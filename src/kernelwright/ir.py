@@ -524,3 +524,91 @@ class GraphBuilder:
         y = self._node("pool", [x], (x.shape[0], *[1] * lift, *out),
                        "i32" if op == "argmax" else "f32", op=op, **attrs)
         return self.reshape(y, (*lead, *out))
+
+
+# -- index analysis ------------------------------------------------------------------
+# Masks built from aranges (tril, triu, diag, causal attention) compare affine functions
+# of a matrix's row and column index; ops/linalg (operands zero outside a band) and the
+# matmul template (outputs a mask replaces whole tiles of) read them off the graph.
+_FLIP = {"eq": "eq", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def affine_index(v: Value) -> tuple[tuple[int, ...], int] | None:
+    """An integer value as sum(coef[d] * index[d]) + const over its own dims, when it is
+    built from aranges (iota), broadcasts, unit-dim reshapes, sums, differences and
+    scalar multiples; None otherwise."""
+    if v.dtype != "i32":
+        return None
+    if v.kind == "scalar":
+        return (), int(v.scalar)
+    node = v.node
+    if node is None:
+        return None
+    if node.op == "iota":
+        coefs = [0] * len(v.shape)
+        coefs[node.attrs["dim"]] = node.attrs["step"]
+        return tuple(coefs), node.attrs["start"]
+    if node.op in ("reshape", "expand"):
+        inner = affine_index(node.inputs[0])
+        if inner is None:
+            return None
+        src, (coefs, const) = node.inputs[0].shape, inner
+        if node.op == "expand":  # right-aligned; a broadcast dim's index was 0
+            lead = len(v.shape) - len(src)
+            return tuple(0 if d < lead or src[d - lead] == 1 else coefs[d - lead]
+                         for d in range(len(v.shape))), const
+        moving = [c for c, s in zip(coefs, src) if s != 1]  # unit dims come and go only
+        if [s for s in src if s != 1] != [s for s in v.shape if s != 1]:
+            return None
+        it = iter(moving)
+        return tuple(0 if s == 1 else next(it) for s in v.shape), const
+    if node.op == "ew" and node.attrs["fn"] in ("add", "sub", "mul", "neg"):
+        parts = [affine_index(x) for x in node.inputs]
+        if any(p is None for p in parts):
+            return None
+        fn = node.attrs["fn"]
+        if fn == "neg":
+            return tuple(-c for c in parts[0][0]), -parts[0][1]
+        (ca, ka), (cb, kb) = parts  # ew inputs are expanded to the output's shape
+        if fn == "mul":
+            if any(cb):
+                (ca, ka), (cb, kb) = (cb, kb), (ca, ka)
+            if any(cb):
+                return None  # a product of two indices is not affine
+            return tuple(c * kb for c in ca), ka * kb
+        sign = 1 if fn == "add" else -1
+        return tuple(a + sign * c for a, c in zip(ca, cb)), ka + sign * kb
+    return None
+
+
+def where_band(x: Value) -> tuple[str, int, float] | None:
+    """(op, c, other) when x [..., R, C] is where(mask, value, other) with `other` a
+    scalar and a mask that holds exactly where (j - i) op c (i the row, j the column;
+    op one of eq, lt, le, gt, ge), a mask comparing affine_index values: the masks of
+    tril, triu, diag and causal attention. None for anything else."""
+    node = x.node
+    if (node is None or node.op != "ew" or node.attrs["fn"] != "where" or len(x.shape) < 2):
+        return None
+    cond, _, other = node.inputs
+    while other.node is not None and other.node.op == "expand":
+        other = other.node.inputs[0]
+    if other.kind != "scalar":
+        return None
+    while (cond.node is not None and cond.node.op in ("expand", "reshape")  # a mask
+           and cond.node.inputs[0].shape[-2:] == cond.shape[-2:]):  # broadcast or
+        cond = cond.node.inputs[0]  # reshaped over batch dims only: the same (i, j)
+    mask = cond.node
+    if mask is None or mask.op != "ew" or mask.attrs["fn"] not in _FLIP:
+        return None
+    sides = [affine_index(v) for v in mask.inputs]
+    if any(s is None for s in sides):
+        return None
+    (ca, ka), (cb, kb) = sides
+    diff = [a - c for a, c in zip(ca, cb)]  # (lhs - rhs) op 0
+    ci, cj = diff[-2:]
+    if any(diff[:-2]) or ci != -cj or abs(ci) != 1:
+        return None
+    op = mask.attrs["fn"]
+    if ci == -1:  # (j - i) + ka - kb op 0
+        return op, kb - ka, other.scalar
+    return _FLIP[op], ka - kb, other.scalar  # (i - j) + ka - kb op 0: (j - i) flip(op) ka - kb

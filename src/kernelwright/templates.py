@@ -50,7 +50,7 @@ from .codegen import (
     template,
     to_buffer,
 )
-from .ir import MOVEMENT_OPS, CompileError, Node, Value
+from .ir import MOVEMENT_OPS, CompileError, Node, Value, where_band
 
 MAX_GRID = 65535
 MAX_WG = 256  # WebGPU's default maxComputeInvocationsPerWorkgroup: every space keeps to it
@@ -1504,9 +1504,19 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     else:
         inner = f"        for (var {kv} = 0; {kv} < {bk}; {kv} += {step}) {{\n{mult}\n        }}"
     # A triangular operand (ops/linalg.k_range) bounds each tile's K loop: [klo, khi),
-    # klo a multiple of BK; the loaders' masks still zero what lies outside the band
+    # klo a multiple of BK; the loaders' masks still zero what lies outside the band.
+    # An epilogue ending in where(mask, value, scalar) whose mask is a band of the
+    # output (ir.where_band: causal attention's scores) needs no product in a tile
+    # the band misses: its K range is empty
     at = tnode.attrs
-    ranged = bool(at.get("k_from") or at.get("k_to"))
+    band = where_band(out) if out is not tnode.out and out.shape[-2:] == (m, n) else None
+    missed = None  # no output of the tile in the band: from the range of n - m in it
+    if band is not None:
+        op, c, _ = band
+        least, most = f"n0 - m0 - {bm - 1}", f"n0 - m0 + {bn - 1}"
+        missed = {"le": f"{least} > {c}", "lt": f"{least} >= {c}", "ge": f"{most} < {c}",
+                  "gt": f"{most} <= {c}", "eq": f"{least} > {c} || {most} < {c}"}[op]
+    ranged = bool(at.get("k_from") or at.get("k_to") or missed)
     first, end = "0", str(k)
     if ranged:
         lows = [f"{ax}0 + {c}" for ax, c in at.get("k_from", [])]
@@ -1520,6 +1530,8 @@ def _matmul(src, materialized, out, tnode, knobs=None):
         first, end = "klo", "khi"
         # klo stays inside K: an empty range's first fetch still reads the operands
         klo = f"(min({lo}, {k - 1}) / {bk}) * {bk}" if lows else "0"
+        if missed:
+            hi = f"select({hi}, 0, {missed})"
         ranges = f"    let klo = {klo};\n    let khi = {hi};\n"
     if db == 1:
         loop = (f"    for (var k0 = {first}; k0 < {end}; k0 += {bk}) {{\n        let kb = k0;\n"

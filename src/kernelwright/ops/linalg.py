@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes
+from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes, where_band
 from ..templates import MATMUL_BK, matmul_tiles
 from . import register
 from .elementwise import binary
@@ -204,87 +204,13 @@ def diagonal(b: GraphBuilder, x: Value, offset=0, dim1=0, dim2=1):
 # for finite values: the terms skipped are products with exact zeros. A dense product
 # would turn an infinite or NaN value of the other operand, multiplied by one of
 # those zeros, into a NaN; these products do not (a documented difference).
-_FLIP = {"eq": "eq", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
-
-
-def affine_index(v: Value) -> tuple[tuple[int, ...], int] | None:
-    """An integer value as sum(coef[d] * index[d]) + const over its own dims, when it is
-    built from aranges (iota), broadcasts, unit-dim reshapes, sums, differences and
-    scalar multiples; None otherwise."""
-    if v.dtype != "i32":
-        return None
-    if v.kind == "scalar":
-        return (), int(v.scalar)
-    node = v.node
-    if node is None:
-        return None
-    if node.op == "iota":
-        coefs = [0] * len(v.shape)
-        coefs[node.attrs["dim"]] = node.attrs["step"]
-        return tuple(coefs), node.attrs["start"]
-    if node.op in ("reshape", "expand"):
-        inner = affine_index(node.inputs[0])
-        if inner is None:
-            return None
-        src, (coefs, const) = node.inputs[0].shape, inner
-        if node.op == "expand":  # right-aligned; a broadcast dim's index was 0
-            lead = len(v.shape) - len(src)
-            return tuple(0 if d < lead or src[d - lead] == 1 else coefs[d - lead]
-                         for d in range(len(v.shape))), const
-        moving = [c for c, s in zip(coefs, src) if s != 1]  # unit dims come and go only
-        if [s for s in src if s != 1] != [s for s in v.shape if s != 1]:
-            return None
-        it = iter(moving)
-        return tuple(0 if s == 1 else next(it) for s in v.shape), const
-    if node.op == "ew" and node.attrs["fn"] in ("add", "sub", "mul", "neg"):
-        parts = [affine_index(x) for x in node.inputs]
-        if any(p is None for p in parts):
-            return None
-        fn = node.attrs["fn"]
-        if fn == "neg":
-            return tuple(-c for c in parts[0][0]), -parts[0][1]
-        (ca, ka), (cb, kb) = parts  # ew inputs are expanded to the output's shape
-        if fn == "mul":
-            if any(cb):
-                (ca, ka), (cb, kb) = (cb, kb), (ca, ka)
-            if any(cb):
-                return None  # a product of two indices is not affine
-            return tuple(c * kb for c in ca), ka * kb
-        sign = 1 if fn == "add" else -1
-        return tuple(a + sign * c for a, c in zip(ca, cb)), ka + sign * kb
-    return None
-
-
 def zero_outside_band(x: Value) -> tuple[str, int] | None:
     """(op, c) when matrix x [..., R, C] is zero wherever not (j - i) op c holds (i its
-    row, j its column, op one of eq, lt, le, gt, ge): x is where(mask, value, 0) with
-    such a mask. None for anything else."""
-    node = x.node
-    if (node is None or node.op != "ew" or node.attrs["fn"] != "where" or len(x.shape) < 2):
+    row, j its column): x is where(mask, value, 0) with such a mask (ir.where_band)."""
+    band = where_band(x)
+    if band is None or band[2] != 0:
         return None
-    cond, _, other = node.inputs
-    while other.node is not None and other.node.op == "expand":
-        other = other.node.inputs[0]
-    if other.kind != "scalar" or other.scalar != 0:
-        return None
-    while (cond.node is not None and cond.node.op in ("expand", "reshape")  # a mask
-           and cond.node.inputs[0].shape[-2:] == cond.shape[-2:]):  # broadcast or
-        cond = cond.node.inputs[0]  # reshaped over batch dims only: the same (i, j)
-    mask = cond.node
-    if mask is None or mask.op != "ew" or mask.attrs["fn"] not in _FLIP:
-        return None
-    sides = [affine_index(v) for v in mask.inputs]
-    if any(s is None for s in sides):
-        return None
-    (ca, ka), (cb, kb) = sides
-    diff = [a - c for a, c in zip(ca, cb)]  # (lhs - rhs) op 0
-    ci, cj = diff[-2:]
-    if any(diff[:-2]) or ci != -cj or abs(ci) != 1:
-        return None
-    op = mask.attrs["fn"]
-    if ci == -1:  # (j - i) + ka - kb op 0
-        return op, kb - ka
-    return _FLIP[op], ka - kb  # (i - j) + ka - kb op 0, i.e. (j - i) flip(op) ka - kb
+    return band[0], band[1]
 
 
 def diagonal_product(b: GraphBuilder, x: Value, y: Value, operand: int, c: int) -> Value:
