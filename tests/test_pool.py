@@ -10,6 +10,7 @@ from conftest import Fn, check
 import kernelwright
 from kernelwright import tune
 from kernelwright.ir import CompileError, GraphBuilder
+from kernelwright.ops import pool as pool_ops
 
 MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 AVG = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
@@ -245,3 +246,98 @@ def test_vec4_loads(opt, case):
     compiled = _forced({"WG": 64, "OPT": opt, "VEC": 4}, f, x)
     for source in [k.source for k in compiled.plan.kernels if k.key.startswith("pool ")]:
         assert ("v4[" in source, "load_x4(" in source) == (view, not view), source
+
+
+# -- adaptive pooling of long windows: a reduction over the windows (ops/pool.adaptive) --
+def _kinds(compiled) -> list[str]:
+    return [k.key.split()[0] for k in compiled.plan.kernels]
+
+
+def _long_windows_input(shape) -> torch.Tensor:
+    """randn with ties (a run of equal maxima, +0 and -0), several NaNs in one window (the
+    last one's index, as PyTorch) and a window of -inf only (the first tap's index)."""
+    x = torch.randn(*shape)
+    x[0, 0, ..., 2:5] = 7.0  # ties: the first maximum
+    x[0, 1] = -x[0, 1].abs()
+    x[0, 1, ..., 3], x[0, 1, ..., 6] = 0.0, -0.0  # 0 ties -0: the first
+    x[0, 1, ..., 0] = -0.0
+    x[1, 0, ..., 1], x[1, 0, ..., 4], x[1, 0, ..., 5] = (float("nan"),) * 3
+    x[1, 1, ..., -1] = float("nan")  # in the last window only
+    x[-1, -1] = float("-inf")
+    return x
+
+
+LONG_CASES = [  # (input shape, output size); the threshold is 8 taps
+    ((2, 3, 50), 3),  # 50 -> 3: windows of 17 and 18 taps, overlapping
+    ((2, 3, 47), 5),  # 10 and 11 taps
+    ((2, 3, 50), 7),  # 8 taps each, starts 7 apart: a gather, no tap masked
+    ((2, 3, 50), 5),  # 10 taps each: a reshape
+    ((2, 3, 50), 1),
+    ((2, 3, 5, 47), (5, 5)),  # 2-d, one tap along H
+    ((2, 3, 10, 47), (4, 5)),  # both pooled: windows of 3 or 4 x 10 or 11 taps
+    ((2, 3, 6, 40), (2, 5)),  # both pooled, static windows
+    ((2, 3, 9, 33), (1, 3)),
+    ((2, 2, 5, 4, 47), (3, 4, 5)),  # 3-d: 5 -> 3 takes 2 or 3 taps
+]
+
+
+@pytest.mark.parametrize("shape,size", LONG_CASES)
+def test_long_adaptive_windows_reduce(monkeypatch, shape, size):
+    """Windows of at least ADAPTIVE_REDUCE_TAPS along the last dim: max (values and
+    indices: the flat index within the pooled dims), avg, and max alone (no indices: one
+    kernel), against PyTorch; one reduce kernel per result, no pool kernel."""
+    monkeypatch.setattr(pool_ops, "ADAPTIVE_REDUCE_TAPS", 8)
+    nd = len(shape) - 2
+    x = _long_windows_input(shape)
+    compiled = check(Fn(lambda x: ADAPTIVE_MAX[nd](x, size, return_indices=True)), x,
+                     equal_nan=True)
+    assert sorted(_kinds(compiled)) == ["reduce", "reduce"], compiled.plan.summary()
+    compiled = check(Fn(lambda x: ADAPTIVE_MAX[nd](x, size)), x, equal_nan=True)
+    assert _kinds(compiled) == ["reduce"], compiled.plan.summary()
+    compiled = check(Fn(lambda x: ADAPTIVE_AVG[nd](x, size)), torch.randn(*shape))
+    assert _kinds(compiled) == ["reduce"], compiled.plan.summary()
+
+
+def test_long_adaptive_windows_unbatched_and_fused(monkeypatch):
+    monkeypatch.setattr(pool_ops, "ADAPTIVE_REDUCE_TAPS", 8)
+    x = _long_windows_input((2, 3, 47))[1]  # [3, 47]: no batch dim
+    check(Fn(lambda x: F.adaptive_max_pool1d(x, 5, return_indices=True)), x, equal_nan=True)
+    compiled = check(Fn(lambda x: F.adaptive_avg_pool1d(torch.relu(x) * 2.0, 5) + 1.0),
+                     torch.randn(2, 3, 47))
+    assert _kinds(compiled) == ["reduce"], compiled.plan.summary()
+
+
+@pytest.mark.parametrize("length,size,kind", [
+    (20, 2, "reduce"), (18, 2, "pool"),  # windows of 10 and 9 taps
+    (19, 2, "reduce"), (17, 2, "pool"),  # [0, 10) and [9, 19); [0, 9) and [8, 17)
+    (29, 3, "reduce"), (27, 3, "pool"),  # 10, 11 and 10 taps; 9 each
+    (21, 4, "pool"), (10, 1, "reduce"), (9, 1, "pool"),  # 21 -> 4: 6 taps at most
+])
+def test_adaptive_reduce_threshold(monkeypatch, length, size, kind):
+    """The rule: the widest window along the last dim against the threshold (10 here),
+    either side of it, against PyTorch."""
+    monkeypatch.setattr(pool_ops, "ADAPTIVE_REDUCE_TAPS", 10)
+    x = _long_windows_input((2, 3, length))
+    fs = [lambda x: F.adaptive_max_pool1d(x, size, return_indices=True)]
+    if size > 1:  # (adaptive average pooling to 1 arrives as aten.mean)
+        fs.append(lambda x: F.adaptive_avg_pool1d(torch.nan_to_num(x, 0.0), size))
+    for f in fs:
+        compiled = check(Fn(f), x, equal_nan=True)
+        kinds = set(_kinds(compiled))  # (the 1-d max pool kernel's input is copied first)
+        other = {"pool": "reduce", "reduce": "pool"}[kind]
+        assert kind in kinds and other not in kinds, compiled.plan.summary()
+
+
+def test_adaptive_reduce_default_threshold():
+    """64 taps by default: 200 -> 3 (windows of 67) reduces, 126 -> 2 (63) pools; the
+    suite's level1/081 at a small batch (8191 -> 12) is one reduce kernel."""
+    assert pool_ops.ADAPTIVE_REDUCE_TAPS == 64
+    for length, size, kind in [(200, 3, "reduce"), (126, 2, "pool")]:
+        compiled = check(Fn(lambda x, s=size: F.adaptive_max_pool1d(x, s)),
+                         torch.randn(2, 3, length))
+        assert _kinds(compiled) == [kind], compiled.plan.summary()
+    x = torch.randn(2, 3, 8191)
+    x[1, 2, 5000] = float("nan")
+    compiled = check(torch.nn.AdaptiveMaxPool1d(12), x, equal_nan=True)
+    assert _kinds(compiled) == ["reduce"], compiled.plan.summary()
+    check(torch.nn.AdaptiveMaxPool1d(12, return_indices=True), x, equal_nan=True)

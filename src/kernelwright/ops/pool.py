@@ -1,5 +1,18 @@
 """Pooling: max (with its indices), average and adaptive pooling in 1, 2 and 3 dims,
-onto the `pool` primitive (kernels/pool.wgsl).
+onto the `pool` primitive (kernels/pool.wgsl), except adaptive pooling with long
+windows.
+
+Adaptive pooling whose windows along the last pooled dim take at least
+ADAPTIVE_REDUCE_TAPS (64) taps (`adaptive`: the one rule, and why) is a `reduce` over a
+view of its windows (`_adaptive_reduce`): out[..., o] reduces x[..., start_o + t] over
+the taps t of the widest window, start_o = floor(o I / O) computed from iotas and read
+through a `gather` that the reduce kernel's loader computes inline (a plain reshape
+where O divides I), the taps past a window's end masked to the identity (-inf for max,
+0 for the sum of avg, which then divides by the window's size). Every pooled dim is
+windowed so, the others' windows short or long. The indices are the argmax over the
+taps of an i32 key ordering them as PyTorch's pool (the first maximum, a NaN above
+everything, the last NaN), turned back into the flat index within the pooled dims.
+AdaptiveMaxPool1d(12) of 64 x 512 x 8191 (suite level1/081) is one reduce kernel.
 
 The names are those torch.export + run_decompositions produces: F.max_pool1d,
 F.avg_pool1d and the 1-d adaptive pools arrive as their 2-d ops over an unsqueezed
@@ -78,26 +91,172 @@ def avg_pool3d(b, x, kernel_size, stride=None, padding=0, ceil_mode=False,
                      divisor_override)
 
 
+# The lowering of adaptive pooling, one rule: windows of at least ADAPTIVE_REDUCE_TAPS
+# taps along the last pooled dim make it a row reduction over a view of the windows
+# (`_adaptive_reduce`), shorter ones keep the pool kernel. The pool kernel walks one
+# output's window per invocation: neighbouring invocations read addresses a window
+# apart (uncoalesced) and a long window is a long serial loop in few invocations
+# (level1/081, AdaptiveMaxPool1d(12) of 64 x 512 x 8191: 1.98 ms on the H200, PyTorch
+# 1.42, the bandwidth 0.25). The reduction gives each window's taps to neighbouring
+# invocations of its row, which read neighbouring addresses. Short windows are where
+# the pool kernel is fast (3 x 3 pools run at ~88% of the bandwidth, OPT outputs per
+# invocation sharing their columns), and a row kernel's rows of a few taps would leave
+# most of its lanes idle.
+ADAPTIVE_REDUCE_TAPS = 64
+
+
+def _widest(i: int, n: int) -> int:
+    """The most taps of the windows of adaptive pooling of I to N: window o pools
+    [floor(o I / N), ceil((o + 1) I / N))."""
+    return max(-(-(o + 1) * i // n) - o * i // n for o in range(n))
+
+
+def adaptive(b: GraphBuilder, x: Value, op: str, size) -> Value:
+    """Adaptive pooling ('max', 'argmax' or 'avg') of the last len(size) dims of x to
+    `size`: the reduction over the windows where they are long along the last dim (the
+    rule above), else the `pool` node."""
+    nd = len(size)
+    pooled = x.shape[len(x.shape) - nd:]
+    if (x.dtype == "f32" and 1 <= nd <= len(x.shape) and min(size) >= 1 and min(pooled) >= 1
+            and _widest(pooled[-1], size[-1]) >= ADAPTIVE_REDUCE_TAPS
+            # the window bounds' (o + 1) I + O - 1 fit in i32, and for argmax the keys
+            # of NaN taps (0x7f800001 + the tap's number)
+            and max((i + 1) * n for i, n in zip(pooled, size)) < 2 ** 31
+            and (op != "argmax" or math.prod(_widest(i, n) for i, n in zip(pooled, size))
+                 < 1 << 23)):
+        return _adaptive_reduce(b, x, op, list(size))
+    return b.adaptive_pool(x, op, size)
+
+
+def _start(b: GraphBuilder, o: Value, i: int, n: int) -> Value:
+    """floor(o I / N) of the i32 window number o (o I >= 0: the division truncates)."""
+    return b.ew("div", b.ew("mul", o, b.scalar(i, "i32")), b.scalar(n, "i32"))
+
+
+def _end(b: GraphBuilder, o: Value, i: int, n: int) -> Value:
+    """ceil((o + 1) I / N) = ((o + 1) I + N - 1) / N, the end of window o."""
+    after = b.ew("mul", b.ew("add", o, b.scalar(1, "i32")), b.scalar(i, "i32"))
+    return b.ew("div", b.ew("add", after, b.scalar(n - 1, "i32")), b.scalar(n, "i32"))
+
+
+def _adaptive_reduce(b: GraphBuilder, x: Value, op: str, size: list[int]) -> Value:
+    """Adaptive pooling as a reduction over the view v[*lead, O1, L1, ..., On, Ln] of
+    the windows: per pooled dim of size I to O, v[.., o, t, ..] = x[.., start_o + t, ..]
+    with start_o = floor(o I / O), t < L the widest window's length. Where O divides I
+    that is a reshape (every window takes L = I / O taps); else the index start_o + t
+    is integer arithmetic on iotas read by a `gather`, computed inline in the reduce
+    kernel's loader, and the taps t >= len_o (len_o = ceil((o + 1) I / O) - start_o)
+    are masked to the reduction's identity: -inf for max, 0 for the sum of avg (then
+    divided by the window's size). The reduction's rows are the outputs, its elements
+    the taps in window order (the last dim's fastest: contiguous in x).
+
+    argmax (the max pool's indices: the flat index within the pooled dims, as PyTorch)
+    is the argmax over the taps of an i32 key that orders them as PyTorch's adaptive
+    max pool does (a tap wins when it is greater than the max so far or NaN): f32
+    values by their bits made monotone (-0 and +0 equal), every NaN above them all and
+    a later NaN above an earlier one, masked taps below everything; the argmax keeps
+    the first of equal keys (the first maximum). The tap's number then gives
+    start_o + t per dim."""
+    nd = len(size)
+    lead = x.shape[:len(x.shape) - nd]
+    pooled = x.shape[len(x.shape) - nd:]
+    k = len(lead)
+    v, mask, taps = x, None, []
+    for d, (i, n) in enumerate(zip(pooled, size)):
+        pos = k + 2 * d  # dim d of x in v; the dims before it are windowed already
+        before, after = v.shape[:pos], v.shape[pos + 1:]
+        if i % n == 0:
+            length = i // n
+            v = b.reshape(v, (*before, n, length, *after))
+        else:
+            length = _widest(i, n)
+            o, t = b.iota((n, length), 0), b.iota((n, length), 1)
+            start = _start(b, o, i, n)
+            # v [A, I, B] seen as [A, O, I, B] (an expand), gathered along I: the
+            # index [A, O, L, B] is an expand of start_o + t [O, L]
+            a, rest = math.prod(before), math.prod(after)
+            rows = b.expand(b.reshape(v, (a, 1, i, rest)), (a, n, i, rest))
+            index = b.expand(b.reshape(b.ew("add", start, t), (1, n, length, 1)),
+                             (a, n, length, rest))
+            v = b.reshape(b.gather(rows, 2, index), (*before, n, length, *after))
+            inside = b.ew("lt", b.ew("add", start, t), _end(b, o, i, n), dtype="bool")
+            unit = [1] * (k + 2 * nd)
+            unit[pos], unit[pos + 1] = n, length
+            inside = b.reshape(inside, unit)
+            mask = inside if mask is None else b.ew("and", mask, inside)
+        taps.append(length)
+    dims = [k + 2 * d + 1 for d in range(nd)]
+    if mask is not None:
+        mask = b.expand(mask, v.shape)
+    if op == "max":
+        if mask is not None:
+            v = b.ew("where", mask, v, b.scalar(float("-inf"), "f32"))
+        return b.reduce(v, "max", dims)
+    if op == "avg":
+        if mask is not None:
+            v = b.ew("where", mask, v, b.scalar(0.0, "f32"))
+        total = b.reduce(v, "sum", dims)
+        count = None  # each window's number of taps, from iotas over the output
+        for d, (i, n) in enumerate(zip(pooled, size)):
+            if i % n == 0:
+                c = b.scalar(i // n, "i32")
+            else:
+                o = b.iota((*lead, *size), k + d)
+                c = b.ew("sub", _end(b, o, i, n), _start(b, o, i, n))
+            count = c if count is None else b.ew("mul", count, c)
+        return b.ew("div", total, b.cast(b.expand(count, total.shape), "f32"))
+    if op != "argmax":
+        raise CompileError(f"adaptive pooling '{op}'")
+    bits = b.ew("bitcast", v, dtype="i32")
+    key = b.ew("where", b.ew("lt", bits, b.scalar(0, "i32"), dtype="bool"),
+               b.ew("bitxor", bits, b.scalar(0x7FFFFFFF, "i32")), bits)  # monotone
+    key = b.ew("where", b.ew("eq", v, b.scalar(0.0, "f32"), dtype="bool"),
+               b.scalar(0, "i32"), key)
+    tap = b.scalar(0, "i32")  # the tap's number in window order
+    for d, length in enumerate(taps):
+        if length > 1:  # (a 1-d pool arrives as 2-d with windows of 1 tap along H)
+            t = b.iota(v.shape, k + 2 * d + 1)
+            tap = b.ew("add", b.ew("mul", tap, b.scalar(length, "i32")), t) \
+                if tap.kind != "scalar" else t
+    nan_key = b.ew("add", tap, b.scalar(0x7F800001, "i32"))  # above +inf's 0x7f800000
+    key = b.ew("where", b.ew("isnan", v, dtype="bool"), nan_key, key)
+    if mask is not None:
+        key = b.ew("where", mask, key, b.scalar(-2 ** 31, "i32"))
+    best = b.reduce(key, "argmax", dims)
+    index, below = None, math.prod(taps)
+    for d, (i, n) in enumerate(zip(pooled, size)):
+        below //= taps[d]
+        at = _start(b, b.iota((*lead, *size), k + d), i, n)
+        if taps[d] > 1:
+            t = b.ew("div", best, b.scalar(below, "i32")) if below > 1 else best
+            if below * taps[d] < math.prod(taps):  # t mod L (t >= 0: "div" truncates)
+                t = b.ew("sub", t, b.ew("mul", b.ew("div", t, b.scalar(taps[d], "i32")),
+                                        b.scalar(taps[d], "i32")))
+            at = b.ew("add", at, t)
+        index = at if index is None else b.ew("add", b.ew("mul", index, b.scalar(i, "i32")), at)
+    return index
+
+
 @register("aten._adaptive_avg_pool2d.default")
 def adaptive_avg_pool2d(b, x, output_size):
-    return b.adaptive_pool(x, "avg", per_dim(output_size, 2, "output_size"))
+    return adaptive(b, x, "avg", per_dim(output_size, 2, "output_size"))
 
 
 @register("aten._adaptive_avg_pool3d.default")
 def adaptive_avg_pool3d(b, x, output_size):
-    return b.adaptive_pool(x, "avg", per_dim(output_size, 3, "output_size"))
+    return adaptive(b, x, "avg", per_dim(output_size, 3, "output_size"))
 
 
 @register("aten.adaptive_max_pool2d.default")
 def adaptive_max_pool2d(b, x, output_size):
     size = per_dim(output_size, 2, "output_size")
-    return b.adaptive_pool(x, "max", size), b.adaptive_pool(x, "argmax", size)
+    return adaptive(b, x, "max", size), adaptive(b, x, "argmax", size)
 
 
 @register("aten.adaptive_max_pool3d.default")
 def adaptive_max_pool3d(b, x, output_size):
     size = per_dim(output_size, 3, "output_size")
-    return b.adaptive_pool(x, "max", size), b.adaptive_pool(x, "argmax", size)
+    return adaptive(b, x, "max", size), adaptive(b, x, "argmax", size)
 
 
 def _max_unpool(b: GraphBuilder, x: Value, indices: Value, output_size) -> Value:
