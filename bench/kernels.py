@@ -341,7 +341,9 @@ def memory_variants(args, dev) -> None:
             settings += [(f"fused (ROW_FUSION_MAX = {f}, ROW_CACHE = {c})", None, (f, c))
                          for f, c in ROW_FUSION_VARIANTS]
         else:
-            settings += [(json.dumps(k, sort_keys=True), k, None) for k in request.space
+            space = ([{**request.default.knobs, **k} for k in json.loads(args.settings)]
+                     if args.settings else request.space)
+            settings += [(json.dumps(k, sort_keys=True), k, None) for k in space
                          if k.get("WG", 256) == 256 and k != request.default.knobs]
         if request.kind == "rows":
             settings.append(("unfused (ROW_FUSION_MAX = 0)", None, (0, templates.ROW_CACHE)))
@@ -410,9 +412,9 @@ def main() -> None:
                     help="time every setting of the fused attention kernel's space on the "
                          "SDPA cases")
     ap.add_argument("--settings", default="",
-                    help="with --matmul-variants or --attention-variants: a JSON list of "
-                         "knob settings, each over the kernel's defaults, to time instead "
-                         "of the whole space (e.g. '[{}, {\"DB\": 1}]')")
+                    help="with --matmul-variants, --attention-variants or --variants: a "
+                         "JSON list of knob settings, each over the kernel's defaults, to "
+                         "time instead of the whole space (e.g. '[{}, {\"DB\": 1}]')")
     ap.add_argument("--variants", action="store_true",
                     help="time the knob variants of the memory-bound cases' kernels")
     ap.add_argument("--suite", action="store_true",

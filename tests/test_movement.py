@@ -31,6 +31,21 @@ def test_transposing_copies_go_through_the_tile(case):
     assert kernel.knobs["TILE"] == 1, kernel.knobs
 
 
+@pytest.mark.parametrize("ept", [2, 3])
+def test_taller_transposing_tiles(ept):
+    """TILE 1 with EPT 2 or 3: tiles of 32 x 32 EPT (the input's contiguous dim the
+    longer one), tails of tiles on both dims, other dims in between."""
+    from kernelwright import tune
+
+    knobs = {"WG": 256, "EPT": ept, "VEC": 1, "TILE": 1}
+    for fn, x in ((lambda x: x.permute(0, 2, 3, 1).contiguous(), torch.randn(2, 70, 5, 45)),
+                  (lambda x: torch.relu(x.transpose(1, 2)).contiguous(), torch.randn(3, 33, 100))):
+        with tune.choosing(lambda r: knobs if r.kind == "elementwise" else None):
+            compiled = check(Fn(fn), x)
+        (kernel,) = compiled.plan.kernels
+        assert kernel.knobs == knobs and f"h < {32 * ept}" in kernel.source
+
+
 def test_tile_setting_on_a_kernel_read_in_its_own_layout():
     """TILE 1 forced where nothing is read transposed (the search may try it): still
     correct; by default such a kernel is not tiled."""

@@ -326,10 +326,15 @@ def elementwise_space(numel: int, tiled: bool = False) -> list[dict]:
     space = [{"WG": wg, "EPT": ept, "VEC": vec, "TILE": 0} for wg in (64, 256)
              for ept in (1, 2, 4, 8) for vec in ((1, 4) if numel % 4 == 0 else (1,))
              if ept == 1 or numel >= ept * wg * vec]
-    return space + ([elementwise_knobs(numel, True)] if tiled else [])
+    tiles = [{**elementwise_knobs(numel, True), "EPT": ept} for ept in TILE_EPTS]
+    return space + (tiles if tiled else [])
 
 
 TILE_MIN = 16  # both tiled dims at least this long (a 32 x 32 tile of a thinner one idles)
+# TILE 1's EPT: the tile is 32 along the output's contiguous dim A by 32 * EPT along B,
+# EPT * 4 elements per invocation (32 x (32 EPT + 1) staged values: EPT 4 would exceed
+# WebGPU's 16 KiB of workgroup memory)
+TILE_EPTS = (1, 2, 3)
 
 
 def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
@@ -362,13 +367,14 @@ def _any_tile_dims(out: Value) -> tuple[int, int] | None:
 
 
 def _transpose_tile(src, out, dims: tuple[int, int], knobs):
-    """The elementwise chain through kernels/transpose.wgsl (TILE 1): 32 x 32 tiles of
-    output dims (B, A), computed along B, stored along A."""
+    """The elementwise chain through kernels/transpose.wgsl (TILE 1): tiles of 32 x 32 *
+    EPT of output dims (A, B), computed along B, stored along A."""
     a, b = dims
     shape = out.shape
     strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
     size_a, size_b = shape[a], shape[b]
-    tiles_a, tiles_b = -(-size_a // 32), -(-size_b // 32)
+    tb = 32 * knobs["EPT"]
+    tiles_a, tiles_b = -(-size_a // 32), -(-size_b // tb)
     rest = ["    var base = 0;", "    var rr = r;"]
     for d in reversed(range(len(shape))):
         if d not in (a, b) and shape[d] > 1:
@@ -377,13 +383,27 @@ def _transpose_tile(src, out, dims: tuple[int, int], knobs):
     grid, gx = grid_1d(groups, 1)
     _, (args,) = _lane_args(src, 1, "gi", "gi")
     pad = " " * 12
-    compute = f"{pad}tile[(ty + j) * 33 + tx] = {to_buffer(f'epilogue(gi{args})', out.dtype)};"
+    value = to_buffer(f"epilogue(gi{args})", out.dtype)
+    if tb == 32:
+        compute = ("    for (var j = 0; j < 32; j += 8) {\n        let a = a0 + ty + j;\n"
+                   "        let b = b0 + tx;\n"
+                   f"        if (a < {size_a} && b < {size_b}) {{\n"
+                   f"            let gi = base + b * {strides[b]} + a;\n"
+                   f"{pad}tile[(ty + j) * 33 + tx] = {value};\n        }}\n    }}")
+    else:  # the 32 columns of B an invocation row covers, EPT times
+        compute = (f"    for (var j = 0; j < 32; j += 8) {{\n"
+                   f"        for (var h = 0; h < {tb}; h += 32) {{\n"
+                   "            let a = a0 + ty + j;\n            let b = b0 + tx + h;\n"
+                   f"            if (a < {size_a} && b < {size_b}) {{\n"
+                   f"                let gi = base + b * {strides[b]} + a;\n"
+                   f"                tile[(ty + j) * {tb + 1} + tx + h] = {value};\n"
+                   "            }\n        }\n    }")
     return "transpose", dict(
         functions="", TILE_T=BUFFER_TYPE[out.dtype], TILES_A=tiles_a, TILES_B=tiles_b,
         GROUPS=groups, GRID_X=gx, SIZE_A=size_a, SIZE_B=size_b, STRIDE_B=strides[b],
-        REST="\n".join(rest), COMPUTE=compute,
-        STORE_TILE=f"{pad}out[gi] = tile[tx * 33 + ty + j];",
-        workgroup_bytes=1056 * 4), grid, knobs
+        TB=tb, ROW=tb + 1, STAGED=32 * (tb + 1), REST="\n".join(rest), COMPUTE=compute,
+        STORE_TILE=f"{pad}out[gi] = tile[tx * {tb + 1} + ty + j];",
+        workgroup_bytes=32 * (tb + 1) * 4), grid, knobs
 
 
 def _elementwise(src, materialized, out, tnode, knobs=None):
@@ -396,8 +416,8 @@ def _elementwise(src, materialized, out, tnode, knobs=None):
     _require(vec in (1, 4), knobs, "VEC is 1 or 4")
     _require(knobs["TILE"] in (0, 1), knobs, "TILE is 0 or 1")
     if knobs["TILE"]:
-        _require(tnode is None and vec == 1 and ept == 1, knobs,
-                 "TILE 1 is for plain elementwise kernels, with VEC 1 and EPT 1")
+        _require(tnode is None and vec == 1 and ept in TILE_EPTS, knobs,
+                 f"TILE 1 is for plain elementwise kernels, with VEC 1 and EPT in {TILE_EPTS}")
         dims = dims or _any_tile_dims(out)
         _require(dims is not None, knobs, "TILE 1 needs two output dims of size > 1")
         return _transpose_tile(src, out, dims, knobs)

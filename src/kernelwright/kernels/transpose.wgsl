@@ -1,16 +1,17 @@
 // Elementwise kernel through a transposing tile (the elementwise template's TILE 1):
 // for a chain whose main input is contiguous along output dim B while the output is
 // contiguous along its last dim A (a permute or transpose made contiguous), each
-// workgroup computes a 32 x 32 tile of (B, A) for one index of the other dims. The
-// values are computed with B running across adjacent invocations (the input read
-// coalesced), staged in workgroup memory, and stored with A running across them (the
-// output written coalesced). `epilogue(gi, x...)` is the elementwise template's.
+// workgroup computes a tile of 32 (A) x TB (B, 32 * EPT) for one index of the other
+// dims. The values are computed with B running across adjacent invocations (the input
+// read coalesced), staged in workgroup memory, and stored with A running across them
+// (the output written coalesced). `epilogue(gi, x...)` is the elementwise template's.
 // Slots: BINDINGS, FUNCTIONS, TILES_A, TILES_B (tiles along A and B), GROUPS (all
-// tiles), GRID_X, SIZE_A, SIZE_B, STRIDE_B (output stride of B), REST (code: `base`,
-// the flat output index of the tile's other dims, from `r`), COMPUTE, STORE_TILE.
+// tiles), GRID_X, SIZE_A, SIZE_B, STRIDE_B (output stride of B), TB, ROW (TB + 1),
+// STAGED (32 * ROW), REST (code: `base`, the flat output index of the tile's other
+// dims, from `r`), COMPUTE (the loops computing the tile), STORE_TILE.
 $BINDINGS
 $FUNCTIONS
-var<workgroup> tile: array<$TILE_T, 1056>;  // [a][b], 32 x (32 + 1): no bank conflicts
+var<workgroup> tile: array<$TILE_T, $STAGED>;  // [a][b], 32 x (TB + 1): no bank conflicts
 
 @compute @workgroup_size(32, 8)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -23,19 +24,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let r = flat / ($TILES_A * $TILES_B);
 $REST
     let a0 = ta * 32;
-    let b0 = tb * 32;
+    let b0 = tb * $TB;
     let tx = i32(lid.x);
     let ty = i32(lid.y);
-    for (var j = 0; j < 32; j += 8) {
-        let a = a0 + ty + j;
-        let b = b0 + tx;
-        if (a < $SIZE_A && b < $SIZE_B) {
-            let gi = base + b * $STRIDE_B + a;
 $COMPUTE
-        }
-    }
     workgroupBarrier();
-    for (var j = 0; j < 32; j += 8) {
+    for (var j = 0; j < $TB; j += 8) {
         let a = a0 + tx;
         let b = b0 + ty + j;
         if (a < $SIZE_A && b < $SIZE_B) {
