@@ -332,9 +332,12 @@ def elementwise_space(numel: int, tiled: bool = False) -> list[dict]:
 
 TILE_MIN = 16  # both tiled dims at least this long (a 32 x 32 tile of a thinner one idles)
 # TILE 1's EPT: the tile is 32 along the output's contiguous dim A by 32 * EPT along B,
-# EPT * 4 elements per invocation (32 x (32 EPT + 1) staged values: EPT 4 would exceed
-# WebGPU's 16 KiB of workgroup memory)
-TILE_EPTS = (1, 2, 3)
+# EPT * 4 elements per invocation (32 x (32 EPT + 1) staged values). Measured on the
+# H200 (2026-12-01m, bench/results/memory_variants_permute_h200_2026-12-01m.json), the
+# 1 GiB NCHW -> NHWC permute: EPT 1 0.652 ms (3.30 TB/s), EPT 2 0.610 (3.52 TB/s),
+# EPT 3 1.651 (tiles of 96 rows, no divisor of 256). EPT 1 stays the default until the
+# suite's transposing kernels are measured with EPT 2
+TILE_EPTS = (1, 2)
 
 
 def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
