@@ -657,12 +657,16 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         # an argmax's combine branches: its step's loads are written before the first
         # combine, so that they are in flight together (else one load per branch)
         first = acc_t.startswith("ArgAcc")
-        body += steps(lambda args, j=j, prior=prior, first=first: [
-            f"let v{e} = load_{j}(o, q * {vec}{at(e)}, g{at(e)}{a}{prior});"
-            for e, a in enumerate(args) if first] + [
-            f"a{j} = combine_{j}(a{j}, leaf_{j}("
-            + (f"v{e}" if first else f"load_{j}(o, q * {vec}{at(e)}, g{at(e)}{a}{prior})")
-            + f", q * {vec}{at(e)}));" for e, a in enumerate(args)])
+
+        def step(args, j=j, prior=prior, first=first) -> list[str]:
+            loads = [f"load_{j}(o, q * {vec}{at(e)}, g{at(e)}{a}{prior})"
+                     for e, a in enumerate(args)]
+            lets = [f"let v{e} = {load};" for e, load in enumerate(loads)] if first else []
+            values = [f"v{e}" for e in range(len(loads))] if first else loads
+            return lets + [f"a{j} = combine_{j}(a{j}, leaf_{j}({v}, q * {vec}{at(e)}));"
+                           for e, v in enumerate(values)]
+
+        body += steps(step)
         if tpr > 1:
             shared.append(f"var<workgroup> partial_{j}: array<{acc_t}, {wg}>;")
             body += [f"    partial_{j}[li] = a{j};", "    workgroupBarrier();",

@@ -39,8 +39,9 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         if acc is None:  # K = 0: an empty sum
             acc = b.scalar(0.0 if "f32" in (x.dtype, y.dtype) else 0)
         return b.expand(acc, shape)
+    bands = (zero_outside_band(x), zero_outside_band(y))
     for operand in (0, 1):
-        band = zero_outside_band(x if operand == 0 else y)
+        band = bands[operand]
         if band is not None and band[0] == "eq":
             return diagonal_product(b, x, y, operand, band[1])
         pulled = factor_along_k(x if operand == 0 else y, operand)
@@ -59,7 +60,7 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         return b.reshape(product(b, flat, shared), lead + (y.shape[-1],))
     chunks = split_k_chunks(x.shape, y.shape)
     if chunks == 1:
-        return b.matmul(x, y, k_range(zero_outside_band(x), zero_outside_band(y)))
+        return b.matmul(x, y, k_range(*bands))
     depth = -(-k // chunks)
     depth = -(-depth // MATMUL_BK) * MATMUL_BK  # whole staged tiles per chunk
     chunks = -(-k // depth)
