@@ -208,6 +208,9 @@ CASES = {
                                      inputs=lambda: [torch.randn(16384, 8192), torch.randn(8192)],
                                      bytes=4 * 16384 * 8192 * 2),
     "cumsum_16384x8192": memory(lambda x: torch.cumsum(x, -1), (16384, 8192), 1, 1),
+    # a scan along a middle dim (columns of 512 consecutive elements: the suite's
+    # level3/024 segment sums)
+    "cumsum_cols_512x512x512": memory(lambda x: torch.cumsum(x, 1), (512, 512, 512), 1, 1),
     "permute_nchw_to_nhwc_64x256x128x128": memory(
         lambda x: x.permute(0, 2, 3, 1).contiguous(), (64, 256, 128, 128), 1, 1),
     "gemm_4096_accelerated_f16": gemm_accelerated(4096, 4096, 4096),
@@ -216,8 +219,9 @@ CASES = {
 MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192",
                 "sum_rows_16384x8192", "sum_cols_8192x16384", "softmax_16384x8192",
                 "softmax_131072x1024", "log_softmax_16384x8192", "layernorm_16384x8192",
-                "rmsnorm_16384x8192", "cumsum_16384x8192", "permute_nchw_to_nhwc_64x256x128x128",
-                "amax_cols_16384x14336", "log_softmax_8192x16384", "softmax_4096x32768",
+                "rmsnorm_16384x8192", "cumsum_16384x8192", "cumsum_cols_512x512x512",
+                "permute_nchw_to_nhwc_64x256x128x128", "amax_cols_16384x14336",
+                "log_softmax_8192x16384", "softmax_4096x32768",
                 # the pool kernel's outputs per invocation (OPT) and vec4 loads (VEC)
                 "maxpool3x3s2_b32x64x256")
 # Long rows: --variants measures the default plan and the fused row kernel at longer

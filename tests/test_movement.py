@@ -31,10 +31,10 @@ def test_transposing_copies_go_through_the_tile(case):
     assert kernel.knobs["TILE"] == 1, kernel.knobs
 
 
-@pytest.mark.parametrize("ept", [2])
-def test_taller_transposing_tiles(ept):
-    """TILE 1 with EPT 2: tiles of 32 x 64 (the input's contiguous dim the longer one),
-    tails of tiles on both dims, other dims in between."""
+@pytest.mark.parametrize("ept", [1, 2])
+def test_transposing_tiles(ept):
+    """TILE 1 with EPT 1 and 2 (the default): tiles of 32 x 32 and 32 x 64 (the input's
+    contiguous dim the longer one), tails of tiles on both dims, other dims in between."""
     from kernelwright import tune
 
     knobs = {"WG": 256, "EPT": ept, "VEC": 1, "TILE": 1}

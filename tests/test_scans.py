@@ -183,7 +183,8 @@ FEWER_BARRIERS = [{"STAGE": 1, "WG": 64, "ITEMS": 8, "SUMS": 1},
                   {"STAGE": 2, "WG": 32, "ITEMS": 8, "SUMS": 1},
                   {"STAGE": 2, "WG": 32, "ITEMS": 8, "VEC": 4, "SUMS": 1},
                   {"STAGE": 2, "WG": 64, "ITEMS": 16, "VEC": 4},
-                  {"STAGE": 2, "WG": 32, "ITEMS": 32, "VEC": 4, "SUMS": 1}]
+                  {"STAGE": 2, "WG": 32, "ITEMS": 32, "VEC": 4, "SUMS": 1},
+                  {"STAGE": 3, "WG": 64, "ITEMS": 8}, {"STAGE": 3, "WG": 32, "ITEMS": 3}]
 
 
 def forced_scans(fn, inputs, knobs):
@@ -273,3 +274,21 @@ def test_scan_space_of_long_rows():
     assert templates.scan_knobs(8192) in space
     assert {"WG": 256, "ITEMS": 32, "STAGE": 2, "VEC": 4, "SUMS": 1} in space
     assert all(templates.scan_workgroup_bytes(k) <= templates.WORKGROUP_BYTES for k in space)
+
+
+def test_column_scans_take_an_invocation_per_column():
+    """A scan along a dim that is not the last, with columns of 16 or more consecutive
+    elements and enough of them, takes one invocation per column (STAGE 3) by default,
+    and matches PyTorch on every op; a scan with fewer columns keeps the row kernels."""
+    from kernelwright import templates
+
+    x = torch.rand(2, 9, 16384) - 0.25
+    few = torch.rand(3, 40, 24) - 0.25
+    compiled = check(Fn(lambda x, few: (torch.cumsum(x, 1), *torch.cummax(x, 1),
+                                        torch.cumprod(1 + x / 9, 1),
+                                        torch.cumsum(few, 1))), x, few, atol=2e-4)
+    stages = sorted(k.knobs["STAGE"] for k in compiled.plan.kernels if k.key.startswith("scan"))
+    assert stages == [0, 3, 3, 3, 3], stages
+    assert templates.scan_knobs(9, 4, 16384, 2 * 16384) == {"WG": 256, "ITEMS": 4, "STAGE": 3}
+    assert templates.scan_space(9, 16384, 2 * 16384)[0]["STAGE"] == 3
+    assert all(k["STAGE"] != 3 for k in templates.scan_space(9, 8, 1 << 20))

@@ -272,7 +272,8 @@ def kernel_key(kind: str, out: Value, tnode: Node | None, reads: list[Value],
 @cache
 def _template_text(kind: str) -> str:
     names = {"reduce": ("rows",), "conv": ("conv", "conv_transpose"),
-             "scan": ("scan", "scan_staged", "scan_regs", "scan_sums", "scan_rake"),
+             "scan": ("scan", "scan_staged", "scan_regs", "scan_sums", "scan_rake",
+                      "scan_cols"),
              "elementwise": ("elementwise", "transpose"),
              "materialize": ("elementwise",)}.get(kind, (kind,))
     return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
@@ -314,11 +315,11 @@ def elementwise_knobs(numel: int, transposed: bool = False) -> dict:
     """256 invocations per workgroup; vec4 loads and stores (VEC 4) when the element
     count is a multiple of 4; steps per invocation (EPT, each of VEC elements) 4 on
     tensors of 2^20 elements or more, else 1. TILE 1 (kernels/transpose.wgsl, 32 x 32
-    tiles: EPT 1) where the chain's main input is read transposed (`_transposed_dims`)
-    and no buffer is read in the output's layout (measured in docs/PERF.md: the 1 GiB
-    permute 0.65 ms against 1.56 with TILE 0; EPT 2, TILE_EPTS, 0.61)."""
+    x 64 tiles: EPT 2, TILE_EPTS) where the chain's main input is read transposed
+    (`_transposed_dims`) and no buffer is read in the output's layout (measured in
+    docs/PERF.md: the 1 GiB permute 0.61 ms against 1.56 with TILE 0)."""
     if transposed:
-        return {"WG": 256, "EPT": 1, "VEC": 1, "TILE": 1}
+        return {"WG": 256, "EPT": 2, "VEC": 1, "TILE": 1}
     return {"WG": 256, "EPT": 4 if numel >= 1 << 20 else 1, "VEC": 4 if numel % 4 == 0 else 1,
             "TILE": 0}
 
@@ -336,8 +337,8 @@ TILE_MIN = 16  # both tiled dims at least this long (a 32 x 32 tile of a thinner
 # EPT * 4 elements per invocation (32 x (32 EPT + 1) staged values). Measured on the
 # H200 (2026-12-01m, bench/results/memory_variants_permute_h200_2026-12-01m.json), the
 # 1 GiB NCHW -> NHWC permute: EPT 1 0.652 ms (3.30 TB/s), EPT 2 0.610 (3.52 TB/s),
-# EPT 3 1.651 (tiles of 96 rows, no divisor of 256). EPT 1 stays the default until the
-# suite's transposing kernels are measured with EPT 2
+# EPT 3 1.651 (tiles of 96 rows, no divisor of 256). EPT 2 is the default since
+# 2026-12-02.
 TILE_EPTS = (1, 2)
 
 
@@ -388,20 +389,14 @@ def _transpose_tile(src, out, dims: tuple[int, int], knobs):
     _, (args,) = _lane_args(src, 1, "gi", "gi")
     pad = " " * 12
     value = to_buffer(f"epilogue(gi{args})", out.dtype)
-    if tb == 32:
-        compute = ("    for (var j = 0; j < 32; j += 8) {\n        let a = a0 + ty + j;\n"
-                   "        let b = b0 + tx;\n"
-                   f"        if (a < {size_a} && b < {size_b}) {{\n"
-                   f"            let gi = base + b * {strides[b]} + a;\n"
-                   f"{pad}tile[(ty + j) * 33 + tx] = {value};\n        }}\n    }}")
-    else:  # the 32 columns of B an invocation row covers, EPT times
-        compute = (f"    for (var j = 0; j < 32; j += 8) {{\n"
-                   f"        for (var h = 0; h < {tb}; h += 32) {{\n"
-                   "            let a = a0 + ty + j;\n            let b = b0 + tx + h;\n"
-                   f"            if (a < {size_a} && b < {size_b}) {{\n"
-                   f"                let gi = base + b * {strides[b]} + a;\n"
-                   f"                tile[(ty + j) * {tb + 1} + tx + h] = {value};\n"
-                   "            }\n        }\n    }")
+    # the 32 columns of B an invocation row covers, EPT times
+    compute = (f"    for (var j = 0; j < 32; j += 8) {{\n"
+               f"        for (var h = 0; h < {tb}; h += 32) {{\n"
+               "            let a = a0 + ty + j;\n            let b = b0 + tx + h;\n"
+               f"            if (a < {size_a} && b < {size_b}) {{\n"
+               f"                let gi = base + b * {strides[b]} + a;\n"
+               f"                tile[(ty + j) * {tb + 1} + tx + h] = {value};\n"
+               "            }\n        }\n    }")
     return "transpose", dict(
         functions="", TILE_T=BUFFER_TYPE[out.dtype], TILES_A=tiles_a, TILES_B=tiles_b,
         GROUPS=groups, GRID_X=gx, SIZE_A=size_a, SIZE_B=size_b, STRIDE_B=strides[b],
@@ -746,20 +741,41 @@ SCANNERS = {
 }
 
 
-def scan_knobs(r: int, acc_bytes: int = 4) -> dict:
-    """Short rows: one element per invocation (WG the row length's power of two, at
-    least 32), or 2 or 3 (ITEMS) per invocation of 256, each read by its invocation
-    (STAGE 0, kernels/scan.wgsl). Rows of more than 768: STAGE 2 (kernels/scan_regs.wgsl),
-    the chunk held in registers in groups of 4 consecutive elements (VEC 4) and the
-    invocations' totals scanned by raking (SUMS 1, 3 barriers), ITEMS 4 to 32 (a chunk
-    of at most the row; fewer where the arg scans' 8-byte totals would not fit).
-    Measured on the H200, 16384 x 8192 cumsum (2026-12-01m,
-    bench/results/memory_variants_scan_h200_2026-12-01m.json; PyTorch 0.59 ms): STAGE 2
-    VEC 4 SUMS 1 with ITEMS 8, 16, 32: 0.277, 0.270, **0.264 ms** (4.07 TB/s, 95% of
-    the copy bandwidth); SUMS 0 (the tree) 0.272 and 0.269 at 16 and 32; scalar groups
-    (VEC 1) 0.285; STAGE 1, the default before, 0.413 ms (0.313 with SUMS 1); STAGE 0
-    ITEMS 4 0.630. (2026-12-01g: STAGE 0 with ITEMS 1, 2, 4, 8 1.43, 0.77, 0.63, 1.29
-    ms, STAGE 1 1.58, 0.87, 0.52, 0.41.)"""
+# A scan along a dim that is not the last (x[A, R, B], B > 1) takes one invocation per
+# column (STAGE 3, kernels/scan_cols.wgsl) when its columns are at least this many
+# consecutive elements (a warp's loads coalesce into 64-byte runs or more) and there
+# are enough of them to occupy the GPU (each column is one invocation: fewer would
+# leave most SMs idle, where the row kernels run a workgroup per column).
+SCAN_COLS_MIN_B = 16
+SCAN_COLS_MIN_COLUMNS = 32768
+
+
+def scan_columns(inner: int, columns: int) -> bool:
+    """Whether a scan of `columns` columns (A * B) of B consecutive elements takes STAGE 3."""
+    return inner >= SCAN_COLS_MIN_B and columns >= SCAN_COLS_MIN_COLUMNS
+
+
+def scan_knobs(r: int, acc_bytes: int = 4, inner: int = 1, columns: int = 1) -> dict:
+    """Columns (`scan_columns`: B = `inner` of at least 16, 32768 `columns` or more): STAGE 3,
+    one invocation per column, WG 256, ITEMS 4 loads in flight. Measured on the H200
+    (2026-12-02, bench/results/memory_variants_scan_cols_permute_h200_2026-12-02.json), a 512 x 512
+    x 512 cumsum along dim 1: ITEMS 1, 4, 8, 16 0.383, **0.307**, 0.321, 0.310 ms (3.50
+    TB/s; PyTorch 0.38 ms), against 2.91-3.39 ms for the row kernels of STAGE 0 and 1 (one
+    workgroup per column, its loads 2 KiB apart). Short rows: one element per invocation (WG
+    the row length's power of two, at least 32), or 2 or 3 (ITEMS) per invocation of 256,
+    each read by its invocation (STAGE 0, kernels/scan.wgsl). Rows of more than 768: STAGE 2
+    (kernels/scan_regs.wgsl), the chunk held in registers in groups of 4 consecutive
+    elements (VEC 4) and the invocations' totals scanned by raking (SUMS 1, 3 barriers),
+    ITEMS 4 to 32 (a chunk of at most the row; fewer where the arg scans' 8-byte totals
+    would not fit). Measured on the H200, 16384 x 8192 cumsum (2026-12-01m,
+    bench/results/memory_variants_scan_h200_2026-12-01m.json; PyTorch 0.59 ms): STAGE 2 VEC
+    4 SUMS 1 with ITEMS 8, 16, 32: 0.277, 0.270, **0.264 ms** (4.07 TB/s, 95% of the copy
+    bandwidth); SUMS 0 (the tree) 0.272 and 0.269 at 16 and 32; scalar groups (VEC 1) 0.285;
+    STAGE 1, the default before, 0.413 ms (0.313 with SUMS 1); STAGE 0 ITEMS 4 0.630.
+    (2026-12-01g: STAGE 0 with ITEMS 1, 2, 4, 8 1.43, 0.77, 0.63, 1.29 ms, STAGE 1 1.58,
+    0.87, 0.52, 0.41.)"""
+    if scan_columns(inner, columns):
+        return {"WG": 256, "ITEMS": min(4, r), "STAGE": 3}
     wg = min(256, max(32, _pow2_ceil(r)))
     items = 1 if r <= wg else math.ceil(r / wg)
     if items < 4:
@@ -781,14 +797,15 @@ def scan_knobs(r: int, acc_bytes: int = 4) -> dict:
 SCAN_EXTRA_KNOBS = {"VEC": 1, "SUMS": 0}
 
 
-def scan_space(r: int) -> list[dict]:
-    """STAGE 0 and 1 at every WG and ITEMS up to 8 whose chunk is at most twice the row
-    (rows longer than 2048: from 4 items, and STAGE 0 at 4 only: on the H200 at 8192,
-    fewer items were 1.9-3.9x slower than the default, STAGE 0 ITEMS 8 3.1x), then, at
-    WG 256 (the settings bench/kernels.py --variants measures), the raked scan of
-    the totals (SUMS 1) on STAGE 1 and the register-held rows of STAGE 2: ITEMS 8 in
-    scalars (any loader) and VEC 4 groups of 8, 16 and 32 items, rows up to 8192 in one
-    pass (with the tree of SUMS 0 too, against the raking)."""
+def scan_space(r: int, inner: int = 1, columns: int = 1) -> list[dict]:
+    """Columns (`scan_columns`): STAGE 3 at WG 64, 128 and 256 with 1, 4, 8 and 16 items (at
+    most the column), then the row settings. STAGE 0 and 1 at every WG and ITEMS up to 8
+    whose chunk is at most twice the row (rows longer than 2048: from 4 items, and STAGE 0
+    at 4 only: on the H200 at 8192, fewer items were 1.9-3.9x slower than the default, STAGE
+    0 ITEMS 8 3.1x), then, at WG 256 (the settings bench/kernels.py --variants measures),
+    the raked scan of the totals (SUMS 1) on STAGE 1 and the register-held rows of STAGE 2:
+    ITEMS 8 in scalars (any loader) and VEC 4 groups of 8, 16 and 32 items, rows up to 8192
+    in one pass (with the tree of SUMS 0 too, against the raking)."""
     long = r > 2048
     space = [{"WG": wg, "ITEMS": items, "STAGE": stage} for stage in (0, 1)
              for wg in (64, 128, 256) for items in (1, 2, 4, 8)
@@ -799,7 +816,12 @@ def scan_space(r: int) -> list[dict]:
            {"STAGE": 2, "ITEMS": 16, "VEC": 4, "SUMS": 1},
            {"STAGE": 2, "ITEMS": 32, "VEC": 4, "SUMS": 1},
            {"STAGE": 2, "ITEMS": 16, "VEC": 4}, {"STAGE": 2, "ITEMS": 32, "VEC": 4}]
-    return space + [{"WG": 256, **k} for k in new if 256 * k["ITEMS"] <= 2 * r]
+    rows = space + [{"WG": 256, **k} for k in new if 256 * k["ITEMS"] <= 2 * r]
+    if not scan_columns(inner, columns):
+        return rows
+    cols = [{"WG": wg, "ITEMS": items, "STAGE": 3} for wg in (256, 128, 64)
+            for items in (8, 16, 4, 1) if items <= r]
+    return cols + rows
 
 
 def _rake(wg: int) -> tuple[int, int]:
@@ -816,6 +838,8 @@ def scan_workgroup_bytes(knobs: dict, acc_bytes: int = 4) -> int:
     knobs = {**SCAN_EXTRA_KNOBS, **knobs}
     wg = knobs["WG"]
     sums = wg + 2 * _rake(wg)[1] if knobs["SUMS"] else wg
+    if knobs["STAGE"] == 3:
+        return 0
     staged = {0: 0, 1: wg * knobs["ITEMS"], 2: wg * knobs["ITEMS"] // knobs["VEC"]}
     tile = staged[knobs["STAGE"]]
     return acc_bytes * (sums + tile + tile // 32)
@@ -840,12 +864,15 @@ def _scan(src, materialized, out, tnode, knobs=None):
     acc_bytes = 8 if acc_t == "ArgAcc" else 4
     # a setting that leaves VEC or SUMS out means their SCAN_EXTRA_KNOBS values, not
     # the default's (settings were written before they existed)
-    knobs = _merge({**SCAN_EXTRA_KNOBS, **scan_knobs(r, acc_bytes)},
+    knobs = _merge({**SCAN_EXTRA_KNOBS, **scan_knobs(r, acc_bytes, inner, rows)},
                    knobs and {**SCAN_EXTRA_KNOBS, **knobs})
     wg = _check_wg(knobs, pow2=True)  # the scan of the invocations' totals is a tree
     items, stage, vec = knobs["ITEMS"], knobs["STAGE"], knobs["VEC"]
     _require(isinstance(items, int) and items >= 1, knobs, "ITEMS must be a positive integer")
-    _require(stage in (0, 1, 2), knobs, "STAGE is 0, 1 or 2")
+    _require(stage in (0, 1, 2, 3), knobs, "STAGE is 0, 1, 2 or 3")
+    if stage == 3:
+        _require(vec == 1 and knobs["SUMS"] == 0, knobs, "STAGE 3 takes no VEC or SUMS")
+        return _scan_cols(functions, knobs, r, inner, rows, acc_t, init, final)
     _require(vec == 1 or stage == 2 and vec == 4, knobs, "VEC is 1, or 4 with STAGE 2")
     _require(items % vec == 0, knobs, "ITEMS must be a multiple of VEC")
     _require(knobs["SUMS"] in (0, 1), knobs, "SUMS is 0 or 1")
@@ -882,6 +909,27 @@ def _scan(src, materialized, out, tnode, knobs=None):
     # settings name VEC and SUMS only where they differ from SCAN_EXTRA_KNOBS
     used = {k: v for k, v in knobs.items() if SCAN_EXTRA_KNOBS.get(k) != v}
     return name, slots, (gx, math.ceil(max(1, rows) / gx), 1), used
+
+
+def _scan_cols(functions, knobs, r, inner, columns, acc_t, init, final):
+    """STAGE 3 (kernels/scan_cols.wgsl): one invocation per column, ITEMS loads first."""
+    wg, items = knobs["WG"], knobs["ITEMS"]
+    whole = r % items == 0  # no clamped loads, no bounds tests
+
+    def inside(k: int) -> str:
+        return "" if whole else f"if (r0 + {k} < {r}) "
+    groups = max(1, -(-columns // wg))
+    gx = min(groups, MAX_GRID)
+    slots = dict(functions=functions, WG=wg, ITEMS=items, R=r, B=inner, COLS=columns,
+                 GRID_X=gx, ACC=acc_t, INIT=init, final=final,
+                 LOADS="\n".join(f"        let x{k} = leaf(load_x(a, "
+                                 f"{f'r0 + {k}' if whole else f'min(r0 + {k}, {r - 1})'}, b),"
+                                 f" r0 + {k});" for k in range(items)),
+                 STORES="\n".join(f"        {inside(k)}{{ carry = combine(carry, x{k});"
+                                  f" let r = r0 + {k}; let gi = (a * {r} + r) * {inner} + b;"
+                                  f" let acc = carry; $STORE }}" for k in range(items)))
+    used = {k: v for k, v in knobs.items() if SCAN_EXTRA_KNOBS.get(k) != v}
+    return "scan_cols", slots, (gx, -(-groups // gx), 1), used
 
 
 def _scan_regs(src, materialized, out, x, knobs, acc_t, init, final) -> dict:
@@ -2237,7 +2285,10 @@ TEMPLATES = {
                                                       if k["VEC"] == 1]),
     "reduce": (_reduce, lambda out, tnode: reduce_space(*tnode.inputs[0].shape)),
     "rows": (None, None),  # a row kernel: generated with its phases (fill_kernel)
-    "scan": (_scan, lambda out, tnode: scan_space(tnode.inputs[0].shape[1])),
+    "scan": (_scan, lambda out, tnode: scan_space(tnode.inputs[0].shape[1],
+                                                  tnode.inputs[0].shape[2],
+                                                  tnode.inputs[0].numel
+                                                  // max(1, tnode.inputs[0].shape[1]))),
     "matmul": (_matmul, _matmul_space),
     "matmul_coop": (_matmul_coop, _matmul_coop_space),
     "attention": (_attention, _attention_space),

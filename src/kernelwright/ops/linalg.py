@@ -12,9 +12,9 @@ from .elementwise import binary
 
 # Depth heuristics of the matrix product (see `product`).
 SMALL_K = 3  # up to this K, a sum of K broadcast outer products in one elementwise kernel
-SPLIT_K_MIN = 2048  # split K only from this depth on ...
-SPLIT_K_CHUNK = 256  # ... into chunks at least this deep ...
-SPLIT_K_TARGET = 256  # ... until about this many workgroups share the work (see product)
+SPLIT_K_MIN = 1024  # split K only from this depth on ...
+SPLIT_K_CHUNK = 128  # ... into chunks at least this deep ...
+SPLIT_K_TARGET = 512  # ... until about this many workgroups share the work (see product)
 MATMUL_FOLD_M = 128  # a shared weight's product with fewer rows per batch entry folds
 
 
@@ -24,10 +24,14 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
     it fuses with its neighbours); a deep K whose output covers too few matmul tiles to
     fill the GPU is split into chunks whose partial products, one batch entry per
     chunk, the reduce template sums (split-K); anything else is one matmul.
-    SPLIT_K_TARGET: 256 workgroups, two per SM of an H200's 132 (the large products'
-    128 x 64 tiles fit two per SM); it was 128 until 2026-12-01k, when those tiles
-    replaced 128 x 128 ones (one per SM) and halved the chunks of a 512 x 131072 x 512
-    product: 1.77 -> 2.24 ms in the suite (level1/004)."""
+    SPLIT_K_TARGET: 512 workgroups, about four per SM of an H200's 132. It was 128 until
+    2026-12-01k, when 128 x 64 tiles replaced 128 x 128 ones (one per SM) and halved the
+    chunks of a 512 x 131072 x 512 product: 1.77 -> 2.24 ms in the suite (level1/004),
+    then 256. 2026-12-02 (SPLIT_K_MIN 2048 -> 1024, SPLIT_K_CHUNK 256 -> 128, the target
+    256 -> 512; bench/results/profile_h200_2026-12-02.json): the 32 x 1024 x 4096
+    step of level3/023's LSTM (64 tiles, 16 K steps each, latency-bound) took 52 us
+    unsplit, 23 us in 4 chunks and 17 us in 8 (plus 7 us to sum them): the whole
+    problem 19.8 -> 13.5 -> 11.6 ms."""
     k = x.shape[-1]
     if k <= SMALL_K:
         batch = broadcast_shapes(x.shape[:-2], y.shape[:-2])
