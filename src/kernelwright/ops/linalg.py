@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
-from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes, where_band
+import numpy as np
+
+from ..ir import CompileError, GraphBuilder, Value, affine_index, broadcast_shapes, where_band
 from ..templates import MATMUL_BK, matmul_tiles
 from . import register
 from .elementwise import binary
@@ -23,7 +25,11 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
     by depth: a tiny K is an elementwise sum of outer products (no tiling overhead, and
     it fuses with its neighbours); a deep K whose output covers too few matmul tiles to
     fill the GPU is split into chunks whose partial products, one batch entry per
-    chunk, the reduce template sums (split-K); anything else is one matmul.
+    chunk, the reduce template sums (split-K); anything else is one matmul. Operands
+    of known structure are rewritten first: a one-hot operand makes the product a
+    gather of the other's rows or columns (`one_hot`, `one_hot_product`), a diagonal
+    one a scaling (`diagonal_product`), a factor constant along K an epilogue
+    (`factor_along_k`), a triangular one bounds the K loop (`k_range`).
     SPLIT_K_TARGET: 512 workgroups, about four per SM of an H200's 132. It was 128 until
     2026-12-01k, when 128 x 64 tiles replaced 128 x 128 ones (one per SM) and halved the
     chunks of a 512 x 131072 x 512 product: 1.77 -> 2.24 ms in the suite (level1/004),
@@ -43,6 +49,10 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         if acc is None:  # K = 0: an empty sum
             acc = b.scalar(0.0 if "f32" in (x.dtype, y.dtype) else 0)
         return b.expand(acc, shape)
+    for operand in (0, 1):
+        hot = one_hot(x if operand == 0 else y, operand) if x.dtype == y.dtype else None
+        if hot is not None:
+            return one_hot_product(b, x, y, operand, hot)
     bands = (zero_outside_band(x), zero_outside_band(y))
     for operand in (0, 1):
         band = bands[operand]
@@ -263,3 +273,153 @@ def k_range(band_x, band_y) -> dict:
         else:
             upper.append(("n", -c if op == "ge" else -c - 1))
     return {"k_from": lower, "k_to": upper} if lower or upper else {}
+
+
+# -- one-hot operands -------------------------------------------------------------------
+# An embedding written as a product, one_hot(tokens) @ table with the one-hot built as
+# (tokens.unsqueeze(-1) == arange(K)).float() (the arange a registered buffer, a const,
+# or written inline, an `iota`; F.one_hot gives the same eq against an iota), picks one
+# row of the table per token: a gather, not a K-deep product. `one_hot` reads the
+# one-hot off the graph, `one_hot_product` builds the gather. A token outside the
+# arange matches no column, so its output row (column, for operand 1) is zero. As for
+# the bands, a dense product would turn an infinite or NaN value of a row no token
+# picks into a NaN (0 * inf); the gather does not read that row at all.
+def one_hot(x: Value, operand: int) -> tuple | None:
+    """(t, views, start, scale, eq) when operand 0 (x [..., M, K]) or 1 (x [..., K, N])
+    is scale * (t == start + k) as f32, k the K index and t i32 tokens constant along K:
+    x is a cast of (or a where(mask, scale, 0) of) eq, an eq of t broadcast along K with
+    an arange along K (an `iota` of step 1, or an i32 constant holding start, start + 1,
+    ..., start + K - 1); between x and eq only casts, one where (under a cast only with
+    scale 1) and views that keep K a dim of its own: permutes (ATen's matmul of a
+    matrix by a batch transposes both), expands not along K, and reshapes of the dims
+    before K or of those after it. t is the token side of eq before its broadcast,
+    `views` the views from eq up to x, outermost first, each (value, K's dim in it, K's
+    dim in its input), which `_tokens` replays on t; None for anything else."""
+    if x.dtype != "f32" or len(x.shape) < 2:
+        return None
+    kd = len(x.shape) - (1 if operand == 0 else 2)  # K's dim in v
+    views, scale, cast_seen, v = [], None, False, x
+    while v.node is not None:
+        node, src = v.node, v.node.inputs[0] if v.node.inputs else None
+        if node.op in ("reshape", "expand", "permute"):
+            ks = _k_in_input(v, kd)
+            if ks is None:
+                return None
+            views.append((v, kd, ks))
+            kd = ks
+        elif node.op == "ew" and node.attrs["fn"] == "cast":
+            cast_seen = True  # below it are 0 and 1 (bool, i32 or f32), in any dtype
+        elif node.op == "ew" and node.attrs["fn"] == "where" and scale is None:
+            cond, value, other = node.inputs
+            value, other = _unexpanded(value), _unexpanded(other)
+            if value.kind != "scalar" or other.kind != "scalar" or other.scalar != 0:
+                return None
+            scale = float(value.scalar)
+            if cast_seen and scale != 1:  # a cast after the where could round the scale
+                return None
+            src = cond
+        elif node.op == "ew" and node.attrs["fn"] == "eq":
+            kneg = kd - len(v.shape)
+            for tok, ar in (node.inputs, node.inputs[::-1]):
+                start, tok = _arange_along(ar, kneg, v.shape[kd]), _unexpanded(tok)
+                if start is None or tok.dtype != "i32":
+                    continue
+                if len(tok.shape) >= -kneg and tok.shape[kneg] != 1:
+                    continue  # t varies along K
+                return tok, views, start, 1.0 if scale is None else scale, (v.shape, kd)
+            return None
+        else:
+            return None
+        v = src
+    return None
+
+
+def _k_in_input(v: Value, kd: int) -> int | None:
+    """K's dim in the input of view v (reshape, expand or permute) when K is dim kd of v
+    and the view keeps it a dim of its own, else None."""
+    node, src = v.node, v.node.inputs[0]
+    if node.op == "permute":
+        return node.attrs["dims"][kd]
+    if node.op == "expand":
+        ks = kd - (len(v.shape) - len(src.shape))  # right-aligned
+        return ks if ks >= 0 and src.shape[ks] == v.shape[kd] else None
+    after = len(v.shape) - kd  # K and the dims after it
+    if len(src.shape) >= after and src.shape[-after:] == v.shape[kd:]:
+        return len(src.shape) - after  # the dims before K regrouped
+    if src.shape[:kd + 1] == v.shape[:kd + 1]:
+        return kd  # the dims after K regrouped
+    return None
+
+
+def _unexpanded(v: Value) -> Value:
+    while v.node is not None and v.node.op == "expand":
+        v = v.node.inputs[0]
+    return v
+
+
+def _arange_along(v: Value, kdim: int, k: int) -> int | None:
+    """start when i32 value v holds start + i[kdim] at every index i (kdim < 0): an iota
+    (through views, ir.affine_index), or an i32 constant holding start, ..., start + k - 1
+    along kdim, broadcast along the other dims."""
+    aff = affine_index(v)
+    if aff is not None:
+        coefs, start = aff
+        want = [0] * len(v.shape)
+        want[kdim] = 1
+        return start if list(coefs) == want else None
+    src = _unexpanded(v)
+    if len(src.shape) < -kdim or src.shape[kdim] != k or src.numel != k:
+        return None  # along kdim and only there (other dims of size 1)
+    while src.node is not None and src.node.op == "reshape":
+        src = src.node.inputs[0]
+    if src.kind != "const" or src.dtype != "i32" or src.data is None:
+        return None
+    flat = np.asarray(src.data).reshape(-1).astype(np.int64)
+    if flat.size != k or (k and not np.array_equal(flat, flat[0] + np.arange(k))):
+        return None
+    return int(flat[0]) if k else 0
+
+
+def _tokens(b: GraphBuilder, hot: tuple) -> Value:
+    """The one-hot's tokens t with the operand's shape less its K dim: t broadcast to the
+    eq's shape, then each view between the eq and the operand applied to it."""
+    tok, views, _, _, (eq_shape, kd) = hot
+
+    def drop(shape, d):
+        return tuple(s for i, s in enumerate(shape) if i != d)
+
+    kneg = kd - len(eq_shape)
+    t = b.reshape(tok, drop(tok.shape, len(tok.shape) + kneg)) if len(tok.shape) >= -kneg \
+        else tok
+    t = b.expand(t, drop(eq_shape, kd))
+    for v, kv, ks in reversed(views):  # K is dim kv of v, dim ks of its input
+        if v.node.op == "permute":
+            dims = [d - (d > ks) for i, d in enumerate(v.node.attrs["dims"]) if i != kv]
+            t = b.permute(t, dims)
+        else:
+            t = (b.reshape if v.node.op == "reshape" else b.expand)(t, drop(v.shape, kv))
+    return t
+
+
+def one_hot_product(b: GraphBuilder, x: Value, y: Value, operand: int, hot: tuple) -> Value:
+    """x @ y where operand 0 or 1 is one-hot (`one_hot`): with x one-hot, output row m is
+    scale * y[t[m] - start] (an embedding lookup), with y one-hot, output column n is
+    scale * x[:, t[n] - start]; one `gather` (read inline by whichever kernel reads the
+    result) where the index is in [0, K), else zero."""
+    k, batch = x.shape[-1], broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    m, n = x.shape[-2], y.shape[-1]
+    shape = batch + (m, n)
+    t = _tokens(b, hot)  # [..., M] or [..., N]
+    start, scale = hot[2], hot[3]
+    lined = batch + ((m, 1) if operand == 0 else (1, n))
+    t = b.reshape(b.expand(t, lined[:-2] + (t.shape[-1],)), lined)
+    valid = binary(b, "and", binary(b, "ge", t, start, out_dtype="bool"),
+                   binary(b, "le", t, start + k - 1, out_dtype="bool"))  # no overflow
+    if start:
+        t = binary(b, "sub", t, start)
+    other = y if operand == 0 else x
+    table = b.expand(other, batch + other.shape[-2:])
+    picked = b.gather(table, -2 if operand == 0 else -1, b.expand(t, shape))
+    if scale != 1:
+        picked = binary(b, "mul", picked, scale)
+    return b.ew("where", b.expand(valid, shape), picked, b.scalar(0.0))
