@@ -289,3 +289,40 @@ def test_epilogue_takes_a_value_read_twice():
     # two outputs: no one node where the readers meet, so y is stored and read back
     out = check(Fn(lambda x: (lambda y: (torch.relu(y), torch.relu(y) + y))(lin(x))), x)
     assert len(out.plan.kernels) == 3, out.plan.summary()
+
+
+def test_transcendental_prologues_recomputed_per_tile_are_materialized(monkeypatch):
+    """An operand's elementwise prologue with exp, tanh, ... is written once by a kernel
+    of its own when the loader would compute each of its elements at least
+    schedule.PROLOGUE_RECOMPUTE_MIN times (A: one per tile column, ceil(N / BN); B: one
+    per tile row): the matmul then reads a buffer, its views (a transpose) still
+    inlined. Under the threshold, and for cheap prologues (a LayerNorm's arithmetic)
+    at any tile count, the prologue stays in the loader."""
+    import torch.nn.functional as F
+
+    from kernelwright import schedule
+
+    def kernels(compiled):
+        return [k.name for k in compiled.plan.kernels]
+
+    x, y, w = torch.randn(40, 32), torch.randn(40, 32), torch.randn(32, 256)
+    gate = Fn(lambda x, y, w: torch.sigmoid(x) * torch.tanh(y) @ w)  # 4 tile columns
+    assert kernels(check(gate, x, y, w)) == ["sigmoid+tanh+mul", "matmul"]
+    narrow = check(gate, x, y, w[:, :64].contiguous())  # one tile column: computed once anyway
+    assert kernels(narrow) == ["sigmoid+tanh+mul+matmul"]
+    monkeypatch.setattr(schedule, "PROLOGUE_RECOMPUTE_MIN", 5)  # 4 loads an element
+    assert kernels(check(gate, x, y, w)) == ["sigmoid+tanh+mul+matmul"]
+    monkeypatch.undo()
+    # B [K, N] computed once per tile row (M = 256: four rows of 64), read transposed
+    b = Fn(lambda a, v: a @ F.silu(v).t())
+    names = kernels(check(b, torch.randn(256, 32), torch.randn(24, 32)))
+    assert names == ["sigmoid+mul", "matmul"], names
+    # a LayerNorm in the A loader stays fused with 4 tile columns
+    norm_linear = torch.nn.Sequential(torch.nn.LayerNorm(32), torch.nn.Linear(32, 256))
+    names = kernels(check(norm_linear, x))
+    assert names[-1] == "sub+mul+add+matmul", names  # the statistics: row kernels
+    assert all("reduce" in n for n in names[:-1]), names
+    # a convolution's windows of an activation: each element read by 9 taps
+    conv = torch.nn.Conv2d(8, 16, 3, padding=1)
+    names = kernels(check(Fn(lambda x: conv(torch.tanh(x))), torch.randn(2, 8, 10, 10)))
+    assert names[0] == "tanh", names

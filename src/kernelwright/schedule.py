@@ -8,6 +8,8 @@ nodes from the outputs back:
 * an elementwise or movement value whose readers all belong to one kernel joins
   that kernel (as part of its epilogue, or of a template's loader: prologue
   fusion); otherwise it is materialized and becomes a kernel of its own;
+* but a matmul's or convolution's prologue that computes exp, tanh, ... and that the
+  loader would compute again for many tiles is materialized (heavy_prologues);
 * a template whose readers all sit in one elementwise kernel becomes that kernel's
   template, the elementwise chain its epilogue (matmul + bias + activation is one
   kernel), provided the chain reads the template's result only at the element it
@@ -23,14 +25,15 @@ come from the tuning cache when it has an answer for the kernel on this device
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .codegen import contiguous_strides
-from .ir import TEMPLATE_OPS, Graph, Node, Value
+from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value
 from .plan import Buffer, Kernel, Plan, TensorSpec
-from .templates import ROW_LIMIT, KnobChooser, generate, plain_strides
+from .templates import ROW_LIMIT, KnobChooser, generate, matmul_tiles, plain_strides
 from .tune import choose_knobs
 
 ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}
@@ -118,6 +121,16 @@ def fuse(graph: Graph, nodes: list[Node]) -> list[Group]:
         for v in n.inputs:
             users.setdefault(v, []).append(n)
     chains = epilogue_chains(graph, nodes, users)
+    groups = _group(graph, nodes, users, chains, set())
+    heavy = heavy_prologues(groups)
+    if heavy:  # group again with those values as kernels of their own
+        groups = _group(graph, nodes, users, chains, heavy)
+    return fuse_rows(recompute_cheap_values(groups, graph, users), graph)
+
+
+def _group(graph: Graph, nodes: list[Node], users, chains, own: set[Value]) -> list[Group]:
+    """The kernels, walking the nodes from the outputs back (module docstring); a value
+    in `own` is materialized even where it could join its reader's kernel."""
     tail_of = {n: chain[-1] for chain in chains.values() for n in chain}
     outputs = set(graph.outputs)
     group_of: dict[Node, Group] = {}
@@ -131,7 +144,7 @@ def fuse(graph: Graph, nodes: list[Node]) -> list[Group]:
             group = group_of[chains[node][-1]]  # the template of that chain
             group.template = node
         elif (v not in outputs and len(readers) == 1 and node.op not in TEMPLATE_OPS
-              and node not in tail_of):
+              and node not in tail_of and v not in own):
             group = next(iter(readers))  # inlined into its only reader's kernel
         else:
             group = Group(v, template=node if node.op in TEMPLATE_OPS else None)
@@ -139,7 +152,85 @@ def fuse(graph: Graph, nodes: list[Node]) -> list[Group]:
         group.members.append(node)
         group_of[node] = group
     groups.reverse()
-    return fuse_rows(recompute_cheap_values(groups, graph, users), graph)
+    return groups
+
+
+# A prologue recomputed this many times per element or more is materialized when it
+# computes a transcendental function: a guess, not yet measured on the GPU.
+PROLOGUE_RECOMPUTE_MIN = 4
+# The elementwise fns that cost a transcendental instruction sequence (exp, log, sin, ...:
+# codegen.EW); sqrt, rsqrt and division do not count (a LayerNorm's rsqrt stays fused).
+TRANSCENDENTAL = frozenset((
+    "exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan", "atan", "atan2",
+    "erf", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "softplus", "elu", "pow_tensor"))
+
+
+def _transcendental(node: Node) -> bool:
+    if node.attrs.get("fn") == "pow":  # codegen._pow: small integer powers multiply
+        e = float(node.attrs["exponent"])
+        return not ((e == int(e) and abs(e) <= 4) or e == 0.5)
+    return node.attrs.get("fn") in TRANSCENDENTAL
+
+
+def heavy_prologues(groups: list[Group]) -> set[Value]:
+    """The elementwise values that a matmul's or convolution's loader would compute
+    inline (a prologue) but that are better written once by a kernel of their own.
+
+    A template's loader computes its operand's prologue at every load, and a tiled
+    template loads each operand element many times: a matmul's A [.., M, K] once per
+    tile column, ceil(N / BN) times, B once per tile row, ceil(M / BM) (the default
+    tiles with a prologue, templates.matmul_tiles; tuned knobs or the cooperative
+    template may tile otherwise); the direct convolution loads x and w
+    (C / G) * vol(K) times per output ((C / G) * vol(K) / prod(stride) transposed).
+    A prologue of views, casts or a LayerNorm's arithmetic costs less than a kernel
+    that writes it and a load that reads it back (measured on the H200), but one of
+    exp, tanh, ... can cost more than the product: an LSTM step's h = o * tanh(c) in the
+    next step's matmul (level3/015 at full size: each element computed once per tile
+    column, 32 or more times) took 320 us on the H200 against ~120 us for a plain
+    product of the same size.
+
+    The rule, per operand: follow it down through movement ops (its views, a
+    convolution's windows: they stay inlined) to the first elementwise values that are
+    not in a buffer; such a value v is materialized when its inline expression down to
+    buffers computes at least one TRANSCENDENTAL op (counted as `_inline_ops` counts
+    ops) and the loader's loads of the operand, divided by v's element count, are at
+    least PROLOGUE_RECOMPUTE_MIN (v's elements each computed that many times: a plain
+    operand's tile count, more through a broadcast or a window's overlapping taps, less
+    through a slice of a larger value). The threshold is not yet measured on the GPU."""
+    roots = {g.root for g in groups}
+    heavy: set[Value] = set()
+    for g in groups:
+        t = g.template
+        if t is None or t.op not in ("matmul", "conv"):
+            continue
+        for x, loads in zip(t.inputs, _operand_loads(t)):
+            stack, seen = [x], set()
+            while stack:
+                v = stack.pop()
+                if v in seen or v in roots or v.kind != "node":
+                    continue
+                seen.add(v)
+                if v.node.op in MOVEMENT_OPS:
+                    stack.extend(v.node.inputs)
+                elif (v.node.op == "ew" and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel
+                      and _inline_ops(v, roots, set(), _transcendental) >= 1):
+                    heavy.add(v)
+    return heavy
+
+
+def _operand_loads(t: Node) -> list[float]:
+    """How many elements the loaders of matmul or conv node `t` load from each operand
+    (heavy_prologues), taps outside the input counted."""
+    if t.op == "matmul":
+        a, b = t.inputs
+        nb, m, _ = a.shape
+        bm, bn, _, _ = matmul_tiles(m, b.shape[2], nb, prologue=True)
+        return [a.numel * -(-b.shape[2] // bn), b.numel * -(-m // bm)]
+    x, w = t.inputs
+    taps = math.prod(w.shape[2:]) * x.shape[1] // t.attrs["groups"]
+    if t.attrs["transposed"]:
+        taps /= math.prod(t.attrs["stride"])
+    return [t.out.numel * taps] * 2
 
 
 RECOMPUTE_MAX_OPS = 8  # elementwise ops each reader may compute again instead of a load
@@ -191,9 +282,10 @@ def _in_order_view(v: Value, roots: set[Value]) -> bool:
                if n > 1)
 
 
-def _inline_ops(v: Value, roots: set[Value], reads: set[Value]) -> float:
+def _inline_ops(v: Value, roots: set[Value], reads: set[Value], counts=None) -> float:
     """Elementwise ops computed when `v` is inlined down to buffers (collected in
-    `reads`); inf when that would need a template's result that is not in a buffer."""
+    `reads`), those for which `counts(node)` holds where given; inf when that would
+    need a template's result that is not in a buffer."""
     if v.kind in ("input", "const") or v in roots:
         reads.add(v)
         return 0
@@ -201,8 +293,8 @@ def _inline_ops(v: Value, roots: set[Value], reads: set[Value]) -> float:
         return 0
     if v.node.op in TEMPLATE_OPS:
         return float("inf")
-    own = 1 if v.node.op == "ew" else 0
-    return own + sum(_inline_ops(x, roots, reads) for x in v.node.inputs)
+    own = 1 if v.node.op == "ew" and (counts is None or counts(v.node)) else 0
+    return own + sum(_inline_ops(x, roots, reads, counts) for x in v.node.inputs)
 
 
 ROW_FUSION_MAX = ROW_LIMIT  # rows longer than this keep a kernel per reduction (0: never fuse)
