@@ -246,8 +246,10 @@ def test_very_large_k_uses_split_k(m, k, n):
 def test_split_k_batched_and_heuristic_off_for_big_outputs():
     assert split_k_chunks((2048, 4096), (4096, 2048)) == 1  # enough tiles already
     assert split_k_chunks((256, 4096), (4096, 256)) > 1  # 16 tiles: too few
-    assert split_k_chunks((16, 512), (512, 16)) == 1  # shallow enough
+    assert split_k_chunks((16, 256), (256, 16)) == 1  # shallow enough
     assert split_k_chunks((32, 1024), (1024, 4096)) == 8  # a recurrent step: 64 tiles
+    assert split_k_chunks((256, 1024), (1024, 3072)) == 1  # 192 tiles: more than 128
+    assert split_k_chunks((64, 672), (672, 16)) == 3  # 5 wanted: 3 cut K into whole tiles
     a, b = torch.rand(2, 3, 4100) - 0.5, torch.rand(4100, 5) - 0.5
     check(Fn(torch.matmul), a, b, atol=2e-4)
 

@@ -14,7 +14,8 @@ from .elementwise import binary
 
 # Depth heuristics of the matrix product (see `product`).
 SMALL_K = 3  # up to this K, a sum of K broadcast outer products in one elementwise kernel
-SPLIT_K_MIN = 1024  # split K only from this depth on ...
+SPLIT_K_MIN = 512  # split K only from this depth on ...
+SPLIT_K_MAX_TILES = 128  # ... of a product of at most this many output tiles ...
 SPLIT_K_CHUNK = 128  # ... into chunks at least this deep ...
 SPLIT_K_TARGET = 512  # ... until about this many workgroups share the work (see product)
 MATMUL_FOLD_M = 128  # a shared weight's product with fewer rows per batch entry folds
@@ -30,14 +31,19 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
     gather of the other's rows or columns (`one_hot`, `one_hot_product`), a diagonal
     one a scaling (`diagonal_product`), a factor constant along K an epilogue
     (`factor_along_k`), a triangular one bounds the K loop (`k_range`).
-    SPLIT_K_TARGET: 512 workgroups, about four per SM of an H200's 132. It was 128 until
-    2026-12-01k, when 128 x 64 tiles replaced 128 x 128 ones (one per SM) and halved the
-    chunks of a 512 x 131072 x 512 product: 1.77 -> 2.24 ms in the suite (level1/004),
-    then 256. 2026-12-02 (SPLIT_K_MIN 2048 -> 1024, SPLIT_K_CHUNK 256 -> 128, the target
-    256 -> 512; bench/results/profile_h200_2026-12-02.json): the 32 x 1024 x 4096
-    step of level3/023's LSTM (64 tiles, 16 K steps each, latency-bound) took 52 us
-    unsplit, 23 us in 4 chunks and 17 us in 8 (plus 7 us to sum them): the whole
-    problem 19.8 -> 13.5 -> 11.6 ms."""
+    Split-K takes products of at most SPLIT_K_MAX_TILES tiles (under one workgroup per
+    SM of an H200's 132) and K of SPLIT_K_MIN or more, and makes about SPLIT_K_TARGET
+    workgroups (`split_k_chunks`). History: the target was 128 until 2026-12-01k, when
+    128 x 64 tiles replaced 128 x 128 ones and halved the chunks of a 512 x 131072 x 512
+    product (1.77 -> 2.24 ms in the suite, level1/004), then 256 (split below 256
+    tiles, K from 2048, chunks of 256 or more). 2026-12-02 (bench/results/
+    profile_h200_2026-12-02.json, suite call 34): the 32 x 1024 x 4096 step of
+    level3/023's LSTM (64 tiles, 64 K steps each, latency-bound) took 52 us unsplit,
+    23 us in 4 chunks and 17 us in 8 (plus 7 us to sum them): the problem 19.8 -> 13.5
+    -> 11.6 ms; level1/108's 128 x 512 x 2048 steps (64 tiles), 4 chunks: 10.8 -> 8.0
+    ms. But a target of 512 with the cap of 256 tiles split convolutions of 256-416
+    tiles in two: ResNet-18 5.38 -> 6.82 ms, the GRU of level1/107 (192 tiles, K
+    padded) 7.77 -> 8.88; hence the cap of 128 tiles."""
     k = x.shape[-1]
     if k <= SMALL_K:
         batch = broadcast_shapes(x.shape[:-2], y.shape[:-2])
@@ -131,7 +137,13 @@ def split_k_chunks(x_shape, y_shape) -> int:
     nb = math.prod(broadcast_shapes(x_shape[:-2], y_shape[:-2]))
     bm, bn, _, _ = matmul_tiles(m, n, nb)
     tiles = nb * math.ceil(m / bm) * math.ceil(n / bn)
-    chunks = min(k // SPLIT_K_CHUNK, math.ceil(SPLIT_K_TARGET / tiles))
+    if tiles > SPLIT_K_MAX_TILES:
+        return 1
+    want = min(k // SPLIT_K_CHUNK, math.ceil(SPLIT_K_TARGET / tiles))
+    # fewer chunks (down to half) that cut K into whole staged tiles, where some do:
+    # a padded K puts a pad in both operands' loaders
+    exact = [c for c in range(want, (want - 1) // 2, -1) if k % (c * MATMUL_BK) == 0]
+    chunks = exact[0] if exact else want
     return chunks if chunks >= 2 else 1
 
 
