@@ -328,3 +328,22 @@ def test_transcendental_prologues_recomputed_per_tile_are_materialized(monkeypat
     conv = torch.nn.Conv2d(8, 16, 3, padding=1)
     names = kernels(check(Fn(lambda x: conv(torch.tanh(x))), torch.randn(2, 8, 10, 10)))
     assert names[0] == "tanh", names
+
+
+def test_sums_of_a_product_reduce_its_operands():
+    """A product's output summed over N (or M), through scalar factors, becomes two
+    reductions of its operands (linalg.summed_product): no matmul kernel, the same
+    values; anything between the product and the sum but scalars keeps the product."""
+    x, w = torch.randn(9, 40), torch.randn(24, 40)
+    a, c = torch.randn(3, 7, 20), torch.randn(3, 20, 11)
+    fn = Fn(lambda x, w, a, c: (torch.sum(x @ w.t() / 2.0, dim=1, keepdim=True) * 1.5,
+                                (a @ c).sum(-2), (3.0 * torch.bmm(a, c)).mean(-1),
+                                (x @ w.t()).sum(0)))
+    compiled = check(fn, x, w, a, c, atol=1e-4)
+    assert not any("matmul" in n for n in _templates(compiled)), _templates(compiled)
+    # a ReLU between them, or the product also returned: the product stays (and is right)
+    kept = check(Fn(lambda x, w: (torch.relu(x @ w.t()).sum(1), (x @ w.t()).sum(1) + 1.0)),
+                 x, w, atol=1e-4)
+    assert sum("matmul" in n for n in _templates(kept)) == 1, _templates(kept)
+    both = check(Fn(lambda x, w: (x @ w.t(), (x @ w.t()).sum(1))), x, w, atol=1e-4)
+    assert any("matmul" in n for n in _templates(both))

@@ -435,3 +435,50 @@ def one_hot_product(b: GraphBuilder, x: Value, y: Value, operand: int, hot: tupl
     if scale != 1:
         picked = binary(b, "mul", picked, scale)
     return b.ew("where", b.expand(valid, shape), picked, b.scalar(0.0))
+
+
+# -- sums of a product ------------------------------------------------------------------
+def summed_product(b: GraphBuilder, x: Value, dims: list[int]) -> Value | None:
+    """The sum of x over `dims` (keepdim False) when x is a product's output, times
+    scalars, and dims are its N dim or its M dim alone: sum_n (A @ B)[m, n] =
+    sum_k A[m, k] * (sum_n B[k, n]), and over m the same with A's column sums. Two
+    memory-bound reductions (A times B's row sums, then over K) replace an M x N x K
+    product whose columns (rows) were only to be added up (a linear layer whose
+    outputs are summed: level2/019). Rounding differs from PyTorch's order (the
+    columns of B are added before the products); None for anything else, which the
+    caller reduces as it is. The product's node stays only if something else reads it."""
+    rank = len(x.shape)
+    if rank < 2 or x.dtype != "f32" or len(dims) != 1 or dims[0] not in (rank - 1, rank - 2):
+        return None
+    scales, v = [], x
+    while v.node is not None and v.node.op == "ew" and v.node.attrs["fn"] in ("mul", "div"):
+        p, q = v.node.inputs
+        if _unexpanded(q).kind == "scalar":
+            scales.append((v.node.attrs["fn"], _unexpanded(q)))
+            v = p
+        elif v.node.attrs["fn"] == "mul" and _unexpanded(p).kind == "scalar":
+            scales.append(("mul", _unexpanded(p)))
+            v = q
+        else:
+            return None
+    if v.node is None:
+        return None
+    mm = v.node.inputs[0] if v.node.op == "reshape" else v  # [nb, M, N] seen as v
+    if mm.node is None or mm.node.op != "matmul" or len(mm.node.attrs) or mm.dtype != "f32":
+        return None  # (a banded product, k_from / k_to, keeps its lowering)
+    a, w = mm.node.inputs  # [nb, M, K], [nb, K, N]
+    nb, m, k = a.shape
+    n = w.shape[2]
+    if v.shape[-2:] != (m, n) or a.dtype != "f32" or w.dtype != "f32":
+        return None
+    if dims[0] == rank - 1:  # over N: A's rows times B's row sums, summed over K
+        wsum = b.reshape(b.reduce(w, "sum", [2]), (nb, 1, k))
+        out = b.reduce(binary(b, "mul", a, b.expand(wsum, (nb, m, k))), "sum", [2])
+        out = b.reshape(out, v.shape[:-2] + (m,))
+    else:  # over M: A's column sums times B's rows, summed over K
+        asum = b.reshape(b.reduce(a, "sum", [1]), (nb, k, 1))
+        out = b.reduce(binary(b, "mul", b.expand(asum, (nb, k, n)), w), "sum", [1])
+        out = b.reshape(out, v.shape[:-2] + (n,))
+    for fn, s in reversed(scales):  # the scalars in the order x applied them
+        out = binary(b, fn, out, s)
+    return out

@@ -13,6 +13,7 @@ import math
 from ..ir import GraphBuilder, Value
 from . import register
 from .elementwise import as_dtype, binary, device_dtype, unary_float
+from .linalg import summed_product
 
 
 def _dims(x: Value, dims) -> list[int]:
@@ -33,13 +34,24 @@ def sum_(b: GraphBuilder, x, dim=None, keepdim=False, dtype=None):
         x = as_dtype(b, x, device_dtype(dtype))
     elif x.dtype == "bool":
         x = as_dtype(b, x, "i32")
-    return b.reduce(x, "sum", _dims(x, dim), keepdim)
+    return _sum(b, x, _dims(x, dim), keepdim)
+
+
+def _sum(b: GraphBuilder, x: Value, dims: list[int], keepdim: bool) -> Value:
+    """A sum over dims; of a product's output over its N or M dim, two reductions of its
+    operands instead (linalg.summed_product)."""
+    s = summed_product(b, x, sorted(dims))
+    if s is None:
+        return b.reduce(x, "sum", dims, keepdim)
+    if keepdim:
+        s = b.reshape(s, tuple(1 if d in dims else n for d, n in enumerate(x.shape)))
+    return s
 
 
 @register("aten.mean.dim", "aten.mean.default")
 def mean(b, x, dim=None, keepdim=False, dtype=None):
     dims = _dims(x, dim)
-    s = b.reduce(as_dtype(b, x, "f32"), "sum", dims, keepdim)
+    s = _sum(b, as_dtype(b, x, "f32"), dims, keepdim)
     return binary(b, "mul", s, 1.0 / _count(x, dims))
 
 
