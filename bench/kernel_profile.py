@@ -84,6 +84,11 @@ def main() -> int:
     cuda = torch.cuda.is_available()
     keep_gpu_awake()
     variants = json.loads(args.variants)
+    for settings in variants.values():  # a misspelt constant would change nothing
+        for path in settings:
+            mod, attr = path.rsplit(".", 1)
+            if not hasattr(importlib.import_module(f"kernelwright.{mod}"), attr):
+                raise SystemExit(f"--variants: kernelwright.{mod} has no constant {attr}")
     found = {p.name: p for p in problems.discover(suite.__path__[0])}
     out = {"device": kernelwright.runtime.default_device().description,
            "torch": torch.__version__, "variants": variants, "problems": {}}

@@ -29,6 +29,8 @@
 #             --attention-variants (every setting of the fused kernel)
 #   direct    bench/kernels.py --only conv --conv-lowering direct, OPT 1, 2 and 4
 #   coop      bench/coop_matmul.py --quick (the cooperative-matrix mode)
+#   profile   bench/kernel_profile.py with PROFILE_ARGS (e.g. "--only level3/023 --variants
+#             JSON", the JSON without spaces): each kernel's time in whole suite problems
 #   models    bench/models.py --size full
 #   optimize  bench/optimize_suite.sh (issue 6, built-in generator; more arguments in
 #             OPT_ARGS, e.g. "--level 2" or "--redo level1/02*": split on spaces, no
@@ -113,6 +115,9 @@ run_task() {
         --out "$R/attention_variants.json" >> "$LOG" 2>&1 ;;
     coop) limit "$secs" python3 bench/coop_matmul.py --quick --out "$R/coop_matmul.json" \
             >> "$LOG" 2>&1 ;;
+    profile) read -r -a pargs <<< "${PROFILE_ARGS:-}"
+             limit "$secs" python3 bench/kernel_profile.py "${pargs[@]}" \
+               --out "$R/profile.json" >> "$LOG" 2>&1 ;;
     models) limit "$secs" python3 bench/models.py --size full --out "$R/models.json" \
               >> "$LOG" 2>&1 ;;
     optimize)

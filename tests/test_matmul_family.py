@@ -243,6 +243,14 @@ def test_very_large_k_uses_split_k(m, k, n):
     assert len(names) == 2, names  # the bias add fuses into the reduction's epilogue
 
 
+def test_split_k_needs_two_chunks_of_its_least_depth(monkeypatch):
+    from kernelwright.ops import linalg
+
+    monkeypatch.setattr(linalg, "SPLIT_K_MIN", 16)  # below SPLIT_K_CHUNK: K 100 has no chunks
+    assert split_k_chunks((4, 100), (100, 4)) == 1
+    assert split_k_chunks((4, 2 * linalg.SPLIT_K_CHUNK), (2 * linalg.SPLIT_K_CHUNK, 4)) == 2
+
+
 def test_split_k_batched_and_heuristic_off_for_big_outputs():
     assert split_k_chunks((2048, 4096), (4096, 2048)) == 1  # enough tiles already
     assert split_k_chunks((256, 4096), (4096, 256)) > 1  # 16 tiles: too few

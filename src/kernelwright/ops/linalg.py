@@ -140,6 +140,8 @@ def split_k_chunks(x_shape, y_shape) -> int:
     if tiles > SPLIT_K_MAX_TILES:
         return 1
     want = min(k // SPLIT_K_CHUNK, math.ceil(SPLIT_K_TARGET / tiles))
+    if want < 2:
+        return 1
     # fewer chunks (down to half) that cut K into whole staged tiles, where some do:
     # a padded K puts a pad in both operands' loaders
     exact = [c for c in range(want, (want - 1) // 2, -1) if k % (c * MATMUL_BK) == 0]
