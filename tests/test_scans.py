@@ -292,3 +292,26 @@ def test_column_scans_take_an_invocation_per_column():
     assert templates.scan_knobs(9, 4, 16384, 2 * 16384) == {"WG": 256, "ITEMS": 4, "STAGE": 3}
     assert templates.scan_space(9, 16384, 2 * 16384)[0]["STAGE"] == 3
     assert all(k["STAGE"] != 3 for k in templates.scan_space(9, 8, 1 << 20))
+
+
+@pytest.mark.parametrize("knobs", [{"STAGE": 3, "WG": 64, "ITEMS": 4, "VEC": 4},
+                                   {"STAGE": 3, "WG": 32, "ITEMS": 3, "VEC": 4}],
+                         ids=lambda k: json.dumps(k, sort_keys=True))
+def test_column_scans_of_four_columns_per_invocation(knobs):
+    """STAGE 3 with VEC 4: 4 adjacent columns per invocation, every scan op; 16-byte
+    loads from a plain buffer, scalar loads from a computed one and from a view at an
+    offset no multiple of 4, 16-byte stores (a bool epilogue too)."""
+    col = torch.randn(301, 8)
+    col[17, 5] = float("nan")
+    wide = torch.rand(3, 50, 12) - 0.25
+    fn = Fn(lambda col, wide: (
+        torch.cumsum(col, 0), *torch.cummax(col, 0), *torch.cummin(col, 0),
+        torch.logcumsumexp(col, 0), torch.cumprod(1 + wide / 50, 1), torch.cumsum(wide * 2, 1),
+        torch.cumsum(wide[:, :, 1:9], 1), torch.cumsum(wide, 1) > 0.5))
+    compiled, scans = forced_scans(fn, [col, wide], knobs)
+    assert any("in0v4[" in k.source or "in1v4[" in k.source for k in scans)
+    assert any("array<vec4<u32>>" in k.source for k in scans)
+    got = compiled(col, wide, poison=True)
+    for i, (g, e) in enumerate(zip(got, fn(col, wide))):
+        torch.testing.assert_close(g, e, atol=3e-4, rtol=1e-4, equal_nan=True,
+                                   msg=lambda m, i=i: f"output {i}: {m}")

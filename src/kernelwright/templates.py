@@ -799,7 +799,9 @@ SCAN_EXTRA_KNOBS = {"VEC": 1, "SUMS": 0}
 
 def scan_space(r: int, inner: int = 1, columns: int = 1) -> list[dict]:
     """Columns (`scan_columns`): STAGE 3 at WG 64, 128 and 256 with 1, 4, 8 and 16 items (at
-    most the column), then the row settings. STAGE 0 and 1 at every WG and ITEMS up to 8
+    most the column), and where B is a multiple of 4 with VEC 4 (4 columns per invocation,
+    16-byte loads and stores; not yet measured) at WG 64 and 256 with 4 and 8 items, then
+    the row settings. STAGE 0 and 1 at every WG and ITEMS up to 8
     whose chunk is at most twice the row (rows longer than 2048: from 4 items, and STAGE 0
     at 4 only: on the H200 at 8192, fewer items were 1.9-3.9x slower than the default, STAGE
     0 ITEMS 8 3.1x), then, at WG 256 (the settings bench/kernels.py --variants measures),
@@ -821,6 +823,9 @@ def scan_space(r: int, inner: int = 1, columns: int = 1) -> list[dict]:
         return rows
     cols = [{"WG": wg, "ITEMS": items, "STAGE": 3} for wg in (256, 128, 64)
             for items in (8, 16, 4, 1) if items <= r]
+    if inner % 4 == 0:  # 4 adjacent columns per invocation, 16-byte loads and stores
+        cols += [{"WG": wg, "ITEMS": items, "STAGE": 3, "VEC": 4} for wg in (256, 64)
+                 for items in (4, 8) if items <= r]
     return cols + rows
 
 
@@ -870,10 +875,10 @@ def _scan(src, materialized, out, tnode, knobs=None):
     items, stage, vec = knobs["ITEMS"], knobs["STAGE"], knobs["VEC"]
     _require(isinstance(items, int) and items >= 1, knobs, "ITEMS must be a positive integer")
     _require(stage in (0, 1, 2, 3), knobs, "STAGE is 0, 1, 2 or 3")
+    _require(vec == 1 or stage in (2, 3) and vec == 4, knobs, "VEC is 1, or 4 with STAGE 2 or 3")
     if stage == 3:
-        _require(vec == 1 and knobs["SUMS"] == 0, knobs, "STAGE 3 takes no VEC or SUMS")
-        return _scan_cols(functions, knobs, r, inner, rows, acc_t, init, final)
-    _require(vec == 1 or stage == 2 and vec == 4, knobs, "VEC is 1, or 4 with STAGE 2")
+        _require(knobs["SUMS"] == 0, knobs, "STAGE 3 takes no SUMS")
+        return _scan_cols(src, materialized, out, x, functions, knobs, acc_t, init, final)
     _require(items % vec == 0, knobs, "ITEMS must be a multiple of VEC")
     _require(knobs["SUMS"] in (0, 1), knobs, "SUMS is 0 or 1")
     wg_bytes = scan_workgroup_bytes(knobs, acc_bytes)
@@ -911,23 +916,57 @@ def _scan(src, materialized, out, tnode, knobs=None):
     return name, slots, (gx, math.ceil(max(1, rows) / gx), 1), used
 
 
-def _scan_cols(functions, knobs, r, inner, columns, acc_t, init, final):
-    """STAGE 3 (kernels/scan_cols.wgsl): one invocation per column, ITEMS loads first."""
-    wg, items = knobs["WG"], knobs["ITEMS"]
+def _scan_cols(src, materialized, out, x, functions, knobs, acc_t, init, final):
+    """STAGE 3 (kernels/scan_cols.wgsl): one invocation per column (VEC 1) or per 4
+    adjacent columns (VEC 4: B a multiple of 4; 16-byte loads through a vec4 view where
+    x is one f32 buffer read with its last dim contiguous at 16-byte aligned positions,
+    16-byte stores), ITEMS loads first."""
+    _, r, inner = x.shape
+    wg, items, vec = knobs["WG"], knobs["ITEMS"], knobs["VEC"]
+    _require(vec == 1 or inner % 4 == 0, knobs, "STAGE 3 with VEC 4 needs B a multiple of 4")
     whole = r % items == 0  # no clamped loads, no bounds tests
+    lanes = x.numel // r // vec
+    view, load = None, None
+    plain = plain_strides(x, materialized) if vec == 4 else None
+    if plain is not None:
+        root, offset, st = plain
+        if st[2] == 1 and offset % 4 == 0 and all(
+                s % 4 == 0 for s, n in zip(st[:2], x.shape[:2]) if n > 1):
+            view = src.view4(root)
+            load = f"{offset // 4} + a * {st[0] // 4} + {{ri}} * {st[1] // 4} + b / 4"
+    def carry(e: int) -> str:  # VEC 1: one running value, `carry`, and leaves x<k>
+        return f"carry{e}" if vec > 1 else "carry"
 
-    def inside(k: int) -> str:
-        return "" if whole else f"if (r0 + {k} < {r}) "
-    groups = max(1, -(-columns // wg))
+    def leaf(k: int, e: int) -> str:
+        return f"x{k}_{e}" if vec > 1 else f"x{k}"
+    setup = [f"    let a = col / {inner // vec};",
+             f"    let b = (col % {inner // 4}) * 4;" if vec > 1 else f"    let b = col % {inner};"]
+    setup += [f"    var {carry(e)}: {acc_t} = {init};" for e in range(vec)]
+    loads, stores = [], []
+    for k in range(items):
+        ri = f"r0 + {k}" if whole else f"min(r0 + {k}, {r - 1})"
+        if view:
+            loads.append(f"        let q{k} = {view}[{load.format(ri=f'({ri})')}];")
+        for e in range(vec):
+            val = f"q{k}.{XYZW[e]}" if view else \
+                f"load_x(a, {ri}, {f'b + {e}' if e else 'b'})"
+            loads.append(f"        let {leaf(k, e)} = leaf({val}, r0 + {k});")
+        test = "" if whole else f"if (r0 + {k} < {r}) "
+        folds = " ".join(f"{carry(e)} = combine({carry(e)}, {leaf(k, e)});" for e in range(vec))
+        where = f"let r = r0 + {k}; let gi = (a * {r} + r) * {inner} + b;"
+        if vec == 1:
+            store = "let acc = carry; $STORE"
+        else:
+            vals = [to_buffer(f"epilogue({final.replace('acc', carry(e))}, gi + {e})",
+                              out.dtype) for e in range(vec)]
+            store = f"out[gi / 4] = vec4<{BUFFER_TYPE[out.dtype]}>({', '.join(vals)});"
+        stores.append(f"        {test}{{ {folds} {where} {store} }}")
+    src.out_vec4 = vec == 4
+    groups = max(1, -(-lanes // wg))
     gx = min(groups, MAX_GRID)
-    slots = dict(functions=functions, WG=wg, ITEMS=items, R=r, B=inner, COLS=columns,
-                 GRID_X=gx, ACC=acc_t, INIT=init, final=final,
-                 LOADS="\n".join(f"        let x{k} = leaf(load_x(a, "
-                                 f"{f'r0 + {k}' if whole else f'min(r0 + {k}, {r - 1})'}, b),"
-                                 f" r0 + {k});" for k in range(items)),
-                 STORES="\n".join(f"        {inside(k)}{{ carry = combine(carry, x{k});"
-                                  f" let r = r0 + {k}; let gi = (a * {r} + r) * {inner} + b;"
-                                  f" let acc = carry; $STORE }}" for k in range(items)))
+    slots = dict(functions=functions, WG=wg, ITEMS=items, R=r, LANES=lanes, GRID_X=gx,
+                 final=final, SETUP="\n".join(setup), LOADS="\n".join(loads),
+                 STORES="\n".join(stores))
     used = {k: v for k, v in knobs.items() if SCAN_EXTRA_KNOBS.get(k) != v}
     return "scan_cols", slots, (gx, -(-groups // gx), 1), used
 
