@@ -82,6 +82,10 @@ def main() -> int:
     from kernelwright.bench.timing import keep_gpu_awake
 
     cuda = torch.cuda.is_available()
+    # strict fp32 as the suite's reference (bench.worker): cuDNN's convolutions and RNNs
+    # would otherwise use TF32, which PyTorch allows them by default
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     keep_gpu_awake()
     variants = json.loads(args.variants)
     for settings in variants.values():  # a misspelt constant would change nothing

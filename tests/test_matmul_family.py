@@ -122,9 +122,9 @@ def test_triangular_inputs_and_outputs(k):
 
 # settings with several tiles and K steps at the shapes below: two staged buffers with
 # two steps per pass (16 accumulators) and with one (64), and one staged buffer
-BAND_SETTINGS = [dict(BM=32, BN=32, TM=4, TN=4, BK=8, VEC=4, DB=2, ROWS=0, UNROLL=1),
-                 dict(BM=64, BN=64, TM=8, TN=8, BK=16, VEC=4, DB=2, ROWS=0, UNROLL=0),
-                 dict(BM=32, BN=64, TM=4, TN=4, BK=16, VEC=4, DB=1, ROWS=0, UNROLL=1)]
+BAND_SETTINGS = [dict(BM=32, BN=32, TM=4, TN=4, BK=8, VEC=4, DB=2, ROWS=0, UNROLL=1, GROUP=0),
+                 dict(BM=64, BN=64, TM=8, TN=8, BK=16, VEC=4, DB=2, ROWS=0, UNROLL=0, GROUP=0),
+                 dict(BM=32, BN=64, TM=4, TN=4, BK=16, VEC=4, DB=1, ROWS=0, UNROLL=1, GROUP=0)]
 
 
 @pytest.mark.parametrize("knobs", BAND_SETTINGS)
@@ -256,7 +256,10 @@ def test_split_k_batched_and_heuristic_off_for_big_outputs():
     assert split_k_chunks((256, 4096), (4096, 256)) > 1  # 16 tiles: too few
     assert split_k_chunks((16, 256), (256, 16)) == 1  # shallow enough
     assert split_k_chunks((32, 1024), (1024, 4096)) == 8  # a recurrent step: 64 tiles
-    assert split_k_chunks((256, 1024), (1024, 3072)) == 1  # 192 tiles: more than 128
+    # a GRU's step: 96 tiles of 128 x 64 (templates.MATMUL_TALL_MIN_WORKGROUPS_PLAIN); as
+    # a convolution's implicit GEMM 192 tiles of 64 x 64, more than 128
+    assert split_k_chunks((256, 1024), (1024, 3072)) == 4
+    assert split_k_chunks((256, 1024), (1024, 3072), window=True) == 1
     assert split_k_chunks((64, 672), (672, 16)) == 3  # 5 wanted: 3 cut K into whole tiles
     a, b = torch.rand(2, 3, 4100) - 0.5, torch.rand(4100, 5) - 0.5
     check(Fn(torch.matmul), a, b, atol=2e-4)

@@ -118,28 +118,38 @@ def test_default_tiles_follow_the_product_shape():
     """128 x 64 tiles of 8 x 4 blocks for large products, 128 x 128 of 8 x 8 where an
     operand's loader computes (one staged buffer); under 512 rows, 128 x 64 tiles only where the
     rows are a multiple of 128 and the grid keeps MATMUL_TALL_MIN_WORKGROUPS workgroups
-    (a convolution's 128 output channels over many positions), else 64 x 64; thin
+    (a convolution's 128 output channels over many positions; other products
+    MATMUL_TALL_MIN_WORKGROUPS_PLAIN), else 64 x 64; thin
     products get thin tiles, 17-32 rows 32 x 128 tiles staged 8 deep where the grid
     keeps MATMUL_TALL_MIN_WORKGROUPS workgroups; many rows and 17-511 columns 128 x 64
     tiles where the grid keeps as many (a tall, skinny product)."""
     tall = templates.MATMUL_TALL_MIN_WORKGROUPS
+    plain = templates.MATMUL_TALL_MIN_WORKGROUPS_PLAIN
     assert templates.matmul_tiles(4096, 4096) == (128, 64, 8, 4)
     assert templates.matmul_tiles(4096, 4096, prologue=True) == (128, 128, 8, 8)
     assert templates.matmul_knobs(512, 512, prologue=True)["BN"] == 128
-    assert templates.matmul_tiles(128, 64 * tall) == (128, 64, 8, 4)
-    assert templates.matmul_tiles(256, 64 * tall // 4, 2) == (128, 64, 8, 4)
-    assert templates.matmul_tiles(256, 64 * tall // 4 - 64, 2) == (64, 64, 4, 4)
-    assert templates.matmul_tiles(64, 64 * tall) == (64, 64, 4, 4)
-    assert templates.matmul_tiles(192, 64 * tall) == (64, 64, 4, 4)
-    assert templates.matmul_tiles(8, 4096) == (16, 64, 1, 4)
-    assert templates.matmul_tiles(32, 128 * tall) == (32, 128, 4, 4)  # 32 channels
-    assert templates.matmul_knobs(32, 128 * tall)["BK"] == 8
-    assert templates.matmul_tiles(32, 4096) == (64, 64, 4, 4)  # 32 workgroups: too few
-    knobs = templates.matmul_knobs(128, 3136, 64)
+
+    def tiles(*args, window=True):
+        return templates.matmul_tiles(*args, window=window)
+
+    assert tiles(128, 64 * tall) == (128, 64, 8, 4)
+    assert tiles(256, 64 * tall // 4, 2) == (128, 64, 8, 4)
+    assert tiles(256, 64 * tall // 4 - 64, 2) == (64, 64, 4, 4)
+    assert tiles(256, 64 * plain // 4, 2, window=False) == (128, 64, 8, 4)  # not windows
+    assert tiles(256, 64 * plain // 4 - 64, 2, window=False) == (64, 64, 4, 4)
+    assert tiles(64, 64 * tall) == (64, 64, 4, 4)
+    assert tiles(192, 64 * tall) == (64, 64, 4, 4)
+    assert tiles(8, 4096) == (16, 64, 1, 4)
+    assert tiles(32, 128 * tall) == (32, 128, 4, 4)  # 32 channels
+    assert templates.matmul_knobs(32, 128 * tall, window=True)["BK"] == 8
+    assert tiles(32, 128 * tall - 128) == (64, 64, 4, 4)  # too few workgroups
+    assert tiles(32, 128 * plain, window=False) == (32, 128, 4, 4)
+    assert tiles(32, 128 * plain - 128, window=False) == (64, 64, 4, 4)
+    knobs = templates.matmul_knobs(128, 3136, 64, window=True)
     assert (knobs["BM"], knobs["BN"], knobs["VEC"], knobs["DB"]) == (128, 64, 4, 2)
-    assert templates.matmul_tiles(262144, 384) == (128, 64, 8, 4)  # tall and skinny
-    assert templates.matmul_tiles(128 * tall // 6, 384) == (128, 64, 8, 4)
-    assert templates.matmul_tiles(128 * tall // 6 - 128, 384) == (64, 64, 4, 4)
+    assert tiles(262144, 384) == (128, 64, 8, 4)  # tall and skinny
+    assert tiles(128 * tall // 6, 384) == (128, 64, 8, 4)
+    assert tiles(128 * tall // 6 - 128, 384) == (64, 64, 4, 4)
     assert templates.matmul_tiles(262144, 384, prologue=True) == (64, 64, 4, 4)
     assert templates.matmul_tiles(49152, 50) == (128, 64, 8, 4)  # a classifier's 50
     assert templates.matmul_tiles(49152, 16) == (64, 16, 4, 1)  # thin tiles still
@@ -167,7 +177,8 @@ def test_vec4_tiles_write_the_k_step_out():
 
 
 def test_products_of_32_rows_take_32_row_tiles():
-    """17-32 rows over a grid of at least MATMUL_TALL_MIN_WORKGROUPS workgroups: 32 x 128
+    """17-32 rows over a grid of at least MATMUL_TALL_MIN_WORKGROUPS_PLAIN workgroups (a
+    product of no convolution windows): 32 x 128
     tiles staged 8 deep, plain (two staged buffers) and with a prologue (one, ROWS 1),
     both against PyTorch; a small grid keeps 64 x 64 tiles."""
     from conftest import check
@@ -176,7 +187,7 @@ def test_products_of_32_rows_take_32_row_tiles():
         (knobs,) = [k.knobs for k in compiled.plan.kernels if k.key.startswith("matmul")]
         return knobs
 
-    nb = templates.MATMUL_TALL_MIN_WORKGROUPS
+    nb = templates.MATMUL_TALL_MIN_WORKGROUPS_PLAIN
     a, w = torch.randn(nb, 20, 37), torch.randn(nb, 37, 128)
     knobs = knobs_of(check(Fn(torch.bmm), a, w))
     assert (knobs["BM"], knobs["BN"], knobs["BK"], knobs["DB"]) == (32, 128, 8, 2), knobs
@@ -229,3 +240,33 @@ def test_rows_2_stages_only_a_along_its_rows():
         (sources[rows],) = [k.source for k in compiled.plan.kernels if "matmul" in k.name]
     staged = {rows: ("][la0] = " in src, "][lb0] = " in src) for rows, src in sources.items()}
     assert staged == {0: (False, False), 1: (True, True), 2: (True, False)}, staged
+
+
+@pytest.mark.parametrize("group", [1, 3, 8])
+def test_grouped_tile_order_covers_every_tile(group):
+    """GROUP > 0 walks bands of GROUP tile rows column by column: every tile is still
+    computed exactly once, with a last band shorter than the others (5 tile rows of
+    64 x 64 tiles in bands of 3), a band taller than the grid (8) and bands of one row,
+    batched; against PyTorch with poisoned outputs."""
+    nb, m, n, k = 2, 300, 200, 40
+    torch.manual_seed(0)
+    inputs = [torch.randn(nb, m, k), torch.randn(nb, k, n)]
+    module = Fn(torch.bmm).eval()
+    want = module(*inputs)
+    requests = []
+
+    def keep(request):
+        if request.kind == "matmul":
+            requests.append(request)
+        return None
+
+    with tune.choosing(keep):
+        compiled = kernelwright.compile(module, inputs)
+    (request,) = requests
+    knobs = {**request.default.knobs, "GROUP": group}
+    assert (knobs["BM"], knobs["BN"]) == (64, 64), knobs
+    plan = _retarget(compiled.plan, requests, knobs)
+    (src,) = [kern.source for kern in plan.kernels if kern.key == str(request.key)]
+    assert "let first = " in src and ("min(5 - first" in src) == (group == 3)
+    got = CompiledModule(plan)(*inputs, poison=True)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)

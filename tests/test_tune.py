@@ -30,11 +30,11 @@ from kernelwright.tune import tuner
 
 # settings in the test matmul's space
 WINNER = {"BM": 32, "BN": 32, "TM": 2, "TN": 2, "BK": 8, "VEC": 1, "DB": 1, "ROWS": 0,
-          "UNROLL": 0}
+          "UNROLL": 0, "GROUP": 0}
 BROKEN = {"BM": 16, "BN": 64, "TM": 1, "TN": 4, "BK": 8, "VEC": 1, "DB": 1, "ROWS": 0,
-          "UNROLL": 0}
+          "UNROLL": 0, "GROUP": 0}
 UNCOMPILABLE = {"BM": 64, "BN": 16, "TM": 4, "TN": 1, "BK": 8, "VEC": 1, "DB": 1, "ROWS": 0,
-                "UNROLL": 0}
+                "UNROLL": 0, "GROUP": 0}
 
 
 @pytest.fixture(autouse=True)

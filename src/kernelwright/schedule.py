@@ -33,7 +33,7 @@ import numpy as np
 from .codegen import contiguous_strides
 from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value
 from .plan import Buffer, Kernel, Plan, TensorSpec
-from .templates import ROW_LIMIT, KnobChooser, generate, matmul_tiles, plain_strides
+from .templates import ROW_LIMIT, KnobChooser, generate, matmul_tiles, plain_strides, reads_window
 from .tune import choose_knobs
 
 ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}
@@ -228,7 +228,8 @@ def _operand_loads(t: Node) -> list[float]:
     if t.op == "matmul":
         a, b = t.inputs
         nb, m, _ = a.shape
-        bm, bn, _, _ = matmul_tiles(m, b.shape[2], nb, prologue=True)
+        bm, bn, _, _ = matmul_tiles(m, b.shape[2], nb, prologue=True,
+                                    window=reads_window(a) or reads_window(b))
         return [a.numel * -(-b.shape[2] // bn), b.numel * -(-m // bm)]
     x, w = t.inputs
     taps = math.prod(w.shape[2:]) * x.shape[1] // t.attrs["groups"]

@@ -339,7 +339,7 @@ TILE_MIN = 16  # both tiled dims at least this long (a 32 x 32 tile of a thinner
 # 1 GiB NCHW -> NHWC permute: EPT 1 0.652 ms (3.30 TB/s), EPT 2 0.610 (3.52 TB/s),
 # EPT 3 1.651 (tiles of 96 rows, no divisor of 256). EPT 2 is the default since
 # 2026-12-02.
-TILE_EPTS = (1, 2)
+TILE_EPTS = (1, 2, 4)
 
 
 def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
@@ -757,11 +757,15 @@ def scan_columns(inner: int, columns: int) -> bool:
 
 def scan_knobs(r: int, acc_bytes: int = 4, inner: int = 1, columns: int = 1) -> dict:
     """Columns (`scan_columns`: B = `inner` of at least 16, 32768 `columns` or more): STAGE 3,
-    one invocation per column, WG 256, ITEMS 4 loads in flight. Measured on the H200
-    (2026-12-02, bench/results/memory_variants_scan_cols_permute_h200_2026-12-02.json), a 512 x 512
-    x 512 cumsum along dim 1: ITEMS 1, 4, 8, 16 0.383, **0.307**, 0.321, 0.310 ms (3.50
-    TB/s; PyTorch 0.38 ms), against 2.91-3.39 ms for the row kernels of STAGE 0 and 1 (one
-    workgroup per column, its loads 2 KiB apart). Short rows: one element per invocation (WG
+    WG 256, one invocation per 4 adjacent columns (VEC 4: 16-byte loads and stores) with
+    ITEMS 8 loads in flight where B is a multiple of 4, else one per column with ITEMS 4.
+    Measured on the H200 (2026-12-02, bench/results/
+    memory_variants_scan_cols_permute_h200_2026-12-02.json and
+    memory_variants_scan_cols_vec4_h200_2026-12-02b.json), a 512 x 512 x 512 cumsum
+    along dim 1: VEC 1 with ITEMS 1, 4, 8, 16 0.383, 0.307, 0.321, 0.310 ms (3.50 TB/s;
+    PyTorch 0.38 ms); VEC 4 with ITEMS 4 and 8 0.294 and **0.291 ms** (3.69 TB/s, 86% of
+    4.3); the row kernels of STAGE 0 and 1 (one workgroup per column, its loads 2 KiB
+    apart) 2.89-3.40 ms. Short rows: one element per invocation (WG
     the row length's power of two, at least 32), or 2 or 3 (ITEMS) per invocation of 256,
     each read by its invocation (STAGE 0, kernels/scan.wgsl). Rows of more than 768: STAGE 2
     (kernels/scan_regs.wgsl), the chunk held in registers in groups of 4 consecutive
@@ -775,6 +779,8 @@ def scan_knobs(r: int, acc_bytes: int = 4, inner: int = 1, columns: int = 1) -> 
     (2026-12-01g: STAGE 0 with ITEMS 1, 2, 4, 8 1.43, 0.77, 0.63, 1.29 ms, STAGE 1 1.58,
     0.87, 0.52, 0.41.)"""
     if scan_columns(inner, columns):
+        if inner % 4 == 0:
+            return {"WG": 256, "ITEMS": 8 if r >= 8 else 4, "STAGE": 3, "VEC": 4}
         return {"WG": 256, "ITEMS": min(4, r), "STAGE": 3}
     wg = min(256, max(32, _pow2_ceil(r)))
     items = 1 if r <= wg else math.ceil(r / wg)
@@ -800,7 +806,7 @@ SCAN_EXTRA_KNOBS = {"VEC": 1, "SUMS": 0}
 def scan_space(r: int, inner: int = 1, columns: int = 1) -> list[dict]:
     """Columns (`scan_columns`): STAGE 3 at WG 64, 128 and 256 with 1, 4, 8 and 16 items (at
     most the column), and where B is a multiple of 4 with VEC 4 (4 columns per invocation,
-    16-byte loads and stores; not yet measured) at WG 64 and 256 with 4 and 8 items, then
+    16-byte loads and stores: the default, scan_knobs) at WG 64 and 256 with 4 and 8 items, then
     the row settings. STAGE 0 and 1 at every WG and ITEMS up to 8
     whose chunk is at most twice the row (rows longer than 2048: from 4 items, and STAGE 0
     at 4 only: on the H200 at 8192, fewer items were 1.9-3.9x slower than the default, STAGE
@@ -1051,12 +1057,31 @@ MATMUL_WORKGROUP_BYTES = 32768
 _LANES = "xyzw"
 
 
-# workgroups that 128 x 64 tiles (under 512 rows) and 32 x 128 tiles must still make
+# workgroups that 128 x 64 tiles (under 512 rows) and 32 x 128 tiles must still make: a
+# convolution's implicit GEMM (an operand reads windows, `reads_window`), other products
 MATMUL_TALL_MIN_WORKGROUPS = 256
+MATMUL_TALL_MIN_WORKGROUPS_PLAIN = 64
+# GROUP: the order in which the workgroups take their tiles. 0: row by row (the grid's
+# x over N fastest). G > 0: bands of G tile rows, each walked column by column, so that
+# the workgroups running at once share more rows of A and columns of B in L2. Measured on
+# the H200 (2026-12-02b, bench/results/profile_gemm_h200_2026-12-02b.json), whole
+# problems, G 8 and 16 against 0: GEMM 4096^3 3.370 and 3.366 against 3.363 ms, the
+# 4096^3 linear + GELU 3.488 against 3.508, 3001 x 4093 x 2999 2.048 against 2.076, the
+# SwiGLU FFN 3.614 against 3.640 (0.6-1.4%): in the search space (G 8 on the default
+# tiles of large products), not the default, which would change nearly every plan of
+# the suite for about 1%
+MATMUL_GROUP = 0
 
 
-def matmul_tiles(m: int, n: int, nb: int = 1,
-                 prologue: bool = False) -> tuple[int, int, int, int]:
+def reads_window(v: Value) -> bool:
+    """Whether a matmul operand is a convolution's windows (through reshapes and expands)."""
+    while v.node is not None and v.node.op in ("reshape", "expand"):
+        v = v.node.inputs[0]
+    return v.node is not None and v.node.op == "window"
+
+
+def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
+                 window: bool = False) -> tuple[int, int, int, int]:
     """The matmul template's (BM, BN, TM, TN) for `nb` products of M x N (ops/linalg.py
     reads the tile count to decide on split-K). Large products (both sides at least 512)
     get 128 x 64 tiles with an 8 x 4 block per invocation (256 invocations, 122
@@ -1089,23 +1114,32 @@ def matmul_tiles(m: int, n: int, nb: int = 1,
     columns take the large products' 128 x 64 tiles too, without a prologue, where the
     grid keeps MATMUL_TALL_MIN_WORKGROUPS (2026-12-01l): 262144 x 384 x 384 2.415 ->
     1.945 ms in the suite (0.72x -> 0.91x eager); 49152 x 8192 x 50 (384 workgroups)
-    1.398 against 1.663 ms with 64 x 64 tiles (0.83 and 0.70 of cuBLAS; BK 8 1.792)."""
+    1.398 against 1.663 ms with 64 x 64 tiles (0.83 and 0.70 of cuBLAS; BK 8 1.792).
+    Products that read no convolution windows (`window` False) take these tiles down to
+    MATMUL_TALL_MIN_WORKGROUPS_PLAIN workgroups, where fewer tiles also let split-K
+    (ops/linalg.split_k_chunks) cut the recurrent steps of an RNN: measured on the H200
+    (2026-12-02b, bench/results/profile_tall_h200_2026-12-02b.json, one threshold of 64
+    for all products) the GRU of level1/107 (256 x 1024 x 3072 steps) 7.768 -> 6.242
+    ms, level1/108 8.042 -> 7.716, but ResNet-18's convolutions 5.358 -> 5.706 and the
+    U-Net 9.807 -> 9.862, so convolutions keep 256."""
+    tall_min = MATMUL_TALL_MIN_WORKGROUPS if window else MATMUL_TALL_MIN_WORKGROUPS_PLAIN
     if m <= 16:
         return 16, 64, 1, 4
     if n <= 16:
         return 64, 16, 4, 1
-    if m <= 32 and nb * math.ceil(n / 128) >= MATMUL_TALL_MIN_WORKGROUPS:
+    if m <= 32 and nb * math.ceil(n / 128) >= tall_min:
         return 32, 128, 4, 4
     if m >= 512 and n >= 512:
         return (128, 128, 8, 8) if prologue else (128, 64, 8, 4)
     # 128-row tiles: a multiple of 128 rows, or 512 and more (a fifth padding at most)
     tall = m % 128 == 0 if m < 512 else not prologue
-    if tall and nb * math.ceil(m / 128) * math.ceil(n / 64) >= MATMUL_TALL_MIN_WORKGROUPS:
+    if tall and nb * math.ceil(m / 128) * math.ceil(n / 64) >= tall_min:
         return 128, 64, 8, 4
     return 64, 64, 4, 4
 
 
-def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False) -> dict:
+def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False,
+                 window: bool = False) -> dict:
     """The default knobs: the tiles above, BK = 16, and where the blocks allow it (TM and
     TN multiples of 4) vec4 staged fragments with 16-byte loads (VEC = 4) in two staged
     buffers (DB = 2; see _matmul). Measured on the H200 (bench/results/
@@ -1130,11 +1164,12 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False) -> dict:
     (0.99-1.00x). With a LayerNorm in the loader (DB 1) unrolling alone gave 1.01x, with
     ROWS 1.18x (1.009 -> 0.853 ms); ROWS on products without a prologue went either way
     (0.93-1.04x) and is left to the search."""
-    bm, bn, tm, tn = matmul_tiles(m, n, nb, prologue)
+    bm, bn, tm, tn = matmul_tiles(m, n, nb, prologue, window)
     fast = tm % 4 == 0 and tn % 4 == 0
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": 8 if bm == 32 else MATMUL_BK,
             "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1,
-            "ROWS": 1 if fast and prologue else 0, "UNROLL": 1 if fast else 0}
+            "ROWS": 1 if fast and prologue else 0, "UNROLL": 1 if fast else 0,
+            "GROUP": MATMUL_GROUP}
 
 
 def _computes_on_loads(v: Value, materialized) -> bool:
@@ -1239,7 +1274,11 @@ def matmul_space(m: int, n: int, k: int) -> list[dict]:
              + [{**dict(zip(_MATMUL_KNOBS, MATMUL_ALONG_ROWS[0])), "ROWS": 2, "UNROLL": 1}]
              + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": r, "UNROLL": 0}
                 for row, r in MATMUL_ROLLED])
-    return [s for s in space if s["BM"] <= 2 * _pow2_ceil(m) and s["BN"] <= 2 * _pow2_ceil(n)
+    if m >= 512 and n >= 512:  # the default tiles in bands of 8 tile rows (MATMUL_GROUP)
+        space.append({**dict(zip(_MATMUL_KNOBS, MATMUL_VARIANTS[5])), "ROWS": 0, "UNROLL": 1,
+                      "GROUP": 8})
+    return [{"GROUP": MATMUL_GROUP, **s} for s in space
+            if s["BM"] <= 2 * _pow2_ceil(m) and s["BN"] <= 2 * _pow2_ceil(n)
             and s["BK"] <= max(8, _pow2_ceil(k))
             and matmul_workgroup_bytes(s) <= MATMUL_WORKGROUP_BYTES]
 
@@ -1579,7 +1618,7 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     nb, m, k = a.shape
     n = b.shape[2]
     prologue = any(_computes_on_loads(x, materialized) for x in (a, b))
-    knobs = _merge(matmul_knobs(m, n, nb, prologue), knobs)
+    knobs = _merge(matmul_knobs(m, n, nb, prologue, reads_window(a) or reads_window(b)), knobs)
     bm, bn, tm, tn, bk, vec, db = (knobs[name] for name in _MATMUL_KNOBS)
     _require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, tm, tn, bk)), knobs,
              "tile sizes must be positive integers")
@@ -1588,6 +1627,8 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     _require(vec in (1, 4) and db in (1, 2), knobs, "VEC must be 1 or 4 and DB 1 or 2")
     _require(knobs["ROWS"] in (0, 1, 2) and knobs["UNROLL"] in (0, 1), knobs,
              "ROWS must be 0, 1 or 2 (A only) and UNROLL 0 or 1")
+    _require(isinstance(knobs["GROUP"], int) and knobs["GROUP"] >= 0, knobs,
+             "GROUP must be a non-negative integer")
     _require(vec == 1 or (tm % 4 == 0 and tn % 4 == 0 and bk % 4 == 0
                           and (bk // 4) & (bk // 4 - 1) == 0 and bk <= 32), knobs,
              "VEC = 4 needs TM, TN multiples of 4 and BK 4 times a power of two, at most 32")
@@ -1722,11 +1763,27 @@ def _matmul(src, materialized, out, tnode, knobs=None):
 
     outs = [f"    {{ let m = m0 + {a_op.row_of(i)}; let n = n0 + {b_op.row_of(j)}; {store(i, j)} }}"
             for i in range(tm) for j in range(tn)]
+    gx, gy = math.ceil(n / bn), math.ceil(m / bm)
     slots = dict(functions=functions, key_functions="".join(scalar), BM=bm, BN=bn, TX=tx,
-                 TY=ty, TILES="\n".join(tiles),
+                 TY=ty, ORIGIN=_tile_origin(knobs["GROUP"], gx, gy, bm, bn),
+                 TILES="\n".join(tiles),
                  PREFETCH="\n".join(prefetch), ACCUMULATORS="\n".join(accs), K_LOOP=loop,
                  STORE_BLOCK="\n".join(outs), workgroup_bytes=wg_bytes)
-    return "matmul", slots, (math.ceil(n / bn), math.ceil(m / bm), nb), knobs
+    return "matmul", slots, (gx, gy, nb), knobs
+
+
+def _tile_origin(group: int, gx: int, gy: int, bm: int, bn: int) -> str:
+    """m0, n0: the first row and column of the workgroup's tile (MATMUL_GROUP)."""
+    if group == 0 or gy == 1 or gx == 1:
+        return f"    let m0 = i32(wid.y) * {bm};\n    let n0 = i32(wid.x) * {bn};"
+    g = min(group, gy)
+    rows = str(g) if gy % g == 0 else f"min({gy} - first, {g})"
+    return (f"    let pid = i32(wid.y) * {gx} + i32(wid.x);\n"
+            f"    let first = (pid / {g * gx}) * {g};\n"
+            f"    let inside = pid - first * {gx};\n"
+            f"    let rows = {rows};\n"
+            f"    let m0 = (first + inside % rows) * {bm};\n"
+            f"    let n0 = (inside / rows) * {bn};")
 
 
 ATTENTION_WORKGROUP_BYTES = 32768  # as the matmul's: the device's limit is checked at build

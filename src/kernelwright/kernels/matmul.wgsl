@@ -12,7 +12,8 @@
 // fetched while tile k is multiplied, one barrier per K step) and the register
 // block, unrolled into scalar accumulators: accumulators in arrays indexed by loop
 // counters were measured to land in local memory on NVIDIA's Vulkan driver.
-// Slots: BINDINGS, FUNCTIONS, TILES, TX (= BN / TN), TY (= BM / TM), BM, BN, PREFETCH,
+// Slots: BINDINGS, FUNCTIONS, TILES, TX (= BN / TN), TY (= BM / TM), BM, BN, ORIGIN (m0
+// and n0, the tile's first row and column: templates._tile_origin), PREFETCH,
 // ACCUMULATORS, K_LOOP, STORE_BLOCK.
 $BINDINGS
 $FUNCTIONS
@@ -23,8 +24,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
     let b = i32(wid.z);
-    let m0 = i32(wid.y) * $BM;
-    let n0 = i32(wid.x) * $BN;
+$ORIGIN
     let tx = i32(lid.x);
     let ty = i32(lid.y);
     let lin = i32(li);

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..ir import CompileError, GraphBuilder, Value, affine_index, broadcast_shapes, where_band
-from ..templates import MATMUL_BK, matmul_tiles
+from ..templates import MATMUL_BK, matmul_tiles, reads_window
 from . import register
 from .elementwise import binary
 
@@ -78,7 +78,7 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         lead = broadcast_shapes(x.shape[:-2], y.shape[:-2]) + x.shape[-2:-1]
         flat = b.reshape(b.expand(x, lead + (k,)), (math.prod(lead), k))
         return b.reshape(product(b, flat, shared), lead + (y.shape[-1],))
-    chunks = split_k_chunks(x.shape, y.shape)
+    chunks = split_k_chunks(x.shape, y.shape, reads_window(x) or reads_window(y))
     if chunks == 1:
         return b.matmul(x, y, k_range(*bands))
     depth = -(-k // chunks)
@@ -128,14 +128,15 @@ def shared_matrix(b: GraphBuilder, y: Value) -> Value | None:
     return b.reshape(src, src.shape[-2:])
 
 
-def split_k_chunks(x_shape, y_shape) -> int:
-    """How many K chunks the product of x_shape @ y_shape is split into (1: none)."""
+def split_k_chunks(x_shape, y_shape, window: bool = False) -> int:
+    """How many K chunks the product of x_shape @ y_shape is split into (1: none);
+    `window`: an operand reads a convolution's windows (templates.matmul_tiles)."""
     k = x_shape[-1]
     if k < SPLIT_K_MIN:
         return 1
     m, n = x_shape[-2], y_shape[-1]
     nb = math.prod(broadcast_shapes(x_shape[:-2], y_shape[:-2]))
-    bm, bn, _, _ = matmul_tiles(m, n, nb)
+    bm, bn, _, _ = matmul_tiles(m, n, nb, window=window)
     tiles = nb * math.ceil(m / bm) * math.ceil(n / bn)
     if tiles > SPLIT_K_MAX_TILES:
         return 1
