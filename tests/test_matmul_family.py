@@ -358,28 +358,3 @@ def test_sums_of_a_product_reduce_its_operands():
     assert sum("matmul" in n for n in _templates(kept)) == 1, _templates(kept)
     both = check(Fn(lambda x, w: (x @ w.t(), (x @ w.t()).sum(1))), x, w, atol=1e-4)
     assert any("matmul" in n for n in _templates(both))
-
-
-def test_split_k_sum_read_through_disjoint_slices_is_added_by_its_readers():
-    """A split-K product read only through disjoint slices, each by one kernel (an LSTM's
-    gates), has no sum kernel: each reader adds the partial products of its slice
-    (schedule._inlinable_sum); slices that overlap keep the sum kernel."""
-    x, w, bias = torch.rand(32, 512) - 0.5, torch.rand(512, 256) - 0.5, torch.randn(256)
-    assert split_k_chunks((32, 512), (512, 256)) > 1
-
-    def gates(x, w, bias):
-        g = x @ w + bias
-        return torch.sigmoid(g[:, :64]) * torch.tanh(g[:, 64:128]), g[:, 160:] * 2
-
-    compiled = check(Fn(gates), x, w, bias, atol=2e-4)
-    names = _templates(compiled)
-    assert len(names) == 3 and not any("reduce" in n for n in names), names
-    src = [k.source for k in compiled.plan.kernels if "sigmoid" in k.name][0]
-    assert re.search(r"\(\w+\[[^\]]+\] \+ \w+\[[^\]]+\] \+ ", src), src  # the terms, added
-
-    def overlapping(x, w, bias):
-        g = x @ w + bias
-        return torch.sigmoid(g[:, :128]), g[:, 64:] * 2
-
-    names = _templates(check(Fn(overlapping), x, w, bias, atol=2e-4))
-    assert any("reduce" in n for n in names), names

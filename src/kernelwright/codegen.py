@@ -471,10 +471,6 @@ class Emitter:
             return f"select({fill}, {inside}, {' && '.join(conds)})"
         if op == "window":
             return self._window(node, dims)
-        if op == "reduce" and node.attrs["op"] == "sum":  # a short sum (schedule._inlinable_sum)
-            terms = [self.value(x, Index(x.shape, dims=[dims[0], str(j)]))
-                     for j in range(x.shape[1])]
-            return f"({' + '.join(terms)})"
         if op == "cat":
             return self._cat(node, dims, v.dtype)
         raise CompileError(f"codegen cannot inline '{op}'")

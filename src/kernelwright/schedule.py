@@ -257,22 +257,16 @@ def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Gro
     group_of = {n: g for g in groups for n in g.members}
     outputs = set(graph.outputs)
     folded: set[Group] = set()
-    pinned: set[Group] = set()  # readers of a folded sum: they compute it, once
     for g in groups:
         v = g.root
-        if v in outputs or g in pinned or (g.template is not None
-                                           and not _inlinable_sum(g, users, roots)):
+        if g.template is not None or v in outputs:
             continue
         readers = {group_of[u] for u in users.get(v, [])}
-        if g.template is not None:
-            readers = {group_of[r] for u in users.get(v, []) for r in users.get(u.out, [])}
         if readers & folded or any(r.template is not None and r.template.op not in
                                    READS_EACH_ELEMENT_ONCE for r in readers):
             continue
         reads: set[Value] = set()
-        if g.template is not None:
-            cheap = True  # _inlinable_sum: each element computed once, by one reader
-        elif v.node.op == "ew":
+        if v.node.op == "ew":
             cheap = (_inline_ops(v, roots - {v}, reads) <= RECOMPUTE_MAX_OPS
                      and len(reads) <= RECOMPUTE_MAX_READS)
         else:
@@ -280,39 +274,7 @@ def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Gro
         if cheap:
             folded.add(g)
             roots.discard(v)
-            if g.template is not None:
-                pinned |= readers
     return [g for g in groups if g not in folded]
-
-
-INLINE_SUM_MAX = 16  # terms of a sum that its readers may compute (_inlinable_sum)
-
-
-def _inlinable_sum(g: Group, users, roots: set[Value]) -> bool:
-    """Whether reduction kernel g is a sum of at most INLINE_SUM_MAX terms per element
-    (split-K's partial products: ops/linalg.product) over buffers, with an elementwise
-    epilogue, whose result is read only through disjoint slices along one dim, each by
-    a single kernel: every element is then computed once however the readers compute
-    it, so they may as well add the terms themselves (codegen.Emitter), and the kernel,
-    its store and its readers' loads go. An LSTM's gates are four such slices of one
-    step's product (two kernels read them)."""
-    t, v = g.template, g.root
-    if t.op != "reduce" or t.attrs["op"] != "sum" or t.inputs[0].shape[-1] > INLINE_SUM_MAX:
-        return False
-    if _inline_ops(t.inputs[0], roots, set()) == float("inf") or any(
-            n.op in TEMPLATE_OPS and n is not t for n in g.members):
-        return False
-    spans = []
-    for u in users.get(v, []):
-        if u.op != "slice" or u.attrs["step"] != 1 or u.out in roots:
-            return False
-        d = u.attrs["dim"]
-        spans.append((d, u.attrs["start"], u.attrs["start"] + u.out.shape[d]))
-        if len({id(r) for r in users.get(u.out, [])}) != 1:
-            return False  # a slice read by several nodes may be computed by several kernels
-    spans.sort()
-    return bool(spans) and len({d for d, _, _ in spans}) == 1 and all(
-        a[2] <= b[1] for a, b in zip(spans, spans[1:]))
 
 
 def _in_order_view(v: Value, roots: set[Value]) -> bool:
