@@ -31,21 +31,19 @@ def test_transposing_copies_go_through_the_tile(case):
     assert kernel.knobs["TILE"] == 1, kernel.knobs
 
 
-@pytest.mark.parametrize("tile,ept", [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2)])
-def test_transposing_tiles(tile, ept):
-    """TILE 1 and 2 with EPT 1, 2 and 4 (TILE 1, EPT 2 the default): tiles of 32 * TILE
-    along the output's contiguous dim by 32 * EPT along the input's, tails of tiles on
-    both dims, other dims in between."""
+@pytest.mark.parametrize("ept", [1, 2])
+def test_transposing_tiles(ept):
+    """TILE 1 with EPT 1 and 2 (the default): tiles of 32 x 32 and 32 x 64 (the input's
+    contiguous dim the longer one), tails of tiles on both dims, other dims in between."""
     from kernelwright import tune
 
-    knobs = {"WG": 256, "EPT": ept, "VEC": 1, "TILE": tile}
+    knobs = {"WG": 256, "EPT": ept, "VEC": 1, "TILE": 1}
     for fn, x in ((lambda x: x.permute(0, 2, 3, 1).contiguous(), torch.randn(2, 70, 5, 45)),
                   (lambda x: torch.relu(x.transpose(1, 2)).contiguous(), torch.randn(3, 33, 100))):
         with tune.choosing(lambda r: knobs if r.kind == "elementwise" else None):
             compiled = check(Fn(fn), x)
         (kernel,) = compiled.plan.kernels
         assert kernel.knobs == knobs and f"h < {32 * ept}" in kernel.source
-        assert (f"q < {32 * tile}" in kernel.source) == (tile > 1)
 
 
 def test_tile_setting_on_a_kernel_read_in_its_own_layout():

@@ -328,8 +328,7 @@ def elementwise_space(numel: int, tiled: bool = False) -> list[dict]:
     space = [{"WG": wg, "EPT": ept, "VEC": vec, "TILE": 0} for wg in (64, 256)
              for ept in (1, 2, 4, 8) for vec in ((1, 4) if numel % 4 == 0 else (1,))
              if ept == 1 or numel >= ept * wg * vec]
-    tiles = [{**elementwise_knobs(numel, True), "EPT": ept, "TILE": t} for t in (1, 2)
-             for ept in TILE_EPTS if 32 * t * (32 * ept + 1) * 4 <= TILE_WORKGROUP_BYTES]
+    tiles = [{**elementwise_knobs(numel, True), "EPT": ept} for ept in TILE_EPTS]
     return space + (tiles if tiled else [])
 
 
@@ -341,10 +340,6 @@ TILE_MIN = 16  # both tiled dims at least this long (a 32 x 32 tile of a thinner
 # EPT 3 1.651 (tiles of 96 rows, no divisor of 256). EPT 2 is the default since
 # 2026-12-02.
 TILE_EPTS = (1, 2, 4)
-# TILE 2: tiles of 64 along A (two stores of 32 a row, 256-byte runs of the output).
-# Settings within twice WebGPU's default workgroup memory, as the matmul's (the runtime
-# asks the adapter for its limit and refuses a kernel beyond it)
-TILE_WORKGROUP_BYTES = 32768
 
 
 def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
@@ -383,8 +378,8 @@ def _transpose_tile(src, out, dims: tuple[int, int], knobs):
     shape = out.shape
     strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
     size_a, size_b = shape[a], shape[b]
-    ta, tb = 32 * knobs["TILE"], 32 * knobs["EPT"]
-    tiles_a, tiles_b = -(-size_a // ta), -(-size_b // tb)
+    tb = 32 * knobs["EPT"]
+    tiles_a, tiles_b = -(-size_a // 32), -(-size_b // tb)
     rest = ["    var base = 0;", "    var rr = r;"]
     for d in reversed(range(len(shape))):
         if d not in (a, b) and shape[d] > 1:
@@ -395,30 +390,19 @@ def _transpose_tile(src, out, dims: tuple[int, int], knobs):
     pad = " " * 12
     value = to_buffer(f"epilogue(gi{args})", out.dtype)
     # the 32 columns of B an invocation row covers, EPT times
-    compute = (f"    for (var j = 0; j < {ta}; j += 8) {{\n"
+    compute = (f"    for (var j = 0; j < 32; j += 8) {{\n"
                f"        for (var h = 0; h < {tb}; h += 32) {{\n"
                "            let a = a0 + ty + j;\n            let b = b0 + tx + h;\n"
                f"            if (a < {size_a} && b < {size_b}) {{\n"
                f"                let gi = base + b * {strides[b]} + a;\n"
                f"                tile[(ty + j) * {tb + 1} + tx + h] = {value};\n"
                "            }\n        }\n    }")
-    # the store: rows of TA along A, 32 invocations wide (TILE of them)
-    q, at = ("", "") if ta == 32 else ("    ", " + q")
-    store = [f"    for (var j = 0; j < {tb}; j += 8) {{"]
-    if q:
-        store.append(f"        for (var q = 0; q < {ta}; q += 32) {{")
-    store += [f"{q}        let a = a0 + tx{at};", f"{q}        let b = b0 + ty + j;",
-              f"{q}        if (a < {size_a} && b < {size_b}) {{",
-              f"{q}            let gi = base + b * {strides[b]} + a;",
-              f"{q}            out[gi] = tile[(tx{at}) * {tb + 1} + ty + j];" if q else
-              f"{pad}out[gi] = tile[tx * {tb + 1} + ty + j];",
-              f"{q}        }}"] + ([f"{q}    }}"] if q else []) + ["    }"]
     return "transpose", dict(
         functions="", TILE_T=BUFFER_TYPE[out.dtype], TILES_A=tiles_a, TILES_B=tiles_b,
         GROUPS=groups, GRID_X=gx, SIZE_A=size_a, SIZE_B=size_b, STRIDE_B=strides[b],
-        TA=ta, TB=tb, ROW=tb + 1, STAGED=ta * (tb + 1), REST="\n".join(rest),
-        COMPUTE=compute, STORE_LOOP="\n".join(store),
-        workgroup_bytes=ta * (tb + 1) * 4), grid, knobs
+        TB=tb, ROW=tb + 1, STAGED=32 * (tb + 1), REST="\n".join(rest), COMPUTE=compute,
+        STORE_TILE=f"{pad}out[gi] = tile[tx * {tb + 1} + ty + j];",
+        workgroup_bytes=32 * (tb + 1) * 4), grid, knobs
 
 
 def _elementwise(src, materialized, out, tnode, knobs=None):
@@ -429,15 +413,12 @@ def _elementwise(src, materialized, out, tnode, knobs=None):
     wg, ept, vec = _check_wg(knobs), knobs["EPT"], knobs["VEC"]
     _require(isinstance(ept, int) and ept >= 1, knobs, "EPT must be a positive integer")
     _require(vec in (1, 4), knobs, "VEC is 1 or 4")
-    _require(knobs["TILE"] in (0, 1, 2), knobs, "TILE is 0, 1 or 2")
+    _require(knobs["TILE"] in (0, 1), knobs, "TILE is 0 or 1")
     if knobs["TILE"]:
         _require(tnode is None and vec == 1 and ept in TILE_EPTS, knobs,
-                 f"TILE 1 and 2 are for plain elementwise kernels, with VEC 1 and EPT in "
-                 f"{TILE_EPTS}")
+                 f"TILE 1 is for plain elementwise kernels, with VEC 1 and EPT in {TILE_EPTS}")
         dims = dims or _any_tile_dims(out)
-        _require(dims is not None, knobs, "TILE 1 and 2 need two output dims of size > 1")
-        _require(32 * knobs["TILE"] * (32 * ept + 1) * 4 <= TILE_WORKGROUP_BYTES, knobs,
-                 f"the staged tile exceeds {TILE_WORKGROUP_BYTES} bytes")
+        _require(dims is not None, knobs, "TILE 1 needs two output dims of size > 1")
         return _transpose_tile(src, out, dims, knobs)
     _require(out.numel % vec == 0, knobs, "VEC 4 needs a multiple of 4 elements")
     _require(vec == 1 or tnode is None, knobs, "VEC 4 only for plain elementwise kernels")
@@ -769,9 +750,6 @@ SCAN_COLS_MIN_B = 16
 SCAN_COLS_MIN_COLUMNS = 32768
 
 
-SCAN_COLS_VEC = 4  # columns per invocation of the column scans' default (scan_knobs): 1 or 4
-
-
 def scan_columns(inner: int, columns: int) -> bool:
     """Whether a scan of `columns` columns (A * B) of B consecutive elements takes STAGE 3."""
     return inner >= SCAN_COLS_MIN_B and columns >= SCAN_COLS_MIN_COLUMNS
@@ -801,7 +779,7 @@ def scan_knobs(r: int, acc_bytes: int = 4, inner: int = 1, columns: int = 1) -> 
     (2026-12-01g: STAGE 0 with ITEMS 1, 2, 4, 8 1.43, 0.77, 0.63, 1.29 ms, STAGE 1 1.58,
     0.87, 0.52, 0.41.)"""
     if scan_columns(inner, columns):
-        if inner % 4 == 0 and SCAN_COLS_VEC == 4:
+        if inner % 4 == 0:
             return {"WG": 256, "ITEMS": 8 if r >= 8 else 4, "STAGE": 3, "VEC": 4}
         return {"WG": 256, "ITEMS": min(4, r), "STAGE": 3}
     wg = min(256, max(32, _pow2_ceil(r)))

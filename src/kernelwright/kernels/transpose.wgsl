@@ -6,13 +6,12 @@
 // read coalesced), staged in workgroup memory, and stored with A running across them
 // (the output written coalesced). `epilogue(gi, x...)` is the elementwise template's.
 // Slots: BINDINGS, FUNCTIONS, TILES_A, TILES_B (tiles along A and B), GROUPS (all
-// tiles), GRID_X, SIZE_A, SIZE_B, STRIDE_B (output stride of B), TA, TB, ROW (TB + 1),
-// STAGED (TA * ROW), REST (code: `base`, the flat output index of the tile's other
-// dims, from `r`), COMPUTE (the loops computing the tile), STORE_LOOP (the loops
-// storing it).
+// tiles), GRID_X, SIZE_A, SIZE_B, STRIDE_B (output stride of B), TB, ROW (TB + 1),
+// STAGED (32 * ROW), REST (code: `base`, the flat output index of the tile's other
+// dims, from `r`), COMPUTE (the loops computing the tile), STORE_TILE.
 $BINDINGS
 $FUNCTIONS
-var<workgroup> tile: array<$TILE_T, $STAGED>;  // [a][b], TA x (TB + 1): no bank conflicts
+var<workgroup> tile: array<$TILE_T, $STAGED>;  // [a][b], 32 x (TB + 1): no bank conflicts
 
 @compute @workgroup_size(32, 8)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -24,11 +23,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let tb = (flat / $TILES_A) % $TILES_B;
     let r = flat / ($TILES_A * $TILES_B);
 $REST
-    let a0 = ta * $TA;
+    let a0 = ta * 32;
     let b0 = tb * $TB;
     let tx = i32(lid.x);
     let ty = i32(lid.y);
 $COMPUTE
     workgroupBarrier();
-$STORE_LOOP
+    for (var j = 0; j < $TB; j += 8) {
+        let a = a0 + tx;
+        let b = b0 + ty + j;
+        if (a < $SIZE_A && b < $SIZE_B) {
+            let gi = base + b * $STRIDE_B + a;
+$STORE_TILE
+        }
+    }
 }
