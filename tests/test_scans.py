@@ -279,8 +279,8 @@ def test_scan_space_of_long_rows():
 def test_column_scans_take_an_invocation_per_column():
     """A scan along a dim that is not the last, with columns of 16 or more consecutive
     elements and enough of them, takes one invocation per column (STAGE 3) by default,
-    per 4 adjacent columns (VEC 4) where the columns come in fours, and matches PyTorch
-    on every op; a scan with fewer columns keeps the row kernels."""
+    per 4 adjacent columns (VEC 4) where they are loaded 16 bytes at a time, and matches
+    PyTorch on every op; a scan with fewer columns keeps the row kernels."""
     from kernelwright import templates
 
     x = torch.rand(2, 9, 16384) - 0.25
@@ -290,11 +290,15 @@ def test_column_scans_take_an_invocation_per_column():
                                         torch.cumsum(few, 1))), x, few, atol=2e-4)
     stages = sorted(k.knobs["STAGE"] for k in compiled.plan.kernels if k.key.startswith("scan"))
     assert stages == [0, 3, 3, 3, 3], stages
-    assert templates.scan_knobs(9, 4, 16384, 2 * 16384) == {"WG": 256, "ITEMS": 8, "STAGE": 3,
-                                                            "VEC": 4}
-    assert templates.scan_knobs(3, 4, 16386, 2 * 16386) == {"WG": 256, "ITEMS": 3, "STAGE": 3}
-    vec = [k.knobs.get("VEC", 1) for k in compiled.plan.kernels if k.key.startswith("scan")]
-    assert sorted(vec) == [1, 4, 4, 4, 4], vec
+    assert templates.scan_knobs(9, 4, 16384, 2 * 16384, True) == {"WG": 256, "ITEMS": 8,
+                                                                  "STAGE": 3, "VEC": 4}
+    assert templates.scan_knobs(9, 4, 16384, 2 * 16384) == {"WG": 256, "ITEMS": 4, "STAGE": 3}
+    assert templates.scan_knobs(3, 4, 16386, 2 * 16386, True) == {"WG": 256, "ITEMS": 3,
+                                                                  "STAGE": 3}
+    # 16-byte loads of x: four columns an invocation; cumprod's loader computes: one
+    vec = sorted((k.knobs.get("VEC", 1), k.name) for k in compiled.plan.kernels
+                 if k.key.startswith("scan") and k.knobs["STAGE"] == 3)
+    assert [v for v, _ in vec] == [1, 4, 4, 4] and vec[0][1] != "scan", vec
     assert templates.scan_space(9, 16384, 2 * 16384)[0]["STAGE"] == 3
     assert all(k["STAGE"] != 3 for k in templates.scan_space(9, 8, 1 << 20))
 

@@ -338,8 +338,10 @@ TILE_MIN = 16  # both tiled dims at least this long (a 32 x 32 tile of a thinner
 # H200 (2026-12-01m, bench/results/memory_variants_permute_h200_2026-12-01m.json), the
 # 1 GiB NCHW -> NHWC permute: EPT 1 0.652 ms (3.30 TB/s), EPT 2 0.610 (3.52 TB/s),
 # EPT 3 1.651 (tiles of 96 rows, no divisor of 256). EPT 2 is the default since
-# 2026-12-02.
-TILE_EPTS = (1, 2, 4)
+# 2026-12-02. Measured 2026-12-02b (memory_variants_permute_h200_2026-12-02b.json): EPT 4
+# 2.140 ms against 0.611, and tiles of 64 along A (two stores of 32 a row) 0.626 ms at
+# EPT 1 and 2.149 at EPT 2: the staged tiles over 16 KiB were 3.5x slower.
+TILE_EPTS = (1, 2)
 
 
 def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
@@ -755,10 +757,15 @@ def scan_columns(inner: int, columns: int) -> bool:
     return inner >= SCAN_COLS_MIN_B and columns >= SCAN_COLS_MIN_COLUMNS
 
 
-def scan_knobs(r: int, acc_bytes: int = 4, inner: int = 1, columns: int = 1) -> dict:
+def scan_knobs(r: int, acc_bytes: int = 4, inner: int = 1, columns: int = 1,
+               vec4_loads: bool = False) -> dict:
     """Columns (`scan_columns`: B = `inner` of at least 16, 32768 `columns` or more): STAGE 3,
     WG 256, one invocation per 4 adjacent columns (VEC 4: 16-byte loads and stores) with
-    ITEMS 8 loads in flight where B is a multiple of 4, else one per column with ITEMS 4.
+    ITEMS 8 loads in flight where the input is read 16 bytes at a time (`vec4_loads`: a
+    plain buffer, B a multiple of 4), else one per column with ITEMS 4. With a computed
+    loader VEC 4 only quarters the invocations: Mamba-2's segment sums (level3/024,
+    exp(-x) masked, 262144 columns of 256) took 0.476 ms against 0.376 with VEC 1
+    (2026-12-02b, bench/results/profile_024_h200_2026-12-02b.json).
     Measured on the H200 (2026-12-02, bench/results/
     memory_variants_scan_cols_permute_h200_2026-12-02.json and
     memory_variants_scan_cols_vec4_h200_2026-12-02b.json), a 512 x 512 x 512 cumsum
@@ -779,7 +786,7 @@ def scan_knobs(r: int, acc_bytes: int = 4, inner: int = 1, columns: int = 1) -> 
     (2026-12-01g: STAGE 0 with ITEMS 1, 2, 4, 8 1.43, 0.77, 0.63, 1.29 ms, STAGE 1 1.58,
     0.87, 0.52, 0.41.)"""
     if scan_columns(inner, columns):
-        if inner % 4 == 0:
+        if vec4_loads and inner % 4 == 0:
             return {"WG": 256, "ITEMS": 8 if r >= 8 else 4, "STAGE": 3, "VEC": 4}
         return {"WG": 256, "ITEMS": min(4, r), "STAGE": 3}
     wg = min(256, max(32, _pow2_ceil(r)))
@@ -875,7 +882,8 @@ def _scan(src, materialized, out, tnode, knobs=None):
     acc_bytes = 8 if acc_t == "ArgAcc" else 4
     # a setting that leaves VEC or SUMS out means their SCAN_EXTRA_KNOBS values, not
     # the default's (settings were written before they existed)
-    knobs = _merge({**SCAN_EXTRA_KNOBS, **scan_knobs(r, acc_bytes, inner, rows)},
+    plain = vec4_view(x, materialized, 2) is not None
+    knobs = _merge({**SCAN_EXTRA_KNOBS, **scan_knobs(r, acc_bytes, inner, rows, plain)},
                    knobs and {**SCAN_EXTRA_KNOBS, **knobs})
     wg = _check_wg(knobs, pow2=True)  # the scan of the invocations' totals is a tree
     items, stage, vec = knobs["ITEMS"], knobs["STAGE"], knobs["VEC"]
