@@ -341,6 +341,26 @@ def test_transcendental_prologues_recomputed_per_tile_are_materialized(monkeypat
     assert names[0] == "tanh", names
 
 
+def test_cats_read_per_tile_are_materialized(monkeypatch):
+    """A cat of several pieces in an operand (a recurrent network's output sequence) is
+    written by a kernel of its own when the loader would read each element
+    PROLOGUE_RECOMPUTE_MIN times or more, not read through a branch over the pieces at
+    every load; with one tile column, or with PROLOGUE_CAT_PIECES raised, it stays in
+    the loader."""
+    from kernelwright import schedule
+
+    def kernels(fn, *xs):
+        return [k.name for k in check(Fn(fn), *xs).plan.kernels]
+
+    steps = [torch.randn(8, 32) for _ in range(3)]
+    w = torch.randn(32, 256)  # 4 tile columns
+    assert kernels(lambda a, b, c, w: torch.cat([a, b, c]) @ w, *steps, w) == ["cat", "matmul"]
+    narrow = w[:, :64].contiguous()
+    assert kernels(lambda a, b, c, w: torch.cat([a, b, c]) @ w, *steps, narrow) == ["cat+matmul"]
+    monkeypatch.setattr(schedule, "PROLOGUE_CAT_PIECES", 3)
+    assert kernels(lambda a, b, c, w: torch.cat([a, b, c]) @ w, *steps, w) == ["cat+matmul"]
+
+
 def test_sums_of_a_product_reduce_its_operands():
     """A product's output summed over N (or M), through scalar factors, becomes two
     reductions of its operands (linalg.summed_product): no matmul kernel, the same

@@ -159,6 +159,7 @@ def _group(graph: Graph, nodes: list[Node], users, chains, own: set[Value]) -> l
 # computes a transcendental function (heavy_prologues: measured at 32, the threshold
 # itself not measured).
 PROLOGUE_RECOMPUTE_MIN = 4
+PROLOGUE_CAT_PIECES = 1  # the most pieces of a cat that such a loader reads inline
 # The elementwise fns that cost a transcendental instruction sequence (exp, log, sin, ...:
 # codegen.EW); sqrt, rsqrt and division do not count (a LayerNorm's rsqrt stays fused).
 TRANSCENDENTAL = frozenset((
@@ -200,7 +201,11 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
     least PROLOGUE_RECOMPUTE_MIN (v's elements each computed that many times: a plain
     operand's tile count, more through a broadcast or a window's overlapping taps, less
     through a slice of a larger value). The threshold of 4 is not measured: 015 is the
-    only suite problem with such a prologue."""
+    only suite problem with such a prologue. A cat of more than PROLOGUE_CAT_PIECES
+    pieces met on the way down is materialized on the same count: inlined, each load
+    branches over the pieces (an if / else chain, codegen.Emitter._cat) and loads
+    scalars (the recurrent networks' output sequences, cats of their steps, read by
+    the next layer's input product; measured in docs/PERF.md)."""
     roots = {g.root for g in groups}
     heavy: set[Value] = set()
     for g in groups:
@@ -214,7 +219,10 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
                 if v in seen or v in roots or v.kind != "node":
                     continue
                 seen.add(v)
-                if v.node.op in MOVEMENT_OPS:
+                if (v.node.op == "cat" and len(v.node.inputs) > PROLOGUE_CAT_PIECES
+                        and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel):
+                    heavy.add(v)  # each load would branch over its pieces
+                elif v.node.op in MOVEMENT_OPS:
                     stack.extend(v.node.inputs)
                 elif (v.node.op == "ew" and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel
                       and _inline_ops(v, roots, set(), _transcendental) >= 1):
