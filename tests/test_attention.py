@@ -44,6 +44,20 @@ def test_sdpa(path, causal, shape):
     _assert_path(c, path)
 
 
+def test_causal_decomposition_bounds_the_product_by_v(monkeypatch):
+    """Decomposed, causal attention's probabilities are said to be zero above the
+    diagonal, so the product by V walks each tile's keys only up to its last query
+    (linalg.k_range: a `khi` bound), as the scores' product skips tiles past it; with
+    more keys than queries (the mask top-left aligned) and a partial last tile."""
+    monkeypatch.setattr(attention_ops, "FUSED", False)
+    for lq, s in ((150, 150), (70, 130)):
+        q, k, v = _qkv(b=1, h=2, lq=lq, s=s, e=16)
+        c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+                  q, k, v)
+        products = [k.source for k in c.plan.kernels if "matmul" in k.name]
+        assert len(products) == 2 and "let khi = " in products[1], _kinds(c)
+
+
 def test_sdpa_scale_and_3d(path):
     q, k, v = torch.randn(4, 9, 6), torch.randn(4, 11, 6), torch.randn(4, 11, 3)
     c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.7)), q, k, v)

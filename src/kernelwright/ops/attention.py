@@ -122,6 +122,9 @@ def _decomposed(b, q, k, v, mask, causal, scale) -> Value:
     m = b.reduce(scores, "max", [dim], True)
     m = b.ew("where", b.ew("eq", m, b.scalar(NEG_INF), dtype="bool"), b.scalar(0.0), m)
     ex = unary_float(b, "exp", binary(b, "sub", scores, m))
+    if causal:  # zero above the diagonal (exp(-inf - m), m finite): said so, the product
+        # by V then bounds each tile's K loop by its last query (linalg.k_range)
+        ex = b.ew("where", causal_mask(b, lq, s), ex, b.scalar(0.0))
     total = b.reduce(ex, "sum", [dim], True)
     # fully masked rows: every exp is 0; PyTorch returns zeros there
     inv = b.ew("where", b.ew("eq", total, b.scalar(0.0), dtype="bool"), b.scalar(0.0),
