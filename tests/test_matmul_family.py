@@ -378,3 +378,22 @@ def test_sums_of_a_product_reduce_its_operands():
     assert sum("matmul" in n for n in _templates(kept)) == 1, _templates(kept)
     both = check(Fn(lambda x, w: (x @ w.t(), (x @ w.t()).sum(1))), x, w, atol=1e-4)
     assert any("matmul" in n for n in _templates(both))
+
+
+def test_a_product_with_one_tile_column_computes_its_operand(monkeypatch):
+    """softmax(x) @ v with v of at most schedule.RECOMPUTE_MATMUL_SIDE columns: the
+    product loads each exp(x - max) once, so it computes them in its loader as the sum
+    does in its own (no kernel stores them); with wider v, or the side set to 0, the
+    exponentials are stored once and read by both."""
+    from kernelwright import schedule
+
+    def stored_exp(compiled):
+        return [k.name for k in compiled.plan.kernels if k.name.startswith("sub+exp")]
+
+    x, v = torch.randn(3, 40, 50), torch.randn(3, 50, 24)
+    fn = Fn(lambda x, v: torch.softmax(x, -1) @ v)
+    compiled = check(fn, x, v)
+    assert not stored_exp(compiled), [k.name for k in compiled.plan.kernels]
+    assert stored_exp(check(fn, x, torch.randn(3, 50, 100)))
+    monkeypatch.setattr(schedule, "RECOMPUTE_MATMUL_SIDE", 0)
+    assert stored_exp(check(fn, x, v))

@@ -249,12 +249,14 @@ def _operand_loads(t: Node) -> list[float]:
 RECOMPUTE_MAX_OPS = 8  # elementwise ops each reader may compute again instead of a load
 RECOMPUTE_MAX_READS = 2  # buffers such a value may read (each one a binding of its readers)
 READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an element once
+RECOMPUTE_MATMUL_SIDE = 64  # a matmul of so few output columns (rows) loads A (B) once
 
 
 def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Group]:
     """Fold back into its readers a value that `fuse` materialized only because several
     kernels read it, when every reader touches each of its elements once (an elementwise
-    kernel or a reduction) and the value is either a short elementwise expression of
+    kernel, a reduction, a matmul with one tile of the other side: `_reads_once`) and
+    the value is either a short elementwise expression of
     buffers (softmax's exp(x - max) feeds both its sum and its division) or a view of a
     buffer in the buffer's own element order (InstanceNorm's reshape of its input to
     [1, N * C, H, W], read by the statistics and the normalization): recomputing it
@@ -270,8 +272,7 @@ def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Gro
         if g.template is not None or v in outputs:
             continue
         readers = {group_of[u] for u in users.get(v, [])}
-        if readers & folded or any(r.template is not None and r.template.op not in
-                                   READS_EACH_ELEMENT_ONCE for r in readers):
+        if readers & folded or not all(_reads_once(r.template, v) for r in readers):
             continue
         reads: set[Value] = set()
         if v.node.op == "ew":
@@ -283,6 +284,40 @@ def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Gro
             folded.add(g)
             roots.discard(v)
     return [g for g in groups if g not in folded]
+
+
+def _reads_once(t: Node | None, v: Value) -> bool:
+    """Whether the kernel of template `t` (None: an elementwise kernel) computes each
+    element of v once: a reduction or a scan, or a matmul that reads v, in its own
+    element order (through reshapes and same-size elementwise ops), only as an operand
+    whose elements its loader loads once: A with at most RECOMPUTE_MATMUL_SIDE columns of
+    output (one tile column of the default tiles: the product of attention's
+    probabilities by V), B with at most as many rows."""
+    if t is None or t.op in READS_EACH_ELEMENT_ONCE:
+        return True
+    if t.op != "matmul":
+        return False
+    a, b = t.inputs
+    m, n = a.shape[1], b.shape[2]
+    once = (n <= RECOMPUTE_MATMUL_SIDE, m <= RECOMPUTE_MATMUL_SIDE)
+    return all(_in_order_from(x, v) is not False if once[i] else _in_order_from(x, v) is None
+               for i, x in enumerate((a, b)))
+
+
+def _in_order_from(x: Value, v: Value) -> bool | None:
+    """None when x does not read v; True when it reads it in x's own element order,
+    through reshapes and elementwise ops of x's size; False when it reads it otherwise."""
+    if x is v:
+        return True
+    node = x.node
+    if node is None or node.op in TEMPLATE_OPS:
+        return None
+    found = [_in_order_from(i, v) for i in node.inputs]
+    if all(f is None for f in found):
+        return None
+    ordered = node.op == "reshape" or node.op == "ew"
+    return all(f is None or (f and ordered and i.numel == x.numel)
+               for f, i in zip(found, node.inputs))
 
 
 def _in_order_view(v: Value, roots: set[Value]) -> bool:
