@@ -60,15 +60,8 @@ def _retarget(plan: Plan, requests, knobs: dict) -> Plan:
     return dataclasses.replace(plan, kernels=kernels)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_every_matmul_setting_matches_pytorch(case):
-    (nb, m, n, k), products = CASES[case]
-    torch.manual_seed(0)
-    inputs = [torch.randn(nb, m, k), torch.randn(nb, n, k), torch.randn(k, m),
-              torch.randn(k, n), torch.randn(n)]
-    module = Fn(lambda *xs: _products(*xs)[:products]).eval()
-    with torch.no_grad():
-        want = module(*inputs)
+def _compile_with_requests(module, inputs):
+    """The compiled module and the knob requests of its matmul kernels."""
     requests = []
 
     def keep(request):
@@ -78,6 +71,19 @@ def test_every_matmul_setting_matches_pytorch(case):
 
     with tune.choosing(keep):
         compiled = kernelwright.compile(module, inputs)
+    return compiled, requests
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_matmul_setting_matches_pytorch(case):
+    (nb, m, n, k), products = CASES[case]
+    torch.manual_seed(0)
+    inputs = [torch.randn(nb, m, k), torch.randn(nb, n, k), torch.randn(k, m),
+              torch.randn(k, n), torch.randn(n)]
+    module = Fn(lambda *xs: _products(*xs)[:products]).eval()
+    with torch.no_grad():
+        want = module(*inputs)
+    compiled, requests = _compile_with_requests(module, inputs)
     assert len(requests) == products
     vec_loads = 0
     for knobs in SETTINGS:
@@ -253,15 +259,7 @@ def test_grouped_tile_order_covers_every_tile(group):
     inputs = [torch.randn(nb, m, k), torch.randn(nb, k, n)]
     module = Fn(torch.bmm).eval()
     want = module(*inputs)
-    requests = []
-
-    def keep(request):
-        if request.kind == "matmul":
-            requests.append(request)
-        return None
-
-    with tune.choosing(keep):
-        compiled = kernelwright.compile(module, inputs)
+    compiled, requests = _compile_with_requests(module, inputs)
     (request,) = requests
     knobs = {**request.default.knobs, "GROUP": group}
     assert (knobs["BM"], knobs["BN"]) == (64, 64), knobs
