@@ -272,7 +272,7 @@ def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Gro
         if g.template is not None or v in outputs:
             continue
         readers = {group_of[u] for u in users.get(v, [])}
-        if readers & folded or not all(_reads_once(r.template, v) for r in readers):
+        if readers & folded or not all(_reads_once(r.template, v, roots) for r in readers):
             continue
         reads: set[Value] = set()
         if v.node.op == "ew":
@@ -286,7 +286,7 @@ def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Gro
     return [g for g in groups if g not in folded]
 
 
-def _reads_once(t: Node | None, v: Value) -> bool:
+def _reads_once(t: Node | None, v: Value, roots: set[Value]) -> bool:
     """Whether the kernel of template `t` (None: an elementwise kernel) computes each
     element of v once: a reduction or a scan, or a matmul that reads v, in its own
     element order (through reshapes and same-size elementwise ops), only as an operand
@@ -300,24 +300,27 @@ def _reads_once(t: Node | None, v: Value) -> bool:
     a, b = t.inputs
     m, n = a.shape[1], b.shape[2]
     once = (n <= RECOMPUTE_MATMUL_SIDE, m <= RECOMPUTE_MATMUL_SIDE)
-    return all(_in_order_from(x, v) is not False if once[i] else _in_order_from(x, v) is None
-               for i, x in enumerate((a, b)))
+    memo: dict[Value, bool | None] = {}
+    found = [_in_order_from(x, v, roots, memo) for x in (a, b)]
+    return all(f is not False if o else f is None for f, o in zip(found, once))
 
 
-def _in_order_from(x: Value, v: Value) -> bool | None:
-    """None when x does not read v; True when it reads it in x's own element order,
-    through reshapes and elementwise ops of x's size; False when it reads it otherwise."""
+def _in_order_from(x: Value, v: Value, roots: set[Value], memo: dict) -> bool | None:
+    """None when a loader computing x inline does not read v (it stops at buffers:
+    `roots` other than v, inputs, constants); True when it reads v in x's own element
+    order, through reshapes and elementwise ops of x's size; False when otherwise."""
     if x is v:
         return True
+    if x in memo:
+        return memo[x]
     node = x.node
-    if node is None or node.op in TEMPLATE_OPS:
+    if node is None or x in roots or node.op in TEMPLATE_OPS:
         return None
-    found = [_in_order_from(i, v) for i in node.inputs]
-    if all(f is None for f in found):
-        return None
+    found = [_in_order_from(i, v, roots, memo) for i in node.inputs]
     ordered = node.op == "reshape" or node.op == "ew"
-    return all(f is None or (f and ordered and i.numel == x.numel)
-               for f, i in zip(found, node.inputs))
+    memo[x] = None if all(f is None for f in found) else all(
+        f is None or (f and ordered and i.numel == x.numel) for f, i in zip(found, node.inputs))
+    return memo[x]
 
 
 def _in_order_view(v: Value, roots: set[Value]) -> bool:

@@ -882,8 +882,9 @@ def _scan(src, materialized, out, tnode, knobs=None):
     acc_bytes = 8 if acc_t == "ArgAcc" else 4
     # a setting that leaves VEC or SUMS out means their SCAN_EXTRA_KNOBS values, not
     # the default's (settings were written before they existed)
-    plain = vec4_view(x, materialized, 2) is not None
-    knobs = _merge({**SCAN_EXTRA_KNOBS, **scan_knobs(r, acc_bytes, inner, rows, plain)},
+    cols_view = vec4_view(x, materialized, 2) if inner % 4 == 0 else None  # STAGE 3, VEC 4
+    knobs = _merge({**SCAN_EXTRA_KNOBS,
+                    **scan_knobs(r, acc_bytes, inner, rows, cols_view is not None)},
                    knobs and {**SCAN_EXTRA_KNOBS, **knobs})
     wg = _check_wg(knobs, pow2=True)  # the scan of the invocations' totals is a tree
     items, stage, vec = knobs["ITEMS"], knobs["STAGE"], knobs["VEC"]
@@ -892,7 +893,7 @@ def _scan(src, materialized, out, tnode, knobs=None):
     _require(vec == 1 or stage in (2, 3) and vec == 4, knobs, "VEC is 1, or 4 with STAGE 2 or 3")
     if stage == 3:
         _require(knobs["SUMS"] == 0, knobs, "STAGE 3 takes no SUMS")
-        return _scan_cols(src, materialized, out, x, functions, knobs, acc_t, init, final)
+        return _scan_cols(src, out, x, functions, knobs, acc_t, init, final, cols_view)
     _require(items % vec == 0, knobs, "ITEMS must be a multiple of VEC")
     _require(knobs["SUMS"] in (0, 1), knobs, "SUMS is 0 or 1")
     wg_bytes = scan_workgroup_bytes(knobs, acc_bytes)
@@ -930,19 +931,17 @@ def _scan(src, materialized, out, tnode, knobs=None):
     return name, slots, (gx, math.ceil(max(1, rows) / gx), 1), used
 
 
-def _scan_cols(src, materialized, out, x, functions, knobs, acc_t, init, final):
+def _scan_cols(src, out, x, functions, knobs, acc_t, init, final, plain):
     """STAGE 3 (kernels/scan_cols.wgsl): one invocation per column (VEC 1) or per 4
-    adjacent columns (VEC 4: B a multiple of 4; 16-byte loads through a vec4 view where
-    x is one f32 buffer read with its last dim contiguous at 16-byte aligned positions,
-    16-byte stores), ITEMS loads first."""
+    adjacent columns (VEC 4: B a multiple of 4; 16-byte loads through `plain`, x's
+    vec4_view along its last dim where it has one, 16-byte stores), ITEMS loads first."""
     _, r, inner = x.shape
     wg, items, vec = knobs["WG"], knobs["ITEMS"], knobs["VEC"]
     _require(vec == 1 or inner % 4 == 0, knobs, "STAGE 3 with VEC 4 needs B a multiple of 4")
     whole = r % items == 0  # no clamped loads, no bounds tests
     lanes = x.numel // r // vec
     view, load = None, None
-    plain = vec4_view(x, materialized, 2) if vec == 4 else None
-    if plain is not None:
+    if vec == 4 and plain is not None:
         root, offset, st = plain
         view = src.view4(root)
         load = f"{offset // 4} + a * {st[0] // 4} + {{ri}} * {st[1] // 4} + b / 4"
@@ -1335,7 +1334,6 @@ def plain_strides(v: Value, materialized) -> tuple[Value, int, list[int]] | None
         if st is None:
             return None
     return root, offset, st
-
 
 
 def vec4_view(v: Value, materialized, dim: int) -> tuple[Value, int, list[int]] | None:
