@@ -32,6 +32,8 @@ with --knobs '{"BN": 128, "TN": 8}'):
               global loads (it put them three quarters of the way through, 2026-12-01j)
   store_ahead the fetch a tile further ahead: each K step stores the tile fetched in the
               step before, then fetches the one after next, then multiplies
+  fetch_branch  each K step's fetch inside a branch the driver cannot decide (always
+              taken), to keep the global loads at the top of the step (any tiles)
 Every case also runs `generated`, the compiler's kernel. `h200_session.sh gemmvar` runs
 one variant per process with NVIDIA's shader cache kept, for scripts/nv_shader_stats.py
 --sass. The JSON is written after each variant."""
@@ -207,11 +209,26 @@ def store_ahead(src: str, plan, module) -> tuple[str, dict]:
     return src.replace(barrier, second + barrier, 1), {}
 
 
+def fetch_branch(src: str, plan, module) -> tuple[str, dict]:
+    """Each K step's fetch of the next tile inside a branch the driver cannot decide
+    (kb against the output's length, always true), so that its global loads stay at the
+    top of the step instead of being sunk towards their stores."""
+    fetch = re.compile(r"(\n(\s*)let kb = [^\n]*;)((?:\n\s*\{ p[ab]\d+ = [^\n]*; \})+)")
+    found = fetch.findall(src)
+    if len(found) < 2:
+        raise RuntimeError("no K step fetching the next tile into registers")
+    def wrap(m):
+        ind = m.group(2)
+        body = m.group(3).replace("\n", "\n    ")
+        return f"{m.group(1)}\n{ind}if (kb < i32(arrayLength(&out))) {{{body}\n{ind}}}"
+    return fetch.sub(wrap, src), {}
+
+
 WINDOW_VARIANTS = {"plain_b": plain_b, "no_select": no_select, "tap_major": tap_major,
                    "shared_decode": shared_decode, "tap_major_shared": tap_major_shared}
 GEMM_VARIANTS = {"warp8x4": warp_layout(8), "warp4x8": warp_layout(4),
                  "store_half": store_at(0.5), "store_quarter": store_at(0.25),
-                 "store_ahead": store_ahead}
+                 "store_ahead": store_ahead, "fetch_branch": fetch_branch}
 FAMILIES = [(WINDOW_CASES, WINDOW_VARIANTS), (GEMM_CASES, GEMM_VARIANTS)]
 
 

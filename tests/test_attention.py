@@ -58,6 +58,20 @@ def test_causal_decomposition_bounds_the_product_by_v(monkeypatch):
         assert len(products) == 2 and "let khi = " in products[1], _kinds(c)
 
 
+def test_decomposition_reads_the_scores_once_for_their_statistics(monkeypatch):
+    """The decomposition's softmax statistics are one row kernel (the max, then the
+    log-sum-exp of the rows, schedule.fuse_rows with a reduction as its last phase)
+    between the two products; with a mask and causal too."""
+    monkeypatch.setattr(attention_ops, "FUSED", False)
+    q, k, v = _qkv(b=1, h=2, lq=33, s=40, e=8)
+    m = torch.randn(33, 40)
+    for f in (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+              lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, is_causal=True)):
+        c = check(Fn(f), q, k, v, m)
+        kinds = [k.key.split()[0] for k in c.plan.kernels]
+        assert kinds == ["matmul", "rows", "matmul"], c.plan.summary()
+
+
 def test_sdpa_scale_and_3d(path):
     q, k, v = torch.randn(4, 9, 6), torch.randn(4, 11, 6), torch.randn(4, 11, 3)
     c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.7)), q, k, v)

@@ -381,11 +381,11 @@ def test_sums_of_a_product_reduce_its_operands():
 
 
 def test_a_product_with_one_tile_column_computes_its_operand(monkeypatch):
-    """softmax(x) @ v with v of at most schedule.RECOMPUTE_MATMUL_SIDE columns: the
+    """softmax(x) @ v with v of at most templates.MATMUL_ONCE_SIDE columns: the
     product loads each exp(x - max) once, so it computes them in its loader as the sum
     does in its own (no kernel stores them); with wider v, or the side set to 0, the
     exponentials are stored once and read by both."""
-    from kernelwright import schedule
+    from kernelwright import templates
 
     def stored_exp(compiled):
         return [k.name for k in compiled.plan.kernels if k.name.startswith("sub+exp")]
@@ -395,5 +395,23 @@ def test_a_product_with_one_tile_column_computes_its_operand(monkeypatch):
     compiled = check(fn, x, v)
     assert not stored_exp(compiled), [k.name for k in compiled.plan.kernels]
     assert stored_exp(check(fn, x, torch.randn(3, 50, 100)))
-    monkeypatch.setattr(schedule, "RECOMPUTE_MATMUL_SIDE", 0)
+    monkeypatch.setattr(templates, "MATMUL_ONCE_SIDE", 0)
     assert stored_exp(check(fn, x, v))
+
+
+def test_a_prologue_loaded_once_over_a_long_k_takes_the_plain_tiles(monkeypatch):
+    """The product by V of attention's probabilities computed in its loader (one tile
+    column: each element loaded once) takes the plain tiles (two staged buffers) from
+    templates.MATMUL_ONCE_PLAIN_MIN_K keys on; a shorter K keeps the prologue's (one)."""
+    from kernelwright import templates
+    from kernelwright.ops import linalg
+
+    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # one product, not K in chunks
+
+    for keys in (40, templates.MATMUL_ONCE_PLAIN_MIN_K + 8):
+        x, v = torch.randn(1, 64, keys), torch.randn(1, keys, 64)
+        compiled = check(Fn(lambda x, v: torch.softmax(x, -1) @ v), x, v)
+        (product,) = [k for k in compiled.plan.kernels if k.name.endswith("matmul")]
+        long_k = keys >= templates.MATMUL_ONCE_PLAIN_MIN_K
+        assert "exp(" in product.source, compiled.plan.summary()
+        assert product.knobs["DB"] == (2 if long_k else 1), product.knobs

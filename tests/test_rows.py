@@ -128,6 +128,42 @@ def test_row_statistic_also_returned_keeps_its_kernel():
     assert "rows" not in _kinds(compiled), compiled.plan.summary()
 
 
+@pytest.mark.parametrize("cols", [37, 64])
+def test_reduction_reading_a_reduction_of_its_rows_is_one_kernel(cols):
+    """A reduction whose loader or epilogue reads another reduction of the same rows
+    (logsumexp's sum reads the max, a variance's the mean) ends a row kernel of its
+    own: the row is read once and the kernel stores one value per row."""
+    x = torch.randn(6, 5, cols) * 3
+    for f in (lambda x: torch.logsumexp(x, -1), lambda x: x.var(-1),
+              lambda x: x.std(-1, keepdim=True) + 1):
+        compiled = check(Fn(f), x)
+        assert _kinds(compiled) == ["rows"], compiled.plan.summary()
+    # over a leading dim the rows are strided: each reduction keeps its column kernel
+    compiled = check(Fn(lambda x: x.var(0)), x)
+    assert "rows" not in _kinds(compiled), compiled.plan.summary()
+    # the max returned as well: it keeps its own kernel
+
+    def lse_and_max(x):
+        m = x.amax(-1, keepdim=True)
+        return (x - m).exp().sum(-1, keepdim=True).log() + m, m
+    compiled = check(Fn(lse_and_max), x)
+    assert "rows" not in _kinds(compiled), compiled.plan.summary()
+
+
+def test_row_kernel_takes_more_invocations_per_row_to_fit_its_buffers(monkeypatch):
+    """A row kernel holds at most ROW_CACHE elements per invocation, of all the buffers
+    it reads at the row's elements: its default TPR doubles until they fit, and rows of
+    too many buffers keep a kernel per reduction (they failed to compile before)."""
+    from kernelwright import templates
+    monkeypatch.setattr(templates, "ROW_CACHE", 8)
+    x, y = torch.randn(6, 1100), torch.randn(6, 1100)
+    compiled = check(Fn(lambda x: torch.softmax(x, -1)), x)
+    (kernel,) = compiled.plan.kernels
+    assert kernel.knobs["TPR"] == 256, kernel.knobs  # 2 steps of 4 elements each
+    compiled = check(Fn(lambda x, y: torch.softmax(x, -1) + y), x, y)  # 2 x 8 > 8
+    assert "rows" not in _kinds(compiled), compiled.plan.summary()
+
+
 def test_row_kernel_with_argmax_ints_and_a_broadcast_weight():
     x = torch.randn(10, 24)
     w = torch.randn(24)

@@ -33,7 +33,17 @@ import numpy as np
 from .codegen import contiguous_strides
 from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value
 from .plan import Buffer, Kernel, Plan, TensorSpec
-from .templates import ROW_LIMIT, KnobChooser, generate, matmul_tiles, plain_strides, reads_window
+from .templates import (
+    ROW_LIMIT,
+    KnobChooser,
+    generate,
+    matmul_loads_once,
+    matmul_tiles,
+    plain_strides,
+    reads_window,
+    row_kernel_fits,
+    row_major,
+)
 from .tune import choose_knobs
 
 ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}
@@ -249,7 +259,6 @@ def _operand_loads(t: Node) -> list[float]:
 RECOMPUTE_MAX_OPS = 8  # elementwise ops each reader may compute again instead of a load
 RECOMPUTE_MAX_READS = 2  # buffers such a value may read (each one a binding of its readers)
 READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an element once
-RECOMPUTE_MATMUL_SIDE = 64  # a matmul of so few output columns (rows) loads A (B) once
 
 
 def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Group]:
@@ -290,16 +299,15 @@ def _reads_once(t: Node | None, v: Value, roots: set[Value]) -> bool:
     """Whether the kernel of template `t` (None: an elementwise kernel) computes each
     element of v once: a reduction or a scan, or a matmul that reads v, in its own
     element order (through reshapes and same-size elementwise ops), only as an operand
-    whose elements its loader loads once: A with at most RECOMPUTE_MATMUL_SIDE columns of
-    output (one tile column of the default tiles: the product of attention's
-    probabilities by V), B with at most as many rows."""
+    whose elements its loader loads once (templates.matmul_loads_once: A where the output
+    is one tile column, the product of attention's probabilities by V; B likewise)."""
     if t is None or t.op in READS_EACH_ELEMENT_ONCE:
         return True
     if t.op != "matmul":
         return False
     a, b = t.inputs
     m, n = a.shape[1], b.shape[2]
-    once = (n <= RECOMPUTE_MATMUL_SIDE, m <= RECOMPUTE_MATMUL_SIDE)
+    once = matmul_loads_once(m, n)
     memo: dict[Value, bool | None] = {}
     found = [_in_order_from(x, v, roots, memo) for x in (a, b)]
     return all(f is not False if o else f is None for f, o in zip(found, once))
@@ -365,7 +373,12 @@ def fuse_rows(groups: list[Group], graph: Graph) -> list[Group]:
     index maps are traced symbolically (`_row_reads_ok`). Reductions that another
     reduction of the kernel reads join too (the softmax's sum reads its max). Values
     that several of these kernels read and recompute_cheap_values folded back (the
-    exp(x - max)) are computed in each pass again. Otherwise nothing changes."""
+    exp(x - max)) are computed in each pass again.
+
+    `c` may itself be a reduction of rows that its row-major input walks along (a
+    logsumexp's or a variance's sum, attention's log-sum-exp: it reads the rows' max or
+    mean): the reductions it reads over the same rows join it as earlier phases, and
+    the kernel stores c's value per row. Otherwise nothing changes."""
     if ROW_FUSION_MAX < 2:
         return groups
     roots = {g.root: g for g in groups}
@@ -373,9 +386,10 @@ def fuse_rows(groups: list[Group], graph: Graph) -> list[Group]:
     reads = {g: _group_reads(g, roots) for g in groups}
     fused: set[Group] = set()
     for c in reversed(groups):
-        if c.template is not None or c in fused:
+        if c in fused or (c.template is not None and not _row_reduction(c, roots)):
             continue
-        shape, cands, todo = None, [], [c]
+        own = c.template.inputs[0].shape if c.template is not None else None
+        shape, cands, todo = own, [], [c]
         while todo:
             for v in reads[todo.pop()]:
                 p = roots[v]
@@ -383,7 +397,7 @@ def fuse_rows(groups: list[Group], graph: Graph) -> list[Group]:
                         or p in fused or v in outputs):
                     continue
                 o, r = p.template.inputs[0].shape
-                if (o * r != c.root.numel or not 1 < r <= ROW_FUSION_MAX
+                if ((own is None and o * r != c.root.numel) or not 1 < r <= ROW_FUSION_MAX
                         or shape not in (None, (o, r))):
                     continue
                 shape = (o, r)
@@ -396,13 +410,42 @@ def fuse_rows(groups: list[Group], graph: Graph) -> list[Group]:
             if len(keep) == len(cands):
                 break
             cands = keep
-        if not cands or not _row_reads_ok(c, cands, shape, roots):
+        if (not cands or not _row_reads_ok(c, cands, shape, roots)
+                or not row_kernel_fits(shape[1], _row_lanes(c, cands, roots, shape))):
             continue
         order = {g: i for i, g in enumerate(groups)}
         c.phases = sorted(cands, key=order.__getitem__)
         c.members = [n for p in c.phases for n in p.members] + c.members
         fused.update(cands)
     return [g for g in groups if g not in fused]
+
+
+def _row_lanes(c: Group, phases: list[Group], roots, shape) -> int:
+    """How many buffers a row kernel of c and `phases` reads at its rows' elements (those
+    of O * R elements): each invocation holds its share of the row of each on chip
+    (templates.row_kernel_fits)."""
+    inside = {c.root, *(p.root for p in phases)}
+    found, seen, stack = set(), set(), list(inside)
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v.kind in ("input", "const") or (v in roots and v not in inside):
+            if v.numel == shape[0] * shape[1]:
+                found.add(v)
+        elif v.node is not None:
+            stack.extend(v.node.inputs)
+    return max(1, len(found))
+
+
+def _row_reduction(c: Group, roots) -> bool:
+    """Whether reduce group c can end a row kernel: its rows fit on chip and its loader
+    walks them along memory (a reduction over a leading dim keeps the column order of
+    its own kernel)."""
+    t = c.template
+    return (t.op == "reduce" and 1 < t.inputs[0].shape[1] <= ROW_FUSION_MAX
+            and row_major(t.inputs[0], set(roots)))
 
 
 def _group_reads(g: Group, roots) -> set[Value]:
@@ -514,7 +557,9 @@ def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
             return ok(x, [[] if s == 1 else sym[i + off] for i, s in enumerate(x.shape)], stop)
         return False  # other index maps (slices, gathers, ...) are not traced
 
-    if not node_ok(c.root, _split([("o", 1, o), ("r", 1, r)], c.root.shape), None):
+    if c.template is not None:  # a reduction: checked as the last phase
+        phases = [*phases, c]
+    elif not node_ok(c.root, _split([("o", 1, o), ("r", 1, r)], c.root.shape), None):
         return False
     for p in phases:
         if not ok(p.template.inputs[0], [[("o", 1, o)], [("r", 1, r)]], None):

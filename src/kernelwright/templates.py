@@ -200,7 +200,8 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
              choose: KnobChooser | None = None, phases=()) -> Generated:
     """The kernel that stores `out`, computed by template node `tnode` (None: a plain
     elementwise kernel, or with `phases` (pairs of a reduce node and the value its group
-    stores) a row kernel: those reductions, then `out` over the same rows). Its knobs
+    stores) a row kernel: those reductions, then `out` over the same rows, or where
+    tnode is a reduction of those rows, tnode's value per row). Its knobs
     are the template's defaults unless `choose` returns others for the kernel's request
     (knobs that no longer fit the template, e.g. stored by an older version, are
     ignored), or a whole kernel to use instead."""
@@ -234,8 +235,9 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     epi = "" if kind in ("rows", "reduce") else _epilogue(  # row kernels write their own
         src, materialized, out, tnode.out if tnode else None,
         tnode.out.dtype if tnode else out.dtype)
-    if phases:
-        tmpl, slots, grid, used = _rows(src, materialized, out, list(phases), True, knobs)
+    if phases:  # a reduction (tnode) reading reductions of its rows stores its own value
+        tmpl, slots, grid, used = _rows(src, materialized, out, [*phases, *(
+            [(tnode, out)] if tnode is not None else [])], tnode is None, knobs)
     else:
         tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs)
     workgroup_bytes = slots.pop("workgroup_bytes", 0)
@@ -539,6 +541,18 @@ def rows_space(r: int, passes: int = 1) -> list[dict]:
     return space
 
 
+def row_share(r: int, tpr: int) -> int:
+    """Elements of a row of R that each of its TPR invocations holds (at the default VEC)."""
+    vec = 4 if r % 4 == 0 else 1
+    return -(-(r // vec) // tpr) * vec
+
+
+def row_kernel_fits(r: int, lanes: int) -> bool:
+    """Whether a row kernel of several passes can hold rows of R elements of `lanes`
+    buffers on chip (MAX_WG invocations per row; _rows raises TPR that far)."""
+    return row_share(r, MAX_WG) * lanes <= ROW_CACHE
+
+
 def reduce_knobs(o: int, r: int, col: bool = False) -> dict:
     return rows_knobs(o, r, col)
 
@@ -552,7 +566,7 @@ def _reduce(src, materialized, out, tnode, knobs=None):
     return _rows(src, materialized, out, [(tnode, out)], False, knobs)
 
 
-def _row_major(x: Value, materialized) -> bool:
+def row_major(x: Value, materialized) -> bool:
     """Whether the loader of x [O, R] walks memory along R (else along O: a reduction
     over a leading dim, whose rows a workgroup then takes side by side)."""
     base = buffer_address(x, (0, 0), materialized)
@@ -576,22 +590,12 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
     x0 = phases[0][0].inputs[0]
     o, r = x0.shape
     passes = len(phases) + consumer
-    col = not consumer and len(phases) == 1 and not _row_major(x0, materialized)
-    knobs = _merge(rows_knobs(o, r, col), knobs)
-    wg = _check_wg(knobs, pow2=True)
-    tpr, vec, order = knobs["TPR"], knobs["VEC"], knobs["ORDER"]
-    _require(isinstance(tpr, int) and 1 <= tpr <= wg and tpr & (tpr - 1) == 0, knobs,
-             "TPR must be a power of two up to WG")
-    _require(vec in (1, 4) and r % vec == 0, knobs, "VEC is 1, or 4 when R is a multiple of 4")
-    _require(order in ("row", "col"), knobs, "ORDER is 'row' or 'col'")
-    rv = r // vec  # steps per row
-    items = -(-rv // tpr)  # steps per invocation
+    col = not consumer and len(phases) == 1 and not row_major(x0, materialized)
     cached = passes > 1
-    rpw = wg // tpr
     functions, pending, bound, shared, finals = [], [], {}, [], []
     for j, (tn, root) in enumerate(phases):
         x = tn.inputs[0]
-        _require(x.shape == (o, r), knobs, "the phases of a row kernel share O and R")
+        _require(x.shape == (o, r), knobs or {}, "the phases of a row kernel share O and R")
         xt = "i32" if x.dtype in ("i32", "bool") else "f32"
         acc_t, init, combine, leaf, final = (
             s.format(**_fold_vals(xt)).replace("ArgAcc", f"ArgAcc{j}")
@@ -617,7 +621,21 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         val = em.value(out, Index(out.shape, flat="gi"))
         pending.append((em, "epilogue", ["gi: i32"], out.dtype, val, True, len(phases)))
     lanes = src.lane_params()
-    held = items * vec * max(1, len(src.lanes))
+    nl = max(1, len(src.lanes))
+    defaults = rows_knobs(o, r, col)
+    while cached and defaults["TPR"] < MAX_WG and row_share(r, defaults["TPR"]) * nl > ROW_CACHE:
+        defaults["TPR"] *= 2  # more invocations per row, until the row fits on chip
+    knobs = _merge(defaults, knobs)
+    wg = _check_wg(knobs, pow2=True)
+    tpr, vec, order = knobs["TPR"], knobs["VEC"], knobs["ORDER"]
+    _require(isinstance(tpr, int) and 1 <= tpr <= wg and tpr & (tpr - 1) == 0, knobs,
+             "TPR must be a power of two up to WG")
+    _require(vec in (1, 4) and r % vec == 0, knobs, "VEC is 1, or 4 when R is a multiple of 4")
+    _require(order in ("row", "col"), knobs, "ORDER is 'row' or 'col'")
+    rv = r // vec  # steps per row
+    items = -(-rv // tpr)  # steps per invocation
+    rpw = wg // tpr
+    held = items * vec * nl
     _require(not cached or held <= ROW_CACHE, knobs,
              f"{held} elements per invocation exceed the on-chip row cache ({ROW_CACHE})")
     for em, name, params, dtype, val, uses_lanes, n in pending:
@@ -1179,6 +1197,27 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False,
             "GROUP": MATMUL_GROUP}
 
 
+# A product of at most this many output columns (rows) is one tile column (row) of the
+# default tiles: its A (B) loader loads each element once (matmul_loads_once).
+MATMUL_ONCE_SIDE = 64
+
+
+# A prologue loaded once per element (matmul_loads_once) over at least this long a K
+# takes the plain tiles (128 x 64, two staged buffers, 16-byte fetches), not the
+# prologue's (one staged buffer, ROWS 1). Measured on the H200 (2026-12-02c,
+# bench/results/profile_pv_h200_2026-12-02c.json, attention's exp(S - lse) by V, K = 1024
+# and 2048 keys): the product by V 1.348 -> 1.029 ms (16 x 16 heads, 1024 queries),
+# 1.123 -> 1.080 ms causal (8 x 12 heads, 2048), 0.686 -> 0.528 ms (nn.MultiheadAttention);
+# with K of 32-197 (window attention's, ViT's) the plain tiles lost: the Swin blocks
+# 4.216 -> 4.415 ms, ViT 4.675 -> 4.718 (suite call 43).
+MATMUL_ONCE_PLAIN_MIN_K = 512
+
+
+def matmul_loads_once(m: int, n: int) -> tuple[bool, bool]:
+    """Whether a product of M x N outputs loads each element of A, of B, once."""
+    return n <= MATMUL_ONCE_SIDE, m <= MATMUL_ONCE_SIDE
+
+
 def _computes_on_loads(v: Value, materialized) -> bool:
     """Whether the loader of `v` computes on the values it loads (an elementwise prologue:
     a LayerNorm's normalization, an activation, a cast) rather than only moving them
@@ -1623,7 +1662,11 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     a, b = tnode.inputs
     nb, m, k = a.shape
     n = b.shape[2]
-    prologue = any(_computes_on_loads(x, materialized) for x in (a, b))
+    # a prologue loaded once per element over a long K (one tile column: attention's
+    # exp(S - lse) by V) takes the plain tiles (matmul_knobs, MATMUL_ONCE_PLAIN_MIN_K)
+    prologue = any(_computes_on_loads(x, materialized)
+                   and not (once and k >= MATMUL_ONCE_PLAIN_MIN_K)
+                   for x, once in zip((a, b), matmul_loads_once(m, n)))
     knobs = _merge(matmul_knobs(m, n, nb, prologue, reads_window(a) or reads_window(b)), knobs)
     bm, bn, tm, tn, bk, vec, db = (knobs[name] for name in _MATMUL_KNOBS)
     _require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, tm, tn, bk)), knobs,

@@ -6,8 +6,9 @@ nn.Transformer* layers reach this lowering as one op. It flattens the batch and 
 dims, turns a boolean mask into an additive one (an elementwise op that fuses into
 the kernel's mask loader, as do the broadcasts of a [L, S] mask) and emits one
 `attention` node (kernels/attention.wgsl, online softmax over key blocks, the L x S
-scores never stored) or decomposes: scores by matmul, scale, mask, a softmax that
-gives zeros for fully masked rows, matmul by V. `fused` is the one choice between them.
+scores never stored) or decomposes: scores by matmul, scale, mask, each row's
+log-sum-exp, exp(scores - lse) by V (zeros for fully masked rows). `fused` is the one
+choice between them.
 
 nn.MultiheadAttention with need_weights=True exports as explicit bmm / softmax / mean
 (PyTorch computes the weights itself), which the matmul and reduction ops lower.
@@ -122,11 +123,19 @@ def _decomposed(b, q, k, v, mask, causal, scale) -> Value:
     m = b.reduce(scores, "max", [dim], True)
     m = b.ew("where", b.ew("eq", m, b.scalar(NEG_INF), dtype="bool"), b.scalar(0.0), m)
     ex = unary_float(b, "exp", binary(b, "sub", scores, m))
-    if causal:  # zero above the diagonal (exp(-inf - m), m finite): said so, the product
-        # by V then bounds each tile's K loop by its last query (linalg.k_range)
+    if causal:
         ex = b.ew("where", causal_mask(b, lq, s), ex, b.scalar(0.0))
     total = b.reduce(ex, "sum", [dim], True)
-    # fully masked rows: every exp is 0; PyTorch returns zeros there
-    inv = b.ew("where", b.ew("eq", total, b.scalar(0.0), dtype="bool"), b.scalar(0.0),
-               b.ew("reciprocal", total))
-    return product(b, binary(b, "mul", ex, inv), v)
+    # The probabilities are exp(scores - lse), lse = m + log(total) per row (what flash
+    # attention keeps for its backward pass): one row kernel computes the max and lse
+    # (schedule.fuse_rows), reading the scores once, and the product by V recomputes
+    # the probabilities from them. Fully masked rows (total 0) take lse = +inf: zeros,
+    # as PyTorch returns there. The rounding of lse costs a relative 6e-8 |lse|,
+    # below the scores' own rounding at the magnitudes that give it.
+    lse = b.ew("where", b.ew("eq", total, b.scalar(0.0), dtype="bool"),
+               b.scalar(float("inf")), binary(b, "add", m, unary_float(b, "log", total)))
+    p = unary_float(b, "exp", binary(b, "sub", scores, lse))
+    if causal:  # zero above the diagonal, said so: the product by V then bounds each
+        # tile's K loop by its last query (linalg.k_range)
+        p = b.ew("where", causal_mask(b, lq, s), p, b.scalar(0.0))
+    return product(b, p, v)
