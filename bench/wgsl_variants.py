@@ -34,6 +34,7 @@ with --knobs '{"BN": 128, "TN": 8}'):
               step before, then fetches the one after next, then multiplies
   fetch_branch  each K step's fetch inside a branch the driver cannot decide (always
               taken), to keep the global loads at the top of the step (any tiles)
+  ahead_branch  store_ahead with fetch_branch's branch around its fetches
 Every case also runs `generated`, the compiler's kernel. `h200_session.sh gemmvar` runs
 one variant per process with NVIDIA's shader cache kept, for scripts/nv_shader_stats.py
 --sass. The JSON is written after each variant."""
@@ -171,7 +172,7 @@ def warp_layout(wx: int):
 
 
 # a K step's store of the next tile into the other staged buffer (one line per register)
-NEXT_TILE_STORE = r"\n        \{ tile_[ab]\[\(1 - cur\) \* \d+ \+ s[ab]\d+\] = p[ab]\d+; \}"
+NEXT_TILE_STORE = r"\n        \{ tile_[ab]\[\(1 - cur\) \* \d+ \+ [^\n]*; \}"
 
 
 def store_at(fraction: float):
@@ -213,10 +214,12 @@ def fetch_branch(src: str, plan, module) -> tuple[str, dict]:
     """Each K step's fetch of the next tile inside a branch the driver cannot decide
     (kb against the output's length, always true), so that its global loads stay at the
     top of the step instead of being sunk towards their stores."""
-    fetch = re.compile(r"(\n(\s*)let kb = [^\n]*;)((?:\n\s*\{ p[ab]\d+ = [^\n]*; \})+)")
+    fetch = re.compile(r"(\n(\s*)let kb = [^\n]*;(?:\n\s*\{ tile_[^\n]*)*)"
+                       r"((?:\n\s*\{ p[ab]\d+ = [^\n]*; \})+)")
     found = fetch.findall(src)
     if len(found) < 2:
         raise RuntimeError("no K step fetching the next tile into registers")
+
     def wrap(m):
         ind = m.group(2)
         body = m.group(3).replace("\n", "\n    ")
@@ -224,11 +227,19 @@ def fetch_branch(src: str, plan, module) -> tuple[str, dict]:
     return fetch.sub(wrap, src), {}
 
 
+def ahead_branch(src: str, plan, module) -> tuple[str, dict]:
+    """store_ahead with its fetches in fetch_branch's branch: the loads pinned at the top
+    of the step before the one that stores them."""
+    src, _ = store_ahead(src, plan, module)
+    return fetch_branch(src, plan, module)
+
+
 WINDOW_VARIANTS = {"plain_b": plain_b, "no_select": no_select, "tap_major": tap_major,
                    "shared_decode": shared_decode, "tap_major_shared": tap_major_shared}
 GEMM_VARIANTS = {"warp8x4": warp_layout(8), "warp4x8": warp_layout(4),
                  "store_half": store_at(0.5), "store_quarter": store_at(0.25),
-                 "store_ahead": store_ahead, "fetch_branch": fetch_branch}
+                 "store_ahead": store_ahead, "fetch_branch": fetch_branch,
+                 "ahead_branch": ahead_branch}
 FAMILIES = [(WINDOW_CASES, WINDOW_VARIANTS), (GEMM_CASES, GEMM_VARIANTS)]
 
 

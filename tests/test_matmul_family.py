@@ -381,22 +381,25 @@ def test_sums_of_a_product_reduce_its_operands():
 
 
 def test_a_product_with_one_tile_column_computes_its_operand(monkeypatch):
-    """softmax(x) @ v with v of at most templates.MATMUL_ONCE_SIDE columns: the
-    product loads each exp(x - max) once, so it computes them in its loader as the sum
-    does in its own (no kernel stores them); with wider v, or the side set to 0, the
-    exponentials are stored once and read by both."""
+    """exp(x - max) read by a product with v of at most templates.MATMUL_ONCE_SIDE
+    columns and by a sum: the product loads each exponential once, so it computes them
+    in its loader as the sum does in its own (no kernel stores them); with wider v, or
+    the side set to 0, they are stored once and read by both."""
     from kernelwright import templates
 
     def stored_exp(compiled):
         return [k.name for k in compiled.plan.kernels if k.name.startswith("sub+exp")]
 
+    def f(x, v):
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        return e @ v, e.sum(-1)
+
     x, v = torch.randn(3, 40, 50), torch.randn(3, 50, 24)
-    fn = Fn(lambda x, v: torch.softmax(x, -1) @ v)
-    compiled = check(fn, x, v)
+    compiled = check(Fn(f), x, v)
     assert not stored_exp(compiled), [k.name for k in compiled.plan.kernels]
-    assert stored_exp(check(fn, x, torch.randn(3, 50, 100)))
+    assert stored_exp(check(Fn(f), x, torch.randn(3, 50, 100)))
     monkeypatch.setattr(templates, "MATMUL_ONCE_SIDE", 0)
-    assert stored_exp(check(fn, x, v))
+    assert stored_exp(check(Fn(f), x, v))
 
 
 def test_a_prologue_loaded_once_over_a_long_k_takes_the_plain_tiles(monkeypatch):
@@ -415,3 +418,23 @@ def test_a_prologue_loaded_once_over_a_long_k_takes_the_plain_tiles(monkeypatch)
         long_k = keys >= templates.MATMUL_ONCE_PLAIN_MIN_K
         assert "exp(" in product.source, compiled.plan.summary()
         assert product.knobs["DB"] == (2 if long_k else 1), product.knobs
+
+
+def test_softmax_by_a_product_reads_its_rows_once():
+    """softmax(x) along K as operand A (explicit attention) becomes exp(x - lse): one row
+    kernel for the max and the log-sum-exp, the product computing the probabilities in
+    its loader (linalg.softmax_rows); through torch.matmul's reshape of 4-d operands
+    too, with scores of a large magnitude, and with the probabilities also returned (the
+    softmax then keeps its own kernels for them)."""
+    def kinds(compiled):
+        return [k.key.split()[0] for k in compiled.plan.kernels]
+
+    x, v = torch.randn(2, 3, 20, 36) * 30, torch.randn(2, 3, 36, 12)
+    for f in (lambda x, v: torch.softmax(x, -1) @ v,
+              lambda x, v: torch.bmm(torch.softmax(x.flatten(0, 1), -1), v.flatten(0, 1))):
+        compiled = check(Fn(f), x, v)
+        assert kinds(compiled) == ["rows", "matmul"], compiled.plan.summary()
+    both = check(Fn(lambda x, v: (torch.softmax(x, -1) @ v, torch.softmax(x, -1))), x, v)
+    assert "matmul" in kinds(both), both.plan.summary()
+    # along another dim than K: not a softmax of the product's rows
+    check(Fn(lambda x, v: torch.softmax(x, -2) @ v), x, v)

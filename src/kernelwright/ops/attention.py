@@ -22,7 +22,7 @@ from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes
 from ..templates import attention_config
 from . import register
 from .elementwise import as_dtype, binary, unary_float
-from .linalg import product
+from .linalg import lse_probabilities, product
 
 FUSED: bool | None = None  # None: chosen by `fused`; True / False force a path (tests)
 # The decomposition stores the scores of every batch and head (nb * L * S floats) and
@@ -126,15 +126,9 @@ def _decomposed(b, q, k, v, mask, causal, scale) -> Value:
     if causal:
         ex = b.ew("where", causal_mask(b, lq, s), ex, b.scalar(0.0))
     total = b.reduce(ex, "sum", [dim], True)
-    # The probabilities are exp(scores - lse), lse = m + log(total) per row (what flash
-    # attention keeps for its backward pass): one row kernel computes the max and lse
-    # (schedule.fuse_rows), reading the scores once, and the product by V recomputes
-    # the probabilities from them. Fully masked rows (total 0) take lse = +inf: zeros,
-    # as PyTorch returns there. The rounding of lse costs a relative 6e-8 |lse|,
-    # below the scores' own rounding at the magnitudes that give it.
-    lse = b.ew("where", b.ew("eq", total, b.scalar(0.0), dtype="bool"),
-               b.scalar(float("inf")), binary(b, "add", m, unary_float(b, "log", total)))
-    p = unary_float(b, "exp", binary(b, "sub", scores, lse))
+    # one row kernel for the max and the log-sum-exp; the product by V computes the
+    # probabilities (linalg.lse_probabilities)
+    p = lse_probabilities(b, scores, m, total)
     if causal:  # zero above the diagonal, said so: the product by V then bounds each
         # tile's K loop by its last query (linalg.k_range)
         p = b.ew("where", causal_mask(b, lq, s), p, b.scalar(0.0))

@@ -10,7 +10,7 @@ import numpy as np
 from ..ir import CompileError, GraphBuilder, Value, affine_index, broadcast_shapes, where_band
 from ..templates import MATMUL_BK, matmul_tiles, reads_window
 from . import register
-from .elementwise import binary
+from .elementwise import binary, unary_float
 
 # Depth heuristics of the matrix product (see `product`).
 SMALL_K = 3  # up to this K, a sum of K broadcast outer products in one elementwise kernel
@@ -31,6 +31,7 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
     gather of the other's rows or columns (`one_hot`, `one_hot_product`), a diagonal
     one a scaling (`diagonal_product`), a factor constant along K an epilogue
     (`factor_along_k`), a triangular one bounds the K loop (`k_range`).
+    A softmax along K as operand A becomes exp(x - lse) (`softmax_rows`, `lse_probabilities`).
     Split-K takes products of at most SPLIT_K_MAX_TILES tiles (under one workgroup per
     SM of an H200's 132) and K of SPLIT_K_MIN or more, and makes about SPLIT_K_TARGET
     workgroups (`split_k_chunks`). History: the target was 128 until 2026-12-01k, when
@@ -55,6 +56,10 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         if acc is None:  # K = 0: an empty sum
             acc = b.scalar(0.0 if "f32" in (x.dtype, y.dtype) else 0)
         return b.expand(acc, shape)
+    rows = x.node.inputs[0] if x.node is not None and x.node.op == "reshape" else x
+    soft = softmax_rows(rows) if rows.shape[-1:] == x.shape[-1:] else None
+    if soft is not None:  # (through a reshape of the leading dims: torch.matmul's)
+        return product(b, b.reshape(lse_probabilities(b, *soft), x.shape), y)
     for operand in (0, 1):
         hot = one_hot(x if operand == 0 else y, operand) if x.dtype == y.dtype else None
         if hot is not None:
@@ -94,6 +99,60 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
     ys = b.reshape(ys, y.shape[:-2] + (chunks, depth, n))  # [..., S, C, N]
     partial = b.matmul(xs, ys)  # [..., S, M, N]
     return b.reduce(partial, "sum", [len(partial.shape) - 3])
+
+
+def lse_probabilities(b: GraphBuilder, z: Value, m: Value, total: Value) -> Value:
+    """exp(z - lse) with lse = m + log(total) per row, m the rows' max (0 where a row is
+    all -inf) and total the sum of exp(z - m); +inf where total is 0 (a fully masked
+    row: zeros). A product reading these probabilities computes them in its loader from
+    z and lse, and lse with the max is one row kernel (schedule.fuse_rows) that reads z
+    once, where exp(z - m) / total needs both m and total, two kernels each reading z
+    (the attention scores). The rounding of lse costs a relative 6e-8 |lse| per
+    probability (flash attention's backward pass recomputes them the same way)."""
+    empty = b.ew("eq", total, b.scalar(0.0), dtype="bool")
+    lse = b.ew("where", empty, b.scalar(float("inf")),
+               binary(b, "add", m, unary_float(b, "log", total)))
+    return unary_float(b, "exp", binary(b, "sub", z, lse))
+
+
+def _row_stat(v: Value, op: str) -> tuple[Value, Value] | None:
+    """(x, r) when v is (an expand of) r, the keepdim reduction `op` of x over its last
+    dim, as GraphBuilder.reduce writes it (one reduce node, no split)."""
+    while v.node is not None and v.node.op == "expand":
+        v = v.node.inputs[0]
+    chain = [v]
+    for op_ in ("reshape", "reduce", "reshape"):
+        node = chain[-1].node
+        if node is None or node.op != op_ or (op_ == "reduce" and node.attrs["op"] != op):
+            return None
+        chain.append(node.inputs[0])
+    x = chain[-1]
+    if not x.shape or chain[1].shape != (math.prod(x.shape[:-1]),) or \
+            v.shape != x.shape[:-1] + (1,):
+        return None
+    return x, v
+
+
+def softmax_rows(p: Value) -> tuple[Value, Value, Value] | None:
+    """(z, m, total) when p is softmax(z) along its last dim as ops/reductions.softmax
+    writes it, exp(z - m) / total with m the rows' max of z and total the rows' sum of
+    that exp, else None."""
+    node = p.node
+    if node is None or node.op != "ew" or node.attrs["fn"] != "div" or p.dtype != "f32":
+        return None
+    e, s = node.inputs
+    summed = _row_stat(s, "sum")
+    if summed is None or summed[0] is not e or e.node is None or e.node.op != "ew" \
+            or e.node.attrs["fn"] != "exp":
+        return None
+    d = e.node.inputs[0]
+    if d.node is None or d.node.op != "ew" or d.node.attrs["fn"] != "sub":
+        return None
+    z, m = d.node.inputs
+    top = _row_stat(m, "max")
+    if top is None or top[0] is not z or z.shape != p.shape:
+        return None
+    return z, top[1], summed[1]
 
 
 def factor_along_k(x: Value, operand: int) -> tuple[Value, Value] | None:
