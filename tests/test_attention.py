@@ -72,6 +72,20 @@ def test_decomposition_reads_the_scores_once_for_their_statistics(monkeypatch):
         assert kinds == ["matmul", "rows", "matmul"], c.plan.summary()
 
 
+def test_causal_statistics_load_each_row_up_to_its_diagonal(monkeypatch):
+    """Causal decomposition: the row kernel of the max and the log-sum-exp loads each
+    row of scores only up to its diagonal (templates._row_band_end: both reductions
+    read where(causal, x, identity)); not without the mask. More keys than queries and
+    fewer, rows of 4k + 1, 4k + 2, ... elements."""
+    monkeypatch.setattr(attention_ops, "FUSED", False)
+    for lq, s, causal in ((37, 37, True), (21, 46, True), (50, 18, True), (37, 37, False)):
+        q, k, v = _qkv(b=1, h=2, lq=lq, s=s, e=8)
+        c = check(Fn(lambda q, k, v, causal=causal: F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal)), q, k, v)
+        (rows,) = [k for k in c.plan.kernels if k.key.split()[0] == "rows"]
+        assert ("let qend = " in rows.source) == causal, c.plan.summary()
+
+
 def test_sdpa_scale_and_3d(path):
     q, k, v = torch.randn(4, 9, 6), torch.randn(4, 11, 6), torch.randn(4, 11, 3)
     c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.7)), q, k, v)

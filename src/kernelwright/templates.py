@@ -561,6 +561,30 @@ def reduce_space(o: int, r: int) -> list[dict]:
     return rows_space(r)
 
 
+# The value of elements outside a band that a reduction may skip (its identity).
+BAND_IDENTITY = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
+
+
+def _row_band_end(phases, r: int) -> str | None:
+    """The end (exclusive) of the elements a row kernel of reductions alone needs in row
+    o, as WGSL, when every phase reduces where(band, x, identity) over rows of a value
+    [..., L, R] whose band bounds its elements from above, (j - i) <= c or < c (ir.
+    where_band: causal attention's max and log-sum-exp), the same band for all; else
+    None. The elements past it are the reductions' identity: not loaded."""
+    ends = set()
+    for tn, _ in phases:
+        y = tn.inputs[0]
+        while y.node is not None and y.node.op == "reshape" and y.node.inputs[0].shape[-1:] == (r,):
+            y = y.node.inputs[0]
+        band = where_band(y) if len(y.shape) >= 2 and y.shape[-1] == r else None
+        if band is None or band[0] not in ("le", "lt") or \
+                band[2] != BAND_IDENTITY.get(tn.attrs["op"]):
+            return None
+        op, c, _ = band
+        ends.add(f"o % {y.shape[-2]} + {c + 1 if op == 'le' else c}")
+    return ends.pop() if len(ends) == 1 else None
+
+
 def _reduce(src, materialized, out, tnode, knobs=None):
     """A reduction (and its epilogue) as the row template with one pass."""
     return _rows(src, materialized, out, [(tnode, out)], False, knobs)
@@ -643,20 +667,22 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         functions.append(em.function(name, params + (lanes if uses_lanes else []) + prior,
                                      dtype, val))
     rvs = "".join(f", rv{k}" for k in range(len(phases)))
+    end = None if consumer else _row_band_end(phases, r)
+    qend = str(rv) if end is None else "qend"  # the row's steps that are loaded
 
     def steps(fn) -> list[str]:
         """The steps of one pass over the row: unrolled over the cached items, else a
         loop loading the lanes from memory."""
         if not cached:
             loads, args = _lane_args(src, vec, f"o * {rv} + q", "g")
-            return ([f"    if (live) {{ for (var q = t; q < {rv}; q += {tpr}) {{",
+            return ([f"    if (live) {{ for (var q = t; q < {qend}; q += {tpr}) {{",
                      f"        let g = o * {r} + q * {vec};"]
                     + [f"        {s}" for s in loads] + [f"        {s}" for s in fn(args)]
                     + ["    } }"])
         lines = []
         for k in range(items):
             _, args = _lane_args(src, vec, "", "g", {i: f"c{i}_{k}" for i in src.lanes})
-            lines += [f"    {{ let q = {k * tpr} + t; if (live && q < {rv}) {{",
+            lines += [f"    {{ let q = {k * tpr} + t; if (live && q < {qend}) {{",
                       f"        let g = o * {r} + q * {vec};"]
             lines += [f"        {s}" for s in fn(args)] + ["    } }"]
         return lines
@@ -725,9 +751,11 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
                     loads.append(f"c{i}_{k} = vec4<{BUFFER_TYPE[v.dtype]}>("
                                  + ", ".join(f"in{i}[{g} + {e}]" for e in range(4)) + ");")
             if loads:
-                fill.append(f"    {{ let q = {k * tpr} + t; if (live && q < {rv}) {{ "
+                fill.append(f"    {{ let q = {k * tpr} + t; if (live && q < {qend}) {{ "
                             + " ".join(loads) + " } }")
         body = fill + body
+    if end is not None:
+        body.insert(0, f"    let qend = min({rv}, ({end} + {vec - 1}) / {vec});")
     lead = "slot * TPR" if order == "row" else "slot"
     nwg = -(-o // rpw)
     gx = min(nwg, MAX_GRID)

@@ -120,7 +120,11 @@ def _decomposed(b, q, k, v, mask, causal, scale) -> Value:
     if causal:
         scores = b.ew("where", causal_mask(b, lq, s), scores, b.scalar(NEG_INF))
     dim = len(scores.shape) - 1
-    m = b.reduce(scores, "max", [dim], True)
+    # causal: the max's input says again that the masked scores are -inf, so that the
+    # row kernel of the max and the log-sum-exp loads each row only up to its diagonal
+    # (templates._row_band_end)
+    m = b.reduce(b.ew("where", causal_mask(b, lq, s), scores, b.scalar(NEG_INF))
+                 if causal else scores, "max", [dim], True)
     m = b.ew("where", b.ew("eq", m, b.scalar(NEG_INF), dtype="bool"), b.scalar(0.0), m)
     ex = unary_float(b, "exp", binary(b, "sub", scores, m))
     if causal:
