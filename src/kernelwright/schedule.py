@@ -445,7 +445,7 @@ def _row_reduction(c: Group, roots) -> bool:
     its own kernel)."""
     t = c.template
     return (t.op == "reduce" and 1 < t.inputs[0].shape[1] <= ROW_FUSION_MAX
-            and row_major(t.inputs[0], set(roots)))
+            and row_major(t.inputs[0], roots))
 
 
 def _group_reads(g: Group, roots) -> set[Value]:

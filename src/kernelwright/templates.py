@@ -235,9 +235,10 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     epi = "" if kind in ("rows", "reduce") else _epilogue(  # row kernels write their own
         src, materialized, out, tnode.out if tnode else None,
         tnode.out.dtype if tnode else out.dtype)
-    if phases:  # a reduction (tnode) reading reductions of its rows stores its own value
-        tmpl, slots, grid, used = _rows(src, materialized, out, [*phases, *(
-            [(tnode, out)] if tnode is not None else [])], tnode is None, knobs)
+    if phases:  # a reduction (tnode) reading reductions of its rows is the last phase
+        last = [] if tnode is None else [(tnode, out)]
+        tmpl, slots, grid, used = _rows(src, materialized, out, [*phases, *last],
+                                        tnode is None, knobs)
     else:
         tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs)
     workgroup_bytes = slots.pop("workgroup_bytes", 0)

@@ -115,25 +115,24 @@ def causal_mask(b: GraphBuilder, lq: int, s: int) -> Value:
 def _decomposed(b, q, k, v, mask, causal, scale) -> Value:
     scores = product(b, binary(b, "mul", q, scale), b.transpose(k, -1, -2))
     lq, s = scores.shape[-2:]
+
+    def masked(x: Value, fill: float) -> Value:
+        """Causal: x where key j <= query i, else fill (a mask of its own per use, which
+        each reader's loader computes; one shared mask would be stored)."""
+        return b.ew("where", causal_mask(b, lq, s), x, b.scalar(fill)) if causal else x
+
     if mask is not None:
         scores = binary(b, "add", scores, mask)
-    if causal:
-        scores = b.ew("where", causal_mask(b, lq, s), scores, b.scalar(NEG_INF))
+    scores = masked(scores, NEG_INF)  # tiles past the diagonal: no product (k_range)
     dim = len(scores.shape) - 1
-    # causal: the max's input says again that the masked scores are -inf, so that the
-    # row kernel of the max and the log-sum-exp loads each row only up to its diagonal
+    # the max's input says again that the masked scores are -inf, so that the row kernel
+    # of the max and the log-sum-exp loads each row only up to its diagonal
     # (templates._row_band_end)
-    m = b.reduce(b.ew("where", causal_mask(b, lq, s), scores, b.scalar(NEG_INF))
-                 if causal else scores, "max", [dim], True)
+    m = b.reduce(masked(scores, NEG_INF), "max", [dim], True)
     m = b.ew("where", b.ew("eq", m, b.scalar(NEG_INF), dtype="bool"), b.scalar(0.0), m)
-    ex = unary_float(b, "exp", binary(b, "sub", scores, m))
-    if causal:
-        ex = b.ew("where", causal_mask(b, lq, s), ex, b.scalar(0.0))
+    ex = masked(unary_float(b, "exp", binary(b, "sub", scores, m)), 0.0)
     total = b.reduce(ex, "sum", [dim], True)
     # one row kernel for the max and the log-sum-exp; the product by V computes the
-    # probabilities (linalg.lse_probabilities)
-    p = lse_probabilities(b, scores, m, total)
-    if causal:  # zero above the diagonal, said so: the product by V then bounds each
-        # tile's K loop by its last query (linalg.k_range)
-        p = b.ew("where", causal_mask(b, lq, s), p, b.scalar(0.0))
-    return product(b, p, v)
+    # probabilities (linalg.lse_probabilities), zero above the diagonal, said so: the
+    # product then bounds each tile's K loop by its last query (linalg.k_range)
+    return product(b, masked(lse_probabilities(b, scores, m, total), 0.0), v)
