@@ -232,7 +232,8 @@ ROW_FUSION_VARIANTS = ((16384, 32), (32768, 64))  # (ROW_FUSION_MAX, ROW_CACHE)
 VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan", "pool")
 
 
-MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096",
+MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "gemm_aligned_3004x4096x3000",
+                "linear_8192x1024x4096",
                 "gemm_narrow_49152x8192x50",
                 "layernorm_linear_gelu_12544x512x2048",
                 # convolutions: their implicit GEMM's settings (64, 128 and 256 output

@@ -121,7 +121,9 @@ def test_bounds_are_tested_only_where_a_tile_can_cross_them():
 
 
 def test_default_tiles_follow_the_product_shape():
-    """128 x 64 tiles of 8 x 4 blocks for large products, 128 x 128 of 8 x 8 where an
+    """128 x 128 tiles of 8 x 16 blocks staged 8 deep along the rows for large products
+    (templates.matmul_wide: M, N and K multiples of 4, K of MATMUL_WIDE_MIN_K or more, no
+    convolution windows), else 128 x 64 tiles of 8 x 4 blocks; 128 x 128 of 8 x 8 where an
     operand's loader computes (one staged buffer); under 512 rows, 128 x 64 tiles only where the
     rows are a multiple of 128 and the grid keeps MATMUL_TALL_MIN_WORKGROUPS workgroups
     (a convolution's 128 output channels over many positions; other products
@@ -131,7 +133,16 @@ def test_default_tiles_follow_the_product_shape():
     tiles where the grid keeps as many (a tall, skinny product)."""
     tall = templates.MATMUL_TALL_MIN_WORKGROUPS
     plain = templates.MATMUL_TALL_MIN_WORKGROUPS_PLAIN
-    assert templates.matmul_tiles(4096, 4096) == (128, 64, 8, 4)
+    assert templates.matmul_tiles(4096, 4096) == (128, 128, 8, 16)
+    wide = templates.matmul_knobs(4096, 4096)
+    assert (wide["BK"], wide["ROWS"], wide["DB"], wide["VEC"]) == (8, 1, 2, 4), wide
+    assert templates.matmul_wide(4096, 4096, templates.MATMUL_WIDE_MIN_K)
+    for m, n, k in ((3001, 2999, 4093), (4096, 4096, 4093),
+                    (4096, 4096, templates.MATMUL_WIDE_MIN_K - 4)):
+        assert not templates.matmul_wide(m, n, k)
+        assert templates.matmul_tiles(m, n, wide=False) == (128, 64, 8, 4)
+        assert templates.matmul_knobs(m, n, wide=False)["BK"] == templates.MATMUL_BK
+    assert templates.matmul_tiles(4096, 4096, window=True) == (128, 64, 8, 4)
     assert templates.matmul_tiles(4096, 4096, prologue=True) == (128, 128, 8, 8)
     assert templates.matmul_knobs(512, 512, prologue=True)["BN"] == 128
 
@@ -159,6 +170,35 @@ def test_default_tiles_follow_the_product_shape():
     assert templates.matmul_tiles(262144, 384, prologue=True) == (64, 64, 4, 4)
     assert templates.matmul_tiles(49152, 50) == (128, 64, 8, 4)  # a classifier's 50
     assert templates.matmul_tiles(49152, 16) == (64, 16, 4, 1)  # thin tiles still
+
+
+def test_large_products_take_the_wide_tiles(monkeypatch):
+    """Products of 512 x 512 and more over K of MATMUL_WIDE_MIN_K take the wide tiles
+    (128 x 128, 8 x 16 blocks, staged 8 deep along the rows) and match PyTorch: a plain
+    product whose M and N no tile divides, and a linear (B stored [N, K], staged along
+    its rows too) with bias and ReLU; K of 4093 keeps the 128 x 64 tiles. (Split-K is
+    off: it would cut these small grids' K.)"""
+    from conftest import check
+
+    from kernelwright.ops import linalg
+
+    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+
+    def knobs_of(compiled):
+        (knobs,) = [k.knobs for k in compiled.plan.kernels if k.key.startswith("matmul")]
+        return (knobs["BM"], knobs["BN"], knobs["TM"], knobs["TN"], knobs["BK"],
+                knobs["ROWS"])
+
+    k = templates.MATMUL_WIDE_MIN_K
+    wide = (*templates.MATMUL_LARGE_TILES, 8, 1)
+    assert knobs_of(check(Fn(torch.matmul), torch.randn(516, k), torch.randn(k, 520),
+                          atol=1e-3)) == wide
+    linear = Fn(lambda x, w, b: torch.relu(x @ w.t() + b))
+    assert knobs_of(check(linear, torch.randn(520, k), torch.randn(644, k), torch.randn(644),
+                          atol=1e-3)) == wide
+    compiled = kernelwright.compile(Fn(torch.matmul), [torch.randn(512, 4093),
+                                                       torch.randn(4093, 512)])
+    assert knobs_of(compiled) == (128, 64, 8, 4, templates.MATMUL_BK, 0)
 
 
 def test_vec4_tiles_write_the_k_step_out():

@@ -1125,6 +1125,28 @@ MATMUL_TALL_MIN_WORKGROUPS_PLAIN = 64
 # tiles of large products), not the default, which would change nearly every plan of
 # the suite for about 1%
 MATMUL_GROUP = 0
+# Large products without a prologue (matmul_wide): 128 x 128 tiles of 8 x 16 blocks (128
+# invocations holding 128 accumulators), staged 8 deep along the rows (ROWS 1), as
+# cuBLAS's own fp32 kernels are (bench/reference_kernels.py: tiles of 256 x 128 x 8 and
+# 128 x 128 x 8 whose invocations hold 128 accumulators, 254-255 registers). NVIDIA's
+# driver compiles them to about 190 registers: two workgroups per SM. Measured on the
+# H200 (2026-12-02d, bench/results/matmul_wide_h200_2026-12-02d.json) against the
+# 128 x 64 tiles of 8 x 4 blocks staged 16 deep that they replace: GEMM 4096^3 3.364 ->
+# 3.049 ms (0.84 -> 0.91 of cuBLAS), the 8192 x 1024 x 4096 linear 1.741 -> 1.600 (0.82
+# -> 0.90); staged 16 deep 5.261 and 2.594 ms, 256 x 128 tiles 3.305 and 1.736 ms. Suite
+# call 48 (51 plans): every level-2 linear 3-11% faster, level1/109 13.5%. They lose
+# where the grid ends in a partial wave: a 128 x 128 tile is twice the work, so the
+# last wave is coarser (0.92x on level1/011, 640 tiles; 0.89x on the 3004 x 4096 x
+# 3000 GEMM, 576 tiles; the transformer blocks' 384-tile products) -- choosing by waves
+# needs the SM count, which WebGPU does not give (the tuner's space has both tiles) --
+# and with K of 256 or less (a pointwise convolution's K = 256 over 6400 tiles 1.05x and
+# 1.12x slower, attention's scores, K = 64, 1.03x), hence MATMUL_WIDE_MIN_K. The
+# irregular 3001 x 4093 x 2999 (scalar loads) 2.076 -> 2.520 ms: they need M, N and K
+# multiples of 4. Convolutions keep 128 x 64: the U-Net's split-K transposed
+# convolution phases (window loaders) made it 9.248 -> 9.497 ms.
+MATMUL_LARGE_TILES = (128, 128, 8, 16)
+MATMUL_WIDE_BLOCK = 128  # TM x TN from which a block takes BK 8 and ROWS 1
+MATMUL_WIDE_MIN_K = 512
 
 
 def reads_window(v: Value) -> bool:
@@ -1135,13 +1157,15 @@ def reads_window(v: Value) -> bool:
 
 
 def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
-                 window: bool = False) -> tuple[int, int, int, int]:
+                 window: bool = False, wide: bool = True) -> tuple[int, int, int, int]:
     """The matmul template's (BM, BN, TM, TN) for `nb` products of M x N (ops/linalg.py
     reads the tile count to decide on split-K). Large products (both sides at least 512)
-    get 128 x 64 tiles with an 8 x 4 block per invocation (256 invocations, 122
-    registers in NVIDIA's code: two workgroups per SM), or with a `prologue` (see
-    matmul_knobs: one staged buffer) 128 x 128 tiles with 8 x 8 blocks (187 registers, one
-    workgroup per SM). Measured on the H200 (2026-12-01k,
+    get the wide tiles MATMUL_LARGE_TILES where `wide` (matmul_wide: M, N and K multiples
+    of 4, K long enough) and no operand reads a convolution's `window`, else 128 x 64 tiles
+    with an 8 x 4 block per invocation (256 invocations, 122 registers in NVIDIA's code:
+    two workgroups per SM), or with a `prologue` (see matmul_knobs: one staged buffer)
+    128 x 128 tiles with 8 x 8 blocks (187 registers, one workgroup per SM). Measured on
+    the H200 (2026-12-01k,
     matmul_tiles_h200_2026-12-01k.json), 128 x 64 (8 x 4) against 128 x 128 (8 x 8), both
     with two staged buffers:
     GEMM 4096^3 3.366 against 3.362 ms, 3001 x 4093 x 2999 2.080 against 2.355 (576
@@ -1184,7 +1208,9 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     if m <= 32 and nb * math.ceil(n / 128) >= tall_min:
         return 32, 128, 4, 4
     if m >= 512 and n >= 512:
-        return (128, 128, 8, 8) if prologue else (128, 64, 8, 4)
+        if prologue:
+            return 128, 128, 8, 8
+        return MATMUL_LARGE_TILES if wide and not window else (128, 64, 8, 4)
     # 128-row tiles: a multiple of 128 rows, or 512 and more (a fifth padding at most)
     tall = m % 128 == 0 if m < 512 else not prologue
     if tall and nb * math.ceil(m / 128) * math.ceil(n / 64) >= tall_min:
@@ -1193,7 +1219,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
 
 
 def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False,
-                 window: bool = False) -> dict:
+                 window: bool = False, wide: bool = True) -> dict:
     """The default knobs: the tiles above, BK = 16, and where the blocks allow it (TM and
     TN multiples of 4) vec4 staged fragments with 16-byte loads (VEC = 4) in two staged
     buffers (DB = 2; see _matmul). Measured on the H200 (bench/results/
@@ -1218,11 +1244,13 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False,
     (0.99-1.00x). With a LayerNorm in the loader (DB 1) unrolling alone gave 1.01x, with
     ROWS 1.18x (1.009 -> 0.853 ms); ROWS on products without a prologue went either way
     (0.93-1.04x) and is left to the search."""
-    bm, bn, tm, tn = matmul_tiles(m, n, nb, prologue, window)
+    bm, bn, tm, tn = matmul_tiles(m, n, nb, prologue, window, wide)
     fast = tm % 4 == 0 and tn % 4 == 0
-    return {"BM": bm, "BN": bn, "TM": tm, "TN": tn, "BK": 8 if bm == 32 else MATMUL_BK,
+    wide = tm * tn >= MATMUL_WIDE_BLOCK  # 128 accumulators: BK 8, staged along the rows
+    return {"BM": bm, "BN": bn, "TM": tm, "TN": tn,
+            "BK": 8 if bm == 32 or wide else MATMUL_BK,
             "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1,
-            "ROWS": 1 if fast and prologue else 0, "UNROLL": 1 if fast else 0,
+            "ROWS": 1 if fast and (prologue or wide) else 0, "UNROLL": 1 if fast else 0,
             "GROUP": MATMUL_GROUP}
 
 
@@ -1240,6 +1268,13 @@ MATMUL_ONCE_SIDE = 64
 # with K of 32-197 (window attention's, ViT's) the plain tiles lost: the Swin blocks
 # 4.216 -> 4.415 ms, ViT 4.675 -> 4.718 (suite call 43).
 MATMUL_ONCE_PLAIN_MIN_K = 512
+
+
+def matmul_wide(m: int, n: int, k: int) -> bool:
+    """Whether a large product (matmul_tiles) takes the wide tiles, MATMUL_LARGE_TILES:
+    M, N and K all multiples of 4 (operands load 16 bytes at a time whichever dim is
+    contiguous) and K at least MATMUL_WIDE_MIN_K."""
+    return m % 4 == 0 and n % 4 == 0 and k % 4 == 0 and k >= MATMUL_WIDE_MIN_K
 
 
 def matmul_loads_once(m: int, n: int) -> tuple[bool, bool]:
@@ -1277,7 +1312,7 @@ MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
     (128, 128, 8, 8, 32, 4, 1),
     (128, 128, 8, 8, 8, 4, 2),
     (128, 128, 8, 8, 16, 4, 2),
-    (128, 64, 8, 4, 16, 4, 2),  # the default
+    (128, 64, 8, 4, 16, 4, 2),  # the default where M, N or K is no multiple of 4
     (128, 64, 8, 4, 32, 4, 1),
     (128, 64, 8, 8, 16, 4, 2),
     (128, 64, 8, 8, 32, 4, 1),
@@ -1299,16 +1334,17 @@ MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
 # the 128 x 64 default 0.94-0.97x (matmul_rows2_h200_2026-12-01k.json): in the search
 # space of the 128 x 128 setting.
 MATMUL_ALONG_ROWS = ((128, 128, 8, 8, 16, 4, 2), (128, 128, 8, 8, 8, 4, 2),
-                     (128, 64, 8, 8, 16, 4, 2), (64, 64, 4, 4, 16, 4, 2))
+                     (128, 64, 8, 8, 16, 4, 2), (64, 64, 4, 4, 16, 4, 2),
+                     (*MATMUL_LARGE_TILES, 8, 4, 2))  # the large products' default
 # UNROLL = 1 (the VEC = 4 default): the K step's inner loop written out (BK / 4 copies
 # with the offset a constant, the swizzled indices folded). NVIDIA's driver left the
 # loop of an 8 x 8 block rolled: its K loop was 378 instructions for 256 FFMAs before
 # the fetch set-up was hoisted (2026-12-01i), and written out it is 1024 FFMAs in about
 # 1090 instructions a K step (SASS of the 4096^3 GEMM, 2026-12-01j). Measured 0.82-0.90x
 # of the rolled loop before that hoisting (2026-12-01f), 1.13x after. The rolled loop
-# (UNROLL = 0) on the default tiles stays in the search, and on 128 x 128 tiles with and
-# without ROWS.
-MATMUL_ROLLED = (((128, 64, 8, 4, 16, 4, 2), 0),
+# (UNROLL = 0) on the default tiles (the wide ones and 128 x 64) stays in the search, and
+# on 128 x 128 tiles with and without ROWS.
+MATMUL_ROLLED = (((*MATMUL_LARGE_TILES, 8, 4, 2), 1), ((128, 64, 8, 4, 16, 4, 2), 0),
                  ((128, 128, 8, 8, 16, 4, 2), 0), ((128, 128, 8, 8, 16, 4, 2), 1),
                  ((64, 64, 4, 4, 16, 4, 2), 0), ((64, 64, 4, 4, 16, 4, 2), 1))
 MATMUL_TILES = ((16, 64, 1, 4), (64, 16, 4, 1), (32, 32, 2, 2), (64, 64, 4, 4),
@@ -1350,8 +1386,10 @@ def matmul_space(m: int, n: int, k: int) -> list[dict]:
              + [{**dict(zip(_MATMUL_KNOBS, row)), "ROWS": r, "UNROLL": 0}
                 for row, r in MATMUL_ROLLED])
     if m >= 512 and n >= 512:  # the default tiles in bands of 8 tile rows (MATMUL_GROUP)
-        space.append({**dict(zip(_MATMUL_KNOBS, MATMUL_VARIANTS[5])), "ROWS": 0, "UNROLL": 1,
-                      "GROUP": 8})
+        space += [{**dict(zip(_MATMUL_KNOBS, MATMUL_VARIANTS[5])), "ROWS": 0, "UNROLL": 1,
+                   "GROUP": 8},
+                  {**dict(zip(_MATMUL_KNOBS, MATMUL_ALONG_ROWS[-1])), "ROWS": 1, "UNROLL": 1,
+                   "GROUP": 8}]
     return [{"GROUP": MATMUL_GROUP, **s} for s in space
             if s["BM"] <= 2 * _pow2_ceil(m) and s["BN"] <= 2 * _pow2_ceil(n)
             and s["BK"] <= max(8, _pow2_ceil(k))
@@ -1696,7 +1734,8 @@ def _matmul(src, materialized, out, tnode, knobs=None):
     prologue = any(_computes_on_loads(x, materialized)
                    and not (once and k >= MATMUL_ONCE_PLAIN_MIN_K)
                    for x, once in zip((a, b), matmul_loads_once(m, n)))
-    knobs = _merge(matmul_knobs(m, n, nb, prologue, reads_window(a) or reads_window(b)), knobs)
+    knobs = _merge(matmul_knobs(m, n, nb, prologue, reads_window(a) or reads_window(b),
+                                matmul_wide(m, n, k)), knobs)
     bm, bn, tm, tn, bk, vec, db = (knobs[name] for name in _MATMUL_KNOBS)
     _require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, tm, tn, bk)), knobs,
              "tile sizes must be positive integers")

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..ir import CompileError, GraphBuilder, Value, affine_index, broadcast_shapes, where_band
-from ..templates import MATMUL_BK, matmul_tiles, reads_window
+from ..templates import MATMUL_BK, matmul_tiles, matmul_wide, reads_window
 from . import register
 from .elementwise import binary, unary_float
 
@@ -195,7 +195,7 @@ def split_k_chunks(x_shape, y_shape, window: bool = False) -> int:
         return 1
     m, n = x_shape[-2], y_shape[-1]
     nb = math.prod(broadcast_shapes(x_shape[:-2], y_shape[:-2]))
-    bm, bn, _, _ = matmul_tiles(m, n, nb, window=window)
+    bm, bn, _, _ = matmul_tiles(m, n, nb, window=window, wide=matmul_wide(m, n, k))
     tiles = nb * math.ceil(m / bm) * math.ceil(n / bn)
     if tiles > SPLIT_K_MAX_TILES:
         return 1
