@@ -175,8 +175,9 @@ def test_default_tiles_follow_the_product_shape():
 def test_large_products_take_the_wide_tiles(monkeypatch):
     """Products of 512 x 512 and more over K of MATMUL_WIDE_MIN_K take the wide tiles
     (128 x 128, 8 x 16 blocks, staged 8 deep along the rows) and match PyTorch: a plain
-    product whose M and N no tile divides, and a linear (B stored [N, K], staged along
-    its rows too) with bias and ReLU; K of 4093 keeps the 128 x 64 tiles. (Split-K is
+    product whose M and N no tile divides, a linear (B stored [N, K], staged along its
+    rows too) with bias and ReLU, a batched product of a transposed A with a residual;
+    K of 4093 keeps the 128 x 64 tiles. (Split-K is
     off: it would cut these small grids' K.)"""
     from conftest import check
 
@@ -196,6 +197,10 @@ def test_large_products_take_the_wide_tiles(monkeypatch):
     linear = Fn(lambda x, w, b: torch.relu(x @ w.t() + b))
     assert knobs_of(check(linear, torch.randn(520, k), torch.randn(644, k), torch.randn(644),
                           atol=1e-3)) == wide
+    # batched, A read along its rows (stored [K, M]), a residual read by the epilogue
+    batched = Fn(lambda a, b, r: torch.bmm(a.transpose(1, 2), b) + r)
+    assert knobs_of(check(batched, torch.randn(2, k, 520), torch.randn(2, k, 516),
+                          torch.randn(2, 520, 516), atol=1e-3)) == wide
     compiled = kernelwright.compile(Fn(torch.matmul), [torch.randn(512, 4093),
                                                        torch.randn(4093, 512)])
     assert knobs_of(compiled) == (128, 64, 8, 4, templates.MATMUL_BK, 0)

@@ -1301,18 +1301,21 @@ _MATMUL_KNOBS = ("BM", "BN", "TM", "TN", "BK", "VEC", "DB")
 # The search space. Products of at least 512 x 512 try MATMUL_VARIANTS, settings that vary
 # one lever at a time around the 128 x 128 tiles with 8 x 8 per invocation (the default
 # before 2026-12-01k, and still with a prologue) and the 128 x 64 tiles with 8 x 4 (the
-# default since): one or two staged buffers, BK, the tile shape. Smaller products try the
+# default from then, and still where matmul_wide refuses the wide tiles): one or two
+# staged buffers, BK, the tile shape; the wide tiles (MATMUL_LARGE_TILES, the default
+# since 2026-12-02d) are in MATMUL_ALONG_ROWS. Smaller products try the
 # scalar tiles MATMUL_TILES x MATMUL_BKS (each with 256 invocations) and
 # MATMUL_VEC_VARIANTS. Dropped 2026-12-01k: scalar fragments (VEC 1; 0.38-0.41 of cuBLAS
-# against 0.80 now) and 128 x 128 tiles of 8 x 16 (128 invocations holding 128
-# accumulators: 0.46-0.58, matmul_tiles_h200_2026-12-01k.json).
+# against 0.80 then) and 128 x 128 tiles of 8 x 16 staged 16 deep along K (128
+# invocations holding 128 accumulators: 0.46-0.58, matmul_tiles_h200_2026-12-01k.json;
+# staged 8 deep along the rows they became the wide tiles).
 MATMUL_VARIANTS = (  # (BM, BN, TM, TN, BK, VEC, DB)
     (128, 128, 8, 8, 8, 4, 1),
     (128, 128, 8, 8, 16, 4, 1),  # the default with a prologue
     (128, 128, 8, 8, 32, 4, 1),
     (128, 128, 8, 8, 8, 4, 2),
     (128, 128, 8, 8, 16, 4, 2),
-    (128, 64, 8, 4, 16, 4, 2),  # the default where M, N or K is no multiple of 4
+    (128, 64, 8, 4, 16, 4, 2),  # the default where matmul_wide refuses the wide tiles
     (128, 64, 8, 4, 32, 4, 1),
     (128, 64, 8, 8, 16, 4, 2),
     (128, 64, 8, 8, 32, 4, 1),
