@@ -29,6 +29,9 @@ from kernelwright import templates, tune
 from kernelwright.bench.timing import keep_gpu_awake
 from kernelwright.ops import linalg
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernels import Fn  # noqa: E402
+
 
 def wide_knobs() -> dict:
     """The large products' default setting where matmul_wide allows it."""
@@ -41,7 +44,7 @@ def time_tiles(knobs: dict, k: int, tiles: int, reps: int) -> float:
     b = torch.randn(k, knobs["BN"] * tiles)
     with tune.choosing(lambda r: {**r.default.knobs, **knobs} if r.kind == "matmul"
                        else None):
-        compiled = kernelwright.compile(product_module(), [a, b])
+        compiled = kernelwright.compile(Fn(torch.matmul), [a, b])
     (kern,) = [x for x in compiled.plan.kernels if "matmul" in x.name]
     if kern.grid[0] * kern.grid[1] * kern.grid[2] != tiles or any(
             kern.knobs[name] != value for name, value in knobs.items()):
@@ -49,14 +52,6 @@ def time_tiles(knobs: dict, k: int, tiles: int, reps: int) -> float:
                            f"of {kern.knobs}")
     compiled.gpu_times_ms([[a, b]], 3)
     return statistics.median(compiled.gpu_times_ms([[a, b]], reps))
-
-
-def product_module() -> torch.nn.Module:
-    """a @ b."""
-    class Product(torch.nn.Module):
-        def forward(self, a, b):
-            return a @ b
-    return Product().eval()
 
 
 def main() -> int:

@@ -1246,11 +1246,11 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False,
     (0.93-1.04x) and is left to the search."""
     bm, bn, tm, tn = matmul_tiles(m, n, nb, prologue, window, wide)
     fast = tm % 4 == 0 and tn % 4 == 0
-    wide = tm * tn >= MATMUL_WIDE_BLOCK  # 128 accumulators: BK 8, staged along the rows
+    many = tm * tn >= MATMUL_WIDE_BLOCK  # 128 accumulators: BK 8, staged along the rows
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn,
-            "BK": 8 if bm == 32 or wide else MATMUL_BK,
+            "BK": 8 if bm == 32 or many else MATMUL_BK,
             "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1,
-            "ROWS": 1 if fast and (prologue or wide) else 0, "UNROLL": 1 if fast else 0,
+            "ROWS": 1 if fast and (prologue or many) else 0, "UNROLL": 1 if fast else 0,
             "GROUP": MATMUL_GROUP}
 
 
