@@ -6,13 +6,13 @@ must be measured again; the others' plans are the same kernels).
     python scripts/plan_digest.py OUT.json [--suite DIR] [--size full] [--only PREFIX,...]
     python scripts/plan_digest.py --compare OLD.json NEW.json [--args ARGS.txt]
 
-Runs on the CPU (no GPU work: plans only, tuning off); inputs are zeros of the
-problem's shapes. Run it with each compiler (e.g. an old commit through `git worktree`
-and PYTHONPATH=that/src) and --compare the two files: it prints the problems whose
-plans differ, and --args writes them as `kernelwright bench` arguments (`--only NAME`
-each) for `BENCH_ARGS="$(cat ARGS.txt)" scripts/h200_session.sh suite`. Comments and
-blank lines of the WGSL do not count: a template whose comments change makes the same
-kernels.
+Runs on the CPU (no GPU work: plans only, tuning off, the H200's waves unless --waves
+says otherwise); inputs are zeros of the problem's shapes. Run it with each compiler
+(e.g. an old commit through `git worktree` and PYTHONPATH=that/src) and --compare the
+two files: it prints the problems whose plans differ, and --args writes them as
+`kernelwright bench` arguments (`--only NAME` each) for `BENCH_ARGS="$(cat ARGS.txt)"
+scripts/h200_session.sh suite`. Comments and blank lines of the WGSL do not count: a
+template whose comments change makes the same kernels.
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ def main() -> int:
     ap.add_argument("--suite", default=None)
     ap.add_argument("--size", default="full")
     ap.add_argument("--only", default="")
+    ap.add_argument("--waves", default="264,132",
+                    help="the waves to plan with (KERNELWRIGHT_WAVES: 'WIDE,PLAIN' slots or "
+                    "'off'); the default is the H200's, as measured there (tune/waves.py)")
     ap.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"))
     ap.add_argument("--args", default=None, help="with --compare: write the changed "
                     "problems as kernelwright bench arguments to this file")
@@ -85,6 +88,7 @@ def main() -> int:
         return 0
     if not args.out:
         ap.error("OUT.json is required unless --compare")
+    os.environ["KERNELWRIGHT_WAVES"] = args.waves
     digests = digest_suite(args.suite, args.size, [x for x in args.only.split(",") if x])
     Path(args.out).write_text(json.dumps(digests, indent=1))
     return 0

@@ -20,6 +20,7 @@ from .ir import GraphBuilder
 from .plan import Plan
 from .runtime import Device, Executable, default_device
 from .schedule import build_plan
+from .tune import device_waves
 
 TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
                "float64": torch.float64, "int64": torch.int64, "int32": torch.int32,
@@ -27,9 +28,17 @@ TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": t
                "bool": torch.bool}
 
 
-def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict") -> Plan:
-    """Capture and schedule a module into a Plan (no GPU work) for precision mode
-    `precision` (templates.precision; compile() decides whether a device can run it)."""
+def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
+                device: Device | None = None) -> Plan:
+    """Capture and schedule a module into a Plan for precision mode `precision`
+    (templates.precision; compile() decides whether a device can run it) and the waves
+    of `device` (None: the default device; tune.device_waves, measured there once per
+    device, the only GPU work)."""
+    with templates.waves(device_waves(device)):
+        return _plan(module, example_inputs, precision)
+
+
+def _plan(module: torch.nn.Module, example_inputs, precision: str) -> Plan:
     ep = export_graph(module, example_inputs)
     sig = ep.graph_signature
     constants = {}
@@ -115,7 +124,7 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     t0 = time.perf_counter()
     dev = device or default_device()
     mode = resolve_precision(precision, dev)
-    plan = plan_module(module, example_inputs, mode)
+    plan = plan_module(module, example_inputs, mode, dev)
     cm = CompiledModule(plan, dev)
     cm.precision = PRECISION_LABELS[mode]
     cm.compile_seconds = time.perf_counter() - t0

@@ -1145,8 +1145,109 @@ MATMUL_GROUP = 0
 # multiples of 4. Convolutions keep 128 x 64: the U-Net's split-K transposed
 # convolution phases (window loaders) made it 9.248 -> 9.497 ms.
 MATMUL_LARGE_TILES = (128, 128, 8, 16)
+MATMUL_PLAIN_TILES = (128, 64, 8, 4)  # where the wide tiles are refused or lose by waves
 MATMUL_WIDE_BLOCK = 128  # TM x TN from which a block takes BK 8 and ROWS 1
 MATMUL_WIDE_MIN_K = 512
+
+
+# Waves. A device runs a fixed number of workgroups of a setting at once (its slots, the
+# SMs times the workgroups that fit in one); a grid of T tiles takes ceil(T / S) waves,
+# the last one partly idle. WebGPU does not say how many SMs a device has, so the slots
+# of both large-product tiles are measured once per device (tune/waves.py, stored in
+# the tune cache); measured on the H200 (2026-12-02e, wave_probe_h200_2026-12-02e.json):
+# the time of one tile row steps up after every 264 wide tiles (132 SMs x 2) and every
+# 132 plain ones. Where they are known, a large product takes the tiles and the K
+# chunks (split-K) of the least modelled time (matmul_wave_cost):
+#     ceil(T / S) * S * (tile area / rate) * depth * (1 + MATMUL_SPLIT_COST * (c + 1) / K)
+# for c chunks of depth K / c (whole staged tiles, at least MATMUL_WIDE_MIN_K deep), the
+# wide tiles' rate MATMUL_WIDE_RATE times the plain ones' (GEMM 4096^3, full waves: 3.361
+# against 3.039 ms) and the chunks' partial sums costing about MATMUL_SPLIT_COST / K per
+# chunk (their reduce kernel: 2-4% at K = 4096). Fitted on the H200 (2026-12-02e,
+# split_waves_h200_2026-12-02e.json): the modelled times are within 4% of the measured
+# matmul times (1.58-1.69e-3 ms per unit) and rank every setting as measured --
+# level1/011's 4096 x 4096 x 2560 (640 wide tiles: 2.42 waves) 2.358 ms wide, 2.170 plain,
+# 1.979 + 0.051 wide in 2 chunks; 3004 x 4096 x 3000 (576 wide tiles) 2.133 wide, 1.919
+# plain, 1.896 wide in 4 chunks; 4096^3 (1024 wide tiles: 3.88 waves) unsplit.
+MATMUL_WIDE_RATE = 1.1
+MATMUL_SPLIT_COST = 32
+MATMUL_WAVE_MAX_CHUNKS = 8
+
+
+@dataclass(frozen=True)
+class Waves:
+    """How many workgroups of each large-product tile setting a device runs at once."""
+
+    wide: int  # MATMUL_LARGE_TILES
+    plain: int  # MATMUL_PLAIN_TILES
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.wide, int) and isinstance(self.plain, int)
+                and self.wide >= 1 and self.plain >= 1):
+            raise ValueError(f"slots must be positive integers, got {self}")
+
+
+_WAVES: ContextVar[Waves | None] = ContextVar("kernelwright_waves", default=None)
+
+
+@contextmanager
+def waves(facts: Waves | None) -> Iterator[None]:
+    """Within this context large products choose tiles and K chunks by the device's
+    slots `facts` (None: unknown, the fixed rules of matmul_tiles)."""
+    token = _WAVES.set(facts)
+    try:
+        yield
+    finally:
+        _WAVES.reset(token)
+
+
+def current_waves() -> Waves | None:
+    return _WAVES.get()
+
+
+def matmul_wave_cost(tiles: tuple[int, int, int, int], m: int, n: int, nb: int, k: int,
+                     chunks: int, facts: Waves) -> float:
+    """The modelled time (arbitrary units) of nb products of M x N x K over `chunks` K
+    chunks on `tiles` (the wide or the plain ones; module comment above)."""
+    bm, bn = tiles[:2]
+    wide = tuple(tiles) == MATMUL_LARGE_TILES
+    slots = facts.wide if wide else facts.plain
+    count = nb * chunks * math.ceil(m / bm) * math.ceil(n / bn)
+    per_tile = bm * bn * (k / chunks) / (MATMUL_WIDE_RATE if wide else 1.0)
+    split = 1.0 + MATMUL_SPLIT_COST * (chunks + 1) / k if chunks > 1 else 1.0
+    return math.ceil(count / slots) * slots * per_tile * split
+
+
+def _large_tiles(m: int, n: int, nb: int, wide: bool) -> tuple[int, int, int, int]:
+    """A large product's tiles without a prologue or windows: the wide ones where `wide`
+    allows them and, with known waves and at least one wave of them, they model faster
+    than the plain ones (smaller grids keep the wide tiles, as split-K's rules expect)."""
+    facts = current_waves()
+    if not wide:
+        return MATMUL_PLAIN_TILES
+    bm, bn = MATMUL_LARGE_TILES[:2]
+    if facts is None or nb * math.ceil(m / bm) * math.ceil(n / bn) < facts.wide:
+        return MATMUL_LARGE_TILES
+    return min((MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES),
+               key=lambda t: matmul_wave_cost(t, m, n, nb, MATMUL_WIDE_MIN_K, 1, facts))
+
+
+def matmul_wave_chunks(m: int, n: int, k: int, nb: int) -> int | None:
+    """The K chunks of a large product (both sides at least 512, no windows) of the least
+    modelled time over both tiles, where the waves are known (None where not): each
+    chunk whole staged tiles (MATMUL_BK) at least MATMUL_WIDE_MIN_K deep. The tiles that
+    the chunks' product then gets (_large_tiles) are the ones this compared it with."""
+    facts = current_waves()
+    if facts is None:
+        return None
+    best, best_cost = 1, math.inf
+    for c in range(1, MATMUL_WAVE_MAX_CHUNKS + 1):
+        if c > 1 and (k % (c * MATMUL_BK) or k // c < MATMUL_WIDE_MIN_K):
+            continue
+        tiles = _large_tiles(m, n, nb * c, matmul_wide(m, n, k // c))
+        cost = matmul_wave_cost(tiles, m, n, nb, k, c, facts)
+        if cost < best_cost:
+            best, best_cost = c, cost
+    return best
 
 
 def reads_window(v: Value) -> bool:
@@ -1210,7 +1311,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     if m >= 512 and n >= 512:
         if prologue:
             return 128, 128, 8, 8
-        return MATMUL_LARGE_TILES if wide and not window else (128, 64, 8, 4)
+        return MATMUL_PLAIN_TILES if window else _large_tiles(m, n, nb, wide)
     # 128-row tiles: a multiple of 128 rows, or 512 and more (a fifth padding at most)
     tall = m % 128 == 0 if m < 512 else not prologue
     if tall and nb * math.ceil(m / 128) * math.ceil(n / 64) >= tall_min:

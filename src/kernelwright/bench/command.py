@@ -10,6 +10,7 @@ It discovers the suite's problems (problems.py), runs each in a worker process
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import json
 import signal
@@ -160,6 +161,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernelwright bench: warning: with --jobs {args.jobs} the speedups are not "
               f"trustworthy here: {caveat} (run with --jobs 1 for figures)", file=sys.stderr)
 
+    waves = None
+    if args.candidate == "kernelwright":  # measured here once, not by workers side by side
+        from ..tune.waves import device_waves
+
+        waves = device_waves()
+        print("kernelwright bench: waves: " + (
+            f"{waves.wide} workgroups of the wide tiles, {waves.plain} of the plain ones run "
+            "at once" if waves else "unknown (large products keep their fixed tiles)"),
+            file=sys.stderr)
+
     interrupted = False
     previous_handler = signal.signal(signal.SIGTERM, stop)
     try:
@@ -177,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     info = run_info(args, Path(suite), size, size_why, results)
     if caveat:
         info["timing_caveat"] = f"--jobs {args.jobs}: {caveat}"
+    info["waves"] = dataclasses.asdict(waves) if waves else None
     document = {**info, "settings": vars(settings), "summary": summary, "problems": results}
     (out / "results.json").write_text(json.dumps(document, indent=1, default=str))
     report.write_report(out / "report.html", info, summary, results)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..ir import CompileError, GraphBuilder, Value, affine_index, broadcast_shapes, where_band
-from ..templates import MATMUL_BK, matmul_tiles, matmul_wide, reads_window
+from ..templates import MATMUL_BK, matmul_tiles, matmul_wave_chunks, matmul_wide, reads_window
 from . import register
 from .elementwise import binary, unary_float
 
@@ -189,7 +189,9 @@ def shared_matrix(b: GraphBuilder, y: Value) -> Value | None:
 
 def split_k_chunks(x_shape, y_shape, window: bool = False) -> int:
     """How many K chunks the product of x_shape @ y_shape is split into (1: none);
-    `window`: an operand reads a convolution's windows (templates.matmul_tiles)."""
+    `window`: an operand reads a convolution's windows (templates.matmul_tiles). Large
+    products (both sides at least 512, no windows) of more than SPLIT_K_MAX_TILES tiles
+    on a device whose waves are known take templates.matmul_wave_chunks."""
     k = x_shape[-1]
     if k < SPLIT_K_MIN:
         return 1
@@ -197,8 +199,9 @@ def split_k_chunks(x_shape, y_shape, window: bool = False) -> int:
     nb = math.prod(broadcast_shapes(x_shape[:-2], y_shape[:-2]))
     bm, bn, _, _ = matmul_tiles(m, n, nb, window=window, wide=matmul_wide(m, n, k))
     tiles = nb * math.ceil(m / bm) * math.ceil(n / bn)
-    if tiles > SPLIT_K_MAX_TILES:
-        return 1
+    if tiles > SPLIT_K_MAX_TILES:  # by waves where the device's are known
+        large = m >= 512 and n >= 512 and not window
+        return (matmul_wave_chunks(m, n, k, nb) if large else None) or 1
     want = min(k // SPLIT_K_CHUNK, math.ceil(SPLIT_K_TARGET / tiles))
     if want < 2:
         return 1

@@ -23,7 +23,8 @@ missing kernels in any compile; KERNELWRIGHT_TUNE_DB moves the database.
 
 Modules: cache.py (the SQLite store), tuner.py (one kernel: candidates, checks,
 timing), choose.py (the build_plan hook and tuning sessions), command.py
-(``kernelwright tune``).
+(``kernelwright tune``), waves.py (the device's waves, measured once and kept in the
+cache: which tiles and K chunks large products take).
 """
 
 from .cache import KernelWinner, TuneCache, Winner, db_path, default_cache
@@ -37,7 +38,9 @@ from .choose import (
            tuning,
 )
 from .tuner import Candidate, KernelResult, TuneSettings, tune_kernel
+from .waves import device_waves
 
 __all__ = ["Candidate", "KernelResult", "KernelWinner", "TuneCache", "TuneSettings",
            "TuningSession", "Winner", "choose_knobs", "choosing", "compiler_choice",
-           "current_chooser", "db_path", "default_cache", "tune_kernel", "tune_mode", "tuning"]
+           "current_chooser", "db_path", "default_cache", "device_waves", "tune_kernel",
+           "tune_mode", "tuning"]

@@ -13,6 +13,10 @@ knobs of the compiler's kernel it beat and the times of both. `choose_knobs` han
 such a kernel to the compile path in place of the template's while the compiler
 would still make the kernel it beat (`choose.fresh`).
 
+A third table, `facts`, keeps what was measured about a device once and decides
+plans on it: its waves (the workgroups of each large-product tile that it runs at
+once, tune/waves.py).
+
 Every compile looks kernels up, so lookups are cheap: the rows are read into a dict
 once and again only when the file changes (one stat per lookup); without a file a
 lookup costs one stat and opens nothing.
@@ -60,6 +64,13 @@ CREATE TABLE IF NOT EXISTS kernels (
     found_at TEXT,
     baseline_knobs TEXT,          -- JSON: the knobs of the compiler's kernel it beat
     PRIMARY KEY (device, spec_key)
+);
+CREATE TABLE IF NOT EXISTS facts (
+    device TEXT NOT NULL,         -- runtime.Device.description
+    name TEXT NOT NULL,           -- what was measured ("waves": tune/waves.py)
+    value TEXT NOT NULL,          -- JSON
+    measured_at TEXT,
+    PRIMARY KEY (device, name)
 )
 """
 # Columns added after files were written: (table, column, type). A file that lacks one
@@ -110,6 +121,7 @@ class TuneCache:
         self._stamp: tuple[int, int] | None = None
         self._winners: dict[tuple[str, str], Winner] = {}
         self._kernels: dict[tuple[str, str], KernelWinner] = {}
+        self._facts: dict[tuple[str, str], object] = {}
 
     def exists(self) -> bool:
         return self.path.exists()
@@ -121,6 +133,18 @@ class TuneCache:
     def lookup_kernel(self, device: str, spec_key: str) -> KernelWinner | None:
         """The optimized kernel for `spec_key` on `device`, if any."""
         return self._kernels.get((device, spec_key)) if self._fresh() else None
+
+    def lookup_fact(self, device: str, name: str):
+        """The value measured as `name` on `device` (decoded JSON), if any."""
+        return self._facts.get((device, name)) if self._fresh() else None
+
+    def store_fact(self, device: str, name: str, value) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO facts VALUES (?, ?, ?, ?)",
+                       (device, name, json.dumps(value),
+                        datetime.now(timezone.utc).isoformat(timespec="seconds")))
+        self._stamp = None
 
     def _fresh(self) -> bool:
         """Read the rows again when the file changed; False when there is no file."""
@@ -136,6 +160,9 @@ class TuneCache:
                 r["source"], tuple(r["grid"]), r["knobs"], r["generator"], r["baseline_ms"],
                 r["best_ms"], r["problem"] or "", r["views"] or [], r["baseline_knobs"])
                 for r in self.kernel_rows()}
+            with self._connect() as db:
+                self._facts = {(device, name): json.loads(value) for device, name, value
+                               in db.execute("SELECT device, name, value FROM facts")}
             self._stamp = (st.st_mtime_ns, st.st_size)
         return True
 

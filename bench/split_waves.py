@@ -1,0 +1,77 @@
+"""Large GEMMs with their K chunks (split-K) and tiles forced: the measurements behind the
+choice by waves (templates.matmul_wave_chunks).
+
+    python bench/split_waves.py OUT.json CASE[,CASE...] [--chunks 1,2,3,4]
+
+For each case of bench/kernels.py and each of the wide (templates.MATMUL_LARGE_TILES)
+and the plain (MATMUL_PLAIN_TILES) tiles, every chunk count: ops.linalg.split_k_chunks
+forced to it (1: the compiler's own rule), waves off (the tiles forced through
+MATMUL_LARGE_TILES); GPU ms of the whole call and of each kernel, PyTorch's in the same
+run, the error against PyTorch's result. The JSON is rewritten after each setting.
+Run on the GPU machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ["KERNELWRIGHT_WAVES"] = "off"  # the settings forced below, not chosen
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernels import CASES, case_reference  # noqa: E402
+
+import kernelwright  # noqa: E402
+from kernelwright import templates  # noqa: E402
+from kernelwright.bench.timing import keep_gpu_awake, time_candidate  # noqa: E402
+from kernelwright.ops import linalg  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("cases", help="comma-separated bench/kernels.py cases")
+    ap.add_argument("--chunks", default="1,2,3,4")
+    args = ap.parse_args()
+    names = args.cases.split(",")
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        print(f"split_waves: no case {unknown} in bench/kernels.py", file=sys.stderr)
+        return 2
+    keep_gpu_awake()
+    rule, wide_tiles = linalg.split_k_chunks, templates.MATMUL_LARGE_TILES
+    out = []
+    try:
+        for name in names:
+            module, sets, ref, ref_ms = case_reference(name, 20)
+            scale = ref.abs().max().item() or 1.0
+            for tiles in ("wide", "plain"):
+                for c in (int(x) for x in args.chunks.split(",")):
+                    templates.MATMUL_LARGE_TILES = (wide_tiles if tiles == "wide"
+                                                    else templates.MATMUL_PLAIN_TILES)
+                    linalg.split_k_chunks = (lambda *a, c=c, **k: c) if c > 1 else rule
+                    row = dict(case=name, tiles=tiles, chunks=c)
+                    try:
+                        compiled = kernelwright.compile(module, sets[0])
+                        err = (compiled(*sets[0]) - ref).abs().max().item() / scale
+                        ms = time_candidate(compiled, sets).median_ms
+                        row.update(ms=round(ms, 4), torch_ms=round(ref_ms, 4),
+                                   ratio=round(ref_ms / ms, 4), err=err,
+                                   kernels=[(k.name, k.grid, k.knobs.get("BN"))
+                                            for k in compiled.plan.kernels],
+                                   per_kernel=[(n, round(t, 4)) for n, t
+                                               in compiled.kernel_times_ms(*sets[0])])
+                    except Exception as exc:  # noqa: BLE001 - recorded, the rest measured
+                        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                    print(json.dumps(row), flush=True)
+                    out.append(row)
+                    Path(args.out).write_text(json.dumps(out, indent=1))
+    finally:
+        linalg.split_k_chunks, templates.MATMUL_LARGE_TILES = rule, wide_tiles
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

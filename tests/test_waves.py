@@ -1,0 +1,154 @@
+"""Waves: the device's slots (tune/waves.py) and the large products' choice of tiles and
+K chunks by them (templates.matmul_wave_chunks, matmul_tiles)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from conftest import Fn, check
+
+import kernelwright
+from kernelwright import runtime, templates
+from kernelwright.ops import linalg
+from kernelwright.templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, Waves
+from kernelwright.tune import cache as cache_module
+from kernelwright.tune import waves as waves_module
+
+H200 = Waves(264, 132)  # as measured there (2026-12-02e)
+
+
+def staircase(slots: int, counts, small: int | None = None, seed: int = 0):
+    """Times of a grid of `slots` slots: a wave 1.0 ms, +0.3 ms where each SM starts its
+    second workgroup (`small`), a little noise."""
+    rng = random.Random(seed)
+    return [0.4 + 1.0 * ((c - 1) // slots) + (0.3 if small and (c - 1) % slots >= small else 0)
+            + rng.uniform(-0.01, 0.01) for c in counts]
+
+
+def test_a_clean_staircase_gives_its_step_and_an_unclear_one_nothing():
+    counts = list(range(4, 641, 4))
+    find = waves_module.staircase_first_step
+    assert find(counts, staircase(264, counts, small=132)) == 264
+    assert find(counts, staircase(132, counts)) == 132
+    # a step between two counts is found at the coarse count, then exactly
+    assert find(counts, staircase(130, counts)) == 128
+    fine = list(range(128, 133))
+    assert find(fine, staircase(130, fine), rise=None) == 130
+    assert find(counts, [0.4 + 0.001 * c for c in counts]) is None  # no steps
+    assert find(counts, staircase(400, counts)) is None  # one step only
+    irregular = staircase(132, counts)
+    irregular[counts.index(200)] += 2.0  # a rise at 196 and a fall after it
+    assert find(counts, irregular) is None
+
+
+def test_waves_choose_tiles_and_chunks_by_the_modelled_time():
+    with templates.waves(H200):
+        # 4096 x 4096 by 2560 (level1/011): 640 wide tiles are 2.42 waves; in two
+        # chunks 1280 fill 4.85; the plain tiles 1280 in 9.7 waves of 132
+        assert templates.matmul_wave_chunks(4096, 2560, 4096, 1) == 2
+        assert templates.matmul_tiles(4096, 2560, 2) == MATMUL_LARGE_TILES
+        assert templates.matmul_wave_chunks(4096, 4096, 4096, 1) == 1  # 3.88 waves
+        assert templates.matmul_tiles(4096, 4096, 1) == MATMUL_LARGE_TILES
+        # K = 768 cannot be split into chunks of 512: 384 wide tiles (1.45 waves) lose
+        assert templates.matmul_wave_chunks(8192, 768, 768, 1) == 1
+        assert templates.matmul_tiles(8192, 768, 1) == MATMUL_PLAIN_TILES
+        # under a wave of wide tiles the fixed rules hold (split-K's small grids)
+        assert templates.matmul_tiles(512, 512, 16) == MATMUL_LARGE_TILES
+        # unaligned operands never get the wide tiles
+        assert templates.matmul_tiles(3001, 2999, 1, wide=False) == MATMUL_PLAIN_TILES
+    with templates.waves(None):
+        assert templates.matmul_wave_chunks(4096, 2560, 4096, 1) is None
+        assert templates.matmul_tiles(8192, 768, 1) == MATMUL_LARGE_TILES
+    assert linalg.split_k_chunks((4096, 4096), (4096, 2560)) == 1  # no waves known
+
+
+def test_every_chunk_count_keeps_its_modelled_tiles():
+    """The chunks' product gets the tiles that matmul_wave_chunks costed it with."""
+    for facts in (H200, Waves(96, 48), Waves(160, 80)):
+        with templates.waves(facts):
+            for m, n, k in ((4096, 2560, 4096), (3004, 3000, 4096), (8192, 768, 3072),
+                            (2048, 1024, 8192)):
+                c = templates.matmul_wave_chunks(m, n, k, 1)
+                tiles = templates.matmul_tiles(m, n, c, wide=templates.matmul_wide(m, n, k // c))
+                costs = {t: templates.matmul_wave_cost(t, m, n, 1, k, c, facts)
+                         for t in (MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES)}
+                wide_tiles = c * (-(-m // 128)) * (-(-n // 128))
+                if wide_tiles >= facts.wide:
+                    assert costs[tiles] == min(costs.values()), (facts, m, n, k, c)
+
+
+def test_a_product_split_by_waves_matches_pytorch(monkeypatch):
+    """Small slots make a 512 x 1024 x 512 product split by waves (split-K's small grids
+    rule set aside), through the real kernels."""
+    monkeypatch.setenv("KERNELWRIGHT_WAVES", "12,24")
+    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+    a, b = torch.randn(512, 1024), torch.randn(1024, 512)
+    compiled = check(Fn(torch.matmul), a, b, atol=1e-3)
+    names = [k.name for k in compiled.plan.kernels]
+    assert any("reduce" in n for n in names), names
+    with templates.waves(Waves(12, 24)):
+        chunks = templates.matmul_wave_chunks(512, 512, 1024, 1)
+    assert chunks == 2
+    (matmul,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
+    assert matmul.grid[2] == chunks and matmul.knobs["BN"] == MATMUL_LARGE_TILES[1]
+
+
+def test_device_waves_reads_the_environment_the_cache_and_measures_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELWRIGHT_WAVES", "off")
+    assert waves_module.device_waves() is None
+    monkeypatch.setenv("KERNELWRIGHT_WAVES", "264,132")
+    assert waves_module.device_waves() == H200
+    monkeypatch.setenv("KERNELWRIGHT_WAVES", "many")
+    with pytest.raises(ValueError, match="KERNELWRIGHT_WAVES"):
+        waves_module.device_waves()
+    monkeypatch.delenv("KERNELWRIGHT_WAVES")
+    assert waves_module.device_waves() is None  # the software driver: never measured
+
+    # a (pretend) hardware device: measured once, stored, then read from the cache
+    dev = runtime.default_device()
+    fake = type("FakeDevice", (), {"description": "Fake GPU (Vulkan, DiscreteGPU)",
+                                   "is_software": False, "has_timestamps": True,
+                                   "device": dev.device})()
+    monkeypatch.setenv("KERNELWRIGHT_TUNE_DB", str(tmp_path / "tune.sqlite"))
+    monkeypatch.delenv("KERNELWRIGHT_TUNE", raising=False)
+    monkeypatch.setattr(waves_module, "_MEMO", {})
+    calls = []
+    monkeypatch.setattr(waves_module, "measure_waves",
+                        lambda d: calls.append(d) or Waves(10, 5))
+    assert waves_module.device_waves(fake) == Waves(10, 5)
+    assert waves_module.device_waves(fake) == Waves(10, 5)
+    assert len(calls) == 1
+    stored = cache_module.TuneCache(tmp_path / "tune.sqlite")
+    assert stored.lookup_fact(fake.description, "waves") == {"wide": 10, "plain": 5}
+    monkeypatch.setattr(waves_module, "_MEMO", {})  # a new process reads the cache
+    assert waves_module.device_waves(fake) == Waves(10, 5)
+    assert len(calls) == 1
+    with pytest.raises(ValueError):
+        Waves(0, 5)
+
+
+def test_the_probe_times_fewer_workgroups_of_one_kernel(monkeypatch):
+    """On the software driver the probe only has to run: the same pipeline dispatched
+    over 4, 8 and 12 of its 12 tiles (each tile's K loop whole)."""
+    monkeypatch.setattr(waves_module, "PROBE_K", 32)
+    monkeypatch.setattr(waves_module, "PROBE_MAX_TILES", 12)
+    dev = runtime.default_device()
+    if not dev.has_timestamps:
+        pytest.skip(f"{dev.description} has no timestamp queries")
+    for tiles in (MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES):
+        time_tiles, most = waves_module.probe(dev, tiles)
+        assert most == 12
+        assert all(time_tiles(t) > 0 for t in (4, 8, 12))
+
+
+def test_compile_plans_with_the_waves_of_its_device(monkeypatch):
+    monkeypatch.setenv("KERNELWRIGHT_WAVES", "264,132")
+    seen = []
+    real = templates.matmul_wave_chunks
+    monkeypatch.setattr(linalg, "matmul_wave_chunks",
+                        lambda *a: seen.append(templates.current_waves()) or real(*a))
+    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+    kernelwright.plan_module(Fn(torch.matmul), [torch.empty(512, 512), torch.empty(512, 512)])
+    assert seen == [H200]
