@@ -12,10 +12,11 @@ must fall at a multiple of the first, at least two must be seen, and the first i
 found to the workgroup. A staircase that is not this clean measures nothing (None:
 the fixed rules of templates.matmul_tiles).
 
-Measured on the H200 (2026-12-02e, bench/results/wave_probe_h200_2026-12-02e.json, K
-4096): the wide tiles step after 264, 528 and 792 workgroups (rises of 0.59 ms;
+Measured on the H200 (2026-12-02e, bench/results/wave_probe_k4096_h200_2026-12-02e.json,
+K 4096): the wide tiles step after 264, 528 and 792 workgroups (rises of 0.59 ms;
 smaller ones of 0.18 ms after 132, where each SM starts its second), the plain ones
-after every 132 (0.17-0.24 ms).
+after every 132 (0.17-0.24 ms); this probe (wave_probe_h200_2026-12-02e.json, K 1024)
+finds 264 and 132.
 
 `device_waves(device)` is what plan_module asks: KERNELWRIGHT_WAVES ("off", or the two
 slot counts "WIDE,PLAIN") decides first; the software driver and devices without
