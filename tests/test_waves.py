@@ -128,6 +128,21 @@ def test_device_waves_reads_the_environment_the_cache_and_measures_once(tmp_path
     with pytest.raises(ValueError):
         Waves(0, 5)
 
+    # a probe that fails leaves the fixed rules, and is not repeated
+    other = type(fake)()
+    other.description = "Other GPU (Vulkan, DiscreteGPU)"
+
+    def broken(d):
+        calls.append(d)
+        raise RuntimeError("buffer too large")
+
+    monkeypatch.setattr(waves_module, "measure_waves", broken)
+    assert waves_module.device_waves(other) is None
+    assert stored.lookup_fact(other.description, "waves") == {}
+    monkeypatch.setattr(waves_module, "_MEMO", {})
+    assert waves_module.device_waves(other) is None
+    assert len(calls) == 2  # the measure above and this failed probe, not a third
+
 
 def test_the_probe_times_fewer_workgroups_of_one_kernel(monkeypatch):
     """On the software driver the probe only has to run: the same pipeline dispatched
