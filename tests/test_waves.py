@@ -128,6 +128,12 @@ def test_device_waves_reads_the_environment_the_cache_and_measures_once(tmp_path
     with pytest.raises(ValueError):
         Waves(0, 5)
 
+    # a record that cannot be read is ignored
+    stored.store_fact("Odd GPU (Vulkan, DiscreteGPU)", "waves", {"wide": "many"})
+    odd = type(fake)()
+    odd.description = "Odd GPU (Vulkan, DiscreteGPU)"
+    assert waves_module.device_waves(odd) is None
+
     # a probe that fails leaves the fixed rules, and is not repeated
     other = type(fake)()
     other.description = "Other GPU (Vulkan, DiscreteGPU)"

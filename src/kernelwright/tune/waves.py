@@ -89,7 +89,10 @@ def device_waves(device=None) -> Waves | None:
             if cache is not None:
                 cache.store_fact(desc, FACT, asdict(facts) if facts else {})
         else:
-            facts = Waves(**stored) if stored else None
+            try:
+                facts = Waves(**stored) if stored else None
+            except (TypeError, ValueError):  # a record this version cannot read: ignored
+                facts = None
         _MEMO[desc] = facts
     return _MEMO[desc]
 
