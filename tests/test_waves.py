@@ -47,19 +47,22 @@ def test_waves_choose_tiles_and_chunks_by_the_modelled_time():
     with templates.waves(H200):
         # 4096 x 4096 by 2560 (level1/011): 640 wide tiles are 2.42 waves; in two
         # chunks 1280 fill 4.85; the plain tiles 1280 in 9.7 waves of 132
-        assert templates.matmul_wave_chunks(4096, 2560, 4096, 1) == 2
+        assert templates.matmul_wave_chunks(4096, 2560, 4096, 1, False) == 2
+        # convolutions' windows and products under 512 a side keep split-K's rules
+        assert templates.matmul_wave_chunks(4096, 2560, 4096, 1, True) is None
+        assert templates.matmul_wave_chunks(256, 2560, 4096, 8, False) is None
         assert templates.matmul_tiles(4096, 2560, 2) == MATMUL_LARGE_TILES
-        assert templates.matmul_wave_chunks(4096, 4096, 4096, 1) == 1  # 3.88 waves
+        assert templates.matmul_wave_chunks(4096, 4096, 4096, 1, False) == 1  # 3.88 waves
         assert templates.matmul_tiles(4096, 4096, 1) == MATMUL_LARGE_TILES
         # K = 768 cannot be split into chunks of 512: 384 wide tiles (1.45 waves) lose
-        assert templates.matmul_wave_chunks(8192, 768, 768, 1) == 1
+        assert templates.matmul_wave_chunks(8192, 768, 768, 1, False) == 1
         assert templates.matmul_tiles(8192, 768, 1) == MATMUL_PLAIN_TILES
         # under a wave of wide tiles the fixed rules hold (split-K's small grids)
         assert templates.matmul_tiles(512, 512, 16) == MATMUL_LARGE_TILES
         # unaligned operands never get the wide tiles
         assert templates.matmul_tiles(3001, 2999, 1, wide=False) == MATMUL_PLAIN_TILES
     with templates.waves(None):
-        assert templates.matmul_wave_chunks(4096, 2560, 4096, 1) is None
+        assert templates.matmul_wave_chunks(4096, 2560, 4096, 1, False) is None
         assert templates.matmul_tiles(8192, 768, 1) == MATMUL_LARGE_TILES
     assert linalg.split_k_chunks((4096, 4096), (4096, 2560)) == 1  # no waves known
 
@@ -70,7 +73,7 @@ def test_every_chunk_count_keeps_its_modelled_tiles():
         with templates.waves(facts):
             for m, n, k in ((4096, 2560, 4096), (3004, 3000, 4096), (8192, 768, 3072),
                             (2048, 1024, 8192)):
-                c = templates.matmul_wave_chunks(m, n, k, 1)
+                c = templates.matmul_wave_chunks(m, n, k, 1, False)
                 tiles = templates.matmul_tiles(m, n, c, wide=templates.matmul_wide(m, n, k // c))
                 costs = {t: templates.matmul_wave_cost(t, m, n, 1, k, c, facts)
                          for t in (MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES)}
@@ -89,7 +92,7 @@ def test_a_product_split_by_waves_matches_pytorch(monkeypatch):
     names = [k.name for k in compiled.plan.kernels]
     assert any("reduce" in n for n in names), names
     with templates.waves(Waves(12, 24)):
-        chunks = templates.matmul_wave_chunks(512, 512, 1024, 1)
+        chunks = templates.matmul_wave_chunks(512, 512, 1024, 1, False)
     assert chunks == 2
     (matmul,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
     assert matmul.grid[2] == chunks and matmul.knobs["BN"] == MATMUL_LARGE_TILES[1]

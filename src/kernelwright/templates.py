@@ -1137,10 +1137,10 @@ MATMUL_GROUP = 0
 # call 48 (51 plans): every level-2 linear 3-11% faster, level1/109 13.5%. They lose
 # where the grid ends in a partial wave: a 128 x 128 tile is twice the work, so the
 # last wave is coarser (0.92x on level1/011, 640 tiles; 0.89x on the 3004 x 4096 x
-# 3000 GEMM, 576 tiles; the transformer blocks' 384-tile products) -- choosing by waves
-# needs the SM count, which WebGPU does not give (the tuner's space has both tiles) --
-# and with K of 256 or less (a pointwise convolution's K = 256 over 6400 tiles 1.05x and
-# 1.12x slower, attention's scores, K = 64, 1.03x), hence MATMUL_WIDE_MIN_K. The
+# 3000 GEMM, 576 tiles; the transformer blocks' 384-tile products; since 2026-12-02e
+# the tiles and K chunks are chosen by the device's measured waves, below) -- and with
+# K of 256 or less (a pointwise convolution's K = 256 over 6400 tiles 1.05x and 1.12x
+# slower, attention's scores, K = 64, 1.03x), hence MATMUL_WIDE_MIN_K. The
 # irregular 3001 x 4093 x 2999 (scalar loads) 2.076 -> 2.520 ms: they need M, N and K
 # multiples of 4. Convolutions keep 128 x 64: the U-Net's split-K transposed
 # convolution phases (window loaders) made it 9.248 -> 9.497 ms.
@@ -1227,17 +1227,18 @@ def _large_tiles(m: int, n: int, nb: int, wide: bool) -> tuple[int, int, int, in
     bm, bn = MATMUL_LARGE_TILES[:2]
     if facts is None or nb * math.ceil(m / bm) * math.ceil(n / bn) < facts.wide:
         return MATMUL_LARGE_TILES
-    return min((MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES),
+    return min((MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES),  # (any K: both scale with it)
                key=lambda t: matmul_wave_cost(t, m, n, nb, MATMUL_WIDE_MIN_K, 1, facts))
 
 
-def matmul_wave_chunks(m: int, n: int, k: int, nb: int) -> int | None:
-    """The K chunks of a large product (both sides at least 512, no windows) of the least
-    modelled time over both tiles, where the waves are known (None where not): each
-    chunk whole staged tiles (MATMUL_BK) at least MATMUL_WIDE_MIN_K deep. The tiles that
-    the chunks' product then gets (_large_tiles) are the ones this compared it with."""
+def matmul_wave_chunks(m: int, n: int, k: int, nb: int, window: bool) -> int | None:
+    """The K chunks of a large product (both sides at least 512, no operand reading a
+    convolution's `window`) of the least modelled time over both tiles, where the waves
+    are known (None for other products and without waves): each chunk whole staged
+    tiles (MATMUL_BK) at least MATMUL_WIDE_MIN_K deep. The tiles that the chunks'
+    product then gets (_large_tiles) are the ones this compared it with."""
     facts = current_waves()
-    if facts is None:
+    if facts is None or m < 512 or n < 512 or window:
         return None
     best, best_cost = 1, math.inf
     for c in range(1, MATMUL_WAVE_MAX_CHUNKS + 1):
@@ -1262,7 +1263,8 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     """The matmul template's (BM, BN, TM, TN) for `nb` products of M x N (ops/linalg.py
     reads the tile count to decide on split-K). Large products (both sides at least 512)
     get the wide tiles MATMUL_LARGE_TILES where `wide` (matmul_wide: M, N and K multiples
-    of 4, K long enough) and no operand reads a convolution's `window`, else 128 x 64 tiles
+    of 4, K long enough), no operand reads a convolution's `window` and, where the
+    device's waves are known, they model faster (_large_tiles), else 128 x 64 tiles
     with an 8 x 4 block per invocation (256 invocations, 122 registers in NVIDIA's code:
     two workgroups per SM), or with a `prologue` (see matmul_knobs: one staged buffer)
     128 x 128 tiles with 8 x 8 blocks (187 registers, one workgroup per SM). Measured on

@@ -200,8 +200,7 @@ def split_k_chunks(x_shape, y_shape, window: bool = False) -> int:
     bm, bn, _, _ = matmul_tiles(m, n, nb, window=window, wide=matmul_wide(m, n, k))
     tiles = nb * math.ceil(m / bm) * math.ceil(n / bn)
     if tiles > SPLIT_K_MAX_TILES:  # by waves where the device's are known
-        large = m >= 512 and n >= 512 and not window
-        return (matmul_wave_chunks(m, n, k, nb) if large else None) or 1
+        return matmul_wave_chunks(m, n, k, nb, window) or 1
     want = min(k // SPLIT_K_CHUNK, math.ceil(SPLIT_K_TARGET / tiles))
     if want < 2:
         return 1

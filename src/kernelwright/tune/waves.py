@@ -123,9 +123,8 @@ def probe(device, tiles):
     from ..runtime import Executable
     from ..schedule import build_plan
 
-    with templates.waves(None):
+    with templates.waves(None):  # the fixed rules: the wide tiles where `wide`
         knobs = templates.matmul_knobs(4096, 4096, wide=tuple(tiles) == MATMUL_LARGE_TILES)
-    knobs.update(zip(("BM", "BN", "TM", "TN"), tiles))
     limits = device.device.limits
     limit = min(PROBE_MAX_BYTES, limits.get("max-storage-buffer-binding-size", PROBE_MAX_BYTES),
                 limits.get("max-buffer-size", PROBE_MAX_BYTES))
