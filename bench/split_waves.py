@@ -1,14 +1,16 @@
-"""Large GEMMs with their K chunks (split-K) and tiles forced: the measurements behind the
-choice by waves (templates.matmul_wave_chunks).
+"""Large GEMMs with their plans forced (K chunks, a tail of rows, aligned copies) and their
+tiles: the measurements behind the choice by waves (ops/linalg.product_plan).
 
-    python bench/split_waves.py OUT.json CASE[,CASE...] [--chunks 1,2,3,4]
+    python bench/split_waves.py OUT.json CASE[,CASE...] [--chunks 1,2,3,4] [--tails 256]
+                                [--align]
 
 For each case of bench/kernels.py and each of the wide (templates.MATMUL_LARGE_TILES)
-and the plain (MATMUL_PLAIN_TILES) tiles, every chunk count: ops.linalg.split_k_chunks
-forced to it (1: the compiler's own rule), waves off (the tiles forced through
-MATMUL_LARGE_TILES); GPU ms of the whole call and of each kernel, PyTorch's in the same
-run, the error against PyTorch's result. The JSON is rewritten after each setting.
-Run on the GPU machine."""
+and the plain (MATMUL_PLAIN_TILES) tiles, every chunk count and every tail: the plan
+ops.linalg.product_plan returns forced to WavePlan(chunks=c) or WavePlan(tail=r) (chunks
+1: the compiler's own rule), with aligned copies of the operands where --align; waves
+off (the tiles forced through MATMUL_LARGE_TILES); GPU ms of the whole call and of each
+kernel, PyTorch's in the same run, the error against PyTorch's result. The JSON is
+rewritten after each setting. Run on the GPU machine."""
 
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ def main() -> int:
     ap.add_argument("out")
     ap.add_argument("cases", help="comma-separated bench/kernels.py cases")
     ap.add_argument("--chunks", default="1,2,3,4")
+    ap.add_argument("--tails", default="", help="rows of the tail, comma-separated")
+    ap.add_argument("--align", action="store_true", help="copy the operands aligned")
     args = ap.parse_args()
     names = args.cases.split(",")
     unknown = [n for n in names if n not in CASES]
@@ -41,18 +45,22 @@ def main() -> int:
         print(f"split_waves: no case {unknown} in bench/kernels.py", file=sys.stderr)
         return 2
     keep_gpu_awake()
-    rule, wide_tiles = linalg.split_k_chunks, templates.MATMUL_LARGE_TILES
+    rule, wide_tiles = linalg.product_plan, templates.MATMUL_LARGE_TILES
+    plans = [linalg.WavePlan(chunks=int(c), align=args.align) for c in args.chunks.split(",")]
+    plans += [linalg.WavePlan(tail=int(r), align=args.align) for r in args.tails.split(",") if r]
     out = []
     try:
         for name in names:
             module, sets, ref, ref_ms = case_reference(name, 20)
             scale = ref.abs().max().item() or 1.0
             for tiles in ("wide", "plain"):
-                for c in (int(x) for x in args.chunks.split(",")):
+                for plan in plans:
                     templates.MATMUL_LARGE_TILES = (wide_tiles if tiles == "wide"
                                                     else templates.MATMUL_PLAIN_TILES)
-                    linalg.split_k_chunks = (lambda *a, c=c, **k: c) if c > 1 else rule
-                    row = dict(case=name, tiles=tiles, chunks=c)
+                    forced = plan != linalg.WavePlan()
+                    linalg.product_plan = _forced(rule, plan) if forced else rule
+                    row = dict(case=name, tiles=tiles, chunks=plan.chunks, tail=plan.tail,
+                               align=plan.align)
                     try:
                         compiled = kernelwright.compile(module, sets[0])
                         err = (compiled(*sets[0]) - ref).abs().max().item() / scale
@@ -69,8 +77,19 @@ def main() -> int:
                     out.append(row)
                     Path(args.out).write_text(json.dumps(out, indent=1))
     finally:
-        linalg.split_k_chunks, templates.MATMUL_LARGE_TILES = rule, wide_tiles
+        linalg.product_plan, templates.MATMUL_LARGE_TILES = rule, wide_tiles
     return 0
+
+
+def _forced(rule, plan):
+    """product_plan with `plan` for the case's product (the first asked) and the rule's
+    own plans for the products it makes (a tail's rows)."""
+    asked = []
+
+    def forced(*a, **k):
+        asked.append(a)
+        return plan if len(asked) == 1 else rule(*a, **k)
+    return forced
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import torch
 from conftest import Fn, check
 
 from kernelwright import tune
-from kernelwright.ops.linalg import SMALL_K, split_k_chunks
+from kernelwright.ops.linalg import SMALL_K, product_plan
 
 
 def _templates(compiled):
@@ -230,6 +230,10 @@ def test_very_small_k_is_one_elementwise_kernel(k):
     compiled = check(lin, torch.randn(13, k))
     assert len(compiled.plan.kernels) == 1 and "matmul" not in _templates(compiled)[0]
     check(Fn(torch.bmm), torch.randn(2, 5, k), torch.randn(2, k, 7))
+
+
+def split_k_chunks(x_shape, y_shape, window=False) -> int:
+    return product_plan(x_shape, y_shape, window).chunks
 
 
 @pytest.mark.parametrize("m,k,n", [(16, 65536, 16), (3, 5000, 2)])

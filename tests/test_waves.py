@@ -1,5 +1,5 @@
-"""Waves: the device's slots (tune/waves.py) and the large products' choice of tiles and
-K chunks by them (templates.matmul_wave_chunks, matmul_tiles)."""
+"""Waves: the device's slots (tune/waves.py) and the large products' plans by them: tiles,
+K chunks, a tail of rows, aligned copies (ops/linalg.product_plan, templates.matmul_tiles)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from conftest import Fn, check
 import kernelwright
 from kernelwright import runtime, templates
 from kernelwright.ops import linalg
+from kernelwright.ops.linalg import WavePlan, product_plan
 from kernelwright.templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, Waves
 from kernelwright.tune import cache as cache_module
 from kernelwright.tune import waves as waves_module
@@ -47,33 +48,38 @@ def test_waves_choose_tiles_and_chunks_by_the_modelled_time():
     with templates.waves(H200):
         # 4096 x 4096 by 2560 (level1/011): 640 wide tiles are 2.42 waves; in two
         # chunks 1280 fill 4.85; the plain tiles 1280 in 9.7 waves of 132
-        assert templates.matmul_wave_chunks(4096, 2560, 4096, 1, False) == 2
+        assert product_plan((4096, 4096), (4096, 2560)) == WavePlan(chunks=2)
         # convolutions' windows and products under 512 a side keep split-K's rules
-        assert templates.matmul_wave_chunks(4096, 2560, 4096, 1, True) is None
-        assert templates.matmul_wave_chunks(256, 2560, 4096, 8, False) is None
+        assert product_plan((4096, 4096), (4096, 2560), window=True) == WavePlan()
+        assert product_plan((8, 256, 4096), (8, 4096, 2560)) == WavePlan()
         assert templates.matmul_tiles(4096, 2560, 2) == MATMUL_LARGE_TILES
-        assert templates.matmul_wave_chunks(4096, 4096, 4096, 1, False) == 1  # 3.88 waves
+        assert product_plan((4096, 4096), (4096, 4096)) == WavePlan()  # 3.88 waves
         assert templates.matmul_tiles(4096, 4096, 1) == MATMUL_LARGE_TILES
         # K = 768 cannot be split into chunks of 512: 384 wide tiles (1.45 waves) lose
-        assert templates.matmul_wave_chunks(8192, 768, 768, 1, False) == 1
+        assert product_plan((8192, 768), (768, 768)) == WavePlan()
         assert templates.matmul_tiles(8192, 768, 1) == MATMUL_PLAIN_TILES
         # under a wave of wide tiles the fixed rules hold (split-K's small grids)
         assert templates.matmul_tiles(512, 512, 16) == MATMUL_LARGE_TILES
         # unaligned operands never get the wide tiles
         assert templates.matmul_tiles(3001, 2999, 1, wide=False) == MATMUL_PLAIN_TILES
+        # 576 wide tiles are 2.2 waves: the top 2748 rows fill two, the last 256 rows
+        # (2 x 47 plain tiles in 4 K chunks) most of one plain wave
+        assert product_plan((3004, 4096), (4096, 3000)) == WavePlan(tail=256)
+        # the irregular shape: copied into the aligned one first
+        assert product_plan((3001, 4093), (4093, 2999)) == WavePlan(tail=256, align=True)
     with templates.waves(None):
-        assert templates.matmul_wave_chunks(4096, 2560, 4096, 1, False) is None
+        assert product_plan((4096, 4096), (4096, 2560)) == WavePlan()
+        assert product_plan((3001, 4093), (4093, 2999)) == WavePlan()
         assert templates.matmul_tiles(8192, 768, 1) == MATMUL_LARGE_TILES
-    assert linalg.split_k_chunks((4096, 4096), (4096, 2560)) == 1  # no waves known
 
 
 def test_every_chunk_count_keeps_its_modelled_tiles():
-    """The chunks' product gets the tiles that matmul_wave_chunks costed it with."""
+    """The chunks' product gets the tiles that wave_plan costed it with."""
     for facts in (H200, Waves(96, 48), Waves(160, 80)):
         with templates.waves(facts):
             for m, n, k in ((4096, 2560, 4096), (3004, 3000, 4096), (8192, 768, 3072),
                             (2048, 1024, 8192)):
-                c = templates.matmul_wave_chunks(m, n, k, 1, False)
+                c = product_plan((m, k), (k, n)).chunks
                 tiles = templates.matmul_tiles(m, n, c, wide=templates.matmul_wide(m, n, k // c))
                 costs = {t: templates.matmul_wave_cost(t, m, n, 1, k, c, facts)
                          for t in (MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES)}
@@ -92,10 +98,32 @@ def test_a_product_split_by_waves_matches_pytorch(monkeypatch):
     names = [k.name for k in compiled.plan.kernels]
     assert any("reduce" in n for n in names), names
     with templates.waves(Waves(12, 24)):
-        chunks = templates.matmul_wave_chunks(512, 512, 1024, 1, False)
+        chunks = product_plan((512, 1024), (1024, 512)).chunks
     assert chunks == 2
     (matmul,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
     assert matmul.grid[2] == chunks and matmul.knobs["BN"] == MATMUL_LARGE_TILES[1]
+
+
+def test_a_tail_of_rows_over_aligned_copies_matches_pytorch(monkeypatch):
+    """Slots of 26 and 13 make a 644 x 1028 x 515 product (plus a bias and a ReLU) take
+    both: B copied into a 1028 x 516 buffer, the last 128 rows a product of their
+    own on the plain tiles, the cat of both (with the epilogue) sliced back; through
+    the real kernels. (Split-K's small grids rule and the plain tiles' least grid set
+    aside, as for the H200's 3001 x 4093 x 2999.)"""
+    monkeypatch.setenv("KERNELWRIGHT_WAVES", "26,13")
+    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+    monkeypatch.setattr(templates, "MATMUL_TALL_MIN_WORKGROUPS_PLAIN", 1)
+    with templates.waves(Waves(26, 13)):
+        assert product_plan((644, 1028), (1028, 515)) == WavePlan(tail=128, align=True)
+    a, b, c = torch.randn(644, 1028), torch.randn(1028, 515), torch.randn(515)
+    compiled = check(Fn(lambda a, b, c: torch.relu(a @ b + c)), a, b, c, atol=1e-3)
+    kernels = [(k.name, k.grid, k.knobs.get("BM"), k.knobs.get("BN"))
+               for k in compiled.plan.kernels]
+    # the top 516 rows on 5 x 5 wide tiles, the last 128 on 9 plain ones
+    assert [k[1:] for k in kernels if "matmul" in k[0]] == [
+        ((5, 5, 1), 128, 128), ((9, 1, 1), 128, 64)], kernels
+    assert [k[0] for k in kernels if "pad" in k[0]] == ["pad+materialize"], kernels  # B's
+    assert any("cat" in k[0] and "relu" in k[0] for k in kernels), kernels
 
 
 def test_device_waves_reads_the_environment_the_cache_and_measures_once(tmp_path, monkeypatch):
@@ -170,8 +198,8 @@ def test_the_probe_times_fewer_workgroups_of_one_kernel(monkeypatch):
 def test_compile_plans_with_the_waves_of_its_device(monkeypatch):
     monkeypatch.setenv("KERNELWRIGHT_WAVES", "264,132")
     seen = []
-    real = templates.matmul_wave_chunks
-    monkeypatch.setattr(linalg, "matmul_wave_chunks",
+    real = linalg.wave_plan
+    monkeypatch.setattr(linalg, "wave_plan",
                         lambda *a: seen.append(templates.current_waves()) or real(*a))
     monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
     kernelwright.plan_module(Fn(torch.matmul), [torch.empty(512, 512), torch.empty(512, 512)])

@@ -1156,8 +1156,9 @@ MATMUL_WIDE_MIN_K = 512
 # of both large-product tiles are measured once per device (tune/waves.py, stored in
 # the tune cache); measured on the H200 (2026-12-02e, wave_probe_h200_2026-12-02e.json):
 # the time of one tile row steps up after every 264 wide tiles (132 SMs x 2) and every
-# 132 plain ones. Where they are known, a large product takes the tiles and the K
-# chunks (split-K) of the least modelled time (matmul_wave_cost):
+# 132 plain ones. Where they are known, a large product takes the tiles, the K chunks
+# (split-K), a tail of rows and aligned copies of least modelled time (ops/linalg.
+# wave_plan, through matmul_wave_cost):
 #     ceil(T / S) * S * (tile area / rate) * depth * (1 + MATMUL_SPLIT_COST * (c + 1) / K)
 # for c chunks of depth K / c (whole staged tiles, at least MATMUL_WIDE_MIN_K deep), the
 # wide tiles' rate MATMUL_WIDE_RATE times the plain ones' (GEMM 4096^3, full waves: 3.361
@@ -1171,6 +1172,10 @@ MATMUL_WIDE_MIN_K = 512
 MATMUL_WIDE_RATE = 1.1
 MATMUL_SPLIT_COST = 32
 MATMUL_WAVE_MAX_CHUNKS = 8
+# The plain tiles loading scalars (K or N not a multiple of 4) run at this rate of the
+# plain tiles' 16-byte loads: 3001 x 4093 x 2999 2.076-2.085 ms against 1.915-1.932 for
+# 3004 x 4096 x 3000 (2026-12-02d/e, the same tiles and grid).
+MATMUL_SCALAR_RATE = 0.92
 
 
 @dataclass(frozen=True)
@@ -1217,7 +1222,7 @@ def matmul_wave_cost(tiles: tuple[int, int, int, int], m: int, n: int, nb: int, 
     return math.ceil(count / slots) * slots * per_tile * split
 
 
-def _large_tiles(m: int, n: int, nb: int, wide: bool) -> tuple[int, int, int, int]:
+def large_tiles(m: int, n: int, nb: int, wide: bool) -> tuple[int, int, int, int]:
     """A large product's tiles without a prologue or windows: the wide ones where `wide`
     allows them and, with known waves and at least one wave of them, they model faster
     than the plain ones (smaller grids keep the wide tiles, as split-K's rules expect)."""
@@ -1229,26 +1234,6 @@ def _large_tiles(m: int, n: int, nb: int, wide: bool) -> tuple[int, int, int, in
         return MATMUL_LARGE_TILES
     return min((MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES),  # (any K: both scale with it)
                key=lambda t: matmul_wave_cost(t, m, n, nb, MATMUL_WIDE_MIN_K, 1, facts))
-
-
-def matmul_wave_chunks(m: int, n: int, k: int, nb: int, window: bool) -> int | None:
-    """The K chunks of a large product (both sides at least 512, no operand reading a
-    convolution's `window`) of the least modelled time over both tiles, where the waves
-    are known (None for other products and without waves): each chunk whole staged
-    tiles (MATMUL_BK) at least MATMUL_WIDE_MIN_K deep. The tiles that the chunks'
-    product then gets (_large_tiles) are the ones this compared it with."""
-    facts = current_waves()
-    if facts is None or m < 512 or n < 512 or window:
-        return None
-    best, best_cost = 1, math.inf
-    for c in range(1, MATMUL_WAVE_MAX_CHUNKS + 1):
-        if c > 1 and (k % (c * MATMUL_BK) or k // c < MATMUL_WIDE_MIN_K):
-            continue
-        tiles = _large_tiles(m, n, nb * c, matmul_wide(m, n, k // c))
-        cost = matmul_wave_cost(tiles, m, n, nb, k, c, facts)
-        if cost < best_cost:
-            best, best_cost = c, cost
-    return best
 
 
 def reads_window(v: Value) -> bool:
@@ -1264,7 +1249,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     reads the tile count to decide on split-K). Large products (both sides at least 512)
     get the wide tiles MATMUL_LARGE_TILES where `wide` (matmul_wide: M, N and K multiples
     of 4, K long enough), no operand reads a convolution's `window` and, where the
-    device's waves are known, they model faster (_large_tiles), else 128 x 64 tiles
+    device's waves are known, they model faster (large_tiles), else 128 x 64 tiles
     with an 8 x 4 block per invocation (256 invocations, 122 registers in NVIDIA's code:
     two workgroups per SM), or with a `prologue` (see matmul_knobs: one staged buffer)
     128 x 128 tiles with 8 x 8 blocks (187 registers, one workgroup per SM). Measured on
@@ -1298,7 +1283,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     1.398 against 1.663 ms with 64 x 64 tiles (0.83 and 0.70 of cuBLAS; BK 8 1.792).
     Products that read no convolution windows (`window` False) take these tiles down to
     MATMUL_TALL_MIN_WORKGROUPS_PLAIN workgroups, where fewer tiles also let split-K
-    (ops/linalg.split_k_chunks) cut the recurrent steps of an RNN: measured on the H200
+    (ops/linalg.product_plan) cut the recurrent steps of an RNN: measured on the H200
     (2026-12-02b, bench/results/profile_tall_h200_2026-12-02b.json, one threshold of 64
     for all products) the GRU of level1/107 (256 x 1024 x 3072 steps) 7.768 -> 6.242
     ms, level1/108 8.042 -> 7.716, but ResNet-18's convolutions 5.358 -> 5.706 and the
@@ -1313,7 +1298,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     if m >= 512 and n >= 512:
         if prologue:
             return 128, 128, 8, 8
-        return MATMUL_PLAIN_TILES if window else _large_tiles(m, n, nb, wide)
+        return MATMUL_PLAIN_TILES if window else large_tiles(m, n, nb, wide)
     # 128-row tiles: a multiple of 128 rows, or 512 and more (a fifth padding at most)
     tall = m % 128 == 0 if m < 512 else not prologue
     if tall and nb * math.ceil(m / 128) * math.ceil(n / 64) >= tall_min:

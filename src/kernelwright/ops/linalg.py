@@ -4,11 +4,26 @@ fuse as epilogues). Convolution and pooling live in conv.py and pool.py."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..ir import CompileError, GraphBuilder, Value, affine_index, broadcast_shapes, where_band
-from ..templates import MATMUL_BK, matmul_tiles, matmul_wave_chunks, matmul_wide, reads_window
+from ..templates import (
+    MATMUL_BK,
+    MATMUL_PLAIN_TILES,
+    MATMUL_SCALAR_RATE,
+    MATMUL_SPLIT_COST,
+    MATMUL_WAVE_MAX_CHUNKS,
+    MATMUL_WIDE_MIN_K,
+    Waves,
+    current_waves,
+    large_tiles,
+    matmul_tiles,
+    matmul_wave_cost,
+    matmul_wide,
+    reads_window,
+)
 from . import register
 from .elementwise import binary, unary_float
 
@@ -34,16 +49,17 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
     A softmax along K as operand A becomes exp(x - lse) (`softmax_rows`, `lse_probabilities`).
     Split-K takes products of at most SPLIT_K_MAX_TILES tiles (under one workgroup per
     SM of an H200's 132) and K of SPLIT_K_MIN or more, and makes about SPLIT_K_TARGET
-    workgroups (`split_k_chunks`). History: the target was 128 until 2026-12-01k, when
-    128 x 64 tiles replaced 128 x 128 ones and halved the chunks of a 512 x 131072 x 512
-    product (1.77 -> 2.24 ms in the suite, level1/004), then 256 (split below 256
-    tiles, K from 2048, chunks of 256 or more). 2026-12-02 (bench/results/
-    profile_h200_2026-12-02.json, suite call 34): the 32 x 1024 x 4096 step of
-    level3/023's LSTM (64 tiles, 64 K steps each, latency-bound) took 52 us unsplit,
-    23 us in 4 chunks and 17 us in 8 (plus 7 us to sum them): the problem 19.8 -> 13.5
-    -> 11.6 ms; level1/108's 128 x 512 x 2048 steps (64 tiles), 4 chunks: 10.8 -> 8.0
-    ms. But a target of 512 with the cap of 256 tiles split convolutions of 256-416
-    tiles in two: ResNet-18 5.38 -> 6.82 ms, the GRU of level1/107 (192 tiles, K
+    workgroups (`product_plan`; large products on a device of known waves take
+    `wave_plan`'s cuts instead, built by `planned_product`). History: the target was 128
+    until 2026-12-01k, when 128 x 64 tiles replaced 128 x 128 ones and halved the chunks
+    of a 512 x 131072 x 512 product (1.77 -> 2.24 ms in the suite, level1/004), then 256
+    (split below 256 tiles, K from 2048, chunks of 256 or more). 2026-12-02
+    (bench/results/profile_h200_2026-12-02.json, suite call 34): the 32 x 1024 x 4096
+    step of level3/023's LSTM (64 tiles, 64 K steps each, latency-bound) took 52 us
+    unsplit, 23 us in 4 chunks and 17 us in 8 (plus 7 us to sum them): the problem 19.8
+    -> 13.5 -> 11.6 ms; level1/108's 128 x 512 x 2048 steps (64 tiles), 4 chunks: 10.8
+    -> 8.0 ms. But a target of 512 with the cap of 256 tiles split convolutions of
+    256-416 tiles in two: ResNet-18 5.38 -> 6.82 ms, the GRU of level1/107 (192 tiles, K
     padded) 7.77 -> 8.88; hence the cap of 128 tiles."""
     k = x.shape[-1]
     if k <= SMALL_K:
@@ -83,16 +99,38 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         lead = broadcast_shapes(x.shape[:-2], y.shape[:-2]) + x.shape[-2:-1]
         flat = b.reshape(b.expand(x, lead + (k,)), (math.prod(lead), k))
         return b.reshape(product(b, flat, shared), lead + (y.shape[-1],))
-    chunks = split_k_chunks(x.shape, y.shape, reads_window(x) or reads_window(y))
-    if chunks == 1:
-        return b.matmul(x, y, k_range(*bands))
-    depth = -(-k // chunks)
+    plan = product_plan(x.shape, y.shape, reads_window(x) or reads_window(y))
+    if bands != (None, None):  # a bounded K loop: as one product or in chunks
+        plan = WavePlan(chunks=plan.chunks)
+    return planned_product(b, x, y, plan, k_range(*bands))
+
+
+def planned_product(b: GraphBuilder, x: Value, y: Value, plan: WavePlan,
+                    bounds: dict | None = None) -> Value:
+    """x @ y as `plan` cuts it (product_plan): operands copied into aligned buffers, the
+    last rows a product of their own, K in chunks whose partial products, one batch
+    entry per chunk, the reduce template sums (split-K). `bounds`: the K loop's
+    (k_range), for a product in one piece."""
+    m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
+    if plan.align:
+        up = [-(-d // 4) * 4 - d for d in (m, k, n)]
+        xs = b.pad(x, [(0, 0)] * (len(x.shape) - 2) + [(0, up[0]), (0, up[1])])
+        ys = b.pad(y, [(0, 0)] * (len(y.shape) - 2) + [(0, up[1]), (0, up[2])])
+        xs, ys = (v if v is w else b.materialize(v) for v, w in ((xs, x), (ys, y)))
+        out = planned_product(b, xs, ys, replace(plan, align=False))
+        return b.slice(b.slice(out, -2, 0, m), -1, 0, n)
+    if plan.tail:
+        top, rest = b.slice(x, -2, 0, m - plan.tail), b.slice(x, -2, m - plan.tail, m)
+        return b.cat([planned_product(b, top, y, WavePlan()),
+                      planned_product(b, rest, y, product_plan(rest.shape, y.shape))], -2)
+    if plan.chunks == 1:
+        return b.matmul(x, y, bounds)
+    depth = -(-k // plan.chunks)
     depth = -(-depth // MATMUL_BK) * MATMUL_BK  # whole staged tiles per chunk
     chunks = -(-k // depth)
     pad = chunks * depth - k
     xs = b.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, pad)])
     ys = b.pad(y, [(0, 0)] * (len(y.shape) - 2) + [(0, pad), (0, 0)])
-    n = y.shape[-1]
     xs = b.reshape(xs, x.shape[:-1] + (chunks, depth))  # [..., M, S, C]
     r = len(xs.shape)
     xs = b.permute(xs, list(range(r - 3)) + [r - 2, r - 3, r - 1])  # [..., S, M, C]
@@ -187,28 +225,84 @@ def shared_matrix(b: GraphBuilder, y: Value) -> Value | None:
     return b.reshape(src, src.shape[-2:])
 
 
-def split_k_chunks(x_shape, y_shape, window: bool = False) -> int:
-    """How many K chunks the product of x_shape @ y_shape is split into (1: none);
-    `window`: an operand reads a convolution's windows (templates.matmul_tiles). Large
-    products (both sides at least 512, no windows) of more than SPLIT_K_MAX_TILES tiles
-    on a device whose waves are known take templates.matmul_wave_chunks."""
+@dataclass(frozen=True)
+class WavePlan:
+    """How a product is cut (product_plan, planned_product)."""
+
+    chunks: int = 1  # K chunks (split-K); with a tail, the top rows' product is whole
+    tail: int = 0  # the last rows: a product of their own, planned as a small one
+    align: bool = False  # both operands copied into buffers padded to multiples of 4
+
+
+def product_plan(x_shape, y_shape, window: bool = False) -> WavePlan:
+    """How x_shape @ y_shape is cut; `window`: an operand reads a convolution's windows
+    (templates.matmul_tiles). Large products (both sides at least 512, no windows) of
+    more than SPLIT_K_MAX_TILES tiles on a device whose waves are known take the plan
+    of least modelled time (wave_plan); others split K by the small grids' rule."""
     k = x_shape[-1]
-    if k < SPLIT_K_MIN:
-        return 1
     m, n = x_shape[-2], y_shape[-1]
     nb = math.prod(broadcast_shapes(x_shape[:-2], y_shape[:-2]))
     bm, bn, _, _ = matmul_tiles(m, n, nb, window=window, wide=matmul_wide(m, n, k))
     tiles = nb * math.ceil(m / bm) * math.ceil(n / bn)
-    if tiles > SPLIT_K_MAX_TILES:  # by waves where the device's are known
-        return matmul_wave_chunks(m, n, k, nb, window) or 1
+    if tiles > SPLIT_K_MAX_TILES:
+        facts = current_waves()
+        if facts is None or m < 512 or n < 512 or window:
+            return WavePlan()
+        return wave_plan(m, n, k, nb, facts)[1]
+    if k < SPLIT_K_MIN:
+        return WavePlan()
     want = min(k // SPLIT_K_CHUNK, math.ceil(SPLIT_K_TARGET / tiles))
     if want < 2:
-        return 1
+        return WavePlan()
     # fewer chunks (down to half) that cut K into whole staged tiles, where some do:
     # a padded K puts a pad in both operands' loaders
     exact = [c for c in range(want, (want - 1) // 2, -1) if k % (c * MATMUL_BK) == 0]
     chunks = exact[0] if exact else want
-    return chunks if chunks >= 2 else 1
+    return WavePlan(chunks=chunks if chunks >= 2 else 1)
+
+
+def wave_plan(m: int, n: int, k: int, nb: int, facts: Waves) -> tuple[float, WavePlan]:
+    """The plan of least modelled time (templates.matmul_wave_cost, in its units) for nb
+    large products of M x N x K on a device of slots `facts`, and that time:
+    * K in c chunks (whole staged tiles, at least MATMUL_WIDE_MIN_K deep) on the wide or
+      the plain tiles, whichever model faster (templates.large_tiles, which the
+      chunks' product then gets);
+    * or the last r rows (r < 512, a multiple of the plain tiles' rows) a product of their
+      own on the plain tiles, with split-K's small-grid chunks, and the rows above one
+      product in whole waves; a cat then copies both (MATMUL_SPLIT_COST per element read
+      and written): 3004 x 4096 x 3000's 576 wide tiles fill 2.2 waves of 264, its top
+      2748 rows 528 tiles (2 waves) and 256 rows 376 plain workgroups (4 chunks);
+    * where M, K or N is not a multiple of 4 (operands loaded a scalar at a time, at
+      MATMUL_SCALAR_RATE where K or N is not, and no wide tiles), the same for the padded
+      shape, the operands copied there first and the result sliced back.
+    """
+    if m % 4 or k % 4 or n % 4:
+        slow = MATMUL_SCALAR_RATE if k % 4 or n % 4 else 1.0
+        as_is = matmul_wave_cost(MATMUL_PLAIN_TILES, m, n, nb, k, 1, facts) / slow
+        m4, k4, n4 = (-(-d // 4) * 4 for d in (m, k, n))
+        cost, plan = wave_plan(m4, n4, k4, nb, facts)
+        copies = nb * ((m * k + m4 * k4 if m % 4 or k % 4 else 0)
+                       + (k * n + k4 * n4 if k % 4 or n % 4 else 0))
+        cost += MATMUL_SPLIT_COST * (copies + (0 if plan.tail else 2 * nb * m * n))
+        return min((as_is, WavePlan()), (cost, replace(plan, align=True)),
+                   key=lambda o: o[0])
+    options = []
+    for c in range(1, MATMUL_WAVE_MAX_CHUNKS + 1):
+        if c > 1 and (k % (c * MATMUL_BK) or k // c < MATMUL_WIDE_MIN_K):
+            continue
+        tiles = large_tiles(m, n, nb * c, matmul_wide(m, n, k // c))
+        options.append((matmul_wave_cost(tiles, m, n, nb, k, c, facts), WavePlan(chunks=c)))
+    step = MATMUL_PLAIN_TILES[0]
+    for r in range(step, min(512, m - 511), step):
+        rest = product_plan((nb, r, k), (nb, k, n))
+        if matmul_tiles(r, n, nb) != MATMUL_PLAIN_TILES or rest.tail or rest.align:
+            continue  # slots unknown (64 x 64 tiles)
+        top = large_tiles(m - r, n, nb, matmul_wide(m - r, n, k))
+        cost = (matmul_wave_cost(top, m - r, n, nb, k, 1, facts)
+                + matmul_wave_cost(MATMUL_PLAIN_TILES, r, n, nb, k, rest.chunks, facts)
+                + MATMUL_SPLIT_COST * 2 * nb * m * n)
+        options.append((cost, WavePlan(tail=r)))
+    return min(options, key=lambda o: o[0])
 
 
 @register("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
