@@ -442,3 +442,25 @@ def test_softmax_by_a_product_reads_its_rows_once():
     assert "matmul" in kinds(both), both.plan.summary()
     # along another dim than K: not a softmax of the product's rows
     check(Fn(lambda x, v: torch.softmax(x, -2) @ v), x, v)
+
+
+def test_192_rows_take_one_tile_row_of_192(monkeypatch):
+    """A convolution's 192 output channels (and a product of 192 rows) take 192 x 128 tiles
+    of 12 x 8 blocks, staged 8 deep, where K is at least 512 and the grid is large enough
+    (set aside here, with split-K's small grids); through the real kernels, with an
+    epilogue."""
+    from kernelwright import templates
+    from kernelwright.ops import linalg
+
+    assert templates.matmul_tiles(192, 4096, 32, window=True) == templates.MATMUL_ROWS192_TILES
+    assert templates.matmul_tiles(192, 4096, 32, prologue=True) != templates.MATMUL_ROWS192_TILES
+    # K under 512 (matmul_wide false: MobileNetV2's 32-deep expansions) keeps 64 x 64
+    assert templates.matmul_tiles(192, 4096, 32, window=True, wide=False) == (64, 64, 4, 4)
+    assert templates.matmul_tiles(192, 256, 1, window=True) == (64, 64, 4, 4)  # 2 tiles
+    monkeypatch.setattr(templates, "MATMUL_TALL_MIN_WORKGROUPS", 1)
+    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
+    conv = torch.nn.Sequential(torch.nn.Conv2d(64, 192, 3, padding=1), torch.nn.ReLU())
+    compiled = check(conv, torch.randn(2, 64, 12, 20), atol=2e-4)  # K = 576
+    (kernel,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
+    assert {k: kernel.knobs[k] for k in ("BM", "BN", "TM", "TN", "BK")} == dict(
+        BM=192, BN=128, TM=12, TN=8, BK=8)

@@ -1148,6 +1148,21 @@ MATMUL_LARGE_TILES = (128, 128, 8, 16)
 MATMUL_PLAIN_TILES = (128, 64, 8, 4)  # where the wide tiles are refused or lose by waves
 MATMUL_WIDE_BLOCK = 128  # TM x TN from which a block takes BK 8 and ROWS 1
 MATMUL_WIDE_MIN_K = 512
+# 192 rows (a convolution's 192 output channels) without a prologue, K at least 512
+# (matmul_wide): one tile row of 192 x 128, 12 x 8 blocks, staged 8 deep, where 128-row
+# tiles would waste a quarter of their rows and 64-row ones (the rule before) hold 16
+# accumulators an invocation. Measured on the H200 (2026-12-04,
+# matmul_conv192_h200_2026-12-04.json), the 3 x 3 convolution 128 -> 192 channels at 64
+# x 64, batch 32: 1.891 ms (64 x 64 tiles, 0.81 of cuDNN) -> 1.526 (1.01); 192 x 64 of
+# 12 x 4 1.739 (BK 8) and 1.777 (BK 16), 128 x 64 2.112, ROWS 1 1.581; as a plain
+# batched product (192 x 1152 x 4096, 32 entries) 1.782 -> 1.646 ms. With K = 32
+# (MobileNetV2's 1 x 1 expansions, 784 columns) they lost: level3/018 3.826 -> 3.938 ms
+# (suite, 2026-12-04), hence the least K. The same for 64, 128 and 256 rows lost
+# (2026-12-04, matmul_conv_tiles_h200_2026-12-04.json): 3 x 3, 128 channels 1.651 ms on
+# 128 x 64 against 2.163 on 128 x 128 (8 x 8, BK 8) and 2.343 on the wide tiles; 64
+# channels 1.301 on 64 x 64 against 1.312-1.574 on 64 x 128 and 64 x 256; stride 2 to
+# 256 channels 0.167 against 0.188 on 256 x 64.
+MATMUL_ROWS192_TILES = (192, 128, 12, 8)
 
 
 # Waves. A device runs a fixed number of workgroups of a setting at once (its slots, the
@@ -1259,10 +1274,12 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     GEMM 4096^3 3.366 against 3.362 ms, 3001 x 4093 x 2999 2.080 against 2.355 (576
     workgroups of 128 x 128 fill 4.4 waves of 132 SMs), the 8192 x 1024 x 4096 linear
     1.741 against 1.759; with a LayerNorm in the A loader 128 x 64 lost (0.953 against
-    0.898 ms with two buffers, 1.014 against 0.851 with one). Under 512 rows, a multiple
-    of 128 rows gets 128 x 64 tiles with 8 x 4 blocks when that still makes
-    MATMUL_TALL_MIN_WORKGROUPS workgroups: each
-    staged B tile then serves 128 rows, not 64. Measured on the H200 (2026-12-01f,
+    0.898 ms with two buffers, 1.014 against 0.851 with one). 192 rows without a
+    prologue get MATMUL_ROWS192_TILES where `wide` (K at least 512) and they make
+    MATMUL_TALL_MIN_WORKGROUPS(_PLAIN) workgroups. Under 512 rows, a multiple of 128
+    rows gets 128 x 64 tiles with 8 x 4 blocks when that still makes
+    MATMUL_TALL_MIN_WORKGROUPS workgroups: each staged B tile then serves 128 rows, not
+    64. Measured on the H200 (2026-12-01f,
     bench/results/matmul_variants_h200.json) on the implicit GEMMs of 3 x 3
     convolutions: 128 channels at 56 x 56, batch 64 (M = 128, 3136 workgroups), 2.57
     against 3.22 ms with 64 x 64 tiles (0.58 and 0.47 of cuDNN); 128 to 256 channels,
@@ -1299,6 +1316,9 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
         if prologue:
             return 128, 128, 8, 8
         return MATMUL_PLAIN_TILES if window else large_tiles(m, n, nb, wide)
+    if (m == MATMUL_ROWS192_TILES[0] and wide and not prologue
+            and nb * math.ceil(n / 128) >= tall_min):
+        return MATMUL_ROWS192_TILES
     # 128-row tiles: a multiple of 128 rows, or 512 and more (a fifth padding at most)
     tall = m % 128 == 0 if m < 512 else not prologue
     if tall and nb * math.ceil(m / 128) * math.ceil(n / 64) >= tall_min:
@@ -1336,7 +1356,7 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False,
     fast = tm % 4 == 0 and tn % 4 == 0
     many = tm * tn >= MATMUL_WIDE_BLOCK  # 128 accumulators: BK 8, staged along the rows
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn,
-            "BK": 8 if bm == 32 or many else MATMUL_BK,
+            "BK": 8 if bm in (32, MATMUL_ROWS192_TILES[0]) or many else MATMUL_BK,
             "VEC": 4 if fast else 1, "DB": 2 if fast and not prologue else 1,
             "ROWS": 1 if fast and (prologue or many) else 0, "UNROLL": 1 if fast else 0,
             "GROUP": MATMUL_GROUP}
