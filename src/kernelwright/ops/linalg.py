@@ -231,7 +231,7 @@ class WavePlan:
 
     chunks: int = 1  # K chunks (split-K); with a tail, the top rows' product is whole
     tail: int = 0  # the last rows: a product of their own, planned as a small one
-    align: bool = False  # both operands copied into buffers padded to multiples of 4
+    align: bool = False  # operands copied into buffers padded to multiples of 4 (where not)
 
 
 def product_plan(x_shape, y_shape, window: bool = False) -> WavePlan:
