@@ -294,9 +294,9 @@ def wave_plan(m: int, n: int, k: int, nb: int, facts: Waves) -> tuple[float, Wav
         options.append((matmul_wave_cost(tiles, m, n, nb, k, c, facts), WavePlan(chunks=c)))
     step = MATMUL_PLAIN_TILES[0]
     for r in range(step, min(512, m - 511), step):
-        rest = product_plan((nb, r, k), (nb, k, n))
-        if matmul_tiles(r, n, nb) != MATMUL_PLAIN_TILES or rest.tail or rest.align:
+        if matmul_tiles(r, n, nb) != MATMUL_PLAIN_TILES:
             continue  # slots unknown (64 x 64 tiles)
+        rest = product_plan((nb, r, k), (nb, k, n))  # under 512 rows: chunks at most
         top = large_tiles(m - r, n, nb, matmul_wide(m - r, n, k))
         cost = (matmul_wave_cost(top, m - r, n, nb, k, 1, facts)
                 + matmul_wave_cost(MATMUL_PLAIN_TILES, r, n, nb, k, rest.chunks, facts)
