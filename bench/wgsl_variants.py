@@ -35,6 +35,13 @@ with --knobs '{"BN": 128, "TN": 8}'):
   fetch_branch  each K step's fetch inside a branch the driver cannot decide (always
               taken), to keep the global loads at the top of the step (any tiles)
   ahead_branch  store_ahead with fetch_branch's branch around its fetches
+Permute variants, on the NCHW -> NHWC permute (PERMUTE_CASES), written by hand for a
+4-d input (each checked against PyTorch):
+  affine, affine_TCxTW_rR  the transposing tile of kernels/transpose.wgsl (TC channels
+              by TW columns, 32 x R invocations) with each element's address from the
+              tile's (n, h) and its (c, w), no division of its output index
+  vec4, vec4_cTC_wTW[_WG]  16-byte loads along W and 16-byte stores along C through a
+              staged tile of TC x TW
 Every case also runs `generated`, the compiler's kernel. `h200_session.sh gemmvar` runs
 one variant per process with NVIDIA's shader cache kept, for scripts/nv_shader_stats.py
 --sass. The JSON is written after each variant."""
@@ -63,6 +70,7 @@ from kernelwright.compiler import CompiledModule  # noqa: E402
 WINDOW_CASES = ("conv3x3_128ch_56x56_b64", "conv3x3_128to192_64x64_b32",
                 "conv3x3_64ch_128x128_b32")
 GEMM_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096")
+PERMUTE_CASES = ("permute_nchw_to_nhwc_64x256x128x128",)
 
 
 def _load_b(src: str) -> tuple[str, str]:
@@ -234,13 +242,132 @@ def ahead_branch(src: str, plan, module) -> tuple[str, dict]:
     return fetch_branch(src, plan, module)
 
 
+def _permute_shape(plan) -> tuple[int, int, int, int]:
+    (spec,) = plan.inputs
+    if len(spec.shape) != 4:
+        raise RuntimeError("the permute variants are written for NCHW -> NHWC")
+    return spec.shape
+
+
+def _tile_origin(plan, tc: int, tw: int) -> tuple[str, dict]:
+    """The permute variants' workgroup -> tile: WGSL setting c0, w0 (the tile's first
+    channel and column), hh and nn (its row and image), and the kernel's grid."""
+    n, c, h, w = _permute_shape(plan)
+    groups = (c // tc) * (w // tw) * n * h
+    gx = min(groups, 65535)
+    text = f"""    let flat = i32(wid.x) + i32(wid.y) * {gx};
+    if (flat >= {groups}) {{
+        return;
+    }}
+    let c0 = (flat % {c // tc}) * {tc};
+    let w0 = ((flat / {c // tc}) % {w // tw}) * {tw};
+    let r = flat / {(c // tc) * (w // tw)};
+    let hh = r % {h};
+    let nn = r / {h};"""
+    return text, dict(grid=(gx, -(-groups // gx), 1), workgroup_bytes=tc * (tw + 1) * 4)
+
+
+def permute_affine(tc: int = 32, tw: int = 64, rows: int = 8):
+    """The transposing tile as generated (32 x `rows` invocations, scalar loads along W,
+    scalar stores along C) but each load's address from the tile's (n, h) and the
+    element's (c, w): no division of the output index per element."""
+    def rewrite(src: str, plan, module):
+        n, c, h, w = _permute_shape(plan)
+        origin, fields = _tile_origin(plan, tc, tw)
+        text = f"""@group(0) @binding(0) var<storage, read> in0: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+var<workgroup> tile: array<f32, {tc * (tw + 1)}>;
+
+@compute @workgroup_size(32, {rows})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{
+{origin}
+    let tx = i32(lid.x);
+    let ty = i32(lid.y);
+    let src = nn * {c * h * w} + hh * {w} + w0 + tx;
+    for (var j = 0; j < {tc}; j += {rows}) {{
+        for (var k = 0; k < {tw}; k += 32) {{
+            tile[(ty + j) * {tw + 1} + tx + k] = in0[src + (c0 + ty + j) * {h * w} + k];
+        }}
+    }}
+    workgroupBarrier();
+    let dst = (nn * {h} + hh) * {w * c} + c0 + tx;
+    for (var j = 0; j < {tw}; j += {rows}) {{
+        out[dst + (w0 + ty + j) * {c}] = tile[tx * {tw + 1} + ty + j];
+    }}
+}}
+"""
+        return text, {}, fields
+    return rewrite
+
+
+def permute_vec4(tc: int = 32, tw: int = 64, wg: int = 256):
+    """Tiles of tc channels x tw columns, loaded 16 bytes at a time along W (tw / 4
+    invocations a channel row) and stored 16 bytes at a time along C (tc / 4 invocations
+    a column), transposed through workgroup memory rows of tw + 1 floats."""
+    def rewrite(src: str, plan, module):
+        n, c, h, w = _permute_shape(plan)
+        if c % tc or w % tw or tc % 4 or tw % 4:
+            raise RuntimeError("the tile does not divide C x W")
+        vecs = tc * tw // 4
+        if vecs % wg:
+            raise RuntimeError("the tile's vec4s are not a multiple of the workgroup")
+        origin, fields = _tile_origin(plan, tc, tw)
+        row = tw + 1
+        text = f"""@group(0) @binding(0) var<storage, read> in0: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> out: array<vec4<f32>>;
+var<workgroup> tile: array<f32, {tc * row}>;
+
+@compute @workgroup_size({wg})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+{origin}
+    let t = i32(lid);
+    let src = (nn * {c * h * w} + c0 * {h * w} + hh * {w} + w0) / 4;
+    for (var i = 0; i < {vecs}; i += {wg}) {{
+        let q = t + i;
+        let cr = q / {tw // 4};
+        let wq = q % {tw // 4};
+        let v = in0[src + cr * {h * w // 4} + wq];
+        let at = cr * {row} + wq * 4;
+        tile[at] = v.x;
+        tile[at + 1] = v.y;
+        tile[at + 2] = v.z;
+        tile[at + 3] = v.w;
+    }}
+    workgroupBarrier();
+    let dst = ((nn * {h} + hh) * {w * c} + w0 * {c} + c0) / 4;
+    for (var i = 0; i < {vecs}; i += {wg}) {{
+        let q = t + i;
+        let wr = q / {tc // 4};
+        let cq = q % {tc // 4};
+        let at = cq * {4 * row} + wr;
+        out[dst + wr * {c // 4} + cq] = vec4<f32>(tile[at], tile[at + {row}],
+                                                  tile[at + {2 * row}], tile[at + {3 * row}]);
+    }}
+}}
+"""
+        return text, {}, fields
+    return rewrite
+
+
 WINDOW_VARIANTS = {"plain_b": plain_b, "no_select": no_select, "tap_major": tap_major,
                    "shared_decode": shared_decode, "tap_major_shared": tap_major_shared}
 GEMM_VARIANTS = {"warp8x4": warp_layout(8), "warp4x8": warp_layout(4),
                  "store_half": store_at(0.5), "store_quarter": store_at(0.25),
                  "store_ahead": store_ahead, "fetch_branch": fetch_branch,
                  "ahead_branch": ahead_branch}
-FAMILIES = [(WINDOW_CASES, WINDOW_VARIANTS), (GEMM_CASES, GEMM_VARIANTS)]
+PERMUTE_VARIANTS = {
+    "affine": permute_affine(), "affine_32x32_r8": permute_affine(32, 32, 8),
+    "affine_32x32_r4": permute_affine(32, 32, 4), "affine_32x32_r2": permute_affine(32, 32, 2),
+    "affine_32x64_r4": permute_affine(32, 64, 4),
+    "vec4": permute_vec4(), "vec4_128": permute_vec4(wg=128),
+    "vec4_c64_w32": permute_vec4(64, 32), "vec4_c32_w32": permute_vec4(32, 32, 128),
+    "vec4_c32_w32_64": permute_vec4(32, 32, 64), "vec4_c16_w32": permute_vec4(16, 32, 128),
+    "vec4_c32_w16": permute_vec4(32, 16, 128), "vec4_c16_w64": permute_vec4(16, 64, 128),
+    "vec4_c16_w16": permute_vec4(16, 16, 64), "vec4_c32_w128": permute_vec4(32, 128),
+    "vec4_c64_w64": permute_vec4(64, 64)}
+# (cases, variants, the kernel they rewrite: a word of its name)
+FAMILIES = [(WINDOW_CASES, WINDOW_VARIANTS, "matmul"), (GEMM_CASES, GEMM_VARIANTS, "matmul"),
+            (PERMUTE_CASES, PERMUTE_VARIANTS, "")]
 
 
 def main() -> int:
@@ -256,7 +383,7 @@ def main() -> int:
     dev = kernelwright.runtime.default_device()
     force = json.loads(args.knobs) if args.knobs else {}
     out = dict(device=dev.description, torch=torch.__version__, knobs=force, cases=[])
-    for cases, family in FAMILIES:
+    for cases, family, word in FAMILIES:
         variants = {"generated": None, **family}
         if args.variants:
             variants = {n: f for n, f in variants.items() if n in args.variants.split(",")}
@@ -271,24 +398,28 @@ def main() -> int:
             row = dict(case=name, torch_ms=ref_ms, variants=[])
             out["cases"].append(row)
             for vname, fn in variants.items():
-                row["variants"].append(measure(vname, fn, base, module, sets, ref, ref_ms))
+                row["variants"].append(measure(vname, fn, base, module, sets, ref, ref_ms,
+                                               word))
                 print(json.dumps(dict(case=name, **row["variants"][-1])), flush=True)
                 Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                 Path(args.out).write_text(json.dumps(out, indent=1))
     return 0
 
 
-def measure(vname, fn, base, module, sets, ref, ref_ms) -> dict:
-    """One variant of the compiled case: its matmul kernel rewritten by `fn` (None: as
-    generated), checked against PyTorch's result and timed."""
+def measure(vname, fn, base, module, sets, ref, ref_ms, word: str = "matmul") -> dict:
+    """One variant of the compiled case: its kernel whose name holds `word` (the only
+    kernel for "") rewritten by `fn` (None: as generated; `fn` returns the source, new
+    constants and, optionally, other fields of the kernel, e.g. its grid), checked
+    against PyTorch's result and timed."""
     v = dict(variant=vname)
     try:
         plan = copy.deepcopy(base.plan)
-        (k,) = [k for k in plan.kernels if "matmul" in k.name]
+        (k,) = [k for k in plan.kernels if word in k.name]
         v["knobs"] = k.knobs
         if fn is not None:
-            source, constants = fn(k.source, plan, module)
-            plan.kernels[plan.kernels.index(k)] = dataclasses.replace(k, source=source)
+            source, constants, *fields = fn(k.source, plan, module)
+            plan.kernels[plan.kernels.index(k)] = dataclasses.replace(
+                k, source=source, **(fields[0] if fields else {}))
             plan.constants.update(constants)
         compiled = CompiledModule(plan)
         got = compiled(*sets[0], poison=True)

@@ -285,6 +285,26 @@ def test_gemm_split_k():
     assert len(names) == 2 and "matmul" in names[0] and "reduce" in names[1], names
 
 
+def test_copies_store_16_bytes_at_a_time_their_lanes_sharing_the_index():
+    """A copy kernel (materialize: here a strided transposed convolution's phase taps,
+    5 wide, so a lane can wrap into the next row) computes four consecutive elements
+    from one decoded index (the other lanes carried by selects, not divided again) and
+    stores them as a vec4 (VEC 4, the default for f32); the same with VEC 1 forced; both
+    against PyTorch through the real kernels."""
+    m = _module(nn.ConvTranspose2d, 8, 64, (3, 10), stride=2, padding=1)
+    x = torch.randn(2, 8, 5, 6)
+    compiled = check(m, x)
+    copies = [k for k in compiled.plan.kernels if "materialize" in k.name]
+    assert copies and all(k.knobs["VEC"] == 4 and "fn load_x4" in k.source for k in copies)
+    assert any(k.source.count(" / 5)") == 1 and " % 5)" in k.source for k in copies), [
+        k.source for k in copies]
+    with tune.choosing(lambda r: {**r.default.knobs, "VEC": 1} if r.kind == "materialize"
+                       else None):
+        scalar = check(m, x)
+    copies = [k for k in scalar.plan.kernels if "materialize" in k.name]
+    assert copies and all(k.knobs["VEC"] == 1 and "fn load_x(" in k.source for k in copies)
+
+
 def test_gemm_transposed_by_phases():
     """A strided transposed convolution is one matmul per phase over only its real taps,
     each phase's taps first copied K-contiguous (a kernel each, so that the matmul loads

@@ -31,19 +31,26 @@ def test_transposing_copies_go_through_the_tile(case):
     assert kernel.knobs["TILE"] == 1, kernel.knobs
 
 
-@pytest.mark.parametrize("ept", [1, 2])
-def test_transposing_tiles(ept):
-    """TILE 1 with EPT 1 and 2 (the default): tiles of 32 x 32 and 32 x 64 (the input's
-    contiguous dim the longer one), tails of tiles on both dims, other dims in between."""
+@pytest.mark.parametrize("ept,wg", [(1, 128), (2, 256), (1, 64)])
+def test_transposing_tiles(ept, wg):
+    """TILE 1 with EPT 1 and 2: tiles of 32 x 32 and 32 x 64 (the input's contiguous dim
+    the longer one), by 32 x WG / 32 invocations (EPT 1, WG 128 the default), tails of
+    tiles on both dims, other dims in between. The epilogue takes each element's index
+    along every dim: a permute's read divides nothing."""
     from kernelwright import tune
 
-    knobs = {"WG": 256, "EPT": ept, "VEC": 1, "TILE": 1}
+    knobs = {"WG": wg, "EPT": ept, "VEC": 1, "TILE": 1}
     for fn, x in ((lambda x: x.permute(0, 2, 3, 1).contiguous(), torch.randn(2, 70, 5, 45)),
                   (lambda x: torch.relu(x.transpose(1, 2)).contiguous(), torch.randn(3, 33, 100))):
         with tune.choosing(lambda r: knobs if r.kind == "elementwise" else None):
             compiled = check(Fn(fn), x)
         (kernel,) = compiled.plan.kernels
         assert kernel.knobs == knobs and f"h < {32 * ept}" in kernel.source
+        assert f"@workgroup_size(32, {wg // 32})" in kernel.source
+        epilogue = kernel.source[kernel.source.index("fn epilogue"):].split("\n}\n")[0]
+        assert " / " not in epilogue and " % " not in epilogue, epilogue
+    default = check(Fn(lambda x: x.permute(0, 2, 3, 1).contiguous()), torch.randn(2, 70, 5, 45))
+    assert default.plan.kernels[0].knobs == {"WG": 128, "EPT": 1, "VEC": 1, "TILE": 1}
 
 
 def test_tile_setting_on_a_kernel_read_in_its_own_layout():
@@ -56,7 +63,7 @@ def test_tile_setting_on_a_kernel_read_in_its_own_layout():
     # a broadcast along the rows reads one element per row: in order, not transposed
     broadcast = check(Fn(lambda b: b.unsqueeze(1).expand(40, 64) * 2.0), torch.randn(40))
     assert broadcast.plan.kernels[0].knobs["TILE"] == 0
-    tiled = {"WG": 256, "EPT": 1, "VEC": 1, "TILE": 1}
+    tiled = {"WG": 128, "EPT": 1, "VEC": 1, "TILE": 1}
     with tune.choosing(lambda r: tiled if r.kind == "elementwise" else None):
         compiled = check(Fn(lambda x, y: x * y + 1.0), x, y)
     assert compiled.plan.kernels[0].knobs == tiled

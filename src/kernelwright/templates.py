@@ -162,13 +162,19 @@ def _loader(src: KernelSource, materialized, name: str, x: Value, dtype: str = "
 
 
 def _epilogue(src: KernelSource, materialized, out: Value, root: Value | None,
-              acc_dtype: str) -> str:
+              acc_dtype: str, dims: list[str] | None = None) -> str:
     """A template's `epilogue(acc, gi)`; a plain elementwise kernel's `epilogue(gi,
-    x...)`, whose buffers read at gi are lanes (arguments the template loads)."""
+    x...)`, whose buffers read at gi are lanes (arguments the template loads). With
+    `dims` (names, "0" for dims of size 1): `epilogue(gi, <dims>)`, for a template that
+    knows the element's index along each dim (the transposing tile), so that no read
+    decodes gi by divisions; its buffers are read in the function (no lanes)."""
     em = Emitter(src, materialized, root=root, computes=out,
-                 lanes="gi" if root is None else None)
-    val = em.value(out, Index(out.shape, flat="gi"))
+                 lanes="gi" if root is None and dims is None else None)
+    val = em.value(out, Index(out.shape, flat="gi", dims=dims))
     params = ([f"acc: {WGSL_TYPE[acc_dtype]}"] if root is not None else []) + ["gi: i32"]
+    if dims is not None:
+        return em.function("epilogue", params + [f"{d}: i32" for d in dims if d != "0"],
+                           out.dtype, val)
     return em.function("epilogue", params + (src.lane_params() if root is None else []),
                        out.dtype, val)
 
@@ -242,6 +248,7 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     else:
         tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs)
     workgroup_bytes = slots.pop("workgroup_bytes", 0)
+    own_epi = slots.pop("epilogue", epi)  # a template's own (the transposing tile's, by dims)
     result = f"epilogue({slots.pop('final', 'acc')}, gi)" if tnode else "epilogue(gi)"
     store = f"out[gi] = {to_buffer(result, out.dtype)};"
     helpers = "".join(HELPERS[h] for h in sorted(src.helpers))
@@ -249,7 +256,7 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     # the key is what the kernel computes, whatever the knobs: a template whose functions
     # vary with its knobs (the matmul's vec4 loaders) passes knob-free ones for it
     key_body = slots.pop("key_functions", body)
-    functions, key_functions = helpers + body + epi, helpers + key_body + epi
+    functions, key_functions = helpers + body + own_epi, helpers + key_body + epi
     # Generated slot text may itself place the store statement ("$STORE").
     slots = {k: v.replace("$STORE", store) if isinstance(v, str) else v for k, v in slots.items()}
     source = template(tmpl).substitute(BINDINGS=src.bindings(out), FUNCTIONS=functions,
@@ -318,11 +325,12 @@ def elementwise_knobs(numel: int, transposed: bool = False) -> dict:
     """256 invocations per workgroup; vec4 loads and stores (VEC 4) when the element
     count is a multiple of 4; steps per invocation (EPT, each of VEC elements) 4 on
     tensors of 2^20 elements or more, else 1. TILE 1 (kernels/transpose.wgsl, 32 x 32
-    x 64 tiles: EPT 2, TILE_EPTS) where the chain's main input is read transposed
-    (`_transposed_dims`) and no buffer is read in the output's layout (measured in
-    docs/PERF.md: the 1 GiB permute 0.61 ms against 1.56 with TILE 0)."""
+    tiles by 32 x 4 invocations: EPT 1, WG 128; TILE_EPTS, TILE_WGS) where the chain's
+    main input is read transposed (`_transposed_dims`) and no buffer is read in the
+    output's layout (measured in docs/PERF.md: the 1 GiB permute 0.61 ms against 1.56
+    with TILE 0)."""
     if transposed:
-        return {"WG": 256, "EPT": 2, "VEC": 1, "TILE": 1}
+        return {"WG": 128, "EPT": 1, "VEC": 1, "TILE": 1}
     return {"WG": 256, "EPT": 4 if numel >= 1 << 20 else 1, "VEC": 4 if numel % 4 == 0 else 1,
             "TILE": 0}
 
@@ -331,7 +339,8 @@ def elementwise_space(numel: int, tiled: bool = False) -> list[dict]:
     space = [{"WG": wg, "EPT": ept, "VEC": vec, "TILE": 0} for wg in (64, 256)
              for ept in (1, 2, 4, 8) for vec in ((1, 4) if numel % 4 == 0 else (1,))
              if ept == 1 or numel >= ept * wg * vec]
-    tiles = [{**elementwise_knobs(numel, True), "EPT": ept} for ept in TILE_EPTS]
+    tiles = [{**elementwise_knobs(numel, True), "EPT": ept, "WG": wg} for ept in TILE_EPTS
+             for wg in TILE_WGS]
     return space + (tiles if tiled else [])
 
 
@@ -344,7 +353,14 @@ TILE_MIN = 16  # both tiled dims at least this long (a 32 x 32 tile of a thinner
 # 2026-12-02. Measured 2026-12-02b (memory_variants_permute_h200_2026-12-02b.json): EPT 4
 # 2.140 ms against 0.611, and tiles of 64 along A (two stores of 32 a row) 0.626 ms at
 # EPT 1 and 2.149 at EPT 2: the staged tiles over 16 KiB were 3.5x slower.
+# TILE 1's WG: 32 x WG / 32 invocations (8 elements each at WG 128, EPT 1). Measured on
+# the H200 (2026-12-04b, bench/results/wgsl_variants_permute_h200_2026-12-04b.json, the
+# permute written by hand with each element's index from the tile's, as the epilogue
+# by dims now does): 32 x 64 tiles by 32 x 8 invocations 0.596-0.602 ms (0.612-0.619
+# as generated then, dividing each element's index); 32 x 32 by 32 x 8 0.645, by 32 x 4
+# 0.583 (3.69 TB/s), by 32 x 2 0.585. The default since 2026-12-04b: EPT 1, WG 128.
 TILE_EPTS = (1, 2)
+TILE_WGS = (64, 128, 256)
 
 
 def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
@@ -376,43 +392,51 @@ def _any_tile_dims(out: Value) -> tuple[int, int] | None:
     return (dims[-1], dims[-2]) if len(dims) >= 2 else None
 
 
-def _transpose_tile(src, out, dims: tuple[int, int], knobs):
+def _transpose_tile(src, materialized, out, dims: tuple[int, int], knobs):
     """The elementwise chain through kernels/transpose.wgsl (TILE 1): tiles of 32 x 32 *
-    EPT of output dims (A, B), computed along B, stored along A."""
+    EPT of output dims (A, B), computed along B, stored along A, by 32 x WG / 32
+    invocations; the epilogue takes the element's index along each dim (`_epilogue`
+    with dims: the tile's other dims decoded once, no division per element)."""
     a, b = dims
     shape = out.shape
     strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
     size_a, size_b = shape[a], shape[b]
-    tb = 32 * knobs["EPT"]
+    tb, rows = 32 * knobs["EPT"], knobs["WG"] // 32
     tiles_a, tiles_b = -(-size_a // 32), -(-size_b // tb)
+    names = ["0" if size == 1 else f"d{d}" for d, size in enumerate(shape)]
     rest = ["    var base = 0;", "    var rr = r;"]
     for d in reversed(range(len(shape))):
         if d not in (a, b) and shape[d] > 1:
-            rest.append(f"    base += (rr % {shape[d]}) * {strides[d]}; rr = rr / {shape[d]};")
+            rest.append(f"    let d{d} = rr % {shape[d]}; rr = rr / {shape[d]};"
+                        f" base += d{d} * {strides[d]};")
     groups = tiles_a * tiles_b * (out.numel // (size_a * size_b))
     grid, gx = grid_1d(groups, 1)
-    _, (args,) = _lane_args(src, 1, "gi", "gi")
     pad = " " * 12
+    args = "".join(f", {'a' if d == a else 'b' if d == b else n}"
+                   for d, n in enumerate(names) if n != "0")
     value = to_buffer(f"epilogue(gi{args})", out.dtype)
     # the 32 columns of B an invocation row covers, EPT times
-    compute = (f"    for (var j = 0; j < 32; j += 8) {{\n"
+    compute = (f"    for (var j = 0; j < 32; j += {rows}) {{\n"
                f"        for (var h = 0; h < {tb}; h += 32) {{\n"
                "            let a = a0 + ty + j;\n            let b = b0 + tx + h;\n"
                f"            if (a < {size_a} && b < {size_b}) {{\n"
                f"                let gi = base + b * {strides[b]} + a;\n"
                f"                tile[(ty + j) * {tb + 1} + tx + h] = {value};\n"
                "            }\n        }\n    }")
+    epilogue = _epilogue(src, materialized, out, None, out.dtype, names)
     return "transpose", dict(
-        functions="", TILE_T=BUFFER_TYPE[out.dtype], TILES_A=tiles_a, TILES_B=tiles_b,
-        GROUPS=groups, GRID_X=gx, SIZE_A=size_a, SIZE_B=size_b, STRIDE_B=strides[b],
-        TB=tb, ROW=tb + 1, STAGED=32 * (tb + 1), REST="\n".join(rest), COMPUTE=compute,
+        functions="", epilogue=epilogue, TILE_T=BUFFER_TYPE[out.dtype], TILES_A=tiles_a,
+        TILES_B=tiles_b, GROUPS=groups, GRID_X=gx, SIZE_A=size_a, SIZE_B=size_b,
+        STRIDE_B=strides[b], TB=tb, ROW=tb + 1, ROWS=rows, STAGED=32 * (tb + 1),
+        REST="\n".join(rest), COMPUTE=compute,
         STORE_TILE=f"{pad}out[gi] = tile[tx * {tb + 1} + ty + j];",
         workgroup_bytes=32 * (tb + 1) * 4), grid, knobs
 
 
-def _elementwise(src, materialized, out, tnode, knobs=None):
+def _elementwise(src, materialized, out, tnode, knobs=None, acc4: str = ""):
     """A plain elementwise kernel (tnode None), or a materialize node's copy (the store
-    then follows the template's epilogue: one element per step)."""
+    then follows the template's epilogue: one element per step, or with VEC 4 four, the
+    vec4 `acc4` their accs)."""
     dims = _transposed_dims(out, materialized) if tnode is None else None
     knobs = _merge(elementwise_knobs(out.numel, dims is not None and not src.lanes), knobs)
     wg, ept, vec = _check_wg(knobs), knobs["EPT"], knobs["VEC"]
@@ -420,18 +444,27 @@ def _elementwise(src, materialized, out, tnode, knobs=None):
     _require(vec in (1, 4), knobs, "VEC is 1 or 4")
     _require(knobs["TILE"] in (0, 1), knobs, "TILE is 0 or 1")
     if knobs["TILE"]:
-        _require(tnode is None and vec == 1 and ept in TILE_EPTS, knobs,
-                 f"TILE 1 is for plain elementwise kernels, with VEC 1 and EPT in {TILE_EPTS}")
+        _require(tnode is None and vec == 1 and ept in TILE_EPTS and wg in TILE_WGS, knobs,
+                 f"TILE 1 is for plain elementwise kernels, with VEC 1, EPT in {TILE_EPTS}"
+                 f" and WG in {TILE_WGS}")
         dims = dims or _any_tile_dims(out)
         _require(dims is not None, knobs, "TILE 1 needs two output dims of size > 1")
-        return _transpose_tile(src, out, dims, knobs)
+        return _transpose_tile(src, materialized, out, dims, knobs)
     _require(out.numel % vec == 0, knobs, "VEC 4 needs a multiple of 4 elements")
-    _require(vec == 1 or tnode is None, knobs, "VEC 4 only for plain elementwise kernels")
+    _require(vec == 1 or tnode is None or acc4, knobs,
+             "VEC 4 only for plain elementwise kernels and copies")
     steps = out.numel // vec
     threads = math.ceil(steps / ept)
     grid, row = grid_1d(threads, wg)
-    if tnode is not None:
+    if tnode is not None and vec == 1:
         body = "let gi = q;\n            $STORE"
+    elif tnode is not None:
+        src.out_vec4 = True
+        vals = [to_buffer(f"epilogue(a.{XYZW[j]}, gi{f' + {j}' if j else ''})", out.dtype)
+                for j in range(4)]
+        body = "\n            ".join(
+            ["let gi = q * 4;", f"let a = {acc4};",
+             f"out[q] = vec4<{BUFFER_TYPE[out.dtype]}>({', '.join(vals)});"])
     elif vec == 1:
         _, (args,) = _lane_args(src, 1, "q", "gi")
         body = f"let gi = q;\n            out[gi] = {to_buffer(f'epilogue(gi{args})', out.dtype)};"
@@ -2166,16 +2199,40 @@ def _attention(src, materialized, out, tnode, knobs=None):
     return "attention", slots, grid, knobs
 
 
+# A copy's (materialize) VEC where it may be 4 (the tuner's space holds both). Measured
+# on the H200 (2026-12-04b, bench/results/profile_copy_vec4_h200_2026-12-04b.json): the
+# irregular GEMM's two aligned copies (3001 x 4093 -> 3004 x 4096, 4093 x 2999 -> 4096 x
+# 3000) 0.080 ms with VEC 1, 0.057 with VEC 4; level1/013 1.827 -> 1.806 ms.
+COPY_VEC = 4
+
+
 def _materialize(src, materialized, out, tnode, knobs=None):
     """A copy of the node's input (computed inline by the loader) into its own buffer:
-    the elementwise template with the loader's value as the epilogue's acc."""
+    the elementwise template with the loader's value as the epilogue's acc. VEC 4 (the
+    default where the copy holds a multiple of 4 four-byte elements): `load_x4` computes
+    four consecutive elements, their index arithmetic shared (Emitter.aligned), and
+    they are stored 16 bytes at a time."""
     (x,) = tnode.inputs
+    vec4 = out.numel % 4 == 0 and x.dtype == out.dtype and x.dtype in ("f32", "i32")
+    knobs = {"VEC": COPY_VEC if vec4 else 1, **(knobs or {})}
+    _require(knobs["VEC"] == 1 or vec4, knobs,
+             "VEC 4 copies need a multiple of 4 elements of f32 or i32")
     em = Emitter(src, materialized)
-    val = em.value(x, Index(x.shape, flat="gi"))
-    functions = em.function("load_x", ["gi: i32"], x.dtype, val)
-    tmpl, slots, grid, knobs = _elementwise(src, materialized, out, tnode,
-                                            {"VEC": 1, **(knobs or {})})
-    return tmpl, {**slots, "functions": functions, "final": "load_x(gi)"}, grid, knobs
+    if knobs["VEC"] == 4:
+        vals = []
+        for e in range(4):
+            flat = f"(gi + {e})" if e else "gi"
+            em.aligned[flat] = ("gi", e)
+            vals.append(em.value(x, Index(x.shape, flat=flat)))
+        t = f"vec4<{WGSL_TYPE[x.dtype]}>"
+        functions = em.function("load_x4", ["gi: i32"], t, f"{t}({', '.join(vals)})")
+        final = "load_x4(gi)"
+    else:
+        functions = em.function("load_x", ["gi: i32"], x.dtype,
+                                em.value(x, Index(x.shape, flat="gi")))
+        final = "load_x(gi)"
+    tmpl, slots, grid, knobs = _elementwise(src, materialized, out, tnode, knobs, final)
+    return tmpl, {**slots, "functions": functions, "final": final}, grid, knobs
 
 
 def _per_dim(**lists) -> dict:
@@ -2615,8 +2672,9 @@ def _matmul_coop_space(out, tnode):
 TEMPLATES = {
     "elementwise": (_elementwise, lambda out, tnode: elementwise_space(
         out.numel, tiled=sum(size > 1 for size in out.shape) >= 2)),
-    "materialize": (_materialize, lambda out, tnode: [k for k in elementwise_space(out.numel)
-                                                      if k["VEC"] == 1]),
+    "materialize": (_materialize, lambda out, tnode: [
+        k for k in elementwise_space(out.numel) if k["VEC"] == 1 or (
+            tnode.inputs[0].dtype == out.dtype and out.dtype in ("f32", "i32"))]),
     "reduce": (_reduce, lambda out, tnode: reduce_space(*tnode.inputs[0].shape)),
     "rows": (None, None),  # a row kernel: generated with its phases (fill_kernel)
     "scan": (_scan, lambda out, tnode: scan_space(tnode.inputs[0].shape[1],
