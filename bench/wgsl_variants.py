@@ -29,7 +29,8 @@ with --knobs '{"BN": 128, "TN": 8}'):
               16 x 16 block grid instead of 16 x 2 (fewer shared-memory wavefronts)
   store_half, store_quarter  the next tile's stores moved half or a quarter of the way
               into the written-out K step, so that the driver cannot sink the tile's
-              global loads (it put them three quarters of the way through, 2026-12-01j)
+              global loads (it put them three quarters of the way through, 2026-12-01j);
+              these and the two below also apply to the wide tiles (the default)
   store_ahead the fetch a tile further ahead: each K step stores the tile fetched in the
               step before, then fetches the one after next, then multiplies
   fetch_branch  each K step's fetch inside a branch the driver cannot decide (always
