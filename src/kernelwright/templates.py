@@ -345,14 +345,16 @@ def elementwise_space(numel: int, tiled: bool = False) -> list[dict]:
 
 
 TILE_MIN = 16  # both tiled dims at least this long (a 32 x 32 tile of a thinner one idles)
-# TILE 1's EPT: the tile is 32 along the output's contiguous dim A by 32 * EPT along B,
-# EPT * 4 elements per invocation (32 x (32 EPT + 1) staged values). Measured on the
+# TILE 1's EPT: the tile is 32 along the output's contiguous dim A by 32 * EPT along B
+# (32 x (32 EPT + 1) staged values), 32 EPT / (WG / 32) elements per invocation; with
+# 32 x 8 invocations (WG 256, the only setting until 2026-12-04b) measured on the
 # H200 (2026-12-01m, bench/results/memory_variants_permute_h200_2026-12-01m.json), the
 # 1 GiB NCHW -> NHWC permute: EPT 1 0.652 ms (3.30 TB/s), EPT 2 0.610 (3.52 TB/s),
-# EPT 3 1.651 (tiles of 96 rows, no divisor of 256). EPT 2 is the default since
-# 2026-12-02. Measured 2026-12-02b (memory_variants_permute_h200_2026-12-02b.json): EPT 4
-# 2.140 ms against 0.611, and tiles of 64 along A (two stores of 32 a row) 0.626 ms at
-# EPT 1 and 2.149 at EPT 2: the staged tiles over 16 KiB were 3.5x slower.
+# EPT 3 1.651 (tiles of 96 rows, no divisor of 256). EPT 2 was the default from
+# 2026-12-02 to 2026-12-04. Measured 2026-12-02b
+# (memory_variants_permute_h200_2026-12-02b.json): EPT 4 2.140 ms against 0.611, and
+# tiles of 64 along A (two stores of 32 a row) 0.626 ms at EPT 1 and 2.149 at EPT 2:
+# the staged tiles over 16 KiB were 3.5x slower.
 # TILE 1's WG: 32 x WG / 32 invocations (8 elements each at WG 128, EPT 1). Measured on
 # the H200 (2026-12-04b, bench/results/wgsl_variants_permute_h200_2026-12-04b.json, the
 # permute written by hand with each element's index from the tile's, as the epilogue
