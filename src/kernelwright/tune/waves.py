@@ -117,14 +117,16 @@ def probe_slots(device, tiles) -> int | None:
     return staircase_first_step(fine, [time_tiles(t) for t in fine], rise=None)
 
 
-def probe(device, tiles):
-    """(time_tiles, most): the probe product on `tiles` built for `most` tile columns,
-    and a function giving the median GPU ms of its first T workgroups."""
+def probe(device, tiles, knobs: dict | None = None):
+    """(time_tiles, most): the probe product on `tiles` (with `knobs` over their default
+    knobs) built for `most` tile columns, and a function giving the median GPU ms of its
+    first T workgroups."""
     from ..runtime import Executable
     from ..schedule import build_plan
 
     with templates.waves(None):  # the fixed rules: the wide tiles where `wide`
-        knobs = templates.matmul_knobs(4096, 4096, wide=tuple(tiles) == MATMUL_LARGE_TILES)
+        knobs = {**templates.matmul_knobs(4096, 4096, wide=tuple(tiles) == MATMUL_LARGE_TILES),
+                 **(knobs or {})}
     limits = device.device.limits
     limit = min(PROBE_MAX_BYTES, limits.get("max-storage-buffer-binding-size", PROBE_MAX_BYTES),
                 limits.get("max-buffer-size", PROBE_MAX_BYTES))
