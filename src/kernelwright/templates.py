@@ -2220,8 +2220,12 @@ def _materialize(src, materialized, out, tnode, knobs=None):
     _require(knobs["VEC"] == 1 or vec4, knobs,
              "VEC 4 copies need a multiple of 4 elements of f32 or i32")
     em = Emitter(src, materialized)
+    # the kernel's key (what it computes, whatever the knobs) names the scalar loader
+    functions = key = em.function("load_x", ["gi: i32"], x.dtype,
+                                  em.value(x, Index(x.shape, flat="gi")))
+    final = "load_x(gi)"
     if knobs["VEC"] == 4:
-        vals = []
+        em, vals = Emitter(src, materialized), []
         for e in range(4):
             flat = f"(gi + {e})" if e else "gi"
             em.aligned[flat] = ("gi", e)
@@ -2229,12 +2233,9 @@ def _materialize(src, materialized, out, tnode, knobs=None):
         t = f"vec4<{WGSL_TYPE[x.dtype]}>"
         functions = em.function("load_x4", ["gi: i32"], t, f"{t}({', '.join(vals)})")
         final = "load_x4(gi)"
-    else:
-        functions = em.function("load_x", ["gi: i32"], x.dtype,
-                                em.value(x, Index(x.shape, flat="gi")))
-        final = "load_x(gi)"
     tmpl, slots, grid, knobs = _elementwise(src, materialized, out, tnode, knobs, final)
-    return tmpl, {**slots, "functions": functions, "final": final}, grid, knobs
+    return tmpl, {**slots, "functions": functions, "key_functions": key, "final": final}, \
+        grid, knobs
 
 
 def _per_dim(**lists) -> dict:
