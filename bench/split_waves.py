@@ -2,7 +2,10 @@
 tiles: the measurements behind the choice by waves (ops/linalg.product_plan).
 
     python bench/split_waves.py OUT.json CASE[,CASE...] [--chunks 1,2,3,4] [--tails 256]
-                                [--align]
+                                [--align] [--tiles wide,plain]
+
+A CASE not in bench/kernels.py named gemm_MxKxN is the product of an M x K and a K x N
+matrix (any shape, e.g. gemm_24576x8192x100).
 
 For each case of bench/kernels.py and each of the wide (templates.MATMUL_LARGE_TILES)
 and the plain (MATMUL_PLAIN_TILES) tiles, every chunk count and every tail: the plan
@@ -17,13 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 os.environ["KERNELWRIGHT_WAVES"] = "off"  # the settings forced below, not chosen
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kernels import CASES, case_reference  # noqa: E402
+from kernels import CASES, case_reference, gemm  # noqa: E402
 
 import kernelwright  # noqa: E402
 from kernelwright import templates  # noqa: E402
@@ -38,8 +42,13 @@ def main() -> int:
     ap.add_argument("--chunks", default="1,2,3,4")
     ap.add_argument("--tails", default="", help="rows of the tail, comma-separated")
     ap.add_argument("--align", action="store_true", help="copy the operands aligned")
+    ap.add_argument("--tiles", default="wide,plain", help="the tile settings to force")
     args = ap.parse_args()
     names = args.cases.split(",")
+    for name in names:
+        shape = re.fullmatch(r"gemm_(\d+)x(\d+)x(\d+)", name)
+        if name not in CASES and shape:
+            CASES[name] = gemm(*(int(d) for d in shape.groups()))
     unknown = [n for n in names if n not in CASES]
     if unknown:
         print(f"split_waves: no case {unknown} in bench/kernels.py", file=sys.stderr)
@@ -53,7 +62,7 @@ def main() -> int:
         for name in names:
             module, sets, ref, ref_ms = case_reference(name, 20)
             scale = ref.abs().max().item() or 1.0
-            for tiles in ("wide", "plain"):
+            for tiles in args.tiles.split(","):
                 for plan in plans:
                     templates.MATMUL_LARGE_TILES = (wide_tiles if tiles == "wide"
                                                     else templates.MATMUL_PLAIN_TILES)
