@@ -115,8 +115,10 @@ CASES = {
                   [{"WG": wg, "OPT": opt, "VEC": 4} for wg in (128, 256) for opt in (2, 4, 8)]),
     "attention": ("attention", Fn(_sdpa), [(1, 2, 37, 16)] * 3,
                   templates.attention_space(16, 16)),
-    # a strided transposed convolution's phase taps copied (5 wide: lanes wrap rows)
-    "materialize": ("materialize", torch.nn.ConvTranspose2d(8, 64, (3, 10), stride=2, padding=1),
+    # a strided transposed convolution's taps copied (one phase has taps; rows of 10: the
+    # lanes wrap rows)
+    "materialize": ("materialize",
+                    torch.nn.ConvTranspose2d(8, 64, (1, 10), stride=(2, 1), padding=(0, 1)),
                     [(2, 8, 5, 6)], [{"WG": 256, "EPT": 1, "VEC": v, "TILE": 0} for v in (1, 4)]),
 }
 
@@ -130,7 +132,7 @@ def test_every_knob_setting_matches_pytorch(case, monkeypatch):
     with torch.no_grad():
         want = module.eval()(*inputs)
     compiled, requests = requests_of(module, inputs)
-    request = [r for r in requests if r.kind == kind][0]  # the first (of a conv's phases)
+    (request,) = [r for r in requests if r.kind == kind]
     assert all(k in request.space for k in must_hold), "the space lost settings"
     assert request.space[0] == request.default.knobs
     for knobs in request.space:
