@@ -49,9 +49,19 @@ def test_waves_choose_tiles_and_chunks_by_the_modelled_time():
         # 4096 x 4096 by 2560 (level1/011): 640 wide tiles are 2.42 waves; in two
         # chunks 1280 fill 4.85; the plain tiles 1280 in 9.7 waves of 132
         assert product_plan((4096, 4096), (4096, 2560)) == WavePlan(chunks=2)
-        # convolutions' windows and products under 512 a side keep split-K's rules
+        # convolutions' windows keep split-K's rules, and so do products under 512 a
+        # side on other tiles than the plain ones (64 x 64: slots unknown)
         assert product_plan((4096, 4096), (4096, 2560), window=True) == WavePlan()
-        assert product_plan((8, 256, 4096), (8, 4096, 2560)) == WavePlan()
+        assert templates.matmul_tiles(200, 2560, 8)[:2] == (64, 64)
+        assert product_plan((8, 200, 4096), (8, 4096, 2560)) == WavePlan()
+        # narrow products on the plain tiles: 384 tiles are 2.9 rounds of 132, the last
+        # one alone on its SMs (MATMUL_PLAIN_LONE); in 2 K chunks 768 fill 5.8 rounds
+        # (B copied 52 wide, so that it loads 16 bytes at a time); 512 tiles fill 3.9
+        assert product_plan((49152, 8192), (8192, 50)) == WavePlan(chunks=2, align=True)
+        assert product_plan((24576, 8192), (8192, 100)) == WavePlan(chunks=2)
+        assert product_plan((65536, 4096), (4096, 64)) == WavePlan()
+        # in one piece, B loaded by scalars costs nothing (N = 50, K a multiple of 4)
+        assert product_plan((65536, 4096), (4096, 50)) == WavePlan()
         assert templates.matmul_tiles(4096, 2560, 2) == MATMUL_LARGE_TILES
         assert product_plan((4096, 4096), (4096, 4096)) == WavePlan()  # 3.88 waves
         assert templates.matmul_tiles(4096, 4096, 1) == MATMUL_LARGE_TILES
@@ -104,25 +114,44 @@ def test_a_product_split_by_waves_matches_pytorch(monkeypatch):
     assert matmul.grid[2] == chunks and matmul.knobs["BN"] == MATMUL_LARGE_TILES[1]
 
 
+def test_a_narrow_product_in_chunks_over_an_aligned_copy_matches_pytorch(monkeypatch):
+    """Slots of 10 and 5 make a 640 x 2048 x 50 product (level1/005's shape, small) take
+    2 K chunks on the plain tiles (5 tiles: one round alone on its SMs; 10 tiles: two
+    rounds of half the depth), over B copied 52 wide; through the real kernels."""
+    monkeypatch.setenv("KERNELWRIGHT_WAVES", "10,5")
+    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+    monkeypatch.setattr(templates, "MATMUL_TALL_MIN_WORKGROUPS_PLAIN", 1)
+    with templates.waves(Waves(10, 5)):
+        assert product_plan((640, 2048), (2048, 50)) == WavePlan(chunks=2, align=True)
+    a, b = torch.randn(640, 2048), torch.randn(2048, 50)
+    compiled = check(Fn(torch.matmul), a, b, atol=1e-3)
+    kernels = [(k.name, k.grid, k.knobs.get("BM"), k.knobs.get("BN"))
+               for k in compiled.plan.kernels]
+    assert [k[1:] for k in kernels if "matmul" in k[0]] == [((1, 5, 2), 128, 64)], kernels
+    assert [k[0] for k in kernels if "pad" in k[0]] == ["pad+materialize"], kernels  # B's
+    assert any("reduce" in k[0] for k in kernels), kernels
+
+
 def test_a_tail_of_rows_over_aligned_copies_matches_pytorch(monkeypatch):
-    """Slots of 26 and 13 make a 644 x 1028 x 515 product (plus a bias and a ReLU) take
-    both: B copied into a 1028 x 516 buffer, the last 128 rows a product of their
-    own on the plain tiles, the cat of both (with the epilogue) sliced back; through
-    the real kernels. (Split-K's small grids rule and the plain tiles' least grid set
-    aside, as for the H200's 3001 x 4093 x 2999.)"""
+    """Slots of 26 and 13 make a 644 x 2051 x 515 product (plus a bias and a ReLU) take
+    both: A and B copied into 644 x 2052 and 2052 x 516 buffers (K not a multiple of 4:
+    both operands would load scalars), the last 128 rows a product of their own on
+    the plain tiles, the cat of both (with the epilogue) sliced back; through the real
+    kernels. (Split-K's small grids rule and the plain tiles' least grid set aside, as
+    for the H200's 3001 x 4093 x 2999.)"""
     monkeypatch.setenv("KERNELWRIGHT_WAVES", "26,13")
     monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
     monkeypatch.setattr(templates, "MATMUL_TALL_MIN_WORKGROUPS_PLAIN", 1)
     with templates.waves(Waves(26, 13)):
-        assert product_plan((644, 1028), (1028, 515)) == WavePlan(tail=128, align=True)
-    a, b, c = torch.randn(644, 1028), torch.randn(1028, 515), torch.randn(515)
+        assert product_plan((644, 2051), (2051, 515)) == WavePlan(tail=128, align=True)
+    a, b, c = torch.randn(644, 2051), torch.randn(2051, 515), torch.randn(515)
     compiled = check(Fn(lambda a, b, c: torch.relu(a @ b + c)), a, b, c, atol=1e-3)
     kernels = [(k.name, k.grid, k.knobs.get("BM"), k.knobs.get("BN"))
                for k in compiled.plan.kernels]
     # the top 516 rows on 5 x 5 wide tiles, the last 128 on 9 plain ones
     assert [k[1:] for k in kernels if "matmul" in k[0]] == [
         ((5, 5, 1), 128, 128), ((9, 1, 1), 128, 64)], kernels
-    assert [k[0] for k in kernels if "pad" in k[0]] == ["pad+materialize"], kernels  # B's
+    assert [k[0] for k in kernels if "pad" in k[0]] == ["pad+materialize"] * 2, kernels
     assert any("cat" in k[0] and "relu" in k[0] for k in kernels), kernels
 
 

@@ -1209,7 +1209,19 @@ MATMUL_ROWS192_TILES = (192, 128, 12, 8)
 # 132 plain ones. Where they are known, a large product takes the tiles, the K chunks
 # (split-K), a tail of rows and aligned copies of least modelled time (ops/linalg.
 # wave_plan, through matmul_wave_cost):
-#     ceil(T / S) * S * (tile area / rate) * depth * (1 + MATMUL_SPLIT_COST * (c + 1) / K)
+#     waves(T) * S * (tile area / rate) * depth * (1 + MATMUL_SPLIT_COST * (c + 1) / K)
+# with waves(T) = ceil(T / S) for the wide tiles. The plain tiles' steps of 132 are each
+# SM's next workgroup, two of which share an SM (122 registers each): their rounds come
+# in pairs, and an odd last round runs alone on its SMs, at MATMUL_PLAIN_LONE rounds'
+# time (waves(T) = n + MATMUL_PLAIN_LONE - 1 for an odd n = ceil(T / S)). Measured on
+# the H200: the K 4096 probe (wave_probe_k4096_h200_2026-12-02e.json) adds 0.169, 0.236,
+# 0.187, 0.224, 0.194 ms per round of 132 (the odd rounds 1.12-1.2x the even ones); four
+# narrow products whose 384 tiles are 2.9 rounds (split_narrow_shapes_h200_2026-12-04b.json,
+# split_narrow_h200_2026-12-04b.json) ran their matmul 5.5-9% faster in 2 K chunks (6
+# rounds of half the depth): 49152 x 4096 x 52 0.713 -> 0.652 ms, 24576 x 8192 x 100
+# 1.369 -> 1.285, 49152 x 8192 x 50 (B aligned) 1.404 -> 1.281, while 512 tiles (4 rounds)
+# did not (0.875 -> 0.876). With 1.2 every plain-tile matmul time measured in those files
+# and split_waves_h200_2026-12-02e.json is within 4% of the model's (2.5-9% off with 1.0).
 # for c chunks of depth K / c (whole staged tiles, at least MATMUL_WIDE_MIN_K deep), the
 # wide tiles' rate MATMUL_WIDE_RATE times the plain ones' (GEMM 4096^3, full waves: 3.361
 # against 3.039 ms) and the chunks' partial sums costing about MATMUL_SPLIT_COST / K per
@@ -1220,11 +1232,15 @@ MATMUL_ROWS192_TILES = (192, 128, 12, 8)
 # 1.979 + 0.051 wide in 2 chunks; 3004 x 4096 x 3000 (576 wide tiles) 2.133 wide, 1.919
 # plain, 1.896 wide in 4 chunks; 4096^3 (1024 wide tiles: 3.88 waves) unsplit.
 MATMUL_WIDE_RATE = 1.1
+MATMUL_PLAIN_LONE = 1.2
 MATMUL_SPLIT_COST = 32
 MATMUL_WAVE_MAX_CHUNKS = 8
-# The plain tiles loading scalars (K or N not a multiple of 4) run at this rate of the
-# plain tiles' 16-byte loads: 3001 x 4093 x 2999 2.076-2.085 ms against 1.915-1.932 for
-# 3004 x 4096 x 3000 (2026-12-02d/e, the same tiles and grid).
+# The plain tiles loading both operands by scalars (K not a multiple of 4) run at this
+# rate of the plain tiles' 16-byte loads: 3001 x 4093 x 2999 2.076-2.085 ms against
+# 1.915-1.932 for 3004 x 4096 x 3000 (2026-12-02d/e, the same tiles and grid). B alone
+# loaded by scalars (N not a multiple of 4) cost nothing measurable in one piece: 49152 x
+# 8192 x 50 1.403 ms against 1.404 with B copied 52 wide (split_narrow_h200_2026-12-04b.json;
+# in 2 K chunks it did, 1.332 against 1.281, which the aligned plan's chunks model).
 MATMUL_SCALAR_RATE = 0.92
 
 
@@ -1269,7 +1285,10 @@ def matmul_wave_cost(tiles: tuple[int, int, int, int], m: int, n: int, nb: int, 
     count = nb * chunks * math.ceil(m / bm) * math.ceil(n / bn)
     per_tile = bm * bn * (k / chunks) / (MATMUL_WIDE_RATE if wide else 1.0)
     split = 1.0 + MATMUL_SPLIT_COST * (chunks + 1) / k if chunks > 1 else 1.0
-    return math.ceil(count / slots) * slots * per_tile * split
+    rounds = math.ceil(count / slots)
+    if not wide and rounds % 2:
+        rounds += MATMUL_PLAIN_LONE - 1
+    return rounds * slots * per_tile * split
 
 
 def large_tiles(m: int, n: int, nb: int, wide: bool) -> tuple[int, int, int, int]:
