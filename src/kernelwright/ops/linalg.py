@@ -274,9 +274,9 @@ def wave_plan(m: int, n: int, k: int, nb: int, facts: Waves) -> tuple[float, Wav
       the last alone on its SMs, and in 2 chunks 5.8;
     * or, for a large product, the last r rows (r < 512, a multiple of the plain tiles'
       rows) a product of their own on the plain tiles, with its own plan (chunks at
-      most), and the rows above one
-      product in whole waves; a cat then copies both (MATMUL_SPLIT_COST per element read
-      and written): 3004 x 4096 x 3000's 576 wide tiles fill 2.2 waves of 264, its top
+      most), and the rows above one product in whole waves; a cat then copies both
+      (MATMUL_SPLIT_COST per element read and written): 3004 x 4096 x 3000's 576 wide
+      tiles fill 2.2 waves of 264, its top
       2748 rows 528 tiles (2 waves) and 256 rows 376 plain workgroups (4 chunks);
     * where M, K or N is not a multiple of 4 (operands loaded a scalar at a time, at
       MATMUL_SCALAR_RATE where K is not, and no wide tiles), the same for the padded
