@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import Fn, check
 
 from kernelwright import tune
@@ -292,7 +293,6 @@ def test_epilogue_takes_a_value_read_twice():
     """A template's result read by several elementwise ops that meet again in one node
     (mish: y * tanh(softplus(y))) is computed in the template's epilogue, not stored and
     read back; when something else reads one of them (a reduction), the value is stored."""
-    import torch.nn.functional as F
 
     lin = torch.nn.Linear(24, 40)
     x = torch.randn(37, 24)
@@ -315,7 +315,6 @@ def test_transcendental_prologues_recomputed_per_tile_are_materialized(monkeypat
     per tile row): the matmul then reads a buffer, its views (a transpose) still
     inlined. Under the threshold, and for cheap prologues (a LayerNorm's arithmetic)
     at any tile count, the prologue stays in the loader."""
-    import torch.nn.functional as F
 
     from kernelwright import schedule
 
@@ -382,6 +381,35 @@ def test_sums_of_a_product_reduce_its_operands():
     assert sum("matmul" in n for n in _templates(kept)) == 1, _templates(kept)
     both = check(Fn(lambda x, w: (x @ w.t(), (x @ w.t()).sum(1))), x, w, atol=1e-4)
     assert any("matmul" in n for n in _templates(both))
+
+
+def test_sums_through_reshapes_and_biases_reduce_the_operands():
+    """The same through reshapes (a linear layer over a 3-d input, a convolution's
+    implicit GEMM) and added terms that expand something smaller (a bias, a scalar):
+    a convolution averaged over all its positions becomes the sums of its input's
+    windows times the weights, plus the bias; a sum over some of the positions, or over
+    rows that are only part of the product's M, keeps the product."""
+    torch.manual_seed(3)
+    x, w, bias = torch.randn(2, 6, 13, 11), torch.randn(36, 6, 3, 3), torch.randn(36)
+    conv = F.conv2d
+    for fn in (lambda x, w, c: torch.sigmoid(conv(x, w, c, padding=1).mean(dim=(2, 3))),
+               lambda x, w, c: conv(x, w[:, :3], c, stride=2, groups=2).sum(
+                   dim=(2, 3), keepdim=True) - 1.5):
+        compiled = check(Fn(fn), x, w, bias, atol=1e-3)
+        assert not any("matmul" in n or "conv" in n for n in _templates(compiled)), \
+            _templates(compiled)
+    x3, w3 = torch.randn(2, 4, 5, 6, 7), torch.randn(17, 4, 2, 3, 3)
+    compiled = check(Fn(lambda x, w: F.conv3d(x, w, padding=(1, 0, 1), dilation=(1, 2, 1))
+                        .mean(dim=(2, 3, 4))), x3, w3, atol=1e-3)
+    assert not any("matmul" in n for n in _templates(compiled)), _templates(compiled)
+    xl, wl, bl = torch.randn(4, 9, 40), torch.randn(24, 40), torch.randn(24)
+    compiled = check(Fn(lambda x, w, c: (0.5 + F.linear(x, w, c)).sum(-1)), xl, wl, bl,
+                     atol=1e-3)
+    assert not any("matmul" in n for n in _templates(compiled)), _templates(compiled)
+    for fn, args in ((lambda x, w, c: conv(x, w, c, padding=1).sum(dim=3), (x, w, bias)),
+                     (lambda x, w, c: F.linear(x, w, c).sum(1), (xl, wl, bl))):
+        kept = check(Fn(fn), *args, atol=1e-3)
+        assert sum("matmul" in n for n in _templates(kept)) == 1, _templates(kept)
 
 
 def test_a_product_with_one_tile_column_computes_its_operand(monkeypatch):

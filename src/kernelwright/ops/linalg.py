@@ -604,47 +604,103 @@ def one_hot_product(b: GraphBuilder, x: Value, y: Value, operand: int, hot: tupl
 
 
 # -- sums of a product ------------------------------------------------------------------
-def summed_product(b: GraphBuilder, x: Value, dims: list[int]) -> Value | None:
-    """The sum of x over `dims` (keepdim False) when x is a product's output, times
-    scalars, and dims are its N dim or its M dim alone: sum_n (A @ B)[m, n] =
-    sum_k A[m, k] * (sum_n B[k, n]), and over m the same with A's column sums. Two
-    memory-bound reductions (A times B's row sums, then over K) replace an M x N x K
-    product whose columns (rows) were only to be added up (a linear layer whose
-    outputs are summed: level2/019). Rounding differs from PyTorch's order (the
-    columns of B are added before the products); None for anything else, which the
-    caller reduces as it is. The product's node stays only if something else reads it."""
+def summed_product(b: GraphBuilder, x: Value, dims: list[int], readers: int = 0) -> Value | None:
+    """The sum of x over `dims` (consecutive, keepdim False) when x is a product's
+    output, through reshapes, scalar factors and terms that expand something smaller (a
+    bias), and `dims` make up its N dim or its M dim: sum_n (A @ B)[m, n] = sum_k A[m, k]
+    * (sum_n B[k, n]), and over m the same with A's column sums; a term adds its own sum
+    (of what it expands, times the copies). Two memory-bound reductions (A times B's
+    row sums, then over K) replace an M x N x K product whose columns (rows) were only
+    to be added up: a linear layer whose outputs are summed (level2/019), a convolution
+    averaged over all its positions (level2/003: B is the input's windows, whose sums
+    over the positions read the input once per tap). Rounding differs from PyTorch's
+    order (the columns of B are added before the products); None for anything else,
+    which the caller reduces as it is, and where something else already reads the
+    product or a value between it and x (`readers`: how many nodes read x: none, or the
+    one above it), which would keep the product anyway."""
     rank = len(x.shape)
-    if rank < 2 or x.dtype != "f32" or len(dims) != 1 or dims[0] not in (rank - 1, rank - 2):
+    if (rank < 2 or x.dtype != "f32" or not dims
+            or list(dims) != list(range(dims[0], dims[-1] + 1)) or x.node is None
+            or sum(v is x for n in b.graph.nodes for v in n.inputs) != readers):
         return None
-    scales, v = [], x
-    while v.node is not None and v.node.op == "ew" and v.node.attrs["fn"] in ("mul", "div"):
-        p, q = v.node.inputs
-        if _unexpanded(q).kind == "scalar":
-            scales.append((v.node.attrs["fn"], _unexpanded(q)))
-            v = p
-        elif v.node.attrs["fn"] == "mul" and _unexpanded(p).kind == "scalar":
-            scales.append(("mul", _unexpanded(p)))
-            v = q
-        else:
+    node, kept = x.node, tuple(n for d, n in enumerate(x.shape) if d not in dims)
+    if node.op == "ew" and node.attrs["fn"] in ("mul", "div", "add", "sub"):
+        fn, (p, q) = node.attrs["fn"], node.inputs
+        if fn == "mul" and _unexpanded(p).kind == "scalar":
+            p, q = q, p
+        if fn == "add" and _small_term(p) and not _small_term(q):
+            p, q = q, p
+        if fn in ("mul", "div") and _unexpanded(q).kind != "scalar":
             return None
-    if v.node is None:
-        return None
-    mm = v.node.inputs[0] if v.node.op == "reshape" else v  # [nb, M, N] seen as v
-    if mm.node is None or mm.node.op != "matmul" or len(mm.node.attrs) or mm.dtype != "f32":
+        if fn in ("add", "sub") and not _small_term(q):
+            return None
+        inner = summed_product(b, p, dims, 1)
+        if inner is None:
+            return None
+        if fn in ("mul", "div"):
+            return binary(b, fn, inner, _unexpanded(q))
+        return binary(b, fn, inner, _term_sum(b, q, dims, x.shape))
+    if node.op == "reshape":  # (row-major: the summed block maps to one of the input's)
+        src = node.inputs[0]
+        ends = _block_in(x.shape, src.shape, dims)
+        if ends is None:
+            return None
+        inner = summed_product(b, src, list(range(*ends)), 1)
+        return None if inner is None else b.reshape(inner, kept)
+    if node.op != "matmul" or len(node.attrs) or rank != 3:
         return None  # (a banded product, k_from / k_to, keeps its lowering)
-    a, w = mm.node.inputs  # [nb, M, K], [nb, K, N]
+    a, w = node.inputs  # [nb, M, K], [nb, K, N]
     nb, m, k = a.shape
     n = w.shape[2]
-    if v.shape[-2:] != (m, n) or a.dtype != "f32" or w.dtype != "f32":
+    if a.dtype != "f32" or w.dtype != "f32":
         return None
-    if dims[0] == rank - 1:  # over N: A's rows times B's row sums, summed over K
+    if list(dims) == [2]:  # over N: A's rows times B's row sums, summed over K
         wsum = b.reshape(b.reduce(w, "sum", [2]), (nb, 1, k))
-        out = b.reduce(binary(b, "mul", a, b.expand(wsum, (nb, m, k))), "sum", [2])
-        out = b.reshape(out, v.shape[:-2] + (m,))
-    else:  # over M: A's column sums times B's rows, summed over K
+        return b.reduce(binary(b, "mul", a, b.expand(wsum, (nb, m, k))), "sum", [2])
+    if list(dims) == [1]:  # over M: A's column sums times B's rows, summed over K
         asum = b.reshape(b.reduce(a, "sum", [1]), (nb, k, 1))
-        out = b.reduce(binary(b, "mul", b.expand(asum, (nb, k, n)), w), "sum", [1])
-        out = b.reshape(out, v.shape[:-2] + (n,))
-    for fn, s in reversed(scales):  # the scalars in the order x applied them
-        out = binary(b, fn, out, s)
-    return out
+        return b.reduce(binary(b, "mul", b.expand(asum, (nb, k, n)), w), "sum", [1])
+    return None
+
+
+def _block_in(shape: tuple, src: tuple, dims: list[int]) -> tuple[int, int] | None:
+    """The dims [j0, j1) of `src` that a reshape of src to `shape` turns into the block
+    `dims` of shape (the same elements before, within and after it), or None."""
+    def prefixes(s):
+        out = [1]
+        for n in s:
+            out.append(out[-1] * n)
+        return out
+
+    mine, theirs = prefixes(shape), prefixes(src)
+    lo, hi = mine[dims[0]], mine[dims[-1] + 1]
+    starts = [j for j, p in enumerate(theirs) if p == lo]
+    stops = [j for j, p in enumerate(theirs) if p == hi]
+    if not starts or not stops or hi == lo:
+        return None
+    j0, j1 = starts[-1], stops[0]  # (size-1 dims at the edges left outside the block)
+    return (j0, j1) if j0 < j1 else None
+
+
+def _term_sum(b: GraphBuilder, t: Value, dims: list[int], shape: tuple) -> Value:
+    """The sum over `dims` of t (a _small_term of `shape`) as a value of the other dims:
+    the sum of what it expands, times the copies the expand made."""
+    u = _unexpanded(t)
+    kept = tuple(n for d, n in enumerate(shape) if d not in dims)
+    count = math.prod(shape[d] for d in dims)
+    if u.kind == "scalar":
+        return binary(b, "mul", u, float(count))
+    u = b.reshape(u, (1,) * (len(shape) - len(u.shape)) + u.shape)  # (broadcast's 1s)
+    full = [d for d in dims if u.shape[d] != 1]
+    if full:
+        u = b.reduce(u, "sum", full, keepdim=True)
+    u = b.expand(b.reshape(u, tuple(n for d, n in enumerate(u.shape) if d not in dims)), kept)
+    return binary(b, "mul", u, float(count // math.prod(shape[d] for d in full)))
+
+
+def _small_term(t: Value) -> bool:
+    """Whether t (an operand of an elementwise op of x's shape) is a scalar or an f32
+    expand of something smaller (a bias): summed_product sums it on its own."""
+    u = _unexpanded(t)
+    return u.kind == "scalar" or (u is not t and u.dtype == "f32"
+                                  and len(u.shape) <= len(t.shape))
