@@ -98,6 +98,39 @@ def test_unbatched_input(nd):
                         ADAPTIVE_AVG[nd](x, 3), ADAPTIVE_MAX[nd](x, 2))), x)
 
 
+def test_an_average_of_a_convolution_is_one_convolution():
+    """avg_pool(conv(x, w) + bias) with a stride-1 convolution and an unpadded pool is
+    one convolution by the averaged shifted weights at the pool's stride (ops/conv.
+    pooled_convolution): no pool kernel, the same values, in 2 and 3 dims, with groups,
+    a divisor_override and an exact ceil_mode; a ReLU between them, a padded pool, a
+    1 x 1 convolution (no fewer multiplications) or a strided one keep the pool."""
+    def names(compiled):
+        return [k.name for k in compiled.plan.kernels]
+
+    torch.manual_seed(5)
+    x, w, b = torch.randn(2, 6, 14, 12), torch.randn(20, 6, 3, 3), torch.randn(20)
+    x3, w3 = torch.randn(2, 4, 6, 7, 8), torch.randn(17, 4, 3, 3, 3)
+    cases = [
+        (lambda x, w, b: torch.sigmoid(F.avg_pool2d(F.conv2d(x, w, b, padding=1), 2)),
+         (x, w, b)),
+        (lambda x, w: F.avg_pool2d(F.conv2d(x, w, padding=(0, 1)), (3, 2), stride=(2, 3)),
+         (x, w)),
+        (lambda x, w: F.avg_pool2d(F.conv2d(x, w[:4, :3], groups=2), 2, ceil_mode=True,
+                                   divisor_override=3), (x, w)),
+        (lambda x, w: F.avg_pool3d(F.conv3d(x, w, padding=1), 2), (x3, w3)),
+    ]
+    for fn, args in cases:
+        compiled = check(Fn(fn), *args, atol=1e-4)
+        assert not any("pool" in n for n in names(compiled)), names(compiled)
+        assert sum("matmul" in n or "conv" in n for n in names(compiled)) == 1, names(compiled)
+    kept = [lambda x, w: F.avg_pool2d(torch.relu(F.conv2d(x, w)), 2),
+            lambda x, w: F.avg_pool2d(F.conv2d(x, w), 2, padding=1),
+            lambda x, w: F.avg_pool2d(F.conv2d(x, w[:, :, :1, :1]), 2),
+            lambda x, w: F.avg_pool2d(F.conv2d(x, w, stride=2), 2)]
+    for fn in kept:
+        assert any("pool" in n for n in names(check(Fn(fn), x, w, atol=1e-4)))
+
+
 def test_pool_fuses_prologue_and_epilogue():
     compiled = check(Fn(lambda x: torch.sigmoid(F.max_pool2d(torch.relu(x * 3.0), 3, 2) + 1.0)),
                      torch.randn(*SIZE[2]))

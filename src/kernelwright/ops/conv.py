@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 
 from ..ir import CompileError, GraphBuilder, Value
 from ..templates import MAX_GRID
 from . import register
 from .elementwise import binary
-from .linalg import product
+from .linalg import _unexpanded, product
 
 # When the implicit GEMM replaces the direct kernel. The matmul template spends a
 # tile's work on every (output channel, output position) pair of a group, the smallest
@@ -212,9 +213,61 @@ def convolution(b: GraphBuilder, x: Value, w: Value, bias, stride, padding, dila
         if not transposed or math.prod(stride) == 1:  # else the GEMM is one per phase
             mark_lowering(out, "conv", "direct", {
                 "implicit_gemm": lambda gb: gemm(gb, lambda g, p, q: g.matmul(p, q))})
+    if not transposed:
+        _LOWERED[out] = (x, w, stride, padding, dilation, groups)
     if bias is not None:
         out = binary(b, "add", out, b.reshape(bias, (1, -1) + (1,) * nd))
     return out
+
+
+# The convolutions lowered above (not transposed), by the value they compute before the
+# bias: (x, w, stride, padding, dilation, groups), for pooled_convolution.
+_LOWERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# A pooled convolution takes at most this many pool taps (the combined kernel is a sum
+# of this many shifted copies of the weights).
+POOLED_MAX_TAPS = 16
+
+
+def pooled_convolution(b: GraphBuilder, v: Value, kernel: list[int], stride: list[int],
+                       padding: list[int], ceil_mode: bool, divisor) -> Value | None:
+    """avg_pool(conv(x, w) + bias) as one convolution, or None: a stride-1, undilated
+    convolution averaged over windows of `kernel` taps every `stride` (no padding) is
+    the convolution by the average of the weights shifted by each tap, a kernel of K + k
+    - 1 taps, at the pool's stride (the bias passes through an average). Taken where it
+    multiplies less, prod(K + k - 1) < prod(stride * K) (a 3 x 3 convolution under a 2 x
+    2 pool: 16 taps at a quarter of the positions against 9 at all of them), the pool
+    takes at most POOLED_MAX_TAPS taps, and nothing reads the convolution's output
+    yet (suite level2/018, nn.Conv2d then nn.AvgPool2d(2)); a reader made later (the
+    output returned too) computes it on its own, besides the pooled one."""
+    c, bias = v, None
+    if v.node is not None and v.node.op == "ew" and v.node.attrs["fn"] == "add":
+        c, t = v.node.inputs
+        bias = _unexpanded(t)
+        if (bias.kind == "scalar" or len(bias.shape) != len(v.shape)
+                or any(n != 1 for n in bias.shape[2:]) or bias.dtype != "f32"):
+            return None
+    call = _LOWERED.get(c)
+    readers = [n for n in b.graph.nodes for u in n.inputs if u is c or u is v]
+    if call is None or len(readers) != (1 if bias is not None else 0):
+        return None
+    x, w, cstride, cpad, cdil, groups = call
+    taps = list(w.shape[2:])
+    if set(cstride) != {1} or set(cdil) != {1} or any(padding):
+        return None
+    if math.prod(kernel) > POOLED_MAX_TAPS or math.prod(
+            t + k - 1 for t, k in zip(taps, kernel)) >= math.prod(stride) * math.prod(taps):
+        return None
+    if ceil_mode and any((o - k) % s for o, k, s in zip(c.shape[2:], kernel, stride)):
+        return None  # (a last window past the end: PyTorch's ceil_mode rules)
+    combined = None
+    for shift in itertools.product(*(range(k) for k in kernel)):
+        part = b.pad(w, [(0, 0), (0, 0)] + [(o, k - 1 - o) for o, k in zip(shift, kernel)])
+        combined = part if combined is None else binary(b, "add", combined, part)
+    # stored once (a small kernel), not computed in the product's loader for every tile
+    combined = b.materialize(binary(b, "mul", combined, 1.0 / (divisor or math.prod(kernel))))
+    out = convolution(b, x, combined, None, stride, cpad, cdil, False, [0] * len(taps),
+                      groups)
+    return out if bias is None else binary(b, "add", out, bias)
 
 
 @register("aten.im2col.default")

@@ -36,7 +36,7 @@ import math
 
 from ..ir import CompileError, GraphBuilder, Value
 from . import register
-from .conv import per_dim
+from .conv import per_dim, pooled_convolution
 from .elementwise import as_dtype
 from .movement import scatter_rows
 
@@ -74,6 +74,9 @@ def max_pool2d(b, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=
 def _avg_pool(b, nd, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
               divisor_override):
     k, s, p, d = _args(nd, kernel_size, stride, padding)
+    pooled = pooled_convolution(b, x, k, s, p, ceil_mode, divisor_override)
+    if pooled is not None:  # a convolution's average: one convolution
+        return pooled
     return b.pool(x, "avg", k, s, p, d, ceil_mode, count_include_pad, divisor_override)
 
 

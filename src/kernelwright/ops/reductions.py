@@ -104,7 +104,9 @@ def var_mean(b, x, dim=None, correction=None, keepdim=False, unbiased=None):
     dims = _dims(x, dim)
     if correction is None:
         correction = 0 if unbiased is False else 1
-    m = mean(b, x, dims, keepdim=True)
+    # (a plain reduction: x is read again below, so a product computing it stays and
+    # its operands' sums, summed_product, would only add work)
+    m = binary(b, "mul", b.reduce(as_dtype(b, x, "f32"), "sum", dims, True), 1.0 / _count(x, dims))
     d = binary(b, "sub", x, m)
     ss = b.reduce(binary(b, "mul", d, d), "sum", dims, keepdim)
     v = binary(b, "div", ss, max(0, _count(x, dims) - correction))
