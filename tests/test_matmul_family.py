@@ -410,6 +410,14 @@ def test_sums_through_reshapes_and_biases_reduce_the_operands():
                      (lambda x, w, c: F.linear(x, w, c).sum(1), (xl, wl, bl))):
         kept = check(Fn(fn), *args, atol=1e-3)
         assert sum("matmul" in n for n in _templates(kept)) == 1, _templates(kept)
+    # read again after the sum (an instance norm written out, the product returned too):
+    # the finished graph keeps the product, and the sum reduces it as it is
+    # (reductions.settle_sums): one reduction, not the operands' two
+    for fn in (lambda x, w, c: (lambda y: y - y.mean((2, 3), keepdim=True))(
+                   conv(x, w, c, padding=1)),
+               lambda x, w, c: (lambda y: (y.mean((2, 3)), y))(conv(x, w, c, padding=1))):
+        names = _templates(check(Fn(fn), x, w, bias, atol=1e-3))
+        assert sum("matmul" in n for n in names) == 1 and len(names) == 2, names
 
 
 def test_a_product_with_one_tile_column_computes_its_operand(monkeypatch):

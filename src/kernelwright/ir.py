@@ -150,6 +150,9 @@ class GraphBuilder:
         self.graph = Graph()
         self.source = ""  # set by capture to the user's line of the op being lowered
         self._count = 0
+        # sums of products lowered from their operands, for the finished graph to
+        # settle (ops/reductions.settle_sums)
+        self.sums_of_products: list[tuple] = []
 
     def _name(self) -> str:
         self._count += 1

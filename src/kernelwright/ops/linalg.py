@@ -604,7 +604,8 @@ def one_hot_product(b: GraphBuilder, x: Value, y: Value, operand: int, hot: tupl
 
 
 # -- sums of a product ------------------------------------------------------------------
-def summed_product(b: GraphBuilder, x: Value, dims: list[int], readers: int = 0) -> Value | None:
+def summed_product(b: GraphBuilder, x: Value, dims: list[int],
+                   chain: list[Value] | None = None) -> Value | None:
     """The sum of x over `dims` (consecutive, keepdim False) when x is a product's
     output, through reshapes, scalar factors and terms that expand something smaller (a
     bias), and `dims` make up its N dim or its M dim: sum_n (A @ B)[m, n] = sum_k A[m, k]
@@ -615,14 +616,15 @@ def summed_product(b: GraphBuilder, x: Value, dims: list[int], readers: int = 0)
     averaged over all its positions (level2/003: B is the input's windows, whose sums
     over the positions read the input once per tap). Rounding differs from PyTorch's
     order (the columns of B are added before the products); None for anything else,
-    which the caller reduces as it is, and where something else already reads the
-    product or a value between it and x (`readers`: how many nodes read x: none, or the
-    one above it), which would keep the product anyway."""
+    which the caller reduces as it is. `chain` collects x, the product's output and the
+    values between them: where the finished graph reads one of them elsewhere, the
+    product stays, and ops/reductions.settle_sums puts the plain reduction back."""
     rank = len(x.shape)
     if (rank < 2 or x.dtype != "f32" or not dims
-            or list(dims) != list(range(dims[0], dims[-1] + 1)) or x.node is None
-            or sum(v is x for n in b.graph.nodes for v in n.inputs) != readers):
+            or list(dims) != list(range(dims[0], dims[-1] + 1)) or x.node is None):
         return None
+    if chain is not None:
+        chain.append(x)
     node, kept = x.node, tuple(n for d, n in enumerate(x.shape) if d not in dims)
     if node.op == "ew" and node.attrs["fn"] in ("mul", "div", "add", "sub"):
         fn, (p, q) = node.attrs["fn"], node.inputs
@@ -634,7 +636,7 @@ def summed_product(b: GraphBuilder, x: Value, dims: list[int], readers: int = 0)
             return None
         if fn in ("add", "sub") and not _small_term(q):
             return None
-        inner = summed_product(b, p, dims, 1)
+        inner = summed_product(b, p, dims, chain)
         if inner is None:
             return None
         if fn in ("mul", "div"):
@@ -645,7 +647,7 @@ def summed_product(b: GraphBuilder, x: Value, dims: list[int], readers: int = 0)
         ends = _block_in(x.shape, src.shape, dims)
         if ends is None:
             return None
-        inner = summed_product(b, src, list(range(*ends)), 1)
+        inner = summed_product(b, src, list(range(*ends)), chain)
         return None if inner is None else b.reshape(inner, kept)
     if node.op != "matmul" or len(node.attrs) or rank != 3:
         return None  # (a banded product, k_from / k_to, keeps its lowering)
