@@ -350,9 +350,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     return rewrite
 
 
+STORE_LINE = re.compile(r"    \{ let m = ([^;]+); let n = ([^;]+) \+ (\d); let gi = ([^;]+); "
+                        r"let acc = (acc_\d+_\d+); out\[gi\] = epilogue\(acc, gi\); \}")
+
+
+def store_vec4(src: str, plan, module) -> tuple[str, dict]:
+    """The store block's four consecutive columns of an invocation written as one vec4
+    (the output bound as array<vec4<f32>>; tiles with no bounds tests only)."""
+    decl = re.search(r"var<storage, read_write> out: array<f32>;", src)
+    lines = STORE_LINE.findall(src)
+    if decl is None or not lines or len(lines) % 4:
+        raise RuntimeError("no store block of unguarded scalar stores")
+    out = []
+    for q in range(0, len(lines), 4):
+        group = lines[q:q + 4]
+        m, base, _, gi, _ = group[0]
+        if [int(g[2]) for g in group] != [0, 1, 2, 3] or any(g[1] != base for g in group):
+            raise RuntimeError("the store block's columns are not in fours")
+        vals = ", ".join(f"epilogue({g[4]}, gi + {e})" for e, g in enumerate(group))
+        out.append(f"    {{ let m = {m}; let n = {base} + 0; let gi = {gi}; "
+                   f"out[gi / 4] = vec4<f32>({vals}); }}")
+    first = STORE_LINE.search(src)
+    body = STORE_LINE.sub("", src)
+    body = body[:first.start()] + "\n".join(out) + body[first.start():]
+    body = body.replace(decl.group(0), "var<storage, read_write> out: array<vec4<f32>>;")
+    return body, {}
+
+
 WINDOW_VARIANTS = {"plain_b": plain_b, "no_select": no_select, "tap_major": tap_major,
                    "shared_decode": shared_decode, "tap_major_shared": tap_major_shared}
-GEMM_VARIANTS = {"warp8x4": warp_layout(8), "warp4x8": warp_layout(4),
+GEMM_VARIANTS = {"store_vec4": store_vec4, "warp8x4": warp_layout(8), "warp4x8": warp_layout(4),
                  "store_half": store_at(0.5), "store_quarter": store_at(0.25),
                  "store_ahead": store_ahead, "fetch_branch": fetch_branch,
                  "ahead_branch": ahead_branch}
