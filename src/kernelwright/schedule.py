@@ -39,6 +39,7 @@ from .templates import (
     generate,
     matmul_loads_once,
     matmul_tiles,
+    matmul_wide,
     plain_strides,
     reads_window,
     row_kernel_fits,
@@ -194,34 +195,48 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
     tiles with a prologue, templates.matmul_tiles; tuned knobs or the cooperative
     template may tile otherwise); the direct convolution loads x and w
     (C / G) * vol(K) times per output ((C / G) * vol(K) / prod(stride) transposed).
-    A prologue of views, casts or a LayerNorm's arithmetic costs less than a kernel
-    that writes it and a load that reads it back (measured on the H200), but one of
-    exp, tanh, ... can cost more than the product: an LSTM step's h = o * tanh(c) in the
+    For the plain tiles a prologue of views, casts or a LayerNorm's arithmetic costs
+    less than a kernel that writes it and a load that reads it back (measured on the
+    H200 before the wide tiles), but one of exp, tanh, ... can cost more than the
+    product: an LSTM step's h = o * tanh(c) in the
     next step's matmul (level3/015 at full size: each element computed once per tile
     column, 32 times) took 320 us on the H200; materialized (2026-12-02,
     bench/results/profile_h200_2026-12-02.json and profile_rnn_h200_2026-12-02_call4.json),
     11 us for the elementwise kernel and 265 us for the plain product: the problem
     3.57 -> 2.92 ms.
 
+    A prologue also costs a large product its tiles: with stored operands it takes the
+    wide tiles (8 x 16 per invocation, two staged buffers), with a prologue 128 x 128
+    tiles of 8 x 8 and one staged buffer (matmul_knobs). Measured on the H200
+    (2026-12-04c, bench/results/profile_prologue_h200_2026-12-04c.json), a LayerNorm in
+    the loader of the product after it, against the LayerNorm written by its row kernel
+    (stats and normalization in one pass) and the product on the wide tiles: ViT
+    (level3/013) 4.554 -> 3.769 ms, the minGPT block 4.619 -> 4.128 and its MLP 3.741 ->
+    3.317, the MLP-Mixer 4.192 -> 3.903, the transformer encoder block 4.269 -> 4.060,
+    the Swin pair 4.136 -> 4.140.
+
     The rule, per operand: follow it down through movement ops (its views, a
     convolution's windows: they stay inlined) to the first elementwise values that are
-    not in a buffer; such a value v is materialized when its inline expression down to
-    buffers computes at least one TRANSCENDENTAL op (counted as `_inline_ops` counts
-    ops) and the loader's loads of the operand, divided by v's element count, are at
-    least PROLOGUE_RECOMPUTE_MIN (v's elements each computed that many times: a plain
-    operand's tile count, more through a broadcast or a window's overlapping taps, less
-    through a slice of a larger value). The threshold of 4 is not measured: 015 is the
-    only suite problem with such a prologue. A cat of more than PROLOGUE_CAT_PIECES
-    pieces met on the way down is materialized on the same count: inlined, each load
-    branches over the pieces (an if / else chain, codegen.Emitter._cat) and loads
-    scalars (the recurrent networks' output sequences, cats of their steps, read by
-    the next layer's input product; measured in docs/PERF.md)."""
+    not in a buffer; such a value v is materialized when the loader's loads of the
+    operand, divided by v's element count, are at least PROLOGUE_RECOMPUTE_MIN (v's
+    elements each computed that many times: a plain operand's tile count, more through
+    a broadcast or a window's overlapping taps, less through a slice of a larger value)
+    and either the product takes the wide tiles with stored operands
+    (_wide_without_prologue) or v's inline expression down to buffers computes at
+    least one TRANSCENDENTAL op (counted as `_inline_ops` counts ops). The threshold of
+    4 is not measured: 015 was the only suite problem with a transcendental prologue.
+    A cat of more than PROLOGUE_CAT_PIECES pieces met on the way down is materialized
+    on the same count: inlined, each load branches over the pieces (an if / else
+    chain, codegen.Emitter._cat) and loads scalars (the recurrent networks' output
+    sequences, cats of their steps, read by the next layer's input product; measured in
+    docs/PERF.md)."""
     roots = {g.root for g in groups}
     heavy: set[Value] = set()
     for g in groups:
         t = g.template
         if t is None or t.op not in ("matmul", "conv"):
             continue
+        wide = t.op == "matmul" and _wide_without_prologue(t)
         for x, loads in zip(t.inputs, _operand_loads(t)):
             stack, seen = [x], set()
             while stack:
@@ -235,9 +250,20 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
                 elif v.node.op in MOVEMENT_OPS:
                     stack.extend(v.node.inputs)
                 elif (v.node.op == "ew" and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel
-                      and _inline_ops(v, roots, set(), _transcendental) >= 1):
+                      and (wide or _inline_ops(v, roots, set(), _transcendental) >= 1)):
                     heavy.add(v)
     return heavy
+
+
+def _wide_without_prologue(t: Node) -> bool:
+    """Whether matmul node `t` takes the wide tiles when its operands are stored
+    (templates.matmul_tiles: at least 512 a side, matmul_wide, no windows), which any
+    prologue would cost it (with one, 128 x 128 tiles of 8 x 8 and one staged buffer)."""
+    a, b = t.inputs
+    nb, m, k = a.shape
+    n = b.shape[2]
+    return (m >= 512 and n >= 512 and matmul_wide(m, n, k)
+            and not (reads_window(a) or reads_window(b)))
 
 
 def _operand_loads(t: Node) -> list[float]:
