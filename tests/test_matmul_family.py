@@ -443,25 +443,28 @@ def test_a_product_with_one_tile_column_computes_its_operand(monkeypatch):
 
 
 def test_a_large_products_prologue_is_written_once(monkeypatch):
-    """A LayerNorm read by a product that takes the wide tiles with stored operands (512
-    a side and more) is written by its own row kernel, and the product loads it plain
-    on the wide tiles (schedule.heavy_prologues); a smaller product computes it in its
-    loader. (Split-K's small grids rule set aside: one product, K whole.)"""
+    """A LayerNorm read by a large product (512 a side and more) is written by its own
+    row kernel, and the product loads it plain on the tiles of stored operands (the
+    wide ones, or the plain 128 x 64 where K is under 512; schedule.heavy_prologues); a
+    smaller product computes it in its loader. (Split-K's small grids rule set aside:
+    one product, K whole.)"""
     from kernelwright.ops import linalg
-    from kernelwright.templates import MATMUL_LARGE_TILES
+    from kernelwright.templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES
 
     monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
     torch.manual_seed(7)
-    for rows, stored in ((512, True), (256, False)):
-        norm, lin = torch.nn.LayerNorm(512), torch.nn.Linear(512, 512)
+    for rows, features, out, tiles in ((512, 512, 512, MATMUL_LARGE_TILES),
+                                       (512, 192, 768, MATMUL_PLAIN_TILES),
+                                       (256, 512, 512, None)):
+        model = torch.nn.Sequential(torch.nn.LayerNorm(features), torch.nn.Linear(features, out))
         with torch.no_grad():
-            norm.weight.uniform_(0.5, 1.5)
-            norm.bias.uniform_(-0.5, 0.5)
-        compiled = check(Fn(lambda x: lin(norm(x))), torch.randn(rows, 512), atol=1e-3)
+            model[0].weight.uniform_(0.5, 1.5)
+            model[0].bias.uniform_(-0.5, 0.5)
+        compiled = check(model, torch.randn(rows, features), atol=1e-3)
         (mm,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
-        assert mm.name.startswith("matmul") == stored, _templates(compiled)
-        wide = (mm.knobs["BM"], mm.knobs["BN"], mm.knobs["TM"], mm.knobs["TN"])
-        assert (wide == MATMUL_LARGE_TILES) == stored, (wide, _templates(compiled))
+        assert mm.name.startswith("matmul") == (tiles is not None), _templates(compiled)
+        got = (mm.knobs["BM"], mm.knobs["BN"], mm.knobs["TM"], mm.knobs["TN"])
+        assert tiles is None or got == tiles, (got, _templates(compiled))
 
 
 def test_a_prologue_loaded_once_over_a_long_k_takes_the_plain_tiles(monkeypatch):

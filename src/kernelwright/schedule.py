@@ -39,7 +39,6 @@ from .templates import (
     generate,
     matmul_loads_once,
     matmul_tiles,
-    matmul_wide,
     plain_strides,
     reads_window,
     row_kernel_fits,
@@ -206,8 +205,9 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
     3.57 -> 2.92 ms.
 
     A prologue also costs a large product its tiles: with stored operands it takes the
-    wide tiles (8 x 16 per invocation, two staged buffers), with a prologue 128 x 128
-    tiles of 8 x 8 and one staged buffer (matmul_knobs). Measured on the H200
+    wide tiles (8 x 16 per invocation) or the plain ones (128 x 64, where K is under
+    512), two staged buffers, with a prologue 128 x 128 tiles of 8 x 8 and one staged
+    buffer (matmul_knobs). Measured on the H200
     (2026-12-04c, bench/results/profile_prologue_h200_2026-12-04c.json), a LayerNorm in
     the loader of the product after it, against the LayerNorm written by its row kernel
     (stats and normalization in one pass) and the product on the wide tiles: ViT
@@ -221,10 +221,10 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
     operand, divided by v's element count, are at least PROLOGUE_RECOMPUTE_MIN (v's
     elements each computed that many times: a plain operand's tile count, more through
     a broadcast or a window's overlapping taps, less through a slice of a larger value)
-    and either the product takes the wide tiles with stored operands
-    (_wide_without_prologue) or v's inline expression down to buffers computes at
-    least one TRANSCENDENTAL op (counted as `_inline_ops` counts ops). The threshold of
-    4 is not measured: 015 was the only suite problem with a transcendental prologue.
+    and either the product is a large one (_large_product) or v's inline expression
+    down to buffers computes at least one TRANSCENDENTAL op (counted as `_inline_ops`
+    counts ops). The threshold of 4 is not measured: 015 was the only suite problem
+    with a transcendental prologue.
     A cat of more than PROLOGUE_CAT_PIECES pieces met on the way down is materialized
     on the same count: inlined, each load branches over the pieces (an if / else
     chain, codegen.Emitter._cat) and loads scalars (the recurrent networks' output
@@ -236,7 +236,7 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
         t = g.template
         if t is None or t.op not in ("matmul", "conv"):
             continue
-        wide = t.op == "matmul" and _wide_without_prologue(t)
+        large = t.op == "matmul" and _large_product(t)
         for x, loads in zip(t.inputs, _operand_loads(t)):
             stack, seen = [x], set()
             while stack:
@@ -250,19 +250,16 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
                 elif v.node.op in MOVEMENT_OPS:
                     stack.extend(v.node.inputs)
                 elif (v.node.op == "ew" and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel
-                      and (wide or _inline_ops(v, roots, set(), _transcendental) >= 1)):
+                      and (large or _inline_ops(v, roots, set(), _transcendental) >= 1)):
                     heavy.add(v)
     return heavy
 
 
-def _wide_without_prologue(t: Node) -> bool:
-    """Whether matmul node `t` takes the wide tiles when its operands are stored
-    (templates.matmul_tiles: at least 512 a side, matmul_wide, no windows), which any
-    prologue would cost it (with one, 128 x 128 tiles of 8 x 8 and one staged buffer)."""
+def _large_product(t: Node) -> bool:
+    """Whether matmul node `t` is a large product (at least 512 a side, no convolution
+    windows: templates.matmul_tiles), whose tiles a prologue changes (heavy_prologues)."""
     a, b = t.inputs
-    nb, m, k = a.shape
-    n = b.shape[2]
-    return (m >= 512 and n >= 512 and matmul_wide(m, n, k)
+    return (a.shape[1] >= 512 and b.shape[2] >= 512
             and not (reads_window(a) or reads_window(b)))
 
 
