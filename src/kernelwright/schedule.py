@@ -221,10 +221,9 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
     operand, divided by v's element count, are at least PROLOGUE_RECOMPUTE_MIN (v's
     elements each computed that many times: a plain operand's tile count, more through
     a broadcast or a window's overlapping taps, less through a slice of a larger value)
-    and either the product is a large one (_large_product) and v is its operand through
-    reshapes alone (stored, it is then a plain operand of the product; through other
-    views, a Swin block's windows, the product still loads it through them: level3/020
-    4.161 -> 4.304 ms in suite call 56, not kept) or v's inline expression
+    and either the product is a large one (_large_product; suite call 56: level3/020,
+    the Swin pair, 4.161 -> 4.304 ms, the one problem of nine that lost) or v's inline
+    expression
     down to buffers computes at least one TRANSCENDENTAL op (counted as `_inline_ops`
     counts ops). The threshold of 4 is not measured: 015 was the only suite problem
     with a transcendental prologue.
@@ -241,9 +240,9 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
             continue
         large = t.op == "matmul" and _large_product(t)
         for x, loads in zip(t.inputs, _operand_loads(t)):
-            stack, seen = [(x, True)], set()  # (value, reached through reshapes alone)
+            stack, seen = [x], set()
             while stack:
-                v, plain = stack.pop()
+                v = stack.pop()
                 if v in seen or v in roots or v.kind != "node":
                     continue
                 seen.add(v)
@@ -251,10 +250,9 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
                         and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel):
                     heavy.add(v)  # each load would branch over its pieces
                 elif v.node.op in MOVEMENT_OPS:
-                    stack.extend((u, plain and v.node.op == "reshape") for u in v.node.inputs)
+                    stack.extend(v.node.inputs)
                 elif (v.node.op == "ew" and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel
-                      and ((large and plain)
-                           or _inline_ops(v, roots, set(), _transcendental) >= 1)):
+                      and (large or _inline_ops(v, roots, set(), _transcendental) >= 1)):
                     heavy.add(v)
     return heavy
 
