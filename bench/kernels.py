@@ -201,6 +201,10 @@ CASES = {
     # rows longer than schedule.ROW_FUSION_MAX (the suite's level1/044 and 046 rows)
     "log_softmax_8192x16384": memory(lambda x: torch.log_softmax(x, -1), (8192, 16384), 1, 1),
     "softmax_4096x32768": memory(lambda x: torch.softmax(x, -1), (4096, 32768), 1, 1),
+    # a norm over rows too long to hold on chip (65536: the suite's level1/049, 082):
+    # its statistics read the input once and its normalization reads it again, so the
+    # bytes counted are two reads and a write (the least any plan moves)
+    "instancenorm_16x128x256x256": memory(F.instance_norm, (16, 128, 256, 256), 2, 1),
     # a reduction over the leading dim with its max (the suite's level1/040)
     "amax_cols_16384x14336": memory(lambda x: torch.amax(x, 0), (16384, 14336), 1, 0),
     "sum_cols_8192x16384": memory(lambda x: x.sum(0), (8192, 16384), 1, 0),
@@ -221,7 +225,7 @@ MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192
                 "softmax_131072x1024", "log_softmax_16384x8192", "layernorm_16384x8192",
                 "rmsnorm_16384x8192", "cumsum_16384x8192", "cumsum_cols_512x512x512",
                 "permute_nchw_to_nhwc_64x256x128x128", "amax_cols_16384x14336",
-                "log_softmax_8192x16384", "softmax_4096x32768",
+                "log_softmax_8192x16384", "softmax_4096x32768", "instancenorm_16x128x256x256",
                 # the pool kernel's outputs per invocation (OPT) and vec4 loads (VEC)
                 "maxpool3x3s2_b32x64x256")
 # Long rows: --variants measures the default plan and the fused row kernel at longer

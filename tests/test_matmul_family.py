@@ -412,7 +412,7 @@ def test_sums_through_reshapes_and_biases_reduce_the_operands():
         assert sum("matmul" in n for n in _templates(kept)) == 1, _templates(kept)
     # read again after the sum (an instance norm written out, the product returned too):
     # the finished graph keeps the product, and the sum reduces it as it is
-    # (reductions.settle_sums): one reduction, not the operands' two
+    # (GraphBuilder.settle): one reduction, not the operands' two
     for fn in (lambda x, w, c: (lambda y: y - y.mean((2, 3), keepdim=True))(
                    conv(x, w, c, padding=1)),
                lambda x, w, c: (lambda y: (y.mean((2, 3)), y))(conv(x, w, c, padding=1))):

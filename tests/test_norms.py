@@ -110,6 +110,23 @@ def test_layer_norm():
     check(_with_stats(nn.LayerNorm([4, 6])), torch.randn(3, 4, 6))
 
 
+def test_long_rows_take_their_statistics_from_one_read():
+    """Rows longer than a row kernel holds on chip (templates.ROW_LIMIT) take their mean
+    and variance from one read of x (GraphBuilder.moments: Welford's update per element,
+    Chan's combine between invocations and between the pieces of a split row), then the
+    normalization reads x again: two kernels read x, not three. Many rows (no split) and
+    few (split), offset data, an unbiased variance alone."""
+    torch.manual_seed(3)
+    cases = [(Fn(lambda x: F.layer_norm(x, x.shape[1:])), torch.randn(512, 2, 16386) * 0.5 + 50, 2),
+             (_with_stats(nn.GroupNorm(2, 8)), torch.randn(2, 8, 100, 90) * 3 - 20, 2),
+             (Fn(lambda x: torch.var_mean(x, dim=(1, 2))), torch.randn(3, 4, 1 << 14) + 5, 1),
+             (Fn(lambda x: x.var(dim=1)), torch.randn(3, 33000) * 4 + 1, 1)]
+    for module, x, reads in cases:
+        plan = check(module, x).plan
+        readers = [k.name for k in plan.kernels if plan.inputs[0].buffer in k.bindings[:-1]]
+        assert len(readers) == reads, plan.summary()
+
+
 @pytest.mark.parametrize("eps", [None, 1e-3])
 def test_rms_norm(eps):
     check(_with_stats(nn.RMSNorm(8, eps=eps)), torch.randn(3, 5, 8))

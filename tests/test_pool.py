@@ -129,6 +129,14 @@ def test_an_average_of_a_convolution_is_one_convolution():
             lambda x, w: F.avg_pool2d(F.conv2d(x, w, stride=2), 2)]
     for fn in kept:
         assert any("pool" in n for n in names(check(Fn(fn), x, w, atol=1e-4)))
+    # the convolution read after the pool (returned too, with or without its bias):
+    # GraphBuilder.settle puts the plain pool back, one convolution in all
+    for fn, args in [(lambda x, w: (F.avg_pool2d(c := F.conv2d(x, w), 2), c), (x, w)),
+                     (lambda x, w, b: (F.avg_pool2d(c := F.conv2d(x, w, b), 2), c * 2.0),
+                      (x, w, b))]:
+        got = names(check(Fn(fn), *args, atol=1e-4))
+        assert any("pool" in n for n in got), got
+        assert sum("matmul" in n or "conv" in n for n in got) == 1, got
 
 
 def test_pool_fuses_prologue_and_epilogue():

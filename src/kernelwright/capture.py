@@ -21,7 +21,6 @@ import torch.fx
 from .ir import CompileError, GraphBuilder, Value
 from .ops import lookup
 from .ops.elementwise import device_dtype
-from .ops.reductions import settle_sums
 
 
 def user_line(node: torch.fx.Node) -> str:
@@ -163,7 +162,7 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             if keep_outputs is not None:
                 flat = [flat[i] for i in keep_outputs]
                 metas = [metas[i] for i in keep_outputs]
-            flat = settle_sums(b, flat)
+            flat = b.settle(flat)
             for v, m in zip(flat, metas):
                 if not isinstance(v, Value):
                     raise CompileError(f"output {v!r} is not a tensor")

@@ -143,6 +143,29 @@ def promote(*dtypes: str) -> str:
     raise CompileError(f"unknown dtypes {dtypes}")
 
 
+def _producers_first(nodes: list) -> list:
+    """`nodes` reordered so that each comes after the nodes computing its inputs, the
+    order otherwise kept (a depth-first walk of the inputs, in order)."""
+    ours = {id(n) for n in nodes}
+    done: set[int] = set()
+    order = []
+    for top in nodes:
+        stack = [(top, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if id(n) in done:
+                continue
+            if expanded:
+                done.add(id(n))
+                order.append(n)
+                continue
+            stack.append((n, True))
+            for v in reversed(n.inputs):
+                if v.node is not None and id(v.node) in ours and id(v.node) not in done:
+                    stack.append((v.node, False))
+    return order
+
+
 class GraphBuilder:
     """Creates primitive nodes; each method is one primitive's shape rule."""
 
@@ -150,13 +173,47 @@ class GraphBuilder:
         self.graph = Graph()
         self.source = ""  # set by capture to the user's line of the op being lowered
         self._count = 0
-        # sums of products lowered from their operands, for the finished graph to
-        # settle (ops/reductions.settle_sums)
-        self.sums_of_products: list[tuple] = []
+        # rewrites that hold only while nothing else reads what they skip computing,
+        # for the finished graph to settle (`settle`)
+        self.tentative: list[tuple] = []
 
     def _name(self) -> str:
         self._count += 1
         return f"v{self._count}"
+
+    def tentatively(self, value: Value, chain: list[Value], plain) -> Value:
+        """`value`, a rewrite that computes without the values of `chain` (a sum of a
+        product from its operands, an average pool of a convolution as one
+        convolution), kept by `settle` while the finished graph reads chain[0] nowhere
+        and each later value of the chain once (by the one before it); else replaced by
+        `plain()`, the computation as written, which reads them."""
+        self.tentative.append((value, chain, plain))
+        return value
+
+    def settle(self, outputs: list[Value]) -> list[Value]:
+        """The finished graph's tentative rewrites (`tentatively`) whose skipped values
+        it reads elsewhere (a node or one of `outputs`: an instance norm written out
+        besides its mean, a convolution returned besides its pool) are replaced by
+        their plain computation, since those values are computed anyway (dead-code
+        removal then drops the rewrites' nodes). Returns `outputs` with them replaced."""
+        reads: dict[int, int] = {}
+        for n in self.graph.nodes:
+            for v in n.inputs:
+                reads[id(v)] = reads.get(id(v), 0) + 1
+        for v in outputs:
+            reads[id(v)] = reads.get(id(v), 0) + 1
+        swap: dict[int, Value] = {}
+        for value, chain, plain in self.tentative:
+            if reads.get(id(chain[0]), 0) == 0 and all(reads.get(id(c), 0) == 1
+                                                        for c in chain[1:]):
+                continue
+            swap[id(value)] = plain()
+        self.tentative.clear()
+        if swap:
+            for n in self.graph.nodes:
+                n.inputs = [swap.get(id(v), v) for v in n.inputs]
+            self.graph.nodes = _producers_first(self.graph.nodes)  # (the new nodes came last)
+        return [swap.get(id(v), v) for v in outputs]
 
     def _node(self, prim: str, inputs: list[Value], shape, dtype: str, **attrs) -> Value:
         out = Value(tuple(int(s) for s in shape), dtype, name=self._name())
@@ -349,6 +406,34 @@ class GraphBuilder:
         y = self._node("reduce", [x2], (o,), dtype, op=op)
         shape = [1 if d in dims else s for d, s in enumerate(x.shape)] if keepdim else outer
         return self.reshape(y, shape)
+
+    def moments(self, x: Value, dims) -> tuple[Value, Value] | None:
+        """The mean and the sum of squared deviations from it (M2) of f32 x over `dims`,
+        each [O] for the O = prod(kept dims) rows, from one read of x: a `reduce` node of
+        op "moments" stores both per row (a [rows, 2] value: Welford's update per element,
+        Chan's combine between invocations). Few long rows are split as `reduce` splits
+        them: the pieces' moments, then their combination (pieces of equal count L:
+        mean = the pieces' mean; M2 = sum(M2_p + L (mean_p - mean)^2)). None for a
+        reduction over a leading dim (strided rows), which reduce's column order serves."""
+        rank = len(x.shape)
+        dims = sorted({d % rank for d in dims}) if dims else list(range(rank))
+        keep = [d for d in range(rank) if d not in dims]
+        if x.dtype != "f32" or x.kind == "scalar" or (keep and keep[-1] == rank - 1):
+            return None
+        o, r = math.prod(x.shape[d] for d in keep), math.prod(x.shape[d] for d in dims)
+        x2 = self.reshape(self.permute(x, keep + dims), (o, r))
+        split = reduce_split(o, r)
+        m = self._node("reduce", [self.reshape(x2, (o * split, r // split))], (o * split, 2),
+                       "f32", op="moments")
+        mean = self.reshape(self.slice(m, 1, 0, 1), (o, split))
+        m2 = self.reshape(self.slice(m, 1, 1, 2), (o, split))
+        if split == 1:
+            return self.reshape(mean, (o,)), self.reshape(m2, (o,))
+        total = self.reduce(self.ew("mul", mean, self.scalar(1.0 / split)), "sum", [1])
+        d = self.ew("sub", mean, self.expand(self.reshape(total, (o, 1)), (o, split)))
+        spread = self.ew("add", m2, self.ew("mul", self.ew("mul", d, d),
+                                            self.scalar(float(r // split))))
+        return total, self.reduce(spread, "sum", [1])
 
     def scan(self, x: Value, op: str, dim: int) -> Value:
         """Inclusive scan of x along `dim`: op in sum, prod, max, min, logaddexp, or

@@ -86,6 +86,9 @@ def epilogue_chains(graph: Graph, nodes: list[Node], users) -> dict[Node, list[N
     for node in nodes:
         if node.op not in TEMPLATE_OPS:
             continue
+        if _moments(node):  # two values per row, read by slices: no epilogue
+            chains[node] = []
+            continue
 
         def joins(n: Node, numel=node.out.numel) -> bool:  # may n be a link of node's chain
             return n.op in ("ew", "reshape") and n.out.numel == numel and n not in claimed
@@ -419,7 +422,7 @@ def fuse_rows(groups: list[Group], graph: Graph) -> list[Group]:
             for v in reads[todo.pop()]:
                 p = roots[v]
                 if (p.template is None or p.template.op != "reduce" or p in cands
-                        or p in fused or v in outputs):
+                        or p in fused or v in outputs or _moments(p.template)):
                     continue
                 o, r = p.template.inputs[0].shape
                 if ((own is None and o * r != c.root.numel) or not 1 < r <= ROW_FUSION_MAX
@@ -469,8 +472,13 @@ def _row_reduction(c: Group, roots) -> bool:
     walks them along memory (a reduction over a leading dim keeps the column order of
     its own kernel)."""
     t = c.template
-    return (t.op == "reduce" and 1 < t.inputs[0].shape[1] <= ROW_FUSION_MAX
+    return (t.op == "reduce" and not _moments(t) and 1 < t.inputs[0].shape[1] <= ROW_FUSION_MAX
             and row_major(t.inputs[0], roots))
+
+
+def _moments(t: Node) -> bool:
+    """Whether t is a moments reduction (GraphBuilder.moments), a kernel of its own."""
+    return t.op == "reduce" and t.attrs["op"] == "moments"
 
 
 def _group_reads(g: Group, roots) -> set[Value]:

@@ -504,6 +504,7 @@ _ARG_COMBINE = ("let na = {nan_a}; let nb = {nan_b}; "
                 "if (na != nb) {{ if (nb) {{ return b; }} return a; }} "
                 "if (na || b.v == a.v) {{ if (b.i < a.i) {{ return b; }} return a; }} "
                 "if (b.v {cmp} a.v) {{ return b; }} return a;")
+_ACC_BYTES = {"ArgAcc": 8, "Moments": 12}  # accumulator structs' workgroup memory
 REDUCERS = {
     # op: (accumulator type, init, combine body, leaf from element v at r, final)
     "sum": ("{t}", "{zero}", "return a + b;", "v", "acc"),
@@ -514,6 +515,13 @@ REDUCERS = {
                "ArgAcc(v, r)", "acc.i"),
     "argmin": ("ArgAcc", "ArgAcc({highest}, 2147483647)", _ARG_COMBINE.replace("{cmp}", "<"),
                "ArgAcc(v, r)", "acc.i"),
+    # the count, mean and sum of squared deviations (M2) of a row (ir.GraphBuilder.
+    # moments), stored as (mean, M2): Welford's update per element, Chan's combine of two
+    # partial rows (stable where the sum of squares less the squared sum would cancel)
+    "moments": ("Moments", "Moments(0.0, 0.0, 0.0)",
+                "let n = a.n + b.n; if (n == 0.0) {{ return a; }} let d = b.m - a.m; "
+                "let f = b.n / n; return Moments(n, a.m + d * f, a.q + b.q + d * d * a.n * f);",
+                "Moments(1.0, v, 0.0)", "acc"),
 }
 
 
@@ -667,13 +675,19 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         pending.append((em, f"load_{j}", ["o: i32", "r: i32", "gi: i32"], xt, val, True, j))
         if acc_t.startswith("ArgAcc"):
             functions.append(f"struct {acc_t} {{ v: {xt}, i: i32 }}\n")
+        moments = acc_t == "Moments"  # alone in its kernel: stores (mean, M2) per row
+        _require(not moments or (len(phases) == 1 and not consumer and root is tn.out),
+                 knobs or {}, "a moments reduction is a kernel of its own")
+        if moments:
+            functions.append("struct Moments { n: f32, m: f32, q: f32 }\n")
         functions.append(f"fn combine_{j}(a: {acc_t}, b: {acc_t}) -> {acc_t} {{ {combine} }}\n"
                          f"fn leaf_{j}(v: {xt}, r: i32) -> {acc_t} {{ return {leaf}; }}\n")
-        em = Emitter(src, materialized, root=tn.out, root_flat="o", computes=root,
-                     bound=dict(bound))
-        val = em.value(root, Index(root.shape, flat="o"))
-        pending.append((em, f"finish_{j}", [f"acc: {WGSL_TYPE[tn.out.dtype]}", "o: i32"],
-                        root.dtype, val, False, j))
+        if not moments:
+            em = Emitter(src, materialized, root=tn.out, root_flat="o", computes=root,
+                         bound=dict(bound))
+            val = em.value(root, Index(root.shape, flat="o"))
+            pending.append((em, f"finish_{j}", [f"acc: {WGSL_TYPE[tn.out.dtype]}", "o: i32"],
+                            root.dtype, val, False, j))
         bound[root] = f"rv{j}"
         finals.append((acc_t, init, final))
     if consumer:
@@ -735,11 +749,18 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         # combine, so that they are in flight together (else one load per branch)
         first = acc_t.startswith("ArgAcc")
 
-        def step(args, j=j, prior=prior, first=first) -> list[str]:
+        def step(args, j=j, prior=prior, first=first, acc_t=acc_t) -> list[str]:
             loads = [f"load_{j}(o, q * {vec}{at(e)}, g{at(e)}{a}{prior})"
                      for e, a in enumerate(args)]
             lets = [f"let v{e} = {load};" for e, load in enumerate(loads)] if first else []
             values = [f"v{e}" for e in range(len(loads))] if first else loads
+            if acc_t == "Moments" and len(loads) == 4:  # the vector's own moments, then
+                # one update: a quarter of the divisions, and of the updates in sequence
+                # (whose running mean rounds)
+                v = [f"let v{e} = {load};" for e, load in enumerate(loads)]
+                dev = " + ".join(f"(v{e} - m4) * (v{e} - m4)" for e in range(4))
+                return v + ["let m4 = (v0 + v1 + v2 + v3) * 0.25;",
+                            f"a{j} = combine_{j}(a{j}, Moments(4.0, m4, {dev}));"]
             return lets + [f"a{j} = combine_{j}(a{j}, leaf_{j}({v}, q * {vec}{at(e)}));"
                            for e, v in enumerate(values)]
 
@@ -754,7 +775,10 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
             total = f"partial_{j}[lead]"
         else:
             total = f"a{j}"
-        body.append(f"    let rv{j} = finish_{j}({final.replace('acc', total)}, o{prior});")
+        if acc_t == "Moments":
+            body.append(f"    let rv{j} = {total};")
+        else:
+            body.append(f"    let rv{j} = finish_{j}({final.replace('acc', total)}, o{prior});")
     if consumer:
         out_t = BUFFER_TYPE[out.dtype]
 
@@ -766,6 +790,8 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
             return [f"out[o * {rv} + q] = vec4<{out_t}>({', '.join(vals)});"]
         src.out_vec4 = vec == 4
         body += steps(store)
+    elif finals[-1][0] == "Moments":
+        body.append("    if (live && t == 0) { out[2 * o] = rv0.m; out[2 * o + 1] = rv0.q; }")
     else:
         body.append(f"    if (live && t == 0) {{ out[o] = "
                     f"{to_buffer(f'rv{len(phases) - 1}', out.dtype)}; }}")
@@ -800,7 +826,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
                  LANE=f"li % {tpr}" if order == "row" else f"li / {rpw}",
                  LEAD=lead.replace("TPR", str(tpr)), SHARED="\n".join(shared),
                  BODY="\n".join(body),
-                 workgroup_bytes=sum(wg * (8 if f[0].startswith("ArgAcc") else 4)
+                 workgroup_bytes=sum(wg * _ACC_BYTES.get(f[0].rstrip("0123456789"), 4)
                                      for f in finals) if tpr > 1 else 0)
     return "rows", slots, (gx, -(-nwg // gx), 1), knobs
 
@@ -1143,6 +1169,12 @@ MATMUL_BK = 16  # the K depth of one staged tile in the default knobs
 # 48 KiB on NVIDIA's) and refuses a kernel that needs more than the device has, so
 # such settings fall back to the defaults there (the tuner discards them).
 MATMUL_WORKGROUP_BYTES = 32768
+# vec4s of padding per k in the staged tile of an operand read along K and staged along
+# its rows (ROWS), with one staged buffer (DB 1: its stores are not overlapped with any
+# multiply): its invocations store the 4 k values of a row at once, and without padding
+# the rows a warp stores at k offsets 0, 4, 8, 12 share banks (4-way conflicts on 64 x
+# 64 tiles of BK 16, 2-way with padding; none on BK 8). See _Operand.kstride
+MATMUL_PAD = 1
 _LANES = "xyzw"
 
 
@@ -1531,8 +1563,11 @@ MATMUL_VEC_VARIANTS = ((64, 64, 4, 4, 16, 4, 2), (64, 64, 4, 4, 8, 4, 1),
 
 
 def matmul_workgroup_bytes(knobs: dict) -> int:
-    """Workgroup memory of a setting: BK-deep slices of A and B, once or twice."""
-    return (knobs["BM"] + knobs["BN"]) * knobs["BK"] * 4 * knobs["DB"]
+    """Workgroup memory of a setting: BK-deep slices of A and B, once or twice, with
+    MATMUL_PAD vec4s per k on each side that may be staged along its rows."""
+    rows = knobs["ROWS"] and knobs["VEC"] == 4 and knobs["DB"] == 1
+    return ((knobs["BM"] + knobs["BN"]) * 4 + (32 * MATMUL_PAD if rows else 0)) \
+        * knobs["BK"] * knobs["DB"]
 
 
 def matmul_space(m: int, n: int, k: int) -> list[dict]:
@@ -1669,6 +1704,12 @@ class _Operand:
     view: tuple[str, int, list[int]] | None  # vec4 view name, offset, strides: 16-byte loads
     transpose: bool = False  # read along K, staged along the rows (ROWS): 4 stores a load
     lanes: int | None = None  # no view: the loader dim whose 4 values one call returns
+    pad: int = 0  # vec4s of padding per k of the staged tile (MATMUL_PAD)
+
+    @property
+    def kstride(self) -> int:
+        """Tile elements from one k to the next in a fragments-along-the-rows tile."""
+        return self.rows // self.width + self.pad
 
     def call(self, row: str, k: str, suffix: str = "") -> str:
         return (f"load_a{suffix}(b, {row}, {k})" if self.name == "a"
@@ -1724,7 +1765,8 @@ def _matmul_operand(src, materialized, name: str, x: Value, knobs: dict) -> _Ope
     return _Operand(name, knobs["BM" if a else "BN"], x.shape[row_dim], "m0" if a else "n0",
                     "ty" if a else "tx", knobs["BM"] // knobs["TM"] if a else
                     knobs["BN"] // knobs["TN"], knobs["TM" if a else "TN"], row_dim,
-                    contiguous, layout, width, view, transpose, lanes)
+                    contiguous, layout, width, view, transpose, lanes,
+                    MATMUL_PAD if transpose and knobs["DB"] == 1 else 0)
 
 
 def _matmul_tile_code(op: _Operand, bk: int, nt: int, k: int, db: int):
@@ -1739,15 +1781,15 @@ def _matmul_tile_code(op: _Operand, bk: int, nt: int, k: int, db: int):
     the H200, 2026-12-01i)."""
     w, rows = op.width, op.rows
     vec_t = "f32" if w == 1 else "vec4<f32>"
-    per_buffer = rows * bk // w
+    per_buffer = op.kstride * bk if op.layout == "O" else rows * bk // w
     decl = f"var<workgroup> tile_{op.name}: array<{vec_t}, {per_buffer * db}>;"
     chunks = bk // 4
     n = op.name
     if op.transpose:  # 4 k values of one row loaded, stored into 4 fragments' lanes
-        units, groups = per_buffer, rows // 4
+        units, groups = rows * bk // 4, op.kstride
         pos = ("({t} % {c}) * 4", "{t} / {c}")
     elif op.layout == "O":
-        units, groups = per_buffer, rows // w
+        units, groups = per_buffer, op.kstride
         pos = (("{t} % {bk}", "{t} / {bk}") if op.contiguous == "k"
                else ("{t} / {g}", "{t} % {g}"))
     else:
@@ -1850,9 +1892,8 @@ def _matmul_multiply(a: _Operand, b: _Operand, bk: int, vec: int) -> list[str]:
             chunks = bk // 4
             z = f"z{op.name}" if op.threads % 8 == 0 else _swizzle(f"({op.row_of(g)})", chunks)
             return f"tile_{op.name}[{off} + ({op.row_of(g)}) * {chunks} + (({kv} / 4) ^ {z})]"
-        groups = op.rows // op.width
         k = kv if c == 0 else f"{kv} + {c}"
-        return f"tile_{op.name}[{off} + ({k}) * {groups} + {op.tid} + {g * op.threads}]"
+        return f"tile_{op.name}[{off} + ({k}) * {op.kstride} + {op.tid} + {g * op.threads}]"
 
     def value(op: _Operand, var: str, i: int, c: int) -> str:
         if op.layout == "K":

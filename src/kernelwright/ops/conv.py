@@ -229,7 +229,8 @@ POOLED_MAX_TAPS = 16
 
 
 def pooled_convolution(b: GraphBuilder, v: Value, kernel: list[int], stride: list[int],
-                       padding: list[int], ceil_mode: bool, divisor) -> Value | None:
+                       padding: list[int], ceil_mode: bool,
+                       divisor) -> tuple[Value, list[Value]] | None:
     """avg_pool(conv(x, w) + bias) as one convolution, or None: a stride-1, undilated
     convolution averaged over windows of `kernel` taps every `stride` (no padding) is
     the convolution by the average of the weights shifted by each tap, a kernel of K + k
@@ -237,8 +238,10 @@ def pooled_convolution(b: GraphBuilder, v: Value, kernel: list[int], stride: lis
     multiplies less, prod(K + k - 1) < prod(stride * K) (a 3 x 3 convolution under a 2 x
     2 pool: 16 taps at a quarter of the positions against 9 at all of them), the pool
     takes at most POOLED_MAX_TAPS taps, and nothing reads the convolution's output
-    yet (suite level2/018, nn.Conv2d then nn.AvgPool2d(2)); a reader made later (the
-    output returned too) computes it on its own, besides the pooled one."""
+    yet (suite level2/018, nn.Conv2d then nn.AvgPool2d(2)). Returns the pooled value
+    and the values it skips (v, and the convolution below its bias), for the caller's
+    GraphBuilder.tentatively: a reader made later (the convolution returned too) puts
+    the plain pool back."""
     c, bias = v, None
     if v.node is not None and v.node.op == "ew" and v.node.attrs["fn"] == "add":
         c, t = v.node.inputs
@@ -267,7 +270,7 @@ def pooled_convolution(b: GraphBuilder, v: Value, kernel: list[int], stride: lis
     combined = b.materialize(binary(b, "mul", combined, 1.0 / (divisor or math.prod(kernel))))
     out = convolution(b, x, combined, None, stride, cpad, cdil, False, [0] * len(taps),
                       groups)
-    return out if bias is None else binary(b, "add", out, bias)
+    return (out, [v]) if bias is None else (binary(b, "add", out, bias), [v, c])
 
 
 @register("aten.im2col.default")

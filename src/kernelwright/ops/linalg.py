@@ -618,7 +618,7 @@ def summed_product(b: GraphBuilder, x: Value, dims: list[int],
     order (the columns of B are added before the products); None for anything else,
     which the caller reduces as it is. `chain` collects x, the product's output and the
     values between them: where the finished graph reads one of them elsewhere, the
-    product stays, and ops/reductions.settle_sums puts the plain reduction back."""
+    product stays, and GraphBuilder.settle puts the plain reduction back."""
     rank = len(x.shape)
     if (rank < 2 or x.dtype != "f32" or not dims
             or list(dims) != list(range(dims[0], dims[-1] + 1)) or x.node is None):

@@ -74,10 +74,13 @@ def max_pool2d(b, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=
 def _avg_pool(b, nd, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
               divisor_override):
     k, s, p, d = _args(nd, kernel_size, stride, padding)
+    def plain() -> Value:
+        return b.pool(x, "avg", k, s, p, d, ceil_mode, count_include_pad, divisor_override)
+
     pooled = pooled_convolution(b, x, k, s, p, ceil_mode, divisor_override)
-    if pooled is not None:  # a convolution's average: one convolution
-        return pooled
-    return b.pool(x, "avg", k, s, p, d, ceil_mode, count_include_pad, divisor_override)
+    if pooled is None:
+        return plain()
+    return b.tentatively(*pooled, plain)  # a convolution's average: one convolution
 
 
 @register("aten.avg_pool2d.default")

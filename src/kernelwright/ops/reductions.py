@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from ..ir import GraphBuilder, Value
+from ..templates import ROW_LIMIT
 from . import register
 from .elementwise import as_dtype, binary, device_dtype, unary_float
 from .linalg import summed_product
@@ -39,65 +40,15 @@ def sum_(b: GraphBuilder, x, dim=None, keepdim=False, dtype=None):
 
 def _sum(b: GraphBuilder, x: Value, dims: list[int], keepdim: bool) -> Value:
     """A sum over dims; of a product's output over its N or M dim, two reductions of its
-    operands instead (linalg.summed_product), until settle_sums sees the finished graph
-    read the product elsewhere."""
+    operands instead (linalg.summed_product), unless the finished graph reads the
+    product elsewhere (GraphBuilder.settle puts the plain reduction back)."""
     chain: list[Value] = []
     s = summed_product(b, x, sorted(dims), chain)
     if s is None:
         return b.reduce(x, "sum", dims, keepdim)
     if keepdim:
         s = b.reshape(s, tuple(1 if d in dims else n for d, n in enumerate(x.shape)))
-    b.sums_of_products.append((s, x, dims, keepdim, chain))
-    return s
-
-
-def settle_sums(b: GraphBuilder, outputs: list[Value]) -> list[Value]:
-    """The lowered graph's sums of products (_sum) whose product, or a value between it
-    and the summed x, the finished graph reads elsewhere (a node or one of `outputs`):
-    the product is computed anyway, so the sum reduces x as it is, in place of the
-    operands' reductions (which dead-code removal then drops). Returns `outputs` with
-    those sums replaced."""
-    reads: dict[int, int] = {}
-    for n in b.graph.nodes:
-        for v in n.inputs:
-            reads[id(v)] = reads.get(id(v), 0) + 1
-    for v in outputs:
-        reads[id(v)] = reads.get(id(v), 0) + 1
-    swap: dict[int, Value] = {}
-    for s, x, dims, keepdim, chain in b.sums_of_products:
-        # x is read by none but the sum (not built); each value below it by the one above
-        if reads.get(id(x), 0) == 0 and all(reads.get(id(c), 0) == 1 for c in chain[1:]):
-            continue
-        swap[id(s)] = b.reduce(x, "sum", dims, keepdim)
-    b.sums_of_products.clear()
-    if swap:
-        for n in b.graph.nodes:
-            n.inputs = [swap.get(id(v), v) for v in n.inputs]
-        b.graph.nodes = _producers_first(b.graph.nodes)  # (the new sums came last)
-    return [swap.get(id(v), v) for v in outputs]
-
-
-def _producers_first(nodes: list) -> list:
-    """`nodes` reordered so that each comes after the nodes computing its inputs, the
-    order otherwise kept (a depth-first walk of the inputs, in order)."""
-    ours = {id(n) for n in nodes}
-    done: set[int] = set()
-    order = []
-    for top in nodes:
-        stack = [(top, False)]
-        while stack:
-            n, expanded = stack.pop()
-            if id(n) in done:
-                continue
-            if expanded:
-                done.add(id(n))
-                order.append(n)
-                continue
-            stack.append((n, True))
-            for v in reversed(n.inputs):
-                if v.node is not None and id(v.node) in ours and id(v.node) not in done:
-                    stack.append((v.node, False))
-    return order
+    return b.tentatively(s, chain, lambda: b.reduce(x, "sum", dims, keepdim))
 
 
 @register("aten.mean.dim", "aten.mean.default")
@@ -153,13 +104,26 @@ def var(b, x, dim=None, correction=None, keepdim=False, unbiased=None):
 
 @register("aten.var_mean.correction")
 def var_mean(b, x, dim=None, correction=None, keepdim=False, unbiased=None):
+    """The variance and the mean: where a row kernel can hold the rows on chip (up to
+    templates.ROW_LIMIT elements), the mean, then the sum of squared deviations from it,
+    which schedule.fuse_rows makes one kernel reading the row once; longer rows (a
+    LayerNorm over C x H x W, an instance or group norm of large images) take both from
+    one read of x (GraphBuilder.moments: Welford's update), where the mean and then the
+    deviations would read them twice."""
     dims = _dims(x, dim)
     if correction is None:
         correction = 0 if unbiased is False else 1
+    n = _count(x, dims)
+    kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape)) if keepdim else \
+        tuple(s for d, s in enumerate(x.shape) if d not in dims)
+    both = b.moments(as_dtype(b, x, "f32"), dims) if n > ROW_LIMIT else None
+    if both is not None:
+        m, m2 = (b.reshape(v, kept) for v in both)
+        return binary(b, "div", m2, max(0, n - correction)), m
     m = mean(b, x, dims, keepdim=True)
     d = binary(b, "sub", x, m)
     ss = b.reduce(binary(b, "mul", d, d), "sum", dims, keepdim)
-    v = binary(b, "div", ss, max(0, _count(x, dims) - correction))
+    v = binary(b, "div", ss, max(0, n - correction))
     return v, (m if keepdim else b.reshape(m, ss.shape))
 
 
