@@ -125,6 +125,8 @@ def test_long_rows_take_their_statistics_from_one_read():
         plan = check(module, x).plan
         readers = [k.name for k in plan.kernels if plan.inputs[0].buffer in k.bindings[:-1]]
         assert len(readers) == reads, plan.summary()
+    # batch statistics over N x H x W: rows of a permuted view, split into pieces
+    check_train(_with_stats(nn.BatchNorm2d(3)), torch.randn(4, 3, 100, 100) * 2 + 3)
 
 
 @pytest.mark.parametrize("eps", [None, 1e-3])

@@ -1173,7 +1173,12 @@ MATMUL_WORKGROUP_BYTES = 32768
 # its rows (ROWS), with one staged buffer (DB 1: its stores are not overlapped with any
 # multiply): its invocations store the 4 k values of a row at once, and without padding
 # the rows a warp stores at k offsets 0, 4, 8, 12 share banks (4-way conflicts on 64 x
-# 64 tiles of BK 16, 2-way with padding; none on BK 8). See _Operand.kstride
+# 64 tiles of BK 16, 2-way with padding; none on BK 8). See _Operand.kstride. Measured on
+# the H200 (2026-12-05, profile_pad_db1_h200_2026-12-05.json, whole problems, 0 against
+# 1): Swin's LayerNorm-in-the-loader product 0.495 -> 0.460 ms (4.296 -> 4.259 ms in all),
+# EfficientNet's 16 such products 1.634 -> 1.588 (5.629 -> 5.587), ViT unchanged. With
+# two staged buffers it lost (profile_pad_h200_2026-12-05.json, ab_pad_kernels_*): GEMM
+# 4096^3 3.045 -> 3.093 ms, the linear 1.599 -> 1.636, LayerNorm + linear 0.735 -> 0.750
 MATMUL_PAD = 1
 _LANES = "xyzw"
 
