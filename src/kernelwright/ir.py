@@ -379,8 +379,11 @@ class GraphBuilder:
         return self._node("gather", [x, index], index.shape, x.dtype, dim=dim)
 
     # -- templates ------------------------------------------------------------------------
-    def reduce(self, x: Value, op: str, dims, keepdim: bool = False) -> Value:
-        """op in sum, prod, max, min, argmax, argmin over `dims` (all dims when empty)."""
+    def _rows(self, x: Value, dims) -> tuple[Value, Value, list[int], list[int], bool]:
+        """x seen as O rows of R for a reduction over `dims` (all dims when empty): x (a
+        scalar expanded to [1]), x2 = x's kept dims then its reduced dims as [O, R], the
+        reduced dims, the kept dims' sizes, and whether the last dim is kept (the rows
+        strided in memory)."""
         rank = len(x.shape)
         dims = sorted({d % rank for d in dims}) if dims else list(range(rank))
         keep = [d for d in range(rank) if d not in dims]
@@ -389,10 +392,14 @@ class GraphBuilder:
         if x.kind == "scalar":
             x = self.expand(x, (1,))
             keep, dims, outer = [], [0], []
-        o = math.prod(outer)
-        x2 = self.reshape(self.permute(x, keep + dims), (o, r))
+        x2 = self.reshape(self.permute(x, keep + dims), (math.prod(outer), r))
+        return x, x2, dims, outer, bool(keep) and keep[-1] == rank - 1
+
+    def reduce(self, x: Value, op: str, dims, keepdim: bool = False) -> Value:
+        """op in sum, prod, max, min, argmax, argmin over `dims` (all dims when empty)."""
+        x, x2, dims, outer, col = self._rows(x, dims)
+        o, r = x2.shape
         dtype = "i32" if op in ("argmax", "argmin") else ("i32" if x.dtype == "bool" else x.dtype)
-        col = bool(keep) and keep[-1] == rank - 1  # the last dim kept: strided rows
         split = reduce_split(o, r, col) if op in SPLITTABLE_REDUCTIONS else 1
         if split > 1 and col:  # S partials per row first, piece s of row i at s * o + i
             pieces = self.permute(self.reshape(x2, (o, split, r // split)), [1, 0, 2])
@@ -410,18 +417,18 @@ class GraphBuilder:
     def moments(self, x: Value, dims) -> tuple[Value, Value] | None:
         """The mean and the sum of squared deviations from it (M2) of f32 x over `dims`,
         each [O] for the O = prod(kept dims) rows, from one read of x: a `reduce` node of
-        op "moments" stores both per row (a [rows, 2] value: Welford's update per element,
-        Chan's combine between invocations). Few long rows are split as `reduce` splits
-        them: the pieces' moments, then their combination (pieces of equal count L:
-        mean = the pieces' mean; M2 = sum(M2_p + L (mean_p - mean)^2)). None for a
-        reduction over a leading dim (strided rows), which reduce's column order serves."""
-        rank = len(x.shape)
-        dims = sorted({d % rank for d in dims}) if dims else list(range(rank))
-        keep = [d for d in range(rank) if d not in dims]
-        if x.dtype != "f32" or x.kind == "scalar" or (keep and keep[-1] == rank - 1):
+        op "moments" stores both per row (a [rows, 2] value: each vector's own moments
+        folded in by Welford's update, Chan's combine between invocations). Few long
+        rows are split as `reduce` splits them: the pieces' moments, then their
+        combination (pieces of equal count L: mean = the pieces' mean; M2 = sum(M2_p +
+        L (mean_p - mean)^2)). None for a reduction over a leading dim (strided rows),
+        which reduce's column order serves."""
+        if x.dtype != "f32" or x.kind == "scalar":
             return None
-        o, r = math.prod(x.shape[d] for d in keep), math.prod(x.shape[d] for d in dims)
-        x2 = self.reshape(self.permute(x, keep + dims), (o, r))
+        _, x2, _, _, col = self._rows(x, dims)
+        if col:
+            return None
+        o, r = x2.shape
         split = reduce_split(o, r)
         m = self._node("reduce", [self.reshape(x2, (o * split, r // split))], (o * split, 2),
                        "f32", op="moments")
@@ -430,7 +437,7 @@ class GraphBuilder:
         if split == 1:
             return self.reshape(mean, (o,)), self.reshape(m2, (o,))
         total = self.reduce(self.ew("mul", mean, self.scalar(1.0 / split)), "sum", [1])
-        d = self.ew("sub", mean, self.expand(self.reshape(total, (o, 1)), (o, split)))
+        d = self.ew("sub", mean, self.reshape(total, (o, 1)))
         spread = self.ew("add", m2, self.ew("mul", self.ew("mul", d, d),
                                             self.scalar(float(r // split))))
         return total, self.reduce(spread, "sum", [1])

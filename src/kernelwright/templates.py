@@ -516,8 +516,9 @@ REDUCERS = {
     "argmin": ("ArgAcc", "ArgAcc({highest}, 2147483647)", _ARG_COMBINE.replace("{cmp}", "<"),
                "ArgAcc(v, r)", "acc.i"),
     # the count, mean and sum of squared deviations (M2) of a row (ir.GraphBuilder.
-    # moments), stored as (mean, M2): Welford's update per element, Chan's combine of two
-    # partial rows (stable where the sum of squares less the squared sum would cancel)
+    # moments), stored as (mean, M2): Welford's update (a vector's own moments at a
+    # time), Chan's combine of two partial rows (stable where the sum of squares less the
+    # squared sum would cancel)
     "moments": ("Moments", "Moments(0.0, 0.0, 0.0)",
                 "let n = a.n + b.n; if (n == 0.0) {{ return a; }} let d = b.m - a.m; "
                 "let f = b.n / n; return Moments(n, a.m + d * f, a.q + b.q + d * d * a.n * f);",
