@@ -137,6 +137,9 @@ CASES = {
     # cost of the irregular shape's scalar loads
     "gemm_aligned_3004x4096x3000": gemm(3004, 4096, 3000),
     "linear_8192x1024x4096": linear_t(8192, 1024, 4096),
+    # the linear's product with its weight stored [K, N] (row-major B, loaded and staged
+    # 16 bytes at a time): the cost of reading nn.Linear's weight along K
+    "gemm_8192x1024x4096": gemm(8192, 1024, 4096),
     # few columns: 64-column tiles a fifth padding (a classifier's 50 outputs)
     "gemm_narrow_49152x8192x50": gemm(49152, 8192, 50),
     # a LayerNorm computed in the matmul's A loader (a transformer MLP's first layer):

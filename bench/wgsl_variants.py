@@ -36,6 +36,11 @@ with --knobs '{"BN": 128, "TN": 8}'):
   fetch_branch  each K step's fetch inside a branch the driver cannot decide (always
               taken), to keep the global loads at the top of the step (any tiles)
   ahead_branch  store_ahead with fetch_branch's branch around its fetches
+  a_rows_warp the wide tiles' fetch along rows renumbered: a warp takes 32 consecutive
+              rows at one half of the K step (its transposing stores on 32 banks)
+  a_frag_late each k's A fragments read right before its first B fragment
+  unroll2     two K steps per pass, each buffer's offsets constants
+  a_both      a_rows_warp and a_frag_late
 Permute variants, on the NCHW -> NHWC permute (PERMUTE_CASES), written by hand for a
 4-d input (each checked against PyTorch):
   affine, affine_TCxTW_rR  the transposing tile of kernels/transpose.wgsl (TC channels
@@ -70,7 +75,8 @@ from kernelwright.compiler import CompiledModule  # noqa: E402
 
 WINDOW_CASES = ("conv3x3_128ch_56x56_b64", "conv3x3_128to192_64x64_b32",
                 "conv3x3_64ch_128x128_b32")
-GEMM_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096")
+GEMM_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "linear_8192x1024x4096",
+              "gemm_8192x1024x4096")
 PERMUTE_CASES = ("permute_nchw_to_nhwc_64x256x128x128",)
 
 
@@ -377,12 +383,72 @@ def store_vec4(src: str, plan, module) -> tuple[str, dict]:
     return body, {}
 
 
+def a_rows_warp(src: str, plan, module) -> tuple[str, dict]:
+    """The fetch of each BK-8 tile staged along its rows (A's; B's too where B is read
+    along K, as a linear's weight) renumbered so that a warp's 32 invocations take 32
+    consecutive rows at one half of the K step (instead of 16 rows at both halves): the
+    transposing scalar stores then fall on 32 different banks (two invocations per bank
+    before), and each global load reads half a 32-byte sector whose other half the warp
+    64 invocations on reads."""
+    old = re.compile(r"let q([ab])(\d) = \(t\1\2 % 2\) \* 4; let r\1\2 = t\1\2 / 2;")
+    if len(old.findall(src)) not in (2, 4) or "@workgroup_size(8, 16)" not in src:
+        raise RuntimeError("not the wide tiles' fetch along rows (two vec4 per row)")
+
+    def new(m) -> str:
+        t = f"t{m[1]}{m[2]}"
+        return (f"let q{m[1]}{m[2]} = (({t} / 64) % 2) * 4; "
+                f"let r{m[1]}{m[2]} = ({t} % 64) + ({t} / 128) * 64;")
+    return old.sub(new, src), {}
+
+
+def a_frag_late(src: str, plan, module) -> tuple[str, dict]:
+    """Each k's A fragments read from workgroup memory right before that k's first B
+    fragment instead of all four k's at the top of the block (fewer registers live
+    across the block, if the driver keeps the order)."""
+    frag = re.compile(r"\n            let (a\d+_(\d+)) = tile_a\[[^\n]*;")
+    found = frag.findall(src)
+    if not found:
+        raise RuntimeError("no A fragments read from workgroup memory")
+    lines: dict[str, list[str]] = {}  # k -> its fragment lines (the same in every block)
+    for m in frag.finditer(src):
+        if m[0] not in lines.setdefault(m[2], []):
+            lines[m[2]].append(m[0])
+    src = frag.sub("", src)
+    for j, group in lines.items():
+        src = re.sub(rf"(\n            let b0_{j} = )", lambda m, g=group: "".join(g) + m[1], src)
+    return src, {}
+
+
+def unroll2(src: str, plan, module) -> tuple[str, dict]:
+    """Two K steps per pass of the loop with two staged buffers: the buffer index of
+    each a constant (0, then 1), so no offset is computed at run time (K a multiple of
+    two steps)."""
+    head = re.search(r"\n    for \(var k0 = 0; k0 < (\d+); k0 \+= (\d+)\) \{\n"
+                     r"        let cur = \(k0 / \d+\) % 2;\n", src)
+    if head is None:
+        raise RuntimeError("no K loop over two staged buffers")
+    k, bk = int(head[1]), int(head[2])
+    if k % (2 * bk):
+        raise RuntimeError("K is not a multiple of two steps")
+    end = src.index("\n        workgroupBarrier();\n    }\n", head.end())
+    body = src[head.end():end] + "\n        workgroupBarrier();"
+    ind = lambda t: t.replace("\n", "\n    ")  # noqa: E731
+    loop = (f"\n    for (var kk = 0; kk < {k}; kk += {2 * bk}) {{"
+            f"\n        {{\n            let k0 = kk;\n            let cur = 0;\n    "
+            f"{ind(body)}\n        }}"
+            f"\n        {{\n            let k0 = kk + {bk};\n            let cur = 1;\n    "
+            f"{ind(body)}\n        }}\n    }}\n")
+    return src[:head.start()] + loop + src[end + len("\n        workgroupBarrier();\n    }\n"):], {}
+
+
 WINDOW_VARIANTS = {"plain_b": plain_b, "no_select": no_select, "tap_major": tap_major,
                    "shared_decode": shared_decode, "tap_major_shared": tap_major_shared}
 GEMM_VARIANTS = {"store_vec4": store_vec4, "warp8x4": warp_layout(8), "warp4x8": warp_layout(4),
                  "store_half": store_at(0.5), "store_quarter": store_at(0.25),
                  "store_ahead": store_ahead, "fetch_branch": fetch_branch,
-                 "ahead_branch": ahead_branch}
+                 "ahead_branch": ahead_branch, "a_rows_warp": a_rows_warp,
+                 "a_frag_late": a_frag_late, "unroll2": unroll2,
+                 "a_both": lambda s, p, m: a_frag_late(a_rows_warp(s, p, m)[0], p, m)}
 PERMUTE_VARIANTS = {
     "affine": permute_affine(), "affine_32x32_r8": permute_affine(32, 32, 8),
     "affine_32x32_r4": permute_affine(32, 32, 4), "affine_32x32_r2": permute_affine(32, 32, 2),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 from conftest import Fn
@@ -205,6 +206,40 @@ def test_large_products_take_the_wide_tiles(monkeypatch):
                                                        torch.randn(4093, 512)])
     assert knobs_of(compiled) == (128, 64, 8, 4, templates.MATMUL_BK, 0)
 
+
+
+def test_a_weight_read_along_k_is_stored_transposed():
+    """nn.Linear's weight [N, K] is transposed once at compile time (a permute of a
+    constant is a constant: ir.GraphBuilder.permute), so the plan holds W^T [K, N]
+    and the product loads B 16 bytes at a time along N and stages it without
+    transposing stores; a weight also read as it is keeps both layouts; inputs are
+    never copied."""
+    from conftest import check
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(96, 40)
+    compiled = check(lin, torch.randn(24, 96))
+    consts = list(compiled.plan.constants.values())
+    assert any(c.shape == (96, 40) and np.array_equal(c, lin.weight.detach().numpy().T)
+               for c in consts)
+    assert not any(c.shape == (40, 96) for c in consts)
+    (src,) = [k.source for k in compiled.plan.kernels if "matmul" in k.name]
+    assert "[lb0] = " not in src  # no scalar stores into B's vec4 fragments
+
+    class Tied(torch.nn.Module):  # the same weight read along K and along its rows
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(32, 48))
+
+        def forward(self, x, y):
+            return x @ self.w.t(), y @ self.w
+
+    compiled = check(Tied(), torch.randn(8, 48), torch.randn(8, 32))
+    shapes = sorted(c.shape for c in compiled.plan.constants.values())
+    assert shapes == [(32, 48), (48, 32)], shapes
+    # an input read along K stays one buffer, staged along its rows
+    compiled = check(Fn(lambda x, w: x @ w.t()), torch.randn(24, 96), torch.randn(40, 96))
+    assert not compiled.plan.constants
 
 def test_vec4_tiles_write_the_k_step_out():
     """With vec4 fragments the default K step is written out (UNROLL 1): no inner loop

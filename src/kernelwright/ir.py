@@ -269,6 +269,10 @@ class GraphBuilder:
         dims = [d % len(x.shape) for d in dims] if x.shape else []
         if dims == list(range(len(dims))):
             return x
+        if x.kind == "const":  # a model's weight, transposed once here (nn.Linear's
+            # [N, K] becomes a [K, N] operand that the matmul loads 16 bytes at a time
+            # along N and stages without transposing)
+            return self.const(np.ascontiguousarray(np.transpose(x.data, dims)), x.dtype)
         return self._node("permute", [x], [x.shape[d] for d in dims], x.dtype, dims=dims)
 
     def transpose(self, x: Value, a: int, b: int) -> Value:
