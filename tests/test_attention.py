@@ -56,34 +56,32 @@ def test_causal_decomposition_bounds_the_product_by_v(monkeypatch):
                   q, k, v)
         products = [k.source for k in c.plan.kernels if "matmul" in k.name]
         assert len(products) == 2 and "let khi = " in products[1], _kinds(c)
+        # nothing reads the scores past the diagonal: their tiles store nothing (the
+        # buffers are poisoned, so a reader of an unwritten score would fail the check)
+        assert "{ return; }" in products[0], products[0]
 
 
-def test_decomposition_reads_the_scores_once_for_their_statistics(monkeypatch):
-    """The decomposition's softmax statistics are one row kernel (the max, then the
-    log-sum-exp of the rows, schedule.fuse_rows with a reduction as its last phase)
-    between the two products; with a mask and causal too."""
-    monkeypatch.setattr(attention_ops, "FUSED", False)
-    q, k, v = _qkv(b=1, h=2, lq=33, s=40, e=8)
-    m = torch.randn(33, 40)
-    for f in (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-              lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, is_causal=True)):
-        c = check(Fn(f), q, k, v, m)
-        kinds = [k.key.split()[0] for k in c.plan.kernels]
-        assert kinds == ["matmul", "rows", "matmul"], c.plan.summary()
+def test_banded_scores_are_stored_whole_where_something_reads_past_the_band():
+    """Scores masked by a band written in the module (aranges compared), softmax-like:
+    with only masked readers (the rows' max, the probabilities by V) the tiles past the
+    diagonal store nothing (ir.read_only_in_band); returned, or read unmasked by the
+    max, they are stored whole (-inf past the diagonal)."""
+    def attend(q, k, v, masked_max):
+        i = torch.arange(q.shape[-2]).unsqueeze(-1)
+        j = torch.arange(k.shape[-2])
+        x = torch.where(j <= i, 0.25 * q @ k.transpose(-1, -2), float("-inf"))
+        m = (torch.where(j <= i, x, float("-inf")) if masked_max else x).amax(-1, True)
+        return torch.where(j <= i, (x - m).exp(), 0.0) @ v, x
 
-
-def test_causal_statistics_load_each_row_up_to_its_diagonal(monkeypatch):
-    """Causal decomposition: the row kernel of the max and the log-sum-exp loads each
-    row of scores only up to its diagonal (templates._row_band_end: both reductions
-    read where(causal, x, identity)); not without the mask. More keys than queries and
-    fewer, rows of 4k + 1, 4k + 2, ... elements."""
-    monkeypatch.setattr(attention_ops, "FUSED", False)
-    for lq, s, causal in ((37, 37, True), (21, 46, True), (50, 18, True), (37, 37, False)):
-        q, k, v = _qkv(b=1, h=2, lq=lq, s=s, e=8)
-        c = check(Fn(lambda q, k, v, causal=causal: F.scaled_dot_product_attention(
-            q, k, v, is_causal=causal)), q, k, v)
-        (rows,) = [k for k in c.plan.kernels if k.key.split()[0] == "rows"]
-        assert ("let qend = " in rows.source) == causal, c.plan.summary()
+    q, k, v = _qkv(b=1, h=2, lq=150, s=150, e=16)
+    for name, f, skips in (("masked", lambda q, k, v: attend(q, k, v, True)[0], True),
+                           ("returned", lambda q, k, v: attend(q, k, v, True), False),
+                           ("read unmasked", lambda q, k, v: attend(q, k, v, False)[0],
+                            False)):
+        c = check(Fn(f), q, k, v)
+        first = next(k for k in c.plan.kernels if "matmul" in k.name)
+        assert "let khi = " in first.source, c.plan.summary()
+        assert ("{ return; }" in first.source) == skips, (name, c.plan.summary())
 
 
 def test_sdpa_scale_and_3d(path):

@@ -228,6 +228,9 @@ class KernelSource:
         self.helpers: set[str] = set()
         self.lanes: dict[int, Value] = {}  # reads passed to the functions as values: x<i>
         self.out_vec4 = False  # the output bound as array<vec4<T>> (16-byte stores)
+        # no element of the output outside its band is read (ir.read_only_in_band): the
+        # template may leave them unwritten
+        self.band_only = False
 
     def bind(self, v: Value) -> str:
         for i, r in enumerate(self.reads):

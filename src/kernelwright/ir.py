@@ -711,3 +711,44 @@ def where_band(x: Value) -> tuple[str, int, float] | None:
     if ci == -1:  # (j - i) + ka - kb op 0
         return op, kb - ka, other.scalar
     return _FLIP[op], ka - kb, other.scalar  # (i - j) + ka - kb op 0: (j - i) flip(op) ka - kb
+
+
+def _band_interval(op: str, c: int) -> tuple[float, float]:
+    """The values of (j - i) a band (op, c) of where_band holds, as [lo, hi]."""
+    return {"eq": (c, c), "lt": (-math.inf, c - 1), "le": (-math.inf, c),
+            "gt": (c + 1, math.inf), "ge": (c, math.inf)}[op]
+
+
+def read_only_in_band(v: Value, users: dict[Value, list[Node]], outputs) -> bool:
+    """Whether no element of v = where(band, x, s) (where_band) outside its band is ever
+    used: v is no graph output, and each of its readers takes it elementwise at the same
+    shape as the value of a where over the same band or a narrower one, or into a value
+    for which the same holds (recursively; a reader through a view, a reduction or a
+    template, or a where that keeps the elements, fails). A kernel that stores v may then
+    leave the elements outside the band unwritten: causal attention's scores, which the
+    row max and the probabilities by V each mask again (ops/attention)."""
+    band = where_band(v)
+    if band is None:
+        return False
+    lo, hi = _band_interval(*band[:2])
+
+    def masked(x: Value, seen: set) -> bool:
+        if x in outputs:
+            return False
+        for r in users.get(x, []):
+            if r.op != "ew" or r.out.shape != v.shape:
+                return False
+            if r.attrs["fn"] == "where" and r.inputs[1] is x and x not in (r.inputs[0],
+                                                                          r.inputs[2]):
+                inner = where_band(r.out)
+                if inner is not None:
+                    rlo, rhi = _band_interval(*inner[:2])
+                    if lo <= rlo and rhi <= hi:
+                        continue
+            if r.out not in seen:
+                seen.add(r.out)
+                if not masked(r.out, seen):
+                    return False
+        return True
+
+    return masked(v, set())

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .codegen import contiguous_strides
-from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value
+from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, read_only_in_band
 from .plan import Buffer, Kernel, Plan, TensorSpec
 from .templates import (
     ROW_LIMIT,
@@ -128,11 +128,17 @@ def _fork(readers: list[Node], users, outputs, joins) -> list[Node]:
     return []
 
 
-def fuse(graph: Graph, nodes: list[Node]) -> list[Group]:
+def readers(nodes: list[Node]) -> dict[Value, list[Node]]:
+    """The nodes among `nodes` that read each value."""
     users: dict[Value, list[Node]] = {}
     for n in nodes:
         for v in n.inputs:
             users.setdefault(v, []).append(n)
+    return users
+
+
+def fuse(graph: Graph, nodes: list[Node]) -> list[Group]:
+    users = readers(nodes)
     chains = epilogue_chains(graph, nodes, users)
     groups = _group(graph, nodes, users, chains, set())
     heavy = heavy_prologues(groups)
@@ -611,6 +617,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     nodes = live_nodes(graph)
     groups = fuse(graph, nodes)
     materialized = {g.root for g in groups}
+    users, outputs = readers(nodes), set(graph.outputs)
 
     # Buffers: inputs and constants first, then intermediates by lifetime.
     buffers: list[Buffer] = []
@@ -627,10 +634,10 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     # The kernel order is the order of the groups; find each value's last reader.
     gens = []
     last_use: dict[Value, int] = {}
-    outputs = set(graph.outputs)
     for i, g in enumerate(groups):
         gen = generate(g.root, g.template, materialized, lambda v: id(v), choose,
-                       [(p.template, p.root) for p in g.phases])
+                       [(p.template, p.root) for p in g.phases],
+                       read_only_in_band(g.root, users, outputs))
         gens.append(gen)
         for v in gen.reads:
             last_use[v] = i

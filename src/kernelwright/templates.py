@@ -99,6 +99,7 @@ class KernelRequest:
     buffer_of: Callable
     phases: tuple = ()  # a row kernel's reductions (generate)
     order: tuple = ()  # values bound first, in this order (fill_kernel)
+    band_only: bool = False  # only the output's elements inside its band are read
 
     @property
     def key(self) -> KernelKey:
@@ -123,7 +124,7 @@ class KernelRequest:
 
     def generate(self, knobs: dict | None) -> Generated:
         return fill_kernel(self.out, self.tnode, self.materialized, self.buffer_of, knobs,
-                           self.phases, self.order)
+                           self.phases, self.order, self.band_only)
 
 
 # A chooser returns knobs, a whole kernel (a `Generated`: an optimized kernel from the
@@ -203,19 +204,20 @@ def _lane_args(src: KernelSource, vec: int, q: str, gi: str, loaded: dict | None
 
 
 def generate(out: Value, tnode: Node | None, materialized, buffer_of,
-             choose: KnobChooser | None = None, phases=()) -> Generated:
+             choose: KnobChooser | None = None, phases=(), band_only=False) -> Generated:
     """The kernel that stores `out`, computed by template node `tnode` (None: a plain
     elementwise kernel, or with `phases` (pairs of a reduce node and the value its group
     stores) a row kernel: those reductions, then `out` over the same rows, or where
     tnode is a reduction of those rows, tnode's value per row). Its knobs
     are the template's defaults unless `choose` returns others for the kernel's request
     (knobs that no longer fit the template, e.g. stored by an older version, are
-    ignored), or a whole kernel to use instead."""
+    ignored), or a whole kernel to use instead. `band_only`: no element of `out` outside
+    its band is ever read (ir.read_only_in_band), so the kernel may leave them unwritten."""
     phases = tuple(phases)
-    gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases)
+    gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases, (), band_only)
     if choose is None:
         return gen
-    request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases)
+    request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases, (), band_only)
     knobs = choose(request)
     if isinstance(knobs, Generated):
         return knobs
@@ -228,13 +230,14 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
 
 
 def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
-                knobs: dict | None = None, phases=(), order=()) -> Generated:
+                knobs: dict | None = None, phases=(), order=(), band_only=False) -> Generated:
     """Generate the kernel with the given knobs (missing ones: the defaults). `order`:
     values bound as its first reads in this order (another kernel's binding order, for a
     rewrite that must bind the same buffers as the kernel it replaces), whether or not
     the kernel reads them."""
     src = KernelSource(buffer_of)
     src.reads = list(order)
+    src.band_only = band_only
     kind = "rows" if phases else template_kind(tnode)
     if kind not in TEMPLATES:
         raise CompileError(f"no kernel template for '{kind}'")
@@ -261,6 +264,8 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     slots = {k: v.replace("$STORE", store) if isinstance(v, str) else v for k, v in slots.items()}
     source = template(tmpl).substitute(BINDINGS=src.bindings(out), FUNCTIONS=functions,
                                        STORE=store, **slots)
+    # a kernel that may skip the elements outside the band computes less than the whole
+    key_functions += "band only" if band_only else ""
     key = kernel_key(kind, out, tnode, src.reads, key_functions)
     return Generated(kind, source, list(src.reads), grid, key, used, list(src.views),
                      workgroup_bytes)
@@ -2028,9 +2033,12 @@ def _matmul(src, materialized, out, tnode, knobs=None):
         first, end = "klo", "khi"
         # klo stays inside K: an empty range's first fetch still reads the operands
         klo = f"(min({lo}, {k - 1}) / {bk}) * {bk}" if lows else "0"
-        if missed:
+        # a tile the band misses stores nothing when nothing reads there (src.band_only:
+        # ir.read_only_in_band), else the epilogue's value outside the band
+        skip = f"    if ({missed}) {{ return; }}\n" if missed and src.band_only else ""
+        if missed and not skip:
             hi = f"select({hi}, 0, {missed})"
-        ranges = f"    let klo = {klo};\n    let khi = {hi};\n"
+        ranges = f"{skip}    let klo = {klo};\n    let khi = {hi};\n"
     if db == 1:
         loop = (f"    for (var k0 = {first}; k0 < {end}; k0 += {bk}) {{\n        let kb = k0;\n"
                 f"{fetched('        ')}\n{stored('0', '0', '        ')}\n"

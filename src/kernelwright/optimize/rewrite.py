@@ -81,9 +81,9 @@ def rewrite_of(request: KernelRequest, name: str, build) -> Rewrite:
                          f"{len(want)}")
     reads = tuple(request.default.reads)
     default = fill_kernel(out, new_tnode, request.materialized, request.buffer_of, None,
-                          (), reads)
+                          (), reads, request.band_only)
     alt = KernelRequest(default, out, new_tnode, request.materialized, request.buffer_of,
-                        (), reads)
+                        (), reads, request.band_only)
     ids = [id(v) for v in reads]
     replaces = tnode.lowering or request.kind
 
