@@ -241,6 +241,21 @@ def test_a_weight_read_along_k_is_stored_transposed():
     compiled = check(Fn(lambda x, w: x @ w.t()), torch.randn(24, 96), torch.randn(40, 96))
     assert not compiled.plan.constants
 
+    class Repeated(torch.nn.Module):  # one Linear read at every step: one W^T in the plan
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            for _ in range(4):
+                x = torch.tanh(self.lin(x))
+            return x
+
+    compiled = check(Repeated(), torch.randn(8, 16))
+    shapes = sorted(c.shape for c in compiled.plan.constants.values())
+    assert shapes.count((16, 16)) == 1, shapes
+
+
 def test_vec4_tiles_write_the_k_step_out():
     """With vec4 fragments the default K step is written out (UNROLL 1): no inner loop
     over the tile's vec4 steps, BK / 4 blocks with constant offsets instead; scalar

@@ -176,6 +176,9 @@ class GraphBuilder:
         # rewrites that hold only while nothing else reads what they skip computing,
         # for the finished graph to settle (`settle`)
         self.tentative: list[tuple] = []
+        # constants permuted (permute): one copy per constant and order, however many
+        # times it is read that way (a recurrent layer's weights, once per time step)
+        self._permuted: dict[tuple[int, tuple[int, ...]], tuple[Value, Value]] = {}
 
     def _name(self) -> str:
         self._count += 1
@@ -272,7 +275,11 @@ class GraphBuilder:
         if x.kind == "const":  # a model's weight, transposed once here (nn.Linear's
             # [N, K] becomes a [K, N] operand that the matmul loads 16 bytes at a time
             # along N and stages without transposing)
-            return self.const(np.ascontiguousarray(np.transpose(x.data, dims)), x.dtype)
+            key = (id(x), tuple(dims))
+            if key not in self._permuted:  # the constant kept too: its id stays its own
+                data = np.ascontiguousarray(np.transpose(x.data, dims))
+                self._permuted[key] = (x, self.const(data, x.dtype))
+            return self._permuted[key][1]
         return self._node("permute", [x], [x.shape[d] for d in dims], x.dtype, dims=dims)
 
     def transpose(self, x: Value, a: int, b: int) -> Value:
