@@ -41,6 +41,10 @@ with --knobs '{"BN": 128, "TN": 8}'):
   a_frag_late each k's A fragments read right before its first B fragment
   unroll2     two K steps per pass, each buffer's offsets constants
   a_both      a_rows_warp and a_frag_late
+  acc_vec4    the accumulators as vec4s (a row's four columns of one B fragment), each
+              multiply-add a vector fma of the row's A value splatted
+  k_shift     the staged buffer's index as (k0 >> 3) & 1, no signed division
+  acc_vec4_k_shift  both
 Permute variants, on the NCHW -> NHWC permute (PERMUTE_CASES), written by hand for a
 4-d input (each checked against PyTorch):
   affine, affine_TCxTW_rR  the transposing tile of kernels/transpose.wgsl (TC channels
@@ -441,6 +445,50 @@ def unroll2(src: str, plan, module) -> tuple[str, dict]:
     return src[:head.start()] + loop + src[end + len("\n        workgroupBarrier();\n    }\n"):], {}
 
 
+FMA_LINE = re.compile(r"\n( *)acc_(\d+)_(\d+) = fma\(([^,]+), (b\d+_\d+)\.([xyzw]), "
+                      r"acc_\2_\3\);")
+
+
+def acc_vec4(src: str, plan, module) -> tuple[str, dict]:
+    """The accumulators held as vec4s, one per row and four consecutive columns (one B
+    fragment's), each multiply-add a vector fma of the row's A value splatted against
+    the fragment: 8 x 4 vec4 accumulators instead of 128 scalars, the same arithmetic.
+    Does the driver allocate registers differently (fewer moves per K step)?"""
+    decl = re.compile(r"\n    var acc_(\d+)_(\d+) = 0\.0;")
+    cells = [(int(r), int(c)) for r, c in decl.findall(src)]
+    if not cells or any(c % 4 == 0 and (r, c + 3) not in cells for r, c in cells):
+        raise RuntimeError("no scalar accumulators in fours of columns")
+    rows = sorted({r for r, _ in cells})
+    groups = sorted({c // 4 for _, c in cells})
+    first = decl.search(src)
+    src = decl.sub("", src)
+    vecs = "".join(f"\n    var accv_{r}_{g} = vec4<f32>();" for r in rows for g in groups)
+    src = src[:first.start()] + vecs + src[first.start():]
+
+    def fma(m) -> str:
+        ind, r, c, a, frag, comp = m.groups()
+        if comp != "xyzw"[int(c) % 4]:
+            raise RuntimeError(f"fragment {frag}.{comp} feeds column {c}")
+        if comp != "x":
+            return ""
+        g = int(c) // 4
+        return f"\n{ind}accv_{r}_{g} = fma(vec4<f32>({a}), {frag}, accv_{r}_{g});"
+    src = FMA_LINE.sub(fma, src)
+    src = re.sub(r"\bacc_(\d+)_(\d+)\b",
+                 lambda m: f"accv_{m[1]}_{int(m[2]) // 4}.{'xyzw'[int(m[2]) % 4]}", src)
+    return src, {}
+
+
+def k_shift(src: str, plan, module) -> tuple[str, dict]:
+    """The staged buffer's index from a shift and a mask instead of a signed division
+    and remainder (no sign fix-up in the K loop)."""
+    old = re.compile(r"let cur = \(k0 / (\d+)\) % 2;")
+    m = old.search(src)
+    if m is None or int(m[1]) & (int(m[1]) - 1):
+        raise RuntimeError("no K loop over two staged buffers with a power-of-two step")
+    return old.sub(f"let cur = (k0 >> {int(m[1]).bit_length() - 1}u) & 1;", src), {}
+
+
 WINDOW_VARIANTS = {"plain_b": plain_b, "no_select": no_select, "tap_major": tap_major,
                    "shared_decode": shared_decode, "tap_major_shared": tap_major_shared}
 GEMM_VARIANTS = {"store_vec4": store_vec4, "warp8x4": warp_layout(8), "warp4x8": warp_layout(4),
@@ -448,6 +496,8 @@ GEMM_VARIANTS = {"store_vec4": store_vec4, "warp8x4": warp_layout(8), "warp4x8":
                  "store_ahead": store_ahead, "fetch_branch": fetch_branch,
                  "ahead_branch": ahead_branch, "a_rows_warp": a_rows_warp,
                  "a_frag_late": a_frag_late, "unroll2": unroll2,
+                 "acc_vec4": acc_vec4, "k_shift": k_shift,
+                 "acc_vec4_k_shift": lambda s, p, m: k_shift(acc_vec4(s, p, m)[0], p, m),
                  "a_both": lambda s, p, m: a_frag_late(a_rows_warp(s, p, m)[0], p, m)}
 PERMUTE_VARIANTS = {
     "affine": permute_affine(), "affine_32x32_r8": permute_affine(32, 32, 8),
