@@ -270,6 +270,28 @@ def test_split_k_batched_and_heuristic_off_for_big_outputs():
     check(Fn(torch.matmul), a, b, atol=2e-4)
 
 
+def test_split_k_sum_is_added_by_the_kernels_that_read_it():
+    """A split-K product of a few chunks read by an elementwise kernel away from the
+    element it stores (a recurrent step's gates: slices of one product) or by a row
+    kernel is summed in their loads (ir.inline_sum): no reduce kernel, no buffer of the
+    sum. A product that is returned keeps its reduce kernel."""
+    from kernelwright.ir import INLINE_SUM_MAX
+
+    assert 1 < split_k_chunks((8, 512), (512, 64)) <= INLINE_SUM_MAX
+    a, b, bias = torch.rand(8, 512) - 0.5, torch.rand(512, 64) - 0.5, torch.randn(64)
+
+    def gates(a, b, bias):
+        y = a @ b + bias
+        return torch.sigmoid(y[:, :32]) * torch.tanh(y[:, 32:])
+
+    compiled = check(Fn(gates), a, b, bias, atol=2e-4)
+    assert _templates(compiled) == ["matmul", "slice+sigmoid+tanh+mul"], _templates(compiled)
+    rows = check(Fn(lambda a, b: torch.softmax(a @ b, -1)), a, b, atol=2e-4)
+    assert _templates(rows) == ["matmul", "div+reduce"], _templates(rows)  # a row kernel
+    both = check(Fn(lambda a, b: (a @ b, torch.relu(a @ b)[:, 1:])), a, b, atol=2e-4)
+    assert any(n.startswith("reduce") for n in _templates(both)), _templates(both)
+
+
 @pytest.mark.parametrize("eq,shapes", [
     ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
     ("bhqd,bhkd->bhqk", [(2, 3, 5, 4), (2, 3, 6, 4)]),

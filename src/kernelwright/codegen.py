@@ -25,7 +25,7 @@ from string import Template
 
 import numpy as np
 
-from .ir import MOVEMENT_OPS, CompileError, Value
+from .ir import MOVEMENT_OPS, CompileError, Value, inline_sum
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 WGSL_TYPE = {"f32": "f32", "i32": "i32", "bool": "bool"}
@@ -476,6 +476,11 @@ class Emitter:
             return self._window(node, dims)
         if op == "cat":
             return self._cat(node, dims, v.dtype)
+        if op == "reduce" and inline_sum(node):  # its items added in order, as the
+            # reduce template adds them (ir.inline_sum)
+            items = [self.value(x, Index(x.shape, dims=[dims[0], str(r)]))
+                     for r in range(x.shape[1])]
+            return f"({' + '.join(items)})"
         raise CompileError(f"codegen cannot inline '{op}'")
 
     def _cat(self, node, dims: list[str], dtype: str) -> str:
@@ -616,6 +621,8 @@ def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
             idx = idx[:d] + (idx[d] - start,) + idx[d + 1:]
             piece_tag += (i + 1) * CAT_PIECE_APART << (8 * level)
             level += 1
+        elif op == "reduce" and inline_sum(node):  # its first item's address
+            idx = (idx[0], 0)
         elif op == "window":
             # not one affine map (taps wrap at the kernel's edge, padding clamps): three
             # probes would mislead; templates then load it along their output dim

@@ -33,6 +33,20 @@ import numpy as np
 DTYPES = ("f32", "i32", "bool")
 MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat", "gather", "window")
 TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "materialize")
+# A sum of at most this many items per output (split-K's partial products: an RNN
+# step's chunks) is computed in their loads by the elementwise and row kernels that
+# read it, not by a reduce kernel of its own (`inline_sum`, schedule.recompute_cheap_values,
+# codegen.Emitter): the kernel, its buffer's write and the read back go.
+INLINE_SUM_MAX = 8
+
+
+def inline_sum(node: Node) -> bool:
+    """Whether reduce node `node` is a sum its readers may compute inline: f32, at most
+    INLINE_SUM_MAX items per output."""
+    return (node.op == "reduce" and node.attrs.get("op") == "sum" and node.out.dtype == "f32"
+            and node.inputs[0].dtype == "f32" and node.inputs[0].shape[1] <= INLINE_SUM_MAX)
+
+
 # Inputs one cat kernel reads at most (WebGPU guarantees 8 storage buffers per shader
 # stage, the output being one); longer cats are built as a tree of materialized cats.
 CAT_FANIN = 7

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .codegen import contiguous_strides
-from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, read_only_in_band
+from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from .plan import Buffer, Kernel, Plan, TensorSpec
 from .templates import (
     ROW_LIMIT,
@@ -305,20 +305,29 @@ def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Gro
     [1, N * C, H, W], read by the statistics and the normalization): recomputing it
     costs a few instructions or none, materializing it a write, a read and a kernel.
     A view in another order (a transpose) stays materialized: its readers would read
-    memory out of order."""
+    memory out of order. A sum of a few items of a buffer (ir.inline_sum over views
+    alone: split-K's partial products, with the bias its epilogue adds) counts as that
+    many loads and adds; it folds only into elementwise and row kernels (a matmul or
+    convolution would take the tiles of a loader that computes). A sum of computed
+    items (softmax's exp over a short row) stays, for fuse_rows to make a row kernel."""
     roots = {g.root for g in groups}
     group_of = {n: g for g in groups for n in g.members}
     outputs = set(graph.outputs)
     folded: set[Group] = set()
     for g in groups:
         v = g.root
-        if g.template is not None or v in outputs:
+        summed = (g.template is not None and inline_sum(g.template)
+                  and _inline_ops(g.template.inputs[0], roots - {v}, set()) == 0)
+        if g.template is not None and not summed or v in outputs:
             continue
         readers = {group_of[u] for u in users.get(v, [])}
         if readers & folded or not all(_reads_once(r.template, v, roots) for r in readers):
             continue
+        if summed and any(r.template is not None and r.template.op not in
+                          READS_EACH_ELEMENT_ONCE for r in readers):
+            continue
         reads: set[Value] = set()
-        if v.node.op == "ew":
+        if v.node.op == "ew" or summed:
             cheap = (_inline_ops(v, roots - {v}, reads) <= RECOMPUTE_MAX_OPS
                      and len(reads) <= RECOMPUTE_MAX_READS)
         else:
@@ -384,6 +393,10 @@ def _inline_ops(v: Value, roots: set[Value], reads: set[Value], counts=None) -> 
         return 0
     if v.node is None:
         return 0
+    if inline_sum(v.node):  # its items' loads and adds
+        items = v.node.inputs[0].shape[1]
+        own = items - 1 if counts is None else 0
+        return own + items * _inline_ops(v.node.inputs[0], roots, reads, counts)
     if v.node.op in TEMPLATE_OPS:
         return float("inf")
     own = 1 if v.node.op == "ew" and (counts is None or counts(v.node)) else 0
@@ -561,7 +574,8 @@ def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
     def reaches(v: Value) -> bool:  # does inline code from v read a phase's value?
         if v not in reach:
             reach[v] = v in values or (v.kind == "node" and v not in materialized
-                                       and v.node.op not in TEMPLATE_OPS
+                                       and (v.node.op not in TEMPLATE_OPS
+                                            or inline_sum(v.node))
                                        and any(reaches(x) for x in v.node.inputs))
         return reach[v]
 
