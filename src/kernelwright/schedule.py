@@ -318,7 +318,7 @@ def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Gro
         v = g.root
         summed = (g.template is not None and inline_sum(g.template)
                   and _inline_ops(g.template.inputs[0], roots - {v}, set()) == 0)
-        if g.template is not None and not summed or v in outputs:
+        if (g.template is not None and not summed) or v in outputs:
             continue
         readers = {group_of[u] for u in users.get(v, [])}
         if readers & folded or not all(_reads_once(r.template, v, roots) for r in readers):
