@@ -280,12 +280,16 @@ def test_split_k_sum_is_added_by_the_kernels_that_read_it():
     assert 1 < split_k_chunks((8, 512), (512, 64)) <= INLINE_SUM_MAX
     a, b, bias = torch.rand(8, 512) - 0.5, torch.rand(512, 64) - 0.5, torch.randn(64)
 
-    def gates(a, b, bias):
-        y = a @ b + bias
+    def gates(y):
         return torch.sigmoid(y[:, :32]) * torch.tanh(y[:, 32:])
 
-    compiled = check(Fn(gates), a, b, bias, atol=2e-4)
+    compiled = check(Fn(lambda a, b, bias: gates(a @ b + bias)), a, b, bias, atol=2e-4)
     assert _templates(compiled) == ["matmul", "slice+sigmoid+tanh+mul"], _templates(compiled)
+    # an LSTM step's gates: the input's projection (a buffer of its own) is added too,
+    # three buffers read in all (RECOMPUTE_MAX_READS)
+    lstm = check(Fn(lambda xp, a, b, bias: gates(xp + a @ b + bias)),
+                 torch.randn(8, 64), a, b, bias, atol=2e-4)
+    assert _templates(lstm) == ["matmul", "slice+sigmoid+tanh+mul"], _templates(lstm)
     rows = check(Fn(lambda a, b: torch.softmax(a @ b, -1)), a, b, atol=2e-4)
     assert _templates(rows) == ["matmul", "div+reduce"], _templates(rows)  # a row kernel
     both = check(Fn(lambda a, b: (a @ b, torch.relu(a @ b)[:, 1:])), a, b, atol=2e-4)

@@ -291,7 +291,7 @@ def _operand_loads(t: Node) -> list[float]:
 
 
 RECOMPUTE_MAX_OPS = 8  # elementwise ops each reader may compute again instead of a load
-RECOMPUTE_MAX_READS = 2  # buffers such a value may read (each one a binding of its readers)
+RECOMPUTE_MAX_READS = 3  # buffers such a value may read (each one a binding of its readers)
 READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an element once
 
 
