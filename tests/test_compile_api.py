@@ -1,6 +1,8 @@
 """The user-facing API: kernelwright.compile, torch.compile's backend, plans as data,
 and the errors for what cannot be compiled or called."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -115,6 +117,21 @@ def test_a_buffer_larger_than_the_device_binds_is_a_clear_error():
     x = torch.empty(most // 4 + 1)  # never filled: only its shape is compiled
     with pytest.raises(RuntimeError, match=r"larger than .* can bind to a kernel"):
         kernelwright.compile(Fn(lambda x: x * 2.0), [x])
+
+
+def test_a_kernel_binding_more_buffers_than_the_device_allows_is_a_clear_error():
+    """A fused kernel reads every tensor it needs through a binding of its own; a device
+    that allows fewer storage buffers per shader stage than a kernel binds (WebGPU's
+    default is 8) is refused before any pipeline is built, naming the kernel."""
+    xs = [torch.randn(4, 5) for _ in range(5)]
+    compiled = kernelwright.compile(Fn(lambda a, b, c, d, e: a * b + c * d - e), xs)
+    (kernel,) = compiled.plan.kernels
+    limits = dict(kernelwright.runtime.default_device().device.limits)
+    kernelwright.runtime.check_limits(compiled.plan, limits, "this device")
+    limits["max-storage-buffers-per-shader-stage"] = 5  # five inputs, an output (and views)
+    with pytest.raises(RuntimeError, match=rf"kernel {re.escape(kernel.name)} binds \d+ "
+                       "storage buffers; a small device allows 5 per kernel"):
+        kernelwright.runtime.check_limits(compiled.plan, limits, "a small device")
 
 
 def test_kernels_compile_without_runtime_checks_unless_forced(monkeypatch):

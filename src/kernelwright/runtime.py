@@ -140,6 +140,34 @@ def default_device() -> Device:
     return _DEFAULT
 
 
+def check_limits(plan: Plan, limits: dict, description: str) -> None:
+    """Refuse, with a clear error, a plan that the device's limits (which open_device
+    requested in full) cannot run: a buffer larger than a kernel can bind, a kernel with
+    more storage buffers than a shader stage may bind (a fused kernel reading many
+    tensors), or more workgroup memory than the device has. wgpu checks none of these
+    before the pipeline is built, and then only with a validation message; knobs that
+    need more workgroup memory than the device has fail here, and the tuner discards
+    them."""
+    most = min(limits.get("max-storage-buffer-binding-size", 1 << 27),
+               limits.get("max-buffer-size", 1 << 28))
+    for b in plan.buffers:
+        if _aligned(b.nbytes) > most:
+            raise RuntimeError(
+                f"buffer b{b.id} ({b.kind}, {b.nbytes / 2**20:.0f} MiB) is larger than "
+                f"{description} can bind to a kernel ({most / 2**20:.0f} MiB); "
+                "compile for smaller inputs")
+    buffers = limits.get("max-storage-buffers-per-shader-stage", 8)
+    memory = limits.get("max-compute-workgroup-storage-size", 16384)
+    for k in plan.kernels:
+        bound = len(_BINDING.findall(k.source))
+        if bound > buffers:
+            raise RuntimeError(f"kernel {k.name} binds {bound} storage buffers; {description} "
+                               f"allows {buffers} per kernel")
+        if k.workgroup_bytes > memory:
+            raise RuntimeError(f"kernel {k.name} ({k.knobs}) needs {k.workgroup_bytes} bytes "
+                               f"of workgroup memory; {description} has {memory}")
+
+
 class Executable:
     """A Plan bound to a device: buffers allocated, constants uploaded, pipelines built."""
 
@@ -149,25 +177,10 @@ class Executable:
         d = self.dev.device
         usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
                  | wgpu.BufferUsage.COPY_SRC)
-        most = min(d.limits.get("max-storage-buffer-binding-size", 1 << 27),
-                   d.limits.get("max-buffer-size", 1 << 28))
-        for b in plan.buffers:
-            if _aligned(b.nbytes) > most:
-                raise RuntimeError(
-                    f"buffer b{b.id} ({b.kind}, {b.nbytes / 2**20:.0f} MiB) is larger than "
-                    f"{self.dev.description} can bind to a kernel ({most / 2**20:.0f} MiB); "
-                    "compile for smaller inputs")
+        check_limits(plan, d.limits, self.dev.description)
         self.buffers = [d.create_buffer(size=_aligned(b.nbytes), usage=usage) for b in plan.buffers]
         for bid, data in plan.constants.items():
             d.queue.write_buffer(self.buffers[bid], 0, np.ascontiguousarray(data))
-        # wgpu does not check a shader's workgroup memory against the device's limit
-        # (which open_device requested in full): knobs that need more than the device has
-        # fail here, and the tuner discards them.
-        limit = d.limits.get("max-compute-workgroup-storage-size", 16384)
-        for k in plan.kernels:
-            if k.workgroup_bytes > limit:
-                raise RuntimeError(f"kernel {k.name} ({k.knobs}) needs {k.workgroup_bytes} bytes "
-                                   f"of workgroup memory; {self.dev.description} has {limit}")
         self.steps = []
         pipes = self.dev.pipelines([(k.source, k.trusted) for k in plan.kernels])
         for k, pipe in zip(plan.kernels, pipes):
