@@ -120,18 +120,46 @@ def test_a_buffer_larger_than_the_device_binds_is_a_clear_error():
 
 
 def test_a_kernel_binding_more_buffers_than_the_device_allows_is_a_clear_error():
-    """A fused kernel reads every tensor it needs through a binding of its own; a device
-    that allows fewer storage buffers per shader stage than a kernel binds (WebGPU's
-    default is 8) is refused before any pipeline is built, naming the kernel."""
-    xs = [torch.randn(4, 5) for _ in range(5)]
-    compiled = kernelwright.compile(Fn(lambda a, b, c, d, e: a * b + c * d - e), xs)
+    """A fused kernel reads every tensor it needs through a binding of its own; only the
+    bindings its entry point reaches count (the template declares a scalar binding and a
+    vec4 view of each read, and this kernel reads only the views): five reads and the
+    output. A device that allows fewer storage buffers per shader stage is refused before
+    any pipeline is built, naming the kernel; one that allows six runs it."""
+    from kernelwright.runtime import _BINDING, check_limits, used_bindings
+
+    xs = [torch.randn(4, 8) for _ in range(5)]
+    fn = Fn(lambda a, b, c, d, e: a * b + c * d - e)
+    compiled = kernelwright.compile(fn, xs)
     (kernel,) = compiled.plan.kernels
+    assert len(used_bindings(kernel.source)) == 6 < len(_BINDING.findall(kernel.source))
     limits = dict(kernelwright.runtime.default_device().device.limits)
-    kernelwright.runtime.check_limits(compiled.plan, limits, "this device")
-    limits["max-storage-buffers-per-shader-stage"] = 5  # five inputs, an output (and views)
-    with pytest.raises(RuntimeError, match=rf"kernel {re.escape(kernel.name)} binds \d+ "
+    limits["max-storage-buffers-per-shader-stage"] = 6
+    check_limits(compiled.plan, limits, "this device")
+    torch.testing.assert_close(compiled(*xs), fn(*xs))
+    limits["max-storage-buffers-per-shader-stage"] = 5
+    with pytest.raises(RuntimeError, match=rf"kernel {re.escape(kernel.name)} binds 6 "
                        "storage buffers; a small device allows 5 per kernel"):
-        kernelwright.runtime.check_limits(compiled.plan, limits, "a small device")
+        check_limits(compiled.plan, limits, "a small device")
+
+
+def test_used_bindings_follow_the_calls_from_main():
+    from kernelwright.runtime import used_bindings
+
+    src = """@group(0) @binding(0) var<storage, read> in0: array<f32>;
+@group(0) @binding(1) var<storage, read> in0v4: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> in1: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+fn g(i: i32) -> f32 { return in1[i]; }
+fn f(i: i32) -> f32 { return g(i) * 2.0; }
+fn unused(i: i32) -> f32 { return in0[i]; }
+var<workgroup> tile: array<f32, 64>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = i32(gid.x);
+    out[i] = f(i) + in0v4[i].x;
+}
+"""
+    assert used_bindings(src) == {1: "read", 2: "read", 3: "read_write"}
 
 
 def test_kernels_compile_without_runtime_checks_unless_forced(monkeypatch):

@@ -11,6 +11,7 @@ No Python work per element and no PyTorch op runs on this path.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -84,18 +85,57 @@ class Device:
         return pipe
 
     def _layout(self, source: str) -> wgpu.GPUPipelineLayout:
-        """The pipeline layout of every storage binding the kernel declares ("auto" would
-        drop the bindings a shader never reads, e.g. a buffer the matmul reads only
-        through its vec4 view)."""
-        entries = [{"binding": int(i), "visibility": wgpu.ShaderStage.COMPUTE,
+        """The pipeline layout of the storage bindings the kernel reaches (`used_bindings`,
+        the same set `bind_group` binds)."""
+        entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
                     "buffer": {"type": wgpu.BufferBindingType.storage if access == "read_write"
                                else wgpu.BufferBindingType.read_only_storage}}
-                   for i, access in _BINDING.findall(source)]
+                   for i, access in used_bindings(source).items()]
         group = self.device.create_bind_group_layout(entries=entries)
         return self.device.create_pipeline_layout(bind_group_layouts=[group])
 
+    def bind_group(self, source: str, pipe: wgpu.GPUComputePipeline,
+                   buffers: list[wgpu.GPUBuffer]) -> wgpu.GPUBindGroup:
+        """The bind group of a pipeline made by `pipeline(source)`: buffers[i] at binding
+        i, for each binding the kernel reaches."""
+        return self.device.create_bind_group(
+            layout=pipe.get_bind_group_layout(0),
+            entries=[{"binding": i, "resource": {"buffer": buffers[i]}}
+                     for i in used_bindings(source)])
 
-_BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var<storage,\s*(read|read_write)>")
+
+_BINDING = re.compile(
+    r"@group\(0\)\s*@binding\((\d+)\)\s*var<storage,\s*(read|read_write)>\s*(\w+)")
+_FN = re.compile(r"\bfn\s+(\w+)\s*\(")
+_WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+@functools.lru_cache(maxsize=4096)
+def used_bindings(source: str) -> dict[int, str]:
+    """The storage bindings (index: access) that the entry point `main` reaches, in main
+    or in a function it calls, directly or not. Templates declare a binding for every
+    read and for its vec4 view, and the loader they don't use stays in the text (a
+    matmul that reads A only through its vec4 view); those bindings are left out of the
+    pipeline's layout and bind group, so they do not count against the device's limit
+    of storage buffers per shader stage (`check_limits`). A function's text runs to the
+    next function's (WGSL has no nested functions; declarations between them can only
+    add bindings, never drop one)."""
+    declared = {name: (int(i), access) for i, access, name in _BINDING.findall(source)}
+    text = _BINDING.sub("", source)
+    starts = [(m.start(), m[1]) for m in _FN.finditer(text)] + [(len(text), "")]
+    bodies = {name: text[a:b] for (a, name), (b, _) in zip(starts, starts[1:])}
+    if "main" not in bodies:
+        return dict(sorted(declared.values()))
+    seen, todo, words = set(), ["main"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in bodies:
+            continue
+        seen.add(name)
+        found = set(_WORD.findall(bodies[name]))
+        words |= found
+        todo += [w for w in found if w in bodies]
+    return dict(sorted(v for name, v in declared.items() if name in words))
 _DEFAULT: Device | None = None
 
 
@@ -159,7 +199,7 @@ def check_limits(plan: Plan, limits: dict, description: str) -> None:
     buffers = limits.get("max-storage-buffers-per-shader-stage", 8)
     memory = limits.get("max-compute-workgroup-storage-size", 16384)
     for k in plan.kernels:
-        bound = len(_BINDING.findall(k.source))
+        bound = len(used_bindings(k.source))
         if bound > buffers:
             raise RuntimeError(f"kernel {k.name} binds {bound} storage buffers; {description} "
                                f"allows {buffers} per kernel")
@@ -184,10 +224,7 @@ class Executable:
         self.steps = []
         pipes = self.dev.pipelines([(k.source, k.trusted) for k in plan.kernels])
         for k, pipe in zip(plan.kernels, pipes):
-            group = d.create_bind_group(
-                layout=pipe.get_bind_group_layout(0),
-                entries=[{"binding": i, "resource": {"buffer": self.buffers[b]}}
-                         for i, b in enumerate(k.bindings)])
+            group = self.dev.bind_group(k.source, pipe, [self.buffers[b] for b in k.bindings])
             self.steps.append((pipe, group, k.grid))
 
     def upload(self, arrays: list[np.ndarray]) -> None:

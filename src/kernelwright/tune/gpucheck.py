@@ -161,8 +161,7 @@ def compare_buffers(device, want: wgpu.GPUBuffer, got: wgpu.GPUBuffer, n: int,
 
     def dispatch(source: str) -> np.ndarray:
         pipe = device.pipeline(source, trusted=True)
-        group = d.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-            {"binding": i, "resource": {"buffer": b}} for i, b in enumerate((want, got, stats))])
+        group = device.bind_group(source, pipe, [want, got, stats])
         enc = d.create_command_encoder()
         p = enc.begin_compute_pass()
         p.set_pipeline(pipe)
