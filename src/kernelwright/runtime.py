@@ -106,8 +106,8 @@ class Device:
 
 _BINDING = re.compile(
     r"@group\(0\)\s*@binding\((\d+)\)\s*var<storage,\s*(read|read_write)>\s*(\w+)")
-_FN = re.compile(r"\bfn\s+(\w+)\s*\(")
-_WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_FN = re.compile(r"^[ \t]*fn\s+(\w+)\s*\(", re.M)  # one not at a line's start: merged
 
 
 @functools.lru_cache(maxsize=4096)
@@ -118,8 +118,9 @@ def used_bindings(source: str) -> dict[int, str]:
     matmul that reads A only through its vec4 view); those bindings are left out of the
     pipeline's layout and bind group, so they do not count against the device's limit
     of storage buffers per shader stage (`check_limits`). A function's text runs to the
-    next function's (WGSL has no nested functions; declarations between them can only
-    add bindings, never drop one)."""
+    next function's start (WGSL has no nested functions; declarations between them, or
+    a function not found because it does not start a line, can only add bindings,
+    never drop one)."""
     declared = {name: (int(i), access) for i, access, name in _BINDING.findall(source)}
     text = _BINDING.sub("", source)
     starts = [(m.start(), m[1]) for m in _FN.finditer(text)] + [(len(text), "")]
@@ -129,13 +130,15 @@ def used_bindings(source: str) -> dict[int, str]:
     seen, todo, words = set(), ["main"], set()
     while todo:
         name = todo.pop()
-        if name in seen or name not in bodies:
+        if name in seen:
             continue
         seen.add(name)
         found = set(_WORD.findall(bodies[name]))
         words |= found
         todo += [w for w in found if w in bodies]
     return dict(sorted(v for name, v in declared.items() if name in words))
+
+
 _DEFAULT: Device | None = None
 
 
