@@ -125,13 +125,13 @@ def test_a_kernel_binding_more_buffers_than_the_device_allows_is_a_clear_error()
     vec4 view of each read, and this kernel reads only the views): five reads and the
     output. A device that allows fewer storage buffers per shader stage is refused before
     any pipeline is built, naming the kernel; one that allows six runs it."""
-    from kernelwright.runtime import _BINDING, check_limits, used_bindings
+    from kernelwright.runtime import check_limits, declared_bindings, used_bindings
 
     xs = [torch.randn(4, 8) for _ in range(5)]
     fn = Fn(lambda a, b, c, d, e: a * b + c * d - e)
     compiled = kernelwright.compile(fn, xs)
     (kernel,) = compiled.plan.kernels
-    assert len(used_bindings(kernel.source)) == 6 < len(_BINDING.findall(kernel.source))
+    assert len(used_bindings(kernel.source)) == 6 < len(declared_bindings(kernel.source))
     limits = dict(kernelwright.runtime.default_device().device.limits)
     limits["max-storage-buffers-per-shader-stage"] = 6
     check_limits(compiled.plan, limits, "this device")

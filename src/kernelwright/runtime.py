@@ -104,10 +104,22 @@ class Device:
                      for i in used_bindings(source)])
 
 
-_BINDING = re.compile(
-    r"@group\(0\)\s*@binding\((\d+)\)\s*var<storage,\s*(read|read_write)>\s*(\w+)")
+BINDING = re.compile(
+    r"(?:@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)"
+    r"|@binding\(\s*(\d+)\s*\)\s*@group\(\s*(\d+)\s*\))"
+    r"\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)")
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _FN = re.compile(r"^[ \t]*fn\s+(\w+)\s*\(", re.M)  # one not at a line's start: merged
+
+
+def declared_bindings(source: str) -> list[tuple[int, int, str, str, str]]:
+    """(group, binding, address space, access, name) of every resource the WGSL declares."""
+    found = []
+    for m in BINDING.finditer(source):
+        group, binding = (m.group(1), m.group(2)) if m.group(1) is not None else \
+            (m.group(4), m.group(3))
+        found.append((int(group), int(binding), m.group(5), m.group(6) or "read", m.group(7)))
+    return found
 
 
 @functools.lru_cache(maxsize=4096)
@@ -121,8 +133,9 @@ def used_bindings(source: str) -> dict[int, str]:
     next function's start (WGSL has no nested functions; declarations between them, or
     a function not found because it does not start a line, can only add bindings,
     never drop one)."""
-    declared = {name: (int(i), access) for i, access, name in _BINDING.findall(source)}
-    text = _BINDING.sub("", source)
+    declared = {name: (binding, access) for group, binding, space, access, name
+                in declared_bindings(source) if group == 0 and space == "storage"}
+    text = BINDING.sub("", source)
     starts = [(m.start(), m[1]) for m in _FN.finditer(text)] + [(len(text), "")]
     bodies = {name: text[a:b] for (a, name), (b, _) in zip(starts, starts[1:])}
     if "main" not in bodies:

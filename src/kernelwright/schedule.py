@@ -309,8 +309,8 @@ def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Gro
     alone: split-K's partial products, with the bias its epilogue adds) counts as its
     loads, its adds bounded by ir.INLINE_SUM_MAX; it folds only into elementwise and
     row kernels (a matmul or convolution would take the tiles of a loader that
-    computes). A sum of computed
-    items (softmax's exp over a short row) stays, for fuse_rows to make a row kernel."""
+    computes). A sum of computed items (softmax's exp over a short row) stays, for
+    fuse_rows to make a row kernel."""
     roots = {g.root for g in groups}
     group_of = {n: g for g in groups for n in g.members}
     outputs = set(graph.outputs)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import selectors
 import signal
 import subprocess
@@ -46,24 +45,12 @@ import time
 import traceback
 from pathlib import Path
 
-BINDING = re.compile(
-    r"(?:@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)"
-    r"|@binding\(\s*(\d+)\s*\)\s*@group\(\s*(\d+)\s*\))"
-    r"\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)")
+from ..runtime import declared_bindings
+
 START_TIMEOUT_S = 180.0  # imports and opening the device
 
 
 # -- the worker (child process) ---------------------------------------------------------
-def declared_bindings(source: str) -> list[tuple[int, int, str, str, str]]:
-    """(group, binding, address space, access, name) of every resource the WGSL declares."""
-    found = []
-    for m in BINDING.finditer(source):
-        group, binding = (m.group(1), m.group(2)) if m.group(1) is not None else \
-            (m.group(4), m.group(3))
-        found.append((int(group), int(binding), m.group(5), m.group(6) or "read", m.group(7)))
-    return found
-
-
 def binding_problem(source: str, bindings: list[dict]) -> str | None:
     """Why the candidate's declared bindings differ from the kernel's, else None."""
     declared = declared_bindings(source)
