@@ -125,7 +125,8 @@ def test_a_kernel_binding_more_buffers_than_the_device_allows_is_a_clear_error()
     vec4 view of each read, and this kernel reads only the views): five reads and the
     output. A device that allows fewer storage buffers per shader stage is refused before
     any pipeline is built, naming the kernel; one that allows six runs it."""
-    from kernelwright.runtime import check_limits, declared_bindings, used_bindings
+    from kernelwright.codegen import declared_bindings, used_bindings
+    from kernelwright.runtime import check_limits
 
     xs = [torch.randn(4, 8) for _ in range(5)]
     fn = Fn(lambda a, b, c, d, e: a * b + c * d - e)
@@ -142,8 +143,36 @@ def test_a_kernel_binding_more_buffers_than_the_device_allows_is_a_clear_error()
         check_limits(compiled.plan, limits, "a small device")
 
 
+def test_fusion_stays_within_the_devices_binding_limit():
+    """A normalization's fused kernel reads x and four per-channel tensors (five
+    bindings and its output). On a device that allows five storage buffers per kernel,
+    the compiler stores the smallest inline value that reads two of them, the
+    per-channel scale g * rsqrt(v + eps) (8 floats), and fuses the rest: two kernels
+    of five bindings or fewer, and the same result. On the full device: one kernel."""
+    from kernelwright.codegen import used_bindings
+    from kernelwright.runtime import open_device
+
+    fn = Fn(lambda x, m, g, v, b: (x - m) * (g * torch.rsqrt(v + 1e-5)) + b)
+    xs = [torch.randn(4, 8, 16)] + [torch.randn(8, 1) for _ in range(4)]
+    xs[3] = xs[3].abs()
+    full = kernelwright.compile(fn, xs)
+    assert len(full.plan.kernels) == 1
+    assert len(used_bindings(full.plan.kernels[0].source)) == 6
+
+    adapter = kernelwright.runtime.default_device().adapter
+    small = open_device(adapter, {"max-storage-buffers-per-shader-stage": 5})
+    assert small.max_bindings == 5
+    compiled = kernelwright.compile(fn, xs, device=small)
+    kernels = compiled.plan.kernels
+    assert len(kernels) == 2
+    assert all(len(used_bindings(k.source)) <= 5 for k in kernels)
+    temps = [b.nbytes for b in compiled.plan.buffers if b.kind == "temp"]
+    assert temps == [8 * 4]  # the scale, not the 512-element tensor
+    torch.testing.assert_close(compiled(*xs), fn(*xs))
+
+
 def test_used_bindings_follow_the_calls_from_main():
-    from kernelwright.runtime import used_bindings
+    from kernelwright.codegen import used_bindings
 
     src = """@group(0) @binding(0) var<storage, read> in0: array<f32>;
 @group(0) @binding(1) var<storage, read> in0v4: array<vec4<f32>>;

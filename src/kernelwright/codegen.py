@@ -18,7 +18,9 @@ reshapes of contiguous data cost nothing.
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -638,3 +640,52 @@ def _is_simple(expr: str) -> bool:
 
 def to_buffer(expr: str, dtype: str) -> str:
     return f"select(0u, 1u, {expr})" if dtype == "bool" else expr
+
+
+# -- the bindings a kernel's WGSL declares and the ones its entry point reaches -----------
+BINDING = re.compile(
+    r"(?:@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)"
+    r"|@binding\(\s*(\d+)\s*\)\s*@group\(\s*(\d+)\s*\))"
+    r"\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_FN = re.compile(r"^[ \t]*fn\s+(\w+)\s*\(", re.M)  # one not at a line's start: merged
+
+
+def declared_bindings(source: str) -> list[tuple[int, int, str, str, str]]:
+    """(group, binding, address space, access, name) of every resource the WGSL declares."""
+    found = []
+    for m in BINDING.finditer(source):
+        group, binding = (m.group(1), m.group(2)) if m.group(1) is not None else \
+            (m.group(4), m.group(3))
+        found.append((int(group), int(binding), m.group(5), m.group(6) or "read", m.group(7)))
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def used_bindings(source: str) -> dict[int, str]:
+    """The storage bindings (index: access) that the entry point `main` reaches, in main
+    or in a function it calls, directly or not. Templates declare a binding for every
+    read and for its vec4 view, and the loader they don't use stays in the text (a
+    matmul that reads A only through its vec4 view); those bindings are left out of the
+    pipeline's layout and bind group, so they do not count against the device's limit
+    of storage buffers per shader stage (`check_limits`). A function's text runs to the
+    next function's start (WGSL has no nested functions; declarations between them, or
+    a function not found because it does not start a line, can only add bindings,
+    never drop one)."""
+    declared = {name: (binding, access) for group, binding, space, access, name
+                in declared_bindings(source) if group == 0 and space == "storage"}
+    text = BINDING.sub("", source)
+    starts = [(m.start(), m[1]) for m in _FN.finditer(text)] + [(len(text), "")]
+    bodies = {name: text[a:b] for (a, name), (b, _) in zip(starts, starts[1:])}
+    if "main" not in bodies:
+        return dict(sorted(declared.values()))
+    seen, todo, words = set(), ["main"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        found = set(_WORD.findall(bodies[name]))
+        words |= found
+        todo += [w for w in found if w in bodies]
+    return dict(sorted(v for name, v in declared.items() if name in words))

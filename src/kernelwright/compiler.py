@@ -31,14 +31,20 @@ TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": t
 def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
                 device: Device | None = None) -> Plan:
     """Capture and schedule a module into a Plan for precision mode `precision`
-    (templates.precision; compile() decides whether a device can run it) and the waves
+    (templates.precision; compile() decides whether a device can run it), the waves
     of `device` (None: the default device; tune.device_waves, measured there once per
-    device, the only GPU work)."""
+    device, the only GPU work) and the storage buffers its kernels may bind
+    (Device.max_bindings; no limit where no device can be opened)."""
+    try:
+        max_bindings = (device or default_device()).max_bindings
+    except Exception:  # noqa: BLE001 - no adapter: plan without a device's limits
+        max_bindings = None
     with templates.waves(device_waves(device)):
-        return _plan(module, example_inputs, precision)
+        return _plan(module, example_inputs, precision, max_bindings)
 
 
-def _plan(module: torch.nn.Module, example_inputs, precision: str) -> Plan:
+def _plan(module: torch.nn.Module, example_inputs, precision: str,
+          max_bindings: int | None) -> Plan:
     ep = export_graph(module, example_inputs)
     sig = ep.graph_signature
     constants = {}
@@ -55,7 +61,8 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str) -> Plan:
     out_spec = ep.call_spec.out_spec
     single = out_spec is None or (out_spec.num_leaves == 1 and out_spec.type not in (tuple, list))
     with templates.precision(precision):
-        return build_plan(builder.graph, "single" if single else "tuple", torch_dtypes)
+        return build_plan(builder.graph, "single" if single else "tuple", torch_dtypes,
+                          max_bindings=max_bindings)
 
 
 class CompiledModule:

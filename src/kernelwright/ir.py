@@ -48,7 +48,8 @@ def inline_sum(node: Node) -> bool:
 
 
 # Inputs one cat kernel reads at most (WebGPU guarantees 8 storage buffers per shader
-# stage, the output being one); longer cats are built as a tree of materialized cats.
+# stage, the output being one); longer cats are built as a tree of materialized cats
+# (a kernel over the device's limit for other reasons is cut by schedule.build_plan).
 CAT_FANIN = 7
 SCAN_OPS = ("sum", "prod", "max", "min", "logaddexp", "argmax", "argmin")
 # A reduction of a few long rows runs in two steps (`reduce_split`): one workgroup per

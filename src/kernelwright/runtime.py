@@ -11,10 +11,8 @@ No Python work per element and no PyTorch op runs on this path.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import wgpu
 
+from .codegen import used_bindings
 from .plan import Plan
 
 NUMPY_OF = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
@@ -47,6 +46,11 @@ class Device:
     is_software: bool
     has_timestamps: bool
     coop_error: str = ""  # why the adapter's cooperative-matrix feature was not granted
+
+    @property
+    def max_bindings(self) -> int:
+        """The storage buffers a kernel may bind (per shader stage; WebGPU's default 8)."""
+        return self.device.limits.get("max-storage-buffers-per-shader-stage", 8)
 
     @property
     def has_coop_matrix(self) -> bool:
@@ -104,63 +108,19 @@ class Device:
                      for i in used_bindings(source)])
 
 
-BINDING = re.compile(
-    r"(?:@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)"
-    r"|@binding\(\s*(\d+)\s*\)\s*@group\(\s*(\d+)\s*\))"
-    r"\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)")
-_WORD = re.compile(r"[A-Za-z_]\w*")
-_FN = re.compile(r"^[ \t]*fn\s+(\w+)\s*\(", re.M)  # one not at a line's start: merged
-
-
-def declared_bindings(source: str) -> list[tuple[int, int, str, str, str]]:
-    """(group, binding, address space, access, name) of every resource the WGSL declares."""
-    found = []
-    for m in BINDING.finditer(source):
-        group, binding = (m.group(1), m.group(2)) if m.group(1) is not None else \
-            (m.group(4), m.group(3))
-        found.append((int(group), int(binding), m.group(5), m.group(6) or "read", m.group(7)))
-    return found
-
-
-@functools.lru_cache(maxsize=4096)
-def used_bindings(source: str) -> dict[int, str]:
-    """The storage bindings (index: access) that the entry point `main` reaches, in main
-    or in a function it calls, directly or not. Templates declare a binding for every
-    read and for its vec4 view, and the loader they don't use stays in the text (a
-    matmul that reads A only through its vec4 view); those bindings are left out of the
-    pipeline's layout and bind group, so they do not count against the device's limit
-    of storage buffers per shader stage (`check_limits`). A function's text runs to the
-    next function's start (WGSL has no nested functions; declarations between them, or
-    a function not found because it does not start a line, can only add bindings,
-    never drop one)."""
-    declared = {name: (binding, access) for group, binding, space, access, name
-                in declared_bindings(source) if group == 0 and space == "storage"}
-    text = BINDING.sub("", source)
-    starts = [(m.start(), m[1]) for m in _FN.finditer(text)] + [(len(text), "")]
-    bodies = {name: text[a:b] for (a, name), (b, _) in zip(starts, starts[1:])}
-    if "main" not in bodies:
-        return dict(sorted(declared.values()))
-    seen, todo, words = set(), ["main"], set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        found = set(_WORD.findall(bodies[name]))
-        words |= found
-        todo += [w for w in found if w in bodies]
-    return dict(sorted(v for name, v in declared.items() if name in words))
-
-
 _DEFAULT: Device | None = None
 
 
-def open_device(adapter: wgpu.GPUAdapter) -> Device:
+def open_device(adapter: wgpu.GPUAdapter, lower: dict | None = None) -> Device:
+    """A device of `adapter` with its full limits, or lower ones where `lower` names
+    them (e.g. {"max-storage-buffers-per-shader-stage": 8}: a stand-in for a smaller
+    device)."""
     info = adapter.info
     features = [f for f in OPTIONAL_FEATURES if f in adapter.features]
     limits = {k: v for k, v in adapter.limits.items()
               if k.startswith("max-") and "storage" in k or "workgroup" in k
               or k == "max-buffer-size" or k == "max-bind-groups"}
+    limits.update({k: min(v, adapter.limits[k]) for k, v in (lower or {}).items()})
     coop_error = ""
     try:
         device = adapter.request_device_sync(required_features=features,
@@ -212,7 +172,7 @@ def check_limits(plan: Plan, limits: dict, description: str) -> None:
                 f"buffer b{b.id} ({b.kind}, {b.nbytes / 2**20:.0f} MiB) is larger than "
                 f"{description} can bind to a kernel ({most / 2**20:.0f} MiB); "
                 "compile for smaller inputs")
-    buffers = limits.get("max-storage-buffers-per-shader-stage", 8)
+    buffers = limits.get("max-storage-buffers-per-shader-stage", 8)  # Device.max_bindings
     memory = limits.get("max-compute-workgroup-storage-size", 16384)
     for k in plan.kernels:
         bound = len(used_bindings(k.source))

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .codegen import contiguous_strides
+from .codegen import contiguous_strides, used_bindings
 from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from .plan import Buffer, Kernel, Plan, TensorSpec
 from .templates import (
@@ -73,13 +73,13 @@ def live_nodes(graph: Graph) -> list[Node]:
 EPILOGUE_FORK_MAX = 16  # nodes between a value read several times and where they meet
 
 
-def epilogue_chains(graph: Graph, nodes: list[Node], users) -> dict[Node, list[Node]]:
+def epilogue_chains(nodes: list[Node], users, outputs: set[Value]) -> dict[Node, list[Node]]:
     """For each template node, the elementwise chain after it that its epilogue can
     compute: each link is the single reader of the previous one, an elementwise op or a
-    reshape of the same size, and no link but the last is a graph output. A link read
+    reshape of the same size, and no link but the last is stored (`outputs`: the graph's
+    outputs and the values `fuse` is told to store). A link read
     by several such nodes continues through all of them when they meet again in one
     node before anything else reads them (`_fork`: mish's y * tanh(softplus(y)))."""
-    outputs = set(graph.outputs)
     position = {n: i for i, n in enumerate(nodes)}
     chains = {}
     claimed: set[Node] = set()  # a node ends at most one template's chain
@@ -137,21 +137,23 @@ def readers(nodes: list[Node]) -> dict[Value, list[Node]]:
     return users
 
 
-def fuse(graph: Graph, nodes: list[Node]) -> list[Group]:
+def fuse(graph: Graph, nodes: list[Node], store: frozenset[Value] = frozenset()) -> list[Group]:
+    """The kernels (module docstring). The values in `store` are materialized like
+    graph outputs, whatever fusion would do with them (build_plan's binding limit)."""
     users = readers(nodes)
-    chains = epilogue_chains(graph, nodes, users)
-    groups = _group(graph, nodes, users, chains, set())
+    stored = set(graph.outputs) | store
+    chains = epilogue_chains(nodes, users, stored)
+    groups = _group(nodes, users, chains, stored, set())
     heavy = heavy_prologues(groups)
     if heavy:  # group again with those values as kernels of their own
-        groups = _group(graph, nodes, users, chains, heavy)
-    return fuse_rows(recompute_cheap_values(groups, graph, users), graph)
+        groups = _group(nodes, users, chains, stored, heavy)
+    return fuse_rows(recompute_cheap_values(groups, stored, users), stored)
 
 
-def _group(graph: Graph, nodes: list[Node], users, chains, own: set[Value]) -> list[Group]:
+def _group(nodes: list[Node], users, chains, outputs: set[Value], own: set[Value]) -> list[Group]:
     """The kernels, walking the nodes from the outputs back (module docstring); a value
-    in `own` is materialized even where it could join its reader's kernel."""
+    in `outputs` or `own` is materialized even where it could join its reader's kernel."""
     tail_of = {n: chain[-1] for chain in chains.values() for n in chain}
-    outputs = set(graph.outputs)
     group_of: dict[Node, Group] = {}
     groups: list[Group] = []
     for node in reversed(nodes):
@@ -295,7 +297,7 @@ RECOMPUTE_MAX_READS = 3  # buffers such a value may read (each one a binding of 
 READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an element once
 
 
-def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Group]:
+def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> list[Group]:
     """Fold back into its readers a value that `fuse` materialized only because several
     kernels read it, when every reader touches each of its elements once (an elementwise
     kernel, a reduction, a matmul with one tile of the other side: `_reads_once`) and
@@ -313,7 +315,6 @@ def recompute_cheap_values(groups: list[Group], graph: Graph, users) -> list[Gro
     fuse_rows to make a row kernel."""
     roots = {g.root for g in groups}
     group_of = {n: g for g in groups for n in g.members}
-    outputs = set(graph.outputs)
     folded: set[Group] = set()
     for g in groups:
         v = g.root
@@ -406,7 +407,7 @@ def _inline_ops(v: Value, roots: set[Value], reads: set[Value], counts=None) -> 
 ROW_FUSION_MAX = ROW_LIMIT  # rows longer than this keep a kernel per reduction (0: never fuse)
 
 
-def fuse_rows(groups: list[Group], graph: Graph) -> list[Group]:
+def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
     """Row kernels: an elementwise kernel over O x R elements that reads reductions of
     rows of R (in the same O rows) computes them itself (templates._rows): for each
     row, the reductions one after the other, then its own elements, all in one kernel
@@ -429,7 +430,6 @@ def fuse_rows(groups: list[Group], graph: Graph) -> list[Group]:
     if ROW_FUSION_MAX < 2:
         return groups
     roots = {g.root: g for g in groups}
-    outputs = set(graph.outputs)
     reads = {g: _group_reads(g, roots) for g in groups}
     fused: set[Group] = set()
     for c in reversed(groups):
@@ -623,15 +623,58 @@ def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
     return True
 
 
+def binding_cut(g: Group, materialized: set[Value]) -> Value | None:
+    """The value that g's kernel computes inline and that, stored by a kernel of its
+    own, takes the fewest elements to bind fewer buffers: of the inline values that
+    read two buffers or more (each a binding of g's kernel; stored, one), the smallest,
+    then the one reading the most (a BatchNorm's per-channel scale rsqrt(var + eps) *
+    gamma before a cut through the stored tensor; the inner cat of a cat of cats). None
+    when no inline value reads two buffers."""
+    leaves: dict[Value, frozenset[Value]] = {}
+
+    def reads(v: Value) -> frozenset[Value]:  # the buffers an inline value reads
+        if v not in leaves:
+            if v.kind in ("input", "const") or v in materialized and v is not g.root:
+                leaves[v] = frozenset((v,))
+            elif v.node is None:  # a scalar literal
+                leaves[v] = frozenset()
+            else:
+                leaves[v] = frozenset().union(*(reads(x) for x in v.node.inputs))
+        return leaves[v]
+
+    reads(g.root)
+    inline = [v for v, r in leaves.items()
+              if v is not g.root and v not in materialized and v.node is not None and len(r) > 1]
+    return min(inline, key=lambda v: (v.numel, -len(leaves[v])), default=None)
+
+
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
-               choose: KnobChooser | None = choose_knobs) -> Plan:
+               choose: KnobChooser | None = choose_knobs,
+               max_bindings: int | None = None) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
     dtype of each graph input and output (int64 is held as i32 on the device). `choose`
-    picks each kernel's knobs (None: the templates' heuristic defaults)."""
+    picks each kernel's knobs (None: the templates' heuristic defaults). `max_bindings`:
+    the storage buffers a kernel may bind (the device's limit per shader stage; None:
+    any number). A fused kernel that reads more is fused again with one of its inline
+    values stored (`binding_cut`), until every kernel fits or none can be cut
+    (runtime.check_limits then refuses the plan, naming the kernel)."""
     nodes = live_nodes(graph)
-    groups = fuse(graph, nodes)
-    materialized = {g.root for g in groups}
     users, outputs = readers(nodes), set(graph.outputs)
+    store: frozenset[Value] = frozenset()
+    while True:
+        groups = fuse(graph, nodes, store)
+        materialized = {g.root for g in groups}
+        gens = [generate(g.root, g.template, materialized, lambda v: id(v), choose,
+                         [(p.template, p.root) for p in g.phases],
+                         read_only_in_band(g.root, users, outputs))
+                for g in groups]
+        if max_bindings is None:
+            break
+        cuts = {binding_cut(g, materialized) for g, gen in zip(groups, gens)
+                if len(used_bindings(gen.source)) > max_bindings} - {None}
+        if not cuts:
+            break
+        store |= cuts
 
     # Buffers: inputs and constants first, then intermediates by lifetime.
     buffers: list[Buffer] = []
@@ -646,13 +689,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         buffer_of[v] = new_buffer(v, "input")
 
     # The kernel order is the order of the groups; find each value's last reader.
-    gens = []
     last_use: dict[Value, int] = {}
-    for i, g in enumerate(groups):
-        gen = generate(g.root, g.template, materialized, lambda v: id(v), choose,
-                       [(p.template, p.root) for p in g.phases],
-                       read_only_in_band(g.root, users, outputs))
-        gens.append(gen)
+    for i, gen in enumerate(gens):
         for v in gen.reads:
             last_use[v] = i
             if v.kind == "const" and v not in buffer_of:

@@ -126,12 +126,12 @@ def tune_problem(problem, size: str, settings: TuneSettings, cache, device) -> P
         model = problems.call_user("reference", lambda: loaded.build_model(settings.seed))
         inputs = problems.call_user("reference", lambda: loaded.inputs(settings.seed))
         with tuning(settings, cache, device, report) as session:
-            plan = plan_module(model, inputs)
+            plan = plan_module(model, inputs, device=device)
         outcome.results = session.results
         outcome.mismatch = check_plan(plan, model, inputs, device)
         if outcome.mismatch:
             with choosing(lambda request: None):
-                heuristic = plan_module(model, inputs)
+                heuristic = plan_module(model, inputs, device=device)
             if check_plan(heuristic, model, inputs, device):
                 outcome.mismatch = None  # the compiler's, not the tuner's: bench reports it
                 outcome.error = "the compiled plan does not match PyTorch, with or without tuning"
