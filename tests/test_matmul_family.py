@@ -285,14 +285,11 @@ def test_split_k_sum_is_added_by_the_kernels_that_read_it():
 
     compiled = check(Fn(lambda a, b, bias: gates(a @ b + bias)), a, b, bias, atol=2e-4)
     assert _templates(compiled) == ["matmul", "slice+sigmoid+tanh+mul"], _templates(compiled)
-    # an LSTM step's gates: the input's projection (a buffer of its own) is added too,
-    # three buffers read in all (RECOMPUTE_MAX_READS); the sum's adds do not count
-    # against RECOMPUTE_MAX_OPS, so that a sum of INLINE_SUM_MAX chunks folds too
-    assert split_k_chunks((8, 1024), (1024, 64)) == INLINE_SUM_MAX
-    a8, b8 = torch.rand(8, 1024) - 0.5, torch.rand(1024, 64) - 0.5
+    # an LSTM step's gates add the input's projection (a buffer of its own) too: three
+    # buffers, over RECOMPUTE_MAX_READS, so the sum keeps its kernel (measured faster)
     lstm = check(Fn(lambda xp, a, b, bias: gates(xp + a @ b + bias)),
-                 torch.randn(8, 64), a8, b8, bias, atol=3e-4)
-    assert _templates(lstm) == ["matmul", "slice+sigmoid+tanh+mul"], _templates(lstm)
+                 torch.randn(8, 64), a, b, bias, atol=3e-4)
+    assert _templates(lstm) == ["matmul", "reduce+add", "slice+sigmoid+tanh+mul"], _templates(lstm)
     rows = check(Fn(lambda a, b: torch.softmax(a @ b, -1)), a, b, atol=2e-4)
     assert _templates(rows) == ["matmul", "div+reduce"], _templates(rows)  # a row kernel
     both = check(Fn(lambda a, b: (a @ b, torch.relu(a @ b)[:, 1:])), a, b, atol=2e-4)

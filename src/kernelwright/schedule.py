@@ -293,7 +293,7 @@ def _operand_loads(t: Node) -> list[float]:
 
 
 RECOMPUTE_MAX_OPS = 8  # elementwise ops each reader may compute again instead of a load
-RECOMPUTE_MAX_READS = 3  # buffers such a value may read (each one a binding of its readers)
+RECOMPUTE_MAX_READS = 2  # buffers such a value may read (each one a binding of its readers)
 READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an element once
 
 
@@ -308,11 +308,13 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
     costs a few instructions or none, materializing it a write, a read and a kernel.
     A view in another order (a transpose) stays materialized: its readers would read
     memory out of order. A sum of a few items of a buffer (ir.inline_sum over views
-    alone: split-K's partial products, with the bias its epilogue adds) counts as its
-    loads, its adds bounded by ir.INLINE_SUM_MAX; it folds only into elementwise and
-    row kernels (a matmul or convolution would take the tiles of a loader that
-    computes). A sum of computed items (softmax's exp over a short row) stays, for
-    fuse_rows to make a row kernel."""
+    alone: split-K's partial products, with the bias its epilogue adds) counts as that
+    many loads and adds; it folds only into elementwise and row kernels (a matmul or
+    convolution would take the tiles of a loader that computes). A sum of computed
+    items (softmax's exp over a short row) stays, for fuse_rows to make a row kernel.
+    An LSTM step's gates (its split-K chunks, the input's projection and the bias: three
+    buffers) keep their reduce kernel: folded into the two gates kernels, level1/108 ran
+    8.01 -> 8.61 ms and level3/023 9.60 -> 10.53 on an H100 (docs/PERF.md, 2026-12-06b)."""
     roots = {g.root for g in groups}
     group_of = {n: g for g in groups for n in g.members}
     folded: set[Group] = set()
@@ -389,15 +391,16 @@ def _in_order_view(v: Value, roots: set[Value]) -> bool:
 def _inline_ops(v: Value, roots: set[Value], reads: set[Value], counts=None) -> float:
     """Elementwise ops computed when `v` is inlined down to buffers (collected in
     `reads`), those for which `counts(node)` holds where given; inf when that would
-    need a template's result that is not in a buffer. The adds of an inline sum do not
-    count (ir.INLINE_SUM_MAX bounds them); its items' own ops count once per item."""
+    need a template's result that is not in a buffer."""
     if v.kind in ("input", "const") or v in roots:
         reads.add(v)
         return 0
     if v.node is None:
         return 0
-    if inline_sum(v.node):
-        return v.node.inputs[0].shape[1] * _inline_ops(v.node.inputs[0], roots, reads, counts)
+    if inline_sum(v.node):  # its items' loads and adds
+        items = v.node.inputs[0].shape[1]
+        own = items - 1 if counts is None else 0
+        return own + items * _inline_ops(v.node.inputs[0], roots, reads, counts)
     if v.node.op in TEMPLATE_OPS:
         return float("inf")
     own = 1 if v.node.op == "ew" and (counts is None or counts(v.node)) else 0
