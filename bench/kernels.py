@@ -14,11 +14,20 @@ timestamps, measured as the bench harness does (bench.timing.time_candidate: war
 until steady, repetitions for ~0.2 s, median, inputs rotated among 3 sets), PyTorch's
 from CUDA events (median of --reps, same inputs; fp32 with TF32 off: strict mode).
 Reported per case: kernelwright ms, torch ms, ratio (torch / kernelwright: above 1 is
-faster), and the achieved rate (TFLOP/s for compute-bound cases, TB/s of bytes read +
-written for memory-bound ones). Cases marked accelerated compile with precision="accelerated" (the
-cooperative-matrix f16 matmul, labelled; a device without it falls back to strict
-kernels, recorded as such) against PyTorch's f16 matmul (cuBLAS), their error measured
-against the product of the f16-rounded inputs.
+faster), whether kernelwright's output matched PyTorch's (outputs poisoned first, every
+element within 1e-4 x max(1, the reference's largest magnitude), 1e-2 x for the f16
+cases; the harness's per-element checks are `kernelwright bench`'s), and the achieved
+rate (TFLOP/s for compute-bound cases, TB/s of bytes read + written for memory-bound
+ones). Inputs are drawn, and PyTorch's reference computed, on the GPU where PyTorch sees
+one (so that a run of every case fits one 10-minute device call). The run also measures
+PyTorch's device-to-device copy of 1 GiB (`copy_tbps`, the memory-bound cases' ceiling)
+and ends with `targets`: each of issue 5's targets with its goal, its least case (a wrong
+case, or an accelerated case that fell back to strict kernels, counts as not met) and
+whether it was met.
+Cases marked accelerated compile with precision="accelerated" (the cooperative-matrix f16
+matmul, labelled; a device without it falls back to strict kernels, recorded as such)
+against PyTorch's f16 matmul (cuBLAS), their error measured against the product of the
+f16-rounded inputs.
 
 --suite adds issue 5's suite figures to the same JSON: `kernelwright bench --level 2
 --size full --compile-ref --jobs 6` on the bundled suite, run as a subprocess, and its
@@ -264,19 +273,32 @@ ATTENTION_CASES = ("sdpa_16x16_1024_e64", "sdpa_causal_16x16_1024_e64",
                    "sdpa_causal_8x12_2048_e64")
 
 
-def case_reference(name: str, reps: int):
+def draw_sets(case: dict, count: int = 3) -> list[list[torch.Tensor]]:
+    """`count` input sets of a case, drawn on the GPU where PyTorch sees one (hundreds of MB
+    of normal draws take seconds on the CPU) and handed over on the CPU."""
+    if not torch.cuda.is_available():
+        return [case["inputs"]() for _ in range(count)]
+    with torch.device("cuda"):
+        sets = [case["inputs"]() for _ in range(count)]
+    return [[x.cpu() for x in s] for s in sets]
+
+
+def case_reference(name: str, reps: int, low: torch.dtype | None = None):
     """A case's module (back on the CPU), three input sets, PyTorch's result on the first
-    (computed on the GPU where PyTorch sees one) and PyTorch's median GPU ms over `reps`
-    calls (nan without CUDA)."""
+    (computed on the GPU where PyTorch sees one, fp32 with TF32 off) and PyTorch's median
+    GPU ms over `reps` calls (nan without CUDA). With `low` (the f16 cases) PyTorch runs
+    in that dtype and the result is the exact product of the `low`-rounded inputs."""
     case = CASES[name]
     torch.manual_seed(0)
     module = case["module"].eval()
-    sets = [case["inputs"]() for _ in range(3)]
+    sets = draw_sets(case)
     cuda = torch.cuda.is_available()
+    first = [x.to(low).float() for x in sets[0]] if low else sets[0]
     with torch.no_grad():
-        ref = (module.cuda()(*[x.cuda() for x in sets[0]]).cpu() if cuda
-               else module(*sets[0]))
-    ref_ms = torch_ms(module, sets, reps) if cuda else float("nan")
+        ref = (module.cuda()(*[x.cuda() for x in first]).cpu() if cuda
+               else module(*first))
+    torch_sets = [[x.to(low) for x in s] for s in sets] if low else sets
+    ref_ms = torch_ms(module, torch_sets, reps) if cuda else float("nan")
     return module.cpu(), sets, ref, ref_ms
 
 
@@ -492,32 +514,29 @@ def run(args) -> None:
                precision="strict fp32 (TF32 off), except the cases labelled accelerated",
                cases=rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    if torch.cuda.is_available():
+        out["copy_tbps"] = copy_tbps(args.reps)  # the memory-bound cases' ceiling
     for name, case in CASES.items():
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
-        torch.manual_seed(0)
-        module = case["module"].eval()
-        sets = [case["inputs"]() for _ in range(3)]
+        low = case.get("torch_dtype")  # PyTorch's side runs in this dtype (f16 cases)
+        module, sets, ref, ref_ms = case_reference(name, args.reps, low)
         t0 = time.perf_counter()
         compiled = kernelwright.compile(module, sets[0], precision=case.get("precision"))
         compile_s = time.perf_counter() - t0
-        low = case.get("torch_dtype")  # PyTorch's side runs in this dtype (f16 cases)
-        with torch.no_grad():  # the f16 cases: the exact product of the f16-rounded inputs
-            ref = module(*[x.to(low).float() for x in sets[0]]) if low else module(*sets[0])
         got = compiled(*sets[0], poison=True)
         err = (got - ref).abs().max().item()
         scale = ref.abs().max().item() or 1.0
         kw_ms = time_candidate(compiled, sets).median_ms
-        torch_sets = [[x.to(low) for x in s] for s in sets] if low else sets
-        ref_ms = (torch_ms(module, torch_sets, args.reps) if torch.cuda.is_available()
-                  else float("nan"))
+        tol = 1e-2 if low else 1e-4  # the harness's tolerances by dtype
         row = dict(case=name, kernels=len(compiled.plan.kernels),
                    precision=getattr(compiled, "precision", "strict"),
                    torch_dtype=str(low or torch.float32).replace("torch.", ""),
                    kernel_names=[k.name for k in compiled.plan.kernels],
                    kernel_knobs=[k.knobs for k in compiled.plan.kernels],
                    compile_s=round(compile_s, 3),
-                   max_abs_err=err, rel_err=err / scale, kernelwright_ms=round(kw_ms, 4),
+                   max_abs_err=err, rel_err=err / scale,
+                   correct=bool(err <= tol * max(1.0, scale)), kernelwright_ms=round(kw_ms, 4),
                    torch_ms=round(ref_ms, 4), ratio=round(ref_ms / kw_ms, 4))
         if "flops" in case:
             row["kernelwright_tflops"] = round(case["flops"] / kw_ms / 1e9, 2)
@@ -532,7 +551,73 @@ def run(args) -> None:
     if args.suite:
         out["suite"] = suite_figures(Path(args.out).parent / "suite_level2")
         print(json.dumps(out["suite"]), flush=True)
+    out["targets"] = target_summary(rows, out.get("copy_tbps"), out.get("suite"))
+    print(json.dumps(out["targets"], indent=1), flush=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+def copy_tbps(reps: int, numel: int = 1 << 28) -> float:
+    """PyTorch's device-to-device copy of `numel` floats (1 GiB), bytes read + written per
+    second (TB/s, median of `reps` CUDA-event timings): the memory-bound cases' ceiling."""
+    x = torch.randn(numel, device="cuda")
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        y.copy_(x)
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    del x, y
+    return round(2 * 4 * numel / statistics.median(times) / 1e9, 3)
+
+
+# Issue 5's targets: (name, goal, the cases it covers, the figure: "ratio" to PyTorch or
+# "copy" fraction of the copy bandwidth, taken as the least over the cases).
+TARGETS = (
+    ("fp32 GEMM vs cuBLAS (TF32 off)", 0.90, ("gemm_4096", "gemm_irregular_3001x4093x2999",
+                                              "gemm_narrow_49152x8192x50",
+                                              "linear_8192x1024x4096"), "ratio"),
+    ("memory-bound kernels vs the copy bandwidth", 0.85, MEMORY_CASES, "copy"),
+    ("convolutions vs cuDNN fp32", 0.80,
+     tuple(n for n in CASES if n.startswith("conv")), "ratio"),
+    ("accelerated f16 GEMM vs cuBLAS f16", 0.50,
+     tuple(n for n in CASES if CASES[n].get("precision") == "accelerated"), "ratio"),
+)
+
+
+def target_summary(rows: list[dict], copy: float | None, suite: dict | None) -> list[dict]:
+    """Each target of issue 5 with its goal, its least case and every case's figure; the
+    suite's level-2 geometric mean and median compile time when the suite ran."""
+    by_name = {r["case"]: r for r in rows}
+    summary = []
+    for title, goal, names, kind in TARGETS:
+        figures = {}
+        for n in names:
+            r = by_name.get(n)
+            if r is None:
+                continue
+            if kind == "copy":
+                figures[n] = round(r["kernelwright_tbps"] / copy, 4) if copy else None
+            else:
+                figures[n] = r["ratio"]
+            if not r.get("correct", False) or r.get("precision", "strict") == "strict" \
+                    and CASES[n].get("precision") == "accelerated":
+                figures[n] = None  # wrong, or the accelerated mode fell back to strict
+        known = [f for f in figures.values() if f is not None]
+        least = min(known) if len(known) == len(figures) and known else None
+        summary.append(dict(target=title, goal=goal, figure=least,
+                            met=bool(least is not None and least >= goal), cases=figures))
+    if suite and "geomean_speedup_eager" in suite:
+        geomean, compile_s = suite["geomean_speedup_eager"], suite["median_compile_s"]
+        summary.append(dict(target="level-2 geomean vs eager", goal=1.5, figure=geomean,
+                            met=bool(geomean is not None and geomean >= 1.5)))
+        summary.append(dict(target="median compile s (level 2, tuning off)", goal=1.0,
+                            figure=compile_s, met=bool(compile_s is not None and compile_s < 1.0)))
+    return summary
 
 
 def suite_figures(out_dir: Path, jobs: int = 6) -> dict:
