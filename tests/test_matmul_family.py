@@ -531,6 +531,26 @@ def test_softmax_by_a_product_reads_its_rows_once():
     check(Fn(lambda x, v: torch.softmax(x, -2) @ v), x, v)
 
 
+def test_64_rows_take_one_tile_row_of_64_by_256(monkeypatch):
+    """A convolution's 64 output channels take 64 x 256 tiles of 8 x 16 blocks staged 8
+    deep along the rows, where K is at least 512 and the grid is large enough (set aside
+    here); through the real kernels, with an epilogue, on a K that is no multiple of 8."""
+    from kernelwright import templates
+    from kernelwright.ops import linalg
+
+    assert templates.matmul_tiles(64, 16384, 32, window=True) == templates.MATMUL_ROWS64_TILES
+    assert templates.matmul_tiles(64, 16384, 32, prologue=True) != templates.MATMUL_ROWS64_TILES
+    assert templates.matmul_tiles(64, 16384, 32, window=True, wide=False) == (64, 64, 4, 4)
+    assert templates.matmul_tiles(64, 1024, 1, window=True) == (64, 64, 4, 4)  # 4 tiles
+    monkeypatch.setattr(templates, "MATMUL_TALL_MIN_WORKGROUPS", 1)
+    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
+    conv = torch.nn.Sequential(torch.nn.Conv2d(60, 64, 3, padding=1), torch.nn.ReLU())
+    compiled = check(conv, torch.randn(2, 60, 12, 20), atol=2e-4)  # K = 540
+    (kernel,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
+    assert {k: kernel.knobs[k] for k in ("BM", "BN", "TM", "TN", "BK", "ROWS")} == dict(
+        BM=64, BN=256, TM=8, TN=16, BK=8, ROWS=1)
+
+
 def test_192_rows_take_one_tile_row_of_192(monkeypatch):
     """A convolution's 192 output channels (and a product of 192 rows) take 192 x 128 tiles
     of 12 x 8 blocks, staged 8 deep, where K is at least 512 and the grid is large enough

@@ -1241,6 +1241,20 @@ MATMUL_WIDE_MIN_K = 512
 # channels 1.301 on 64 x 64 against 1.312-1.574 on 64 x 128 and 64 x 256; stride 2 to
 # 256 channels 0.167 against 0.188 on 256 x 64.
 MATMUL_ROWS192_TILES = (192, 128, 12, 8)
+# 64 rows (a convolution's 64 output channels) without a prologue, K at least 512
+# (matmul_wide): one tile row of 64 x 256, 8 x 16 blocks (128 invocations holding 128
+# accumulators, as the wide tiles), staged 8 deep along the rows (matmul_knobs: ROWS 1),
+# where the 64 x 64 tiles of 4 x 4 blocks read two 16-byte fragments from workgroup
+# memory per 16 multiply-adds. Measured on an H100 (2026-12-06c, the H200 could not be
+# had; m64_variants_h100_2026-12-06c.json, the default in the same calls): the 3 x 3
+# convolution of 64 channels at 128 x 128, batch 32, 1.302 -> 1.236 ms (0.83 -> 0.87 of
+# cuDNN), its product from stored operands (64 x 576 x 16384, 32 entries) 1.228 -> 0.984
+# (0.72 -> 0.90 of cuBLAS), the 3-d 3 x 3 x 3 convolution 32 -> 64 channels (level1/072's
+# shape) 3.906 -> 3.734 (0.77 -> 0.81); the same tiles staged along K (ROWS 0) 1.482,
+# 1.204 and 4.481 ms, 64 x 128 of 8 x 16 1.488 and 1.168, 64 x 128 of 4 x 8 1.314 and
+# 1.067 (and 1.362-1.574 for 64 x 128 of 4 x 8 BK 8, 64 x 256 of 4 x 16 and 8 x 8 on the
+# H200, 2026-12-04: matmul_conv_tiles_h200_2026-12-04.json).
+MATMUL_ROWS64_TILES = (64, 256, 8, 16)
 
 
 # Waves. A device runs a fixed number of workgroups of a setting at once (its slots, the
@@ -1373,7 +1387,8 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     1.741 against 1.759; with a LayerNorm in the A loader 128 x 64 lost (0.953 against
     0.898 ms with two buffers, 1.014 against 0.851 with one). 192 rows without a
     prologue get MATMUL_ROWS192_TILES where `wide` (K at least 512) and they make
-    MATMUL_TALL_MIN_WORKGROUPS(_PLAIN) workgroups. Under 512 rows, a multiple of 128
+    MATMUL_TALL_MIN_WORKGROUPS(_PLAIN) workgroups, and 64 rows MATMUL_ROWS64_TILES
+    likewise. Under 512 rows, a multiple of 128
     rows gets 128 x 64 tiles with 8 x 4 blocks when that still makes
     MATMUL_TALL_MIN_WORKGROUPS workgroups: each staged B tile then serves 128 rows, not
     64. Measured on the H200 (2026-12-01f,
@@ -1416,6 +1431,9 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     if (m == MATMUL_ROWS192_TILES[0] and wide and not prologue
             and nb * math.ceil(n / 128) >= tall_min):
         return MATMUL_ROWS192_TILES
+    if (m == MATMUL_ROWS64_TILES[0] and wide and not prologue
+            and nb * math.ceil(n / MATMUL_ROWS64_TILES[1]) >= tall_min):
+        return MATMUL_ROWS64_TILES
     # 128-row tiles: a multiple of 128 rows, or 512 and more (a fifth padding at most)
     tall = m % 128 == 0 if m < 512 else not prologue
     if tall and nb * math.ceil(m / 128) * math.ceil(n / 64) >= tall_min:
