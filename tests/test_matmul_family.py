@@ -533,7 +533,7 @@ def test_softmax_by_a_product_reads_its_rows_once():
 
 def test_64_rows_take_one_tile_row_of_64_by_256(monkeypatch):
     """A convolution's 64 output channels take 64 x 256 tiles of 8 x 16 blocks staged 8
-    deep along the rows, where K is at least 512 and the grid is large enough (set aside
+    deep along the rows, where K is at least 512 and the grid has 2048 tiles (set aside
     here); through the real kernels, with an epilogue, on a K that is no multiple of 8."""
     from kernelwright import templates
     from kernelwright.ops import linalg
@@ -541,7 +541,8 @@ def test_64_rows_take_one_tile_row_of_64_by_256(monkeypatch):
     assert templates.matmul_tiles(64, 16384, 32, window=True) == templates.MATMUL_ROWS64_TILES
     assert templates.matmul_tiles(64, 16384, 32, prologue=True) != templates.MATMUL_ROWS64_TILES
     assert templates.matmul_tiles(64, 16384, 32, window=True, wide=False) == (64, 64, 4, 4)
-    assert templates.matmul_tiles(64, 1024, 1, window=True) == (64, 64, 4, 4)  # 4 tiles
+    assert templates.matmul_tiles(64, 3136, 32, window=True) == (64, 64, 4, 4)  # 416 tiles
+    monkeypatch.setattr(templates, "MATMUL_ROWS64_MIN_WORKGROUPS", 1)
     monkeypatch.setattr(templates, "MATMUL_TALL_MIN_WORKGROUPS", 1)
     monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
     conv = torch.nn.Sequential(torch.nn.Conv2d(60, 64, 3, padding=1), torch.nn.ReLU())

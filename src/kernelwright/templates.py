@@ -1253,8 +1253,16 @@ MATMUL_ROWS192_TILES = (192, 128, 12, 8)
 # shape) 3.906 -> 3.734 (0.77 -> 0.81); the same tiles staged along K (ROWS 0) 1.482,
 # 1.204 and 4.481 ms, 64 x 128 of 8 x 16 1.488 and 1.168, 64 x 128 of 4 x 8 1.314 and
 # 1.067 (and 1.362-1.574 for 64 x 128 of 4 x 8 BK 8, 64 x 256 of 4 x 16 and 8 x 8 on the
-# H200, 2026-12-04: matmul_conv_tiles_h200_2026-12-04.json).
+# H200, 2026-12-04: matmul_conv_tiles_h200_2026-12-04.json). Only on grids of at least
+# MATMUL_ROWS64_MIN_WORKGROUPS tiles: in the suite (the same H100, base and head in one
+# call, h100_2026-12-06c/README.md) level1/072 (4096 tiles) 3.900 -> 3.729 ms and
+# level1/055 (3328) 2.892 -> 2.783 gained, but ResNet-18's and the ResNet-50 stack's
+# 64-channel convolutions at 56 x 56, batch 32 (416 tiles: 1.6 waves of 264), lost
+# 5.389 -> 6.169 and 3.375 -> 3.945 ms; at 784 tiles (level3/004) no change, at 1024
+# three problems gained 0.7-3.8% (level1/074, 075, level3/022) and one lost 2.1%
+# (level3/005, whose epilogue is a batch norm and a ReLU).
 MATMUL_ROWS64_TILES = (64, 256, 8, 16)
+MATMUL_ROWS64_MIN_WORKGROUPS = 2048
 
 
 # Waves. A device runs a fixed number of workgroups of a setting at once (its slots, the
@@ -1388,7 +1396,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     0.898 ms with two buffers, 1.014 against 0.851 with one). 192 rows without a
     prologue get MATMUL_ROWS192_TILES where `wide` (K at least 512) and they make
     MATMUL_TALL_MIN_WORKGROUPS(_PLAIN) workgroups, and 64 rows MATMUL_ROWS64_TILES
-    likewise. Under 512 rows, a multiple of 128
+    where they make MATMUL_ROWS64_MIN_WORKGROUPS. Under 512 rows, a multiple of 128
     rows gets 128 x 64 tiles with 8 x 4 blocks when that still makes
     MATMUL_TALL_MIN_WORKGROUPS workgroups: each staged B tile then serves 128 rows, not
     64. Measured on the H200 (2026-12-01f,
@@ -1432,7 +1440,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
             and nb * math.ceil(n / 128) >= tall_min):
         return MATMUL_ROWS192_TILES
     if (m == MATMUL_ROWS64_TILES[0] and wide and not prologue
-            and nb * math.ceil(n / MATMUL_ROWS64_TILES[1]) >= tall_min):
+            and nb * math.ceil(n / MATMUL_ROWS64_TILES[1]) >= MATMUL_ROWS64_MIN_WORKGROUPS):
         return MATMUL_ROWS64_TILES
     # 128-row tiles: a multiple of 128 rows, or 512 and more (a fifth padding at most)
     tall = m % 128 == 0 if m < 512 else not prologue
