@@ -15,7 +15,8 @@
 #             still matches is not run again; BENCH_FRESH=1 measures every problem asked
 #   level2    the same for level 2 only (issue 5: level-2 geometric mean)
 #   kernels   bench/kernels.py, every single-kernel figure of issue 5 (more arguments in
-#             KERNELS_ARGS, e.g. "--only maxpool")
+#             KERNELS_ARGS, e.g. "--only maxpool"; KERNELS_ARGS=--suite adds the level-2
+#             suite: every figure of issue 5 in one call, 362 s on an H100 in 2026-12-06c)
 #   checks    bench/kernels.py --shader-checks on CHECK_CASES (default: GEMMs, convs,
 #             attention and memory-bound cases), every kernel with wgpu's runtime checks
 #   matmul    bench/kernels.py --matmul-variants (which matmul knobs win; more arguments in
