@@ -17,7 +17,7 @@ import torch
 from . import templates
 from .capture import export_graph, fx_to_ir, to_device_array
 from .ir import GraphBuilder
-from .plan import Plan
+from .plan import BindingLimits, Plan
 from .runtime import Device, Executable, default_device
 from .schedule import build_plan
 from .tune import device_waves
@@ -33,18 +33,18 @@ def plan_module(module: torch.nn.Module, example_inputs, precision: str = "stric
     """Capture and schedule a module into a Plan for precision mode `precision`
     (templates.precision; compile() decides whether a device can run it), the waves
     of `device` (None: the default device; tune.device_waves, measured there once per
-    device, the only GPU work) and the storage buffers its kernels may bind
-    (Device.max_bindings; no limit where no device can be opened)."""
+    device, the only GPU work) and what its kernels may bind (Device.binding_limits;
+    no limit where no device can be opened)."""
     try:
-        max_bindings = (device or default_device()).max_bindings
+        limits = (device or default_device()).binding_limits
     except Exception:  # noqa: BLE001 - no adapter: plan without a device's limits
-        max_bindings = None
+        limits = None
     with templates.waves(device_waves(device)):
-        return _plan(module, example_inputs, precision, max_bindings)
+        return _plan(module, example_inputs, precision, limits)
 
 
 def _plan(module: torch.nn.Module, example_inputs, precision: str,
-          max_bindings: int | None) -> Plan:
+          limits: BindingLimits | None) -> Plan:
     ep = export_graph(module, example_inputs)
     sig = ep.graph_signature
     constants = {}
@@ -62,7 +62,7 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str,
     single = out_spec is None or (out_spec.num_leaves == 1 and out_spec.type not in (tuple, list))
     with templates.precision(precision):
         return build_plan(builder.graph, "single" if single else "tuple", torch_dtypes,
-                          max_bindings=max_bindings)
+                          limits=limits)
 
 
 class CompiledModule:

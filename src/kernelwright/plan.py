@@ -8,7 +8,9 @@ kernel in it replaced by another with the same bindings.
 Buffers are physical: the memory planner has already folded intermediates whose
 lifetimes do not overlap into one buffer, so `Buffer.size` is the largest tensor it
 ever holds. Each kernel binds buffers by id: its inputs in order (then vec4 views of
-some of them, templates.Generated.views), then its output.
+some of them, templates.Generated.views), then its output. A binding may be a
+window of its buffer (`Kernel.windows`): a kernel over a tensor larger than one
+binding is dispatched once per chunk, each binding its chunk's bytes (chunks.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,16 @@ from pathlib import Path
 import numpy as np
 
 FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BindingLimits:
+    """What one kernel may bind on a device: storage buffers per kernel, bytes per
+    binding, and the alignment of a binding's offset (runtime.Device.binding_limits)."""
+
+    max_bindings: int
+    max_bytes: int
+    align: int
 
 
 @dataclass
@@ -41,6 +53,14 @@ class Kernel:
     knobs: dict = field(default_factory=dict)  # the template knobs it was generated with
     workgroup_bytes: int = 0  # workgroup memory it declares (runtime checks the device allows it)
     trusted: bool = True  # written by kernelwright's templates: no runtime checks (runtime.py)
+    # per binding, [byte offset, byte size] of its buffer, or None for the whole buffer;
+    # empty: every binding whole (chunks.py)
+    windows: list = field(default_factory=list)
+
+    def window(self, i: int) -> tuple[int, int] | None:
+        """Binding i's [offset, size] in bytes, None for its whole buffer."""
+        w = self.windows[i] if i < len(self.windows) else None
+        return None if w is None else (int(w[0]), int(w[1]))
 
 
 @dataclass
@@ -67,8 +87,11 @@ class Plan:
         for spec in self.inputs:
             lines.append(f"  input  b{spec.buffer}: {spec.torch_dtype}{list(spec.shape)}")
         for i, k in enumerate(self.kernels):
-            ins = ", ".join(f"b{b}" for b in k.bindings[:-1])
-            lines.append(f"  k{i:<3} {k.name:<32} ({ins}) -> b{k.bindings[-1]}  grid {k.grid}")
+            names = [f"b{b}" + ("" if k.window(j) is None else
+                                f"[{k.window(j)[0]}:+{k.window(j)[1]}]")
+                     for j, b in enumerate(k.bindings)]
+            lines.append(f"  k{i:<3} {k.name:<32} ({', '.join(names[:-1])}) -> {names[-1]}  "
+                         f"grid {k.grid}")
         for spec in self.outputs:
             lines.append(f"  output b{spec.buffer}: {spec.torch_dtype}{list(spec.shape)}")
         return "\n".join(lines)

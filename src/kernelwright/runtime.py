@@ -21,7 +21,7 @@ import numpy as np
 import wgpu
 
 from .codegen import used_bindings
-from .plan import Plan
+from .plan import BindingLimits, Plan
 
 NUMPY_OF = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
 ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3, "Unknown": 4}
@@ -29,6 +29,7 @@ ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3,
 # accelerated precision mode needs; a device that refuses it is opened without it.
 OPTIONAL_FEATURES = ("timestamp-query", "subgroup", "shader-f16", "cooperative-matrix")
 POISON_CHUNK = 64 << 20  # bytes of NaN written per call when poisoning buffers
+TRANSFER_CHUNK = 256 << 20  # bytes per upload or read-back call (bounds the staging copies)
 # wgpu's shader translator (naga) adds runtime checks to every shader: a clamp on each
 # array index (workgroup tiles included) and a counter in each loop. A kernel that
 # kernelwright's templates wrote (Kernel.trusted) indexes in bounds and terminates by
@@ -51,6 +52,13 @@ class Device:
     def max_bindings(self) -> int:
         """The storage buffers a kernel may bind (per shader stage; WebGPU's default 8)."""
         return self.device.limits.get("max-storage-buffers-per-shader-stage", 8)
+
+    @property
+    def binding_limits(self) -> BindingLimits:
+        """What one kernel may bind here (schedule.build_plan plans within it)."""
+        lim = self.device.limits
+        return BindingLimits(self.max_bindings, max_binding_bytes(lim),
+                             lim.get("min-storage-buffer-offset-alignment", 256))
 
     @property
     def has_coop_matrix(self) -> bool:
@@ -99,13 +107,20 @@ class Device:
         return self.device.create_pipeline_layout(bind_group_layouts=[group])
 
     def bind_group(self, source: str, pipe: wgpu.GPUComputePipeline,
-                   buffers: list[wgpu.GPUBuffer]) -> wgpu.GPUBindGroup:
+                   buffers: list[wgpu.GPUBuffer],
+                   windows: list[tuple[int, int] | None] | None = None) -> wgpu.GPUBindGroup:
         """The bind group of a pipeline made by `pipeline(source)`: buffers[i] at binding
-        i, for each binding the kernel reaches."""
+        i, for each binding the kernel reaches; windows[i] ([offset, size] in bytes)
+        binds only that range of it."""
+        def resource(i: int) -> dict:
+            w = windows[i] if windows and i < len(windows) else None
+            if w is None:
+                return {"buffer": buffers[i]}
+            return {"buffer": buffers[i], "offset": w[0], "size": w[1]}
+
         return self.device.create_bind_group(
             layout=pipe.get_bind_group_layout(0),
-            entries=[{"binding": i, "resource": {"buffer": buffers[i]}}
-                     for i in used_bindings(source)])
+            entries=[{"binding": i, "resource": resource(i)} for i in used_bindings(source)])
 
 
 _DEFAULT: Device | None = None
@@ -156,25 +171,46 @@ def default_device() -> Device:
     return _DEFAULT
 
 
+def max_binding_bytes(limits: dict) -> int:
+    """The most bytes of a buffer one binding may cover."""
+    return min(limits.get("max-storage-buffer-binding-size", 1 << 27),
+               limits.get("max-buffer-size", 1 << 28))
+
+
 def check_limits(plan: Plan, limits: dict, description: str) -> None:
     """Refuse, with a clear error, a plan that the device's limits (which open_device
-    requested in full) cannot run: a buffer larger than a kernel can bind, a kernel with
-    more storage buffers than a shader stage may bind (a fused kernel reading many
-    tensors), or more workgroup memory than the device has. wgpu checks none of these
-    before the pipeline is built, and then only with a validation message; knobs that
-    need more workgroup memory than the device has fail here, and the tuner discards
-    them."""
-    most = min(limits.get("max-storage-buffer-binding-size", 1 << 27),
-               limits.get("max-buffer-size", 1 << 28))
+    requested in full) cannot run: a buffer larger than the device allocates, a binding
+    larger than a kernel can bind (a kernel the planner could not split into chunks,
+    chunks.py), a kernel with more storage buffers than a shader stage may bind (a fused
+    kernel reading many tensors), or more workgroup memory than the device has. wgpu
+    checks none of these before the pipeline is built, and then only with a validation
+    message; knobs that need more workgroup memory than the device has fail here, and
+    the tuner discards them."""
+    largest = limits.get("max-buffer-size", 1 << 28)
     for b in plan.buffers:
-        if _aligned(b.nbytes) > most:
+        if _aligned(b.nbytes) > largest:
             raise RuntimeError(
-                f"buffer b{b.id} ({b.kind}, {b.nbytes / 2**20:.0f} MiB) is larger than "
-                f"{description} can bind to a kernel ({most / 2**20:.0f} MiB); "
+                f"buffer b{b.id} ({b.kind}, {_size(b.nbytes)}) is larger than "
+                f"{description} can allocate ({_size(largest)}); "
                 "compile for smaller inputs")
+    most = max_binding_bytes(limits)
     buffers = limits.get("max-storage-buffers-per-shader-stage", 8)  # Device.max_bindings
     memory = limits.get("max-compute-workgroup-storage-size", 16384)
+    align = limits.get("min-storage-buffer-offset-alignment", 256)
     for k in plan.kernels:
+        for i, b in enumerate(k.bindings):
+            w = k.window(i)
+            size = _aligned(plan.buffers[b].nbytes) if w is None else w[1]
+            if size > most:
+                raise RuntimeError(
+                    f"kernel {k.name} binds {_size(size)} of buffer b{b} "
+                    f"({plan.buffers[b].kind}); {description} can bind "
+                    f"{_size(most)} to a kernel, and the planner found no way to "
+                    "split this kernel into chunks that fit (chunks.py): compile for smaller "
+                    "inputs")
+            if w is not None and w[0] % align:
+                raise RuntimeError(f"kernel {k.name} binds buffer b{b} at offset {w[0]}, "
+                                   f"not a multiple of {align}")
         bound = len(used_bindings(k.source))
         if bound > buffers:
             raise RuntimeError(f"kernel {k.name} binds {bound} storage buffers; {description} "
@@ -200,12 +236,16 @@ class Executable:
         self.steps = []
         pipes = self.dev.pipelines([(k.source, k.trusted) for k in plan.kernels])
         for k, pipe in zip(plan.kernels, pipes):
-            group = self.dev.bind_group(k.source, pipe, [self.buffers[b] for b in k.bindings])
+            group = self.dev.bind_group(k.source, pipe, [self.buffers[b] for b in k.bindings],
+                                        [k.window(i) for i in range(len(k.bindings))])
             self.steps.append((pipe, group, k.grid))
 
     def upload(self, arrays: list[np.ndarray]) -> None:
         for spec, a in zip(self.plan.inputs, arrays):
-            self.dev.device.queue.write_buffer(self.buffers[spec.buffer], 0, a)
+            raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+            for offset in range(0, raw.size, TRANSFER_CHUNK):
+                self.dev.device.queue.write_buffer(self.buffers[spec.buffer], offset,
+                                                   raw[offset:offset + TRANSFER_CHUNK])
 
     def poison(self) -> None:
         """Fill every intermediate and output buffer with NaN (in chunks of one shared
@@ -253,9 +293,19 @@ class Executable:
 
     def read(self, spec) -> np.ndarray:
         b = self.plan.buffers[spec.buffer]
-        raw = self.dev.device.queue.read_buffer(self.buffers[spec.buffer], 0, _aligned(b.nbytes))
+        dtype = NUMPY_OF[b.dtype]
         n = int(np.prod(spec.shape))
-        return np.frombuffer(raw, dtype=NUMPY_OF[b.dtype], count=n).reshape(spec.shape)
+        size = _aligned(n * np.dtype(dtype).itemsize)
+        if size <= TRANSFER_CHUNK:
+            raw = self.dev.device.queue.read_buffer(self.buffers[spec.buffer], 0, size)
+            return np.frombuffer(raw, dtype=dtype, count=n).reshape(spec.shape)
+        out = np.empty(size, np.uint8)
+        for offset in range(0, size, TRANSFER_CHUNK):
+            part = min(TRANSFER_CHUNK, size - offset)
+            out[offset:offset + part] = np.frombuffer(
+                self.dev.device.queue.read_buffer(self.buffers[spec.buffer], offset, part),
+                np.uint8)
+        return out.view(dtype)[:n].reshape(spec.shape)
 
     def gpu_times_ms(self, input_sets: list[list[np.ndarray]], reps: int) -> list[float]:
         """GPU time of `reps` calls, rotating through input_sets, from timestamps."""
@@ -319,6 +369,10 @@ def _trusted_module(device: wgpu.GPUDevice, source: str) -> wgpu.GPUShaderModule
     if handle == ffi.NULL:
         raise RuntimeError("shader module creation failed")
     return _api.GPUShaderModule("", handle, device)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 1 << 24 else f"{n / 2**10:.1f} KiB"
 
 
 def _aligned(n: int) -> int:

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .chunks import Chunk, Window, needs_split, split_kernel
 from .codegen import contiguous_strides, used_bindings
 from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
-from .plan import Buffer, Kernel, Plan, TensorSpec
+from .plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
 from .templates import (
     ROW_LIMIT,
     KnobChooser,
@@ -653,14 +654,15 @@ def binding_cut(g: Group, materialized: set[Value]) -> Value | None:
 
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                choose: KnobChooser | None = choose_knobs,
-               max_bindings: int | None = None) -> Plan:
+               limits: BindingLimits | None = None) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
     dtype of each graph input and output (int64 is held as i32 on the device). `choose`
-    picks each kernel's knobs (None: the templates' heuristic defaults). `max_bindings`:
-    the storage buffers a kernel may bind (the device's limit per shader stage; None:
-    any number). A fused kernel that reads more is fused again with one of its inline
-    values stored (`binding_cut`), until every kernel fits or none can be cut
-    (runtime.check_limits then refuses the plan, naming the kernel)."""
+    picks each kernel's knobs (None: the templates' heuristic defaults). `limits`: what
+    a kernel may bind on the device (None: anything). A fused kernel that reads more
+    storage buffers than allowed is fused again with one of its inline values stored
+    (`binding_cut`), until every kernel fits or none can be cut; a kernel binding more
+    bytes of a buffer than one binding holds is split into chunks (chunks.py). What
+    still does not fit, runtime.check_limits refuses, naming the kernel or buffer."""
     nodes = live_nodes(graph)
     users, outputs = readers(nodes), set(graph.outputs)
     store: frozenset[Value] = frozenset()
@@ -671,13 +673,26 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                          [(p.template, p.root) for p in g.phases],
                          read_only_in_band(g.root, users, outputs))
                 for g in groups]
-        if max_bindings is None:
+        if limits is None:
             break
         cuts = {binding_cut(g, materialized) for g, gen in zip(groups, gens)
-                if len(used_bindings(gen.source)) > max_bindings} - {None}
+                if len(used_bindings(gen.source)) > limits.max_bindings} - {None}
         if not cuts:
             break
         store |= cuts
+
+    # Kernels over more bytes than one binding holds: one kernel per chunk.
+    chunked: list[list[Chunk]] = []
+    for g, gen in zip(groups, gens):
+        parts = None
+        if limits is not None and needs_split(gen, g.root, limits):
+            parts = split_kernel(g.root, g.template, [(p.template, p.root) for p in g.phases],
+                                 materialized, choose, limits)
+        chunked.append(parts or [Chunk(gen)])
+
+    def source(v: Value, chunk: Chunk) -> Value:  # the value whose buffer a read binds
+        w = chunk.windows.get(v)
+        return v if w is None else w.value
 
     # Buffers: inputs and constants first, then intermediates by lifetime.
     buffers: list[Buffer] = []
@@ -693,12 +708,14 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
 
     # The kernel order is the order of the groups; find each value's last reader.
     last_use: dict[Value, int] = {}
-    for i, gen in enumerate(gens):
-        for v in gen.reads:
-            last_use[v] = i
-            if v.kind == "const" and v not in buffer_of:
-                buffer_of[v] = new_buffer(v, "const")
-                constants[buffer_of[v]] = np.ascontiguousarray(v.data, dtype=NUMPY_TYPE[v.dtype])
+    for i, parts in enumerate(chunked):
+        for chunk in parts:
+            for v in map(lambda r: source(r, chunk), chunk.gen.reads):
+                last_use[v] = i
+                if v.kind == "const" and v not in buffer_of:
+                    buffer_of[v] = new_buffer(v, "const")
+                    constants[buffer_of[v]] = np.ascontiguousarray(v.data,
+                                                                   dtype=NUMPY_TYPE[v.dtype])
 
     free: list[int] = []  # temp buffer ids free for reuse
     releases: dict[int, list[Value]] = {}
@@ -721,15 +738,32 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         # Buffers read for the last time by this kernel are free for the next ones.
         free.extend(buffer_of[r] for r in releases.get(i, []))
 
+    def window(v: Value, w: Window | None) -> list[int] | None:
+        """A binding's [offset, size]: its chunk's window, or the value's own bytes where
+        its buffer (shared with a larger tenant) is larger than one binding holds."""
+        if w is not None:
+            return [w.offset, min(_aligned(w.nbytes), _aligned(buffers[buffer_of[v]].nbytes)
+                                  - w.offset)]
+        if limits is not None and buffers[buffer_of[v]].nbytes > limits.max_bytes:
+            return [0, _aligned(max(4, v.numel * ITEMSIZE[v.dtype]))]
+        return None
+
     kernels = []
-    for g, gen in zip(groups, gens):
-        bindings = gen.binding_ids([buffer_of[v] for v in gen.reads], buffer_of[g.root])
+    for g, parts in zip(groups, chunked):
         ops = [n.attrs.get("fn", n.op) for n in reversed(g.members) if n.op not in
                ("reshape", "permute", "expand")]
         lines = sorted({n.source for n in g.members if n.source})
-        kernels.append(Kernel("+".join(dict.fromkeys(ops)) or "copy", gen.source, bindings,
-                              gen.grid, lines, str(gen.key), gen.knobs, gen.workgroup_bytes,
-                              gen.trusted))
+        name = "+".join(dict.fromkeys(ops)) or "copy"
+        for chunk in parts:
+            gen = chunk.gen
+            reads = [source(v, chunk) for v in gen.reads]
+            bindings = gen.binding_ids([buffer_of[v] for v in reads], buffer_of[g.root])
+            wins = [window(v, chunk.windows.get(r)) for v, r in zip(reads, gen.reads)]
+            wins = wins + [wins[i] for i in gen.views] + [window(g.root, chunk.out)]
+            kernels.append(Kernel(name + (f" [chunk {chunk.label}]" if chunk.label else ""),
+                                  gen.source, bindings, gen.grid, lines, str(gen.key),
+                                  gen.knobs, gen.workgroup_bytes, gen.trusted,
+                                  wins if any(w is not None for w in wins) else []))
     return Plan(
         buffers=buffers,
         kernels=kernels,
@@ -739,3 +773,6 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         constants=constants,
     )
 
+
+def _aligned(n: int) -> int:
+    return (n + 15) // 16 * 16

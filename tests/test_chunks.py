@@ -1,0 +1,123 @@
+"""Tensors larger than one binding (chunks.py): every template family on a device whose
+binding limit is lowered to 64 KiB, so that tensors of a few hundred KiB take the
+chunked paths that 2-16 GiB tensors take on a GPU (2 GiB per binding on NVIDIA's
+Vulkan driver, 128 MiB on the software one)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kernelwright
+from kernelwright.runtime import default_device, open_device
+
+LIMIT = 1 << 16
+
+
+@pytest.fixture(scope="module")
+def small_device():
+    return open_device(default_device().adapter, {"max-storage-buffer-binding-size": LIMIT})
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn, *params):
+        super().__init__()
+        self.fn = fn
+        self.params = torch.nn.ParameterList(params)
+
+    def forward(self, *xs):
+        return self.fn(*xs, *self.params)
+
+
+def check(device, fn, inputs, params=(), atol=1e-4, rtol=1e-4):
+    torch.manual_seed(0)
+    module = Fn(fn, *[torch.nn.Parameter(p, requires_grad=False) for p in params]).eval()
+    cm = kernelwright.compile(module, inputs, device=device)
+    big = max(b.nbytes for b in cm.plan.buffers)
+    chunked = [k for k in cm.plan.kernels if "[chunk" in k.name]
+    assert big > LIMIT and chunked, cm.plan.summary()
+    for k in cm.plan.kernels:  # every binding within the limit (check_limits ran too)
+        for i, b in enumerate(k.bindings):
+            w = k.window(i)
+            assert (cm.plan.buffers[b].nbytes if w is None else w[1]) <= LIMIT
+    with torch.no_grad():
+        want = module(*inputs)
+    got = cm(*inputs, poison=True)
+    wants = want if isinstance(want, tuple) else (want,)
+    gots = got if isinstance(got, tuple) else (got,)
+    for g, w in zip(gots, wants):
+        torch.testing.assert_close(g, w.to(g.dtype), atol=atol, rtol=rtol)
+    return cm
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+def test_elementwise_with_broadcast(small_device):
+    check(small_device, lambda x, b: torch.relu(x * 2 + b), [r(100, 1000), r(1000)])
+
+
+def test_elementwise_reading_a_transposed_input_whole(small_device):
+    # the transposed read is no range of its buffer: bound whole (it fits), x chunked
+    check(small_device, lambda x, y: x + y.t(), [r(3, 200, 64), r(64, 200)])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.softmax(x, -1),
+    lambda x: F.layer_norm(x, (x.shape[-1],)),
+    lambda x: torch.log_softmax(x, 1),
+    lambda x: x.sum(-1),
+    lambda x: x.amax(1, keepdim=True) - x.mean(1, keepdim=True),
+    lambda x: x.sum(0),           # a column reduction: its pieces side by side
+    lambda x: x.sum(),            # the whole tensor, in two steps
+    lambda x: torch.cumsum(x, 1),
+    lambda x: torch.cumsum(x.reshape(4, 24, 1200), 1),
+    lambda x: x.argmax(1),
+], ids=["softmax", "layernorm", "log_softmax", "sum_rows", "max_minus_mean", "sum_cols",
+        "sum_all", "cumsum_rows", "cumsum_middle", "argmax"])
+def test_rows_reductions_and_scans(small_device, fn):
+    check(small_device, fn, [r(96, 1200)], atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("shapes", [((300, 64), (64, 200)),      # C over the limit: rows
+                                    ((6, 60, 64), (6, 64, 50)),   # batched
+                                    ((2, 200, 64), (64, 96))])    # a shared weight
+def test_matmul(small_device, shapes):
+    check(small_device, torch.matmul, [r(*s) for s in shapes], atol=1e-3, rtol=1e-4)
+
+
+def test_linear_and_gelu(small_device):
+    check(small_device, lambda x, w, b: F.gelu(F.linear(x, w, b)), [r(400, 64)],
+          [r(96, 64), r(96)], atol=1e-3)
+
+
+def test_conv2d_batch(small_device):
+    check(small_device, lambda x, w: torch.relu(F.conv2d(x, w, padding=1)),
+          [r(6, 8, 24, 24)], [r(8, 8, 3, 3)], atol=1e-3)
+
+
+def test_conv_transpose2d(small_device):
+    check(small_device, lambda x, w: F.conv_transpose2d(x, w, stride=2),
+          [r(4, 8, 16, 16)], [r(8, 4, 3, 3)], atol=1e-3)
+
+
+def test_pools(small_device):
+    check(small_device, lambda x: (F.max_pool2d(x, 2), F.avg_pool2d(x, 3, 1, 1)),
+          [r(4, 16, 24, 24)])
+
+
+def test_attention(small_device):
+    check(small_device, F.scaled_dot_product_attention,
+          [r(4, 4, 128, 32), r(4, 4, 128, 32), r(4, 4, 128, 32)], atol=1e-3)
+
+
+def test_losses(small_device):
+    check(small_device, lambda x, y, t: (F.mse_loss(x, y), F.cross_entropy(x, t)),
+          [r(200, 300), r(200, 300), torch.randint(0, 300, (200,))], atol=1e-3)
+
+
+def test_unsplittable_kernel_is_a_clear_error(small_device):
+    # a product whose right operand alone is larger than one binding
+    module = Fn(torch.matmul)
+    with pytest.raises(RuntimeError, match="split this kernel into chunks"):
+        kernelwright.compile(module, [r(4, 200), r(200, 200)], device=small_device)
