@@ -275,12 +275,51 @@ class _Restrictor:
         rule = _RULES.get(node.op)
         if rule is None:
             raise Unsplittable(f"no chunking rule for {node.op}")
+        if node.op == "reshape":
+            flat = contiguous_range(v.shape, box)
+            try:
+                rule(node, box)
+            except _TooLarge:
+                if flat is None:
+                    raise
+                return self._node("reshape", [self.flat(node.inputs[0], *flat)], _shape(box),
+                                  v.dtype, {}, node)
         ins, attrs = rule(node, box)  # [(input, its box)], new attributes
         inputs = [x if x.kind == "scalar" else self.value(x, b) for x, b in ins]
         if attrs is DROP:  # the input's box is the output itself: the node goes
             return inputs[0]
         return self._node(node.op, inputs, _shape(box), v.dtype,
                           node.attrs if attrs is None else attrs, node)
+
+    def flat(self, v: Value, a: int, b: int) -> Value:
+        """v's elements [a, b) in row-major order, as a 1-d value: a range of a reshape
+        that is no box of the reshaped value (a loss's sum of (x - y)^2 over all of a
+        [B, N] tensor, in pieces that cross its rows), pushed through elementwise ops to
+        the buffers, each then read over one range."""
+        key = (id(v), ((-a - 1, b),))  # a memo key no box has
+        if key in self.memo:
+            return self.memo[key]
+        node = v.node
+        if self._is_leaf(v):
+            w = Window(v, a * ITEMSIZE[v.dtype], (b - a) * ITEMSIZE[v.dtype])
+            if w.offset % self.limits.align or w.nbytes > self.limits.max_bytes:
+                raise _TooLarge(f"{v}[{a}:{b}]: misaligned or too large")
+            self.windows[new := Value((b - a,), v.dtype, kind="input", name=v.name)] = w
+        elif node.op in ("ew", "materialize"):
+            new = self._node(node.op, [x if x.kind == "scalar" else self.flat(x, a, b)
+                                       for x in node.inputs], (b - a,), v.dtype, node.attrs, node)
+        elif node.op == "reshape":
+            new = self.flat(node.inputs[0], a, b)
+        elif node.op == "expand" and node.inputs[0].numel == 1:
+            one = self._node("reshape", [node.inputs[0]], (1,), v.dtype, {})
+            new = self._node("expand", [one], (b - a,), v.dtype, {}, node)
+        else:
+            box = range_box(v.shape, a, b)
+            if box is None:
+                raise _TooLarge(f"{v}[{a}:{b}] is no box of it")
+            new = self._node("reshape", [self.value(v, box)], (b - a,), v.dtype, {})
+        self.memo[key] = new
+        return new
 
     @staticmethod
     def _node(op, inputs, shape, dtype, attrs, like: Node | None = None) -> Value:

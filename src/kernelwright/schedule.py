@@ -652,6 +652,30 @@ def binding_cut(g: Group, materialized: set[Value]) -> Value | None:
     return min(inline, key=lambda v: (v.numel, -len(leaves[v])), default=None)
 
 
+def large_read_cut(g: Group, materialized: set[Value], most: int) -> Value | None:
+    """The value that g's kernel computes inline and that, stored by a kernel of its
+    own, lets a kernel that reads a buffer of more than `most` bytes be chunked where g
+    cannot be (chunks.split_kernel): of the inline values that read such a buffer,
+    the smallest (a cross-entropy's picked log-probabilities [B], summed to a scalar
+    that no chunk of its own could hold). None when there is none."""
+    big: dict[Value, bool] = {}
+
+    def reads_big(v: Value) -> bool:
+        if v not in big:
+            if v.kind in ("input", "const") or v in materialized and v is not g.root:
+                big[v] = v.numel * ITEMSIZE[v.dtype] > most
+            elif v.node is None:
+                big[v] = False
+            else:
+                big[v] = any([reads_big(x) for x in v.node.inputs])
+        return big[v]
+
+    reads_big(g.root)
+    inline = [v for v, b in big.items() if b and v is not g.root and v not in materialized
+              and v.node is not None and v.numel > 1]
+    return min(inline, key=lambda v: v.numel, default=None)
+
+
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                choose: KnobChooser | None = choose_knobs,
                limits: BindingLimits | None = None) -> Plan:
@@ -673,22 +697,26 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                          [(p.template, p.root) for p in g.phases],
                          read_only_in_band(g.root, users, outputs))
                 for g in groups]
+        chunked = [[Chunk(gen)] for gen in gens]
         if limits is None:
             break
         cuts = {binding_cut(g, materialized) for g, gen in zip(groups, gens)
                 if len(used_bindings(gen.source)) > limits.max_bindings} - {None}
+        if not cuts:  # kernels over more bytes than one binding holds: chunks
+            for i, (g, gen) in enumerate(zip(groups, gens)):
+                if not needs_split(gen, g.root, limits):
+                    continue
+                parts = split_kernel(g.root, g.template,
+                                     [(p.template, p.root) for p in g.phases],
+                                     materialized, choose, limits)
+                if parts:
+                    chunked[i] = parts
+                else:  # one of its inline values stored, then both parts chunked
+                    cuts.add(large_read_cut(g, materialized, limits.max_bytes))
+            cuts -= {None}
         if not cuts:
             break
         store |= cuts
-
-    # Kernels over more bytes than one binding holds: one kernel per chunk.
-    chunked: list[list[Chunk]] = []
-    for g, gen in zip(groups, gens):
-        parts = None
-        if limits is not None and needs_split(gen, g.root, limits):
-            parts = split_kernel(g.root, g.template, [(p.template, p.root) for p in g.phases],
-                                 materialized, choose, limits)
-        chunked.append(parts or [Chunk(gen)])
 
     def source(v: Value, chunk: Chunk) -> Value:  # the value whose buffer a read binds
         w = chunk.windows.get(v)
