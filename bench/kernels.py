@@ -8,6 +8,7 @@
                             [--out bench/results/matmul_variants.json]
     python bench/kernels.py --attention-variants [--out bench/results/attention_variants.json]
     python bench/kernels.py --variants [--only NAME] [--out bench/results/memory_variants.json]
+    python bench/kernels.py --large [--out bench/results/kernels_large.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
 timestamps, measured as the bench harness does (bench.timing.time_candidate: warm-up
@@ -235,6 +236,28 @@ CASES = {
     "gemm_4096_accelerated_f16": gemm_accelerated(4096, 4096, 4096),
     "gemm_8192_accelerated_f16": gemm_accelerated(8192, 8192, 8192),
 }
+# Tensors larger than one binding (2 GiB on NVIDIA's Vulkan driver): chunked kernels
+# (chunks.py), one family each, at KernelBench's real sizes; `--large` runs these alone
+# (one input set each: 4-8 GiB).
+LARGE_CASES = {
+    "large_elementwise_4096x393216": memory(lambda x: (x * 2 + 1).relu(), (4096, 393216), 1, 1),
+    "large_softmax_32768x24576": memory(lambda x: torch.softmax(x, -1), (32768, 24576), 1, 1),
+    "large_sum_rows_32768x32768": memory(lambda x: x.sum(1), (32768, 32768), 1, 0),
+    "large_sum_all_2^30": memory(lambda x: x.sum(), (1 << 30,), 1, 0),
+    "large_cumsum_32768x32768": memory(lambda x: torch.cumsum(x, 1), (32768, 32768), 1, 1),
+    "large_mse_32768x32768": dict(module=Fn(F.mse_loss),
+                                  inputs=lambda: [torch.randn(32768, 32768),
+                                                  torch.randn(32768, 32768)],
+                                  bytes=2 * 4 * 32768 * 32768),
+    "large_maxpool2x2_b64x64x512x512": memory(lambda x: F.max_pool2d(x, 2),
+                                              (64, 64, 512, 512), 1, 0.25),
+    "large_gemm_out_32768x1024x32768": gemm(32768, 1024, 32768),
+    "large_conv3x3_64ch_256x256_b128": conv(torch.nn.Conv2d(64, 64, 3, padding=1),
+                                           (128, 64, 256, 256)),
+}
+for _case in LARGE_CASES.values():
+    _case["sets"] = 1
+CASES.update(LARGE_CASES)
 MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192",
                 "sum_rows_16384x8192", "sum_cols_8192x16384", "softmax_16384x8192",
                 "softmax_131072x1024", "log_softmax_16384x8192", "layernorm_16384x8192",
@@ -291,7 +314,7 @@ def case_reference(name: str, reps: int, low: torch.dtype | None = None):
     case = CASES[name]
     torch.manual_seed(0)
     module = case["module"].eval()
-    sets = draw_sets(case)
+    sets = draw_sets(case, case.get("sets", 3))
     cuda = torch.cuda.is_available()
     first = [x.to(low).float() for x in sets[0]] if low else sets[0]
     with torch.no_grad():
@@ -454,6 +477,8 @@ def main() -> None:
                          "time instead of the whole space (e.g. '[{}, {\"DB\": 1}]')")
     ap.add_argument("--variants", action="store_true",
                     help="time the knob variants of the memory-bound cases' kernels")
+    ap.add_argument("--large", action="store_true",
+                    help="only the cases over one binding (LARGE_CASES, 4-8 GiB each)")
     ap.add_argument("--suite", action="store_true",
                     help="also run kernelwright bench on the bundled level 2 (full size, "
                          "--compile-ref, --jobs 6) and add its figures")
@@ -519,8 +544,12 @@ def run(args) -> None:
     for name, case in CASES.items():
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
+        if args.large != (name in LARGE_CASES):
+            continue
         low = case.get("torch_dtype")  # PyTorch's side runs in this dtype (f16 cases)
         module, sets, ref, ref_ms = case_reference(name, args.reps, low)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # PyTorch's cached blocks back, for wgpu's buffers
         t0 = time.perf_counter()
         compiled = kernelwright.compile(module, sets[0], precision=case.get("precision"))
         compile_s = time.perf_counter() - t0
@@ -580,6 +609,10 @@ TARGETS = (
     ("memory-bound kernels vs the copy bandwidth", 0.85, MEMORY_CASES, "copy"),
     ("convolutions vs cuDNN fp32", 0.80,
      tuple(n for n in CASES if n.startswith("conv")), "ratio"),
+    ("large tensors, memory-bound, vs the copy bandwidth", 0.85,
+     tuple(n for n in LARGE_CASES if "bytes" in LARGE_CASES[n]), "copy"),
+    ("large tensors, GEMM and convolution, vs cuBLAS / cuDNN", 0.85,
+     tuple(n for n in LARGE_CASES if "flops" in LARGE_CASES[n]), "ratio"),
     ("accelerated f16 GEMM vs cuBLAS f16", 0.50,
      tuple(n for n in CASES if CASES[n].get("precision") == "accelerated"), "ratio"),
 )
