@@ -111,12 +111,17 @@ def test_int64_inputs_run_no_pytorch_compute():
         compiled(x, torch.full((4, 5), 2**40))
 
 
-def test_a_buffer_larger_than_the_device_binds_is_a_clear_error():
-    limits = kernelwright.runtime.default_device().device.limits
-    most = min(limits["max-storage-buffer-binding-size"], limits["max-buffer-size"])
-    x = torch.empty(most // 4 + 1)  # never filled: only its shape is compiled
-    with pytest.raises(RuntimeError, match=r"larger than .* can bind to a kernel"):
-        kernelwright.compile(Fn(lambda x: x * 2.0), [x])
+def test_a_buffer_larger_than_the_device_allocates_is_a_clear_error():
+    """A tensor larger than one binding is chunked (tests/test_chunks.py); one larger
+    than the device's largest buffer is refused, naming the buffer."""
+    from kernelwright.runtime import open_device
+
+    small = open_device(kernelwright.runtime.default_device().adapter,
+                        {"max-buffer-size": 1 << 20, "max-storage-buffer-binding-size": 1 << 18})
+    x = torch.empty((1 << 18) + 1)  # never filled: only its shape is compiled
+    with pytest.raises(RuntimeError, match=r"b0 \(input, 1024.0 KiB\) is larger than .* can "
+                                           "allocate"):
+        kernelwright.compile(Fn(lambda x: x * 2.0), [x], device=small)
 
 
 def test_a_kernel_binding_more_buffers_than_the_device_allows_is_a_clear_error():
