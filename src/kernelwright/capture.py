@@ -149,6 +149,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 raise CompileError(f"no lowering for ATen op '{name}'{_at(b.source)}")
             kwargs = {k: v for k, v in kwargs.items()
                       if k not in ("layout", "device", "pin_memory", "memory_format")}
+            if getattr(lower, "reads_layout", False):  # as_strided: x's place in memory
+                kwargs["layout"] = _layout(node.args[0])
             try:
                 out = lower(b, *args, **kwargs)
             except CompileError as e:
@@ -179,6 +181,14 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             t = getattr(gm, node.target)
             env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
     return b, torch_dtypes
+
+
+def _layout(arg) -> tuple[list[int], int] | None:
+    """The strides and storage offset PyTorch recorded for a node's tensor argument."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return None
+    return list(val.stride()), int(val.storage_offset())
 
 
 def _at(source: str) -> str:
