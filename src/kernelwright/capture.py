@@ -5,18 +5,23 @@ ATen FX graph and lowers each node through the op registry. Parameters, buffers
 and lifted constants become IR constants (uploaded to the GPU once, when the plan
 is loaded); user inputs become graph inputs. An op with no registry entry, or a
 lowering whose result shape differs from what PyTorch recorded, is a CompileError
-naming the op and the user's source line.
+naming the op and the user's source line. Plain tensor attributes are exported as
+buffers (`export_graph`: a forward that changes one is captured, computed from the value
+at compile time).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import operator
+import warnings
 
 import numpy as np
 import torch
 import torch._decomp.decompositions
 import torch.fx
+from torch.nn.modules.module import register_module_buffer_registration_hook
 
 from .ir import CompileError, GraphBuilder, Value
 from .ops import lookup
@@ -36,13 +41,90 @@ def user_line(node: torch.fx.Node) -> str:
 
 
 def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.ExportedProgram:
+    """The module's ATen graph. Plain tensor attributes (neither parameters nor registered
+    buffers) become buffers of a shallow copy first (`with_state_buffers`), so that a
+    forward that assigns to one (an RNN cell's `self.hidden = tanh(...)`) or changes it in
+    place, which torch.export refuses for a constant, is captured: the graph reads the
+    attribute's value at compile time, the value eager's first call reads. The compiled
+    module does not carry the new value to its next call (each call computes what eager's
+    first call does), and export_graph warns so; state meant to carry over is an input
+    and an output of the module. The user's module is left as it was."""
+    wrapped, attrs = with_state_buffers(module)
+    owners = {(id(m), k): name for name, (m, k) in attrs.items()}
+    reassigned: set[str] = set()
+
+    def on_assign(m: torch.nn.Module, k: str, value) -> None:
+        # torch.export records a buffer assigned to in the root module's forward alone
+        name = owners.get((id(m), k))
+        if name is not None and value is not m._buffers.get(k):
+            reassigned.add(name)
+
     with lstm_state_shapes():
+        hook = register_module_buffer_registration_hook(on_assign)
         try:
-            ep = torch.export.export(module, tuple(example_inputs), strict=False)
+            ep = torch.export.export(wrapped, tuple(example_inputs), strict=False)
         except Exception as e:
-            raise CompileError(f"torch.export could not capture {type(module).__name__}: "
-                               f"{e}") from e
-        return ep.run_decompositions(decomposition_table())
+            try:  # the attributes as they were (a forward that sets one to a non-tensor)
+                ep = None if wrapped is module else torch.export.export(
+                    module, tuple(example_inputs), strict=False)
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                ep = None
+            if ep is None:
+                raise CompileError(f"torch.export could not capture {type(module).__name__}: "
+                                   f"{e}") from e
+        finally:
+            hook.remove()
+        ep = ep.run_decompositions(decomposition_table())
+        sig = ep.graph_signature
+        mutated = sorted(reassigned | {
+            target for out, target in sig.buffers_to_mutate.items()
+            if target in attrs and sig.inputs_to_buffers.get(out) != target})
+        if mutated:
+            warnings.warn(
+                f"{type(module).__name__}.forward changes its tensor attribute(s) "
+                f"{', '.join(mutated)}: the compiled module computes every call from their "
+                "values at compile time (eager's first call) and does not carry the changes "
+                "to its next call; pass such state as an input and return its new value",
+                stacklevel=2)
+        return ep
+
+
+def with_state_buffers(
+        module: torch.nn.Module) -> tuple[torch.nn.Module, dict[str, tuple[torch.nn.Module, str]]]:
+    """A shallow copy of the module tree in which every plain tensor attribute is a
+    non-persistent buffer, and each such attribute's dotted name with the copy and name
+    that hold it; the module itself (and none) when it has none. Copies share parameters,
+    buffers and tensors with the original; only modules on the way to such an attribute
+    are copied, each once."""
+    names: dict[str, tuple[torch.nn.Module, str]] = {}
+    copies: dict[int, torch.nn.Module] = {}
+
+    def copy_tree(m: torch.nn.Module, prefix: str) -> torch.nn.Module:
+        if id(m) in copies:
+            return copies[id(m)]
+        if isinstance(m, torch.fx.GraphModule):  # a traced graph: no Python attribute writes
+            copies[id(m)] = m
+            return m
+        children = {k: copy_tree(c, f"{prefix}{k}.") for k, c in m._modules.items()
+                    if c is not None}
+        attrs = [k for k, v in vars(m).items() if isinstance(v, torch.Tensor)
+                 and not isinstance(v, torch.nn.Parameter)]
+        if not attrs and all(children[k] is c for k, c in m._modules.items()
+                             if c is not None):
+            copies[id(m)] = m
+            return m
+        c = copy.copy(m)
+        c._modules = {**m._modules, **children}
+        c._parameters = dict(m._parameters)
+        c._buffers = dict(m._buffers)
+        c._non_persistent_buffers_set = set(m._non_persistent_buffers_set)
+        for k in attrs:
+            c.register_buffer(k, c.__dict__.pop(k), persistent=False)
+            names[prefix + k] = (c, k)
+        copies[id(m)] = c
+        return c
+
+    return copy_tree(module, ""), names
 
 
 @contextlib.contextmanager
@@ -149,6 +231,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 raise CompileError(f"no lowering for ATen op '{name}'{_at(b.source)}")
             kwargs = {k: v for k, v in kwargs.items()
                       if k not in ("layout", "device", "pin_memory", "memory_format")}
+            if getattr(lower, "reads_layout", False):  # as_strided: x's place in memory
+                kwargs["layout"] = _layout(node.args[0])
             try:
                 out = lower(b, *args, **kwargs)
             except CompileError as e:
@@ -179,6 +263,14 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             t = getattr(gm, node.target)
             env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
     return b, torch_dtypes
+
+
+def _layout(arg) -> tuple[list[int], int] | None:
+    """The strides and storage offset PyTorch recorded for a node's tensor argument."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return None
+    return list(val.stride()), int(val.storage_offset())
 
 
 def _at(source: str) -> str:

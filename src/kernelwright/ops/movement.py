@@ -73,6 +73,115 @@ def slice_(b, x, dim=0, start=None, end=None, step=1):
                    step)
 
 
+@register("aten.unfold.default")
+def unfold(b: GraphBuilder, x: Value, dim: int, size: int, step: int) -> Value:
+    """Tensor.unfold: the windows of `size` elements every `step` along dim, dim becoming
+    the window count and a new last dim the window's elements; a view (no copy): a slice
+    and reshape where step == size (patches), else the `window` primitive over dim."""
+    if not x.shape:  # a 0-d tensor unfolds (size 1) into one window of itself
+        return b.reshape(x, (size,))
+    r = len(x.shape)
+    dim %= r
+    n = x.shape[dim]
+    if size < 1 or step < 1 or size > n:
+        raise CompileError(f"unfold of size {size}, step {step} along dim {dim} of "
+                           f"{list(x.shape)}")
+    count = (n - size) // step + 1
+    if size == step:
+        y = b.slice(x, dim, 0, count * size)
+        y = b.reshape(y, x.shape[:dim] + (count, size) + x.shape[dim + 1:])
+        return b.permute(y, [d for d in range(r + 1) if d != dim + 1] + [dim + 1])
+    others = [d for d in range(r) if d != dim]
+    w = b.window(b.permute(x, others + [dim]), [size], [step], [0], [1])  # [..., size, count]
+    return b.permute(w, [r if d == dim else others.index(d) for d in range(r)] + [r - 1])
+
+
+def dense_order(shape, strides) -> list[int] | None:
+    """The dims of a tensor of `shape` laid out with `strides` from the outermost to the
+    innermost in memory, when the layout is dense (a permutation of row-major: no gaps, no
+    overlaps; the strides of unit dims do not matter), else None."""
+    big = sorted((d for d, s in enumerate(shape) if s > 1), key=lambda d: -strides[d])
+    step = 1
+    for d in reversed(big):
+        if strides[d] != step:
+            return None
+        step *= shape[d]
+    return big + [d for d, s in enumerate(shape) if s <= 1]
+
+
+def strided_view(b: GraphBuilder, flat: Value, size, stride, offset: int) -> Value:
+    """out[j] = flat[offset + sum_k j_k * stride_k] for a 1-d value `flat`, as views: the
+    dims (largest stride first) split off one at a time from a row of flat, a dim of
+    stride t whose inner dims span e <= t elements by a reshape of the row into
+    [n, t] where the row holds n * t, else (overlapping windows, e > t: a sliding window
+    or unfold; or a short row) by the `window` view of e taps every t; the last dim
+    a strided slice. Dims of stride 0 are expands. The addresses must lie in flat."""
+    size, stride = [int(s) for s in size], [int(s) for s in stride]
+    if len(size) != len(stride) or min(stride, default=0) < 0 or min(size, default=1) < 1:
+        raise CompileError(f"as_strided of sizes {size} and strides {stride}: only non-negative "
+                           "strides and non-empty sizes are supported")
+    keep = sorted((k for k in range(len(size)) if size[k] > 1 and stride[k] > 0),
+                  key=lambda k: -stride[k])
+    extent = 1 + sum((size[k] - 1) * stride[k] for k in keep)
+    if offset < 0 or offset + extent > flat.numel:
+        raise CompileError(f"as_strided of sizes {size}, strides {stride} and offset {offset} "
+                           f"reads elements [{offset}, {offset + extent}) of a tensor of "
+                           f"{flat.numel}")
+    row = b.slice(flat, 0, offset, flat.numel)
+    for i, k in enumerate(keep):
+        n, t = size[k], stride[k]
+        e = 1 + sum((size[q] - 1) * stride[q] for q in keep[i + 1:])
+        lead, length = row.shape[:-1], row.shape[-1]
+        if e == 1:
+            row = b.slice(row, -1, 0, (n - 1) * t + 1, t)
+        elif e <= t and length >= n * t:
+            row = b.reshape(b.slice(row, -1, 0, n * t), lead + (n, t))
+        else:
+            row = b.window(row, [e], [t], [0], [1], out=[n])  # [..., e, n]
+            row = b.transpose(row, -1, -2)
+    if not keep:
+        row = b.slice(row, 0, 0, 1)
+    row = b.permute(row, [keep.index(k) for k in sorted(keep)]) if keep else row
+    row = b.reshape(row, [size[k] if k in keep else 1 for k in range(len(size))])
+    return b.expand(row, size)
+
+
+@register("aten.as_strided.default", "aten.as_strided_copy.default")
+def as_strided(b: GraphBuilder, x: Value, size, stride, storage_offset=None, *,
+               layout=None) -> Value:
+    """x.as_strided(size, stride, storage_offset) where it is a view of x's elements:
+    `layout` (given by capture: the strides and storage offset PyTorch recorded for x)
+    places them in memory, which must be dense; x flattened in that order is then read
+    by `strided_view`. adaptive pooling to 1 x 1 of a channels-last tensor ends in one
+    (the mean, restrided channels-last)."""
+    shape = x.shape
+    strides, base = layout if layout is not None else (_row_major(shape), 0)
+    order = dense_order(shape, strides) if len(strides) == len(shape) else None
+    if order is None:
+        raise CompileError(f"as_strided(size={list(size)}, stride={list(stride)}) of a tensor "
+                           f"of shape {list(shape)} laid out with strides {list(strides)}: not a "
+                           "dense layout, so the storage it addresses is not the tensor's "
+                           "elements; make the tensor contiguous first")
+    flat = b.reshape(b.permute(x, order), (x.numel,))
+    offset = base if storage_offset is None else storage_offset
+    try:
+        return strided_view(b, flat, size, stride, offset - base)
+    except CompileError as e:
+        raise CompileError(f"{e} (of shape {list(shape)}, strides {list(strides)}, storage "
+                           f"offset {base})") from e
+
+
+as_strided.reads_layout = True  # capture passes the input's recorded strides as `layout`
+
+
+def _row_major(shape) -> list[int]:
+    strides, step = [], 1
+    for s in reversed(shape):
+        strides.append(step)
+        step *= s
+    return strides[::-1]
+
+
 @register("aten.select.int", "aten.select_copy.int")
 def select(b, x, dim, index):
     dim %= len(x.shape)

@@ -1,0 +1,98 @@
+"""Modules whose forward changes a plain tensor attribute (capture.export_graph): each
+compiled call computes what eager's first call does, the user's module is left as it
+was, and a warning says that the change is not carried to the next call."""
+
+import copy
+import warnings
+
+import pytest
+import torch
+
+import kernelwright
+
+
+class Cell(torch.nn.Module):
+    """An RNN cell keeping its hidden state in a plain tensor attribute."""
+
+    def __init__(self, how: str):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 4))
+        self.hidden = torch.randn(2, 4)  # not a registered buffer
+        self.how = how
+
+    def forward(self, x):
+        new = torch.tanh(x @ self.w + self.hidden)
+        if self.how == "assign":
+            self.hidden = new
+        elif self.how == "copy_":
+            self.hidden.copy_(new)
+        else:
+            self.hidden += x
+        return self.hidden * 2.0
+
+
+class Outer(torch.nn.Module):
+    """The cell as a submodule, reading its state after the step too."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = Cell("assign")
+        self.scale = torch.tensor(3.0)  # a plain tensor attribute that is only read
+
+    def forward(self, x):
+        return self.cell(x) + self.cell.hidden * self.scale
+
+
+@pytest.mark.parametrize("module", [Cell("assign"), Cell("copy_"), Cell("add_"), Outer()],
+                         ids=["assign", "copy_", "add_", "submodule"])
+def test_changed_tensor_attribute(module):
+    x = torch.randn(2, 4)
+    before = {k: v.clone() for k, v in vars(module.cell if isinstance(module, Outer)
+                                             else module).items()
+              if isinstance(v, torch.Tensor)}
+    eager = copy.deepcopy(module)
+    with pytest.warns(UserWarning, match=r"changes its tensor attribute\(s\) (cell\.)?hidden"):
+        compiled = kernelwright.compile(module, [x])
+    after = module.cell if isinstance(module, Outer) else module
+    for k, v in before.items():  # compiling changed nothing
+        assert torch.equal(getattr(after, k), v) and not getattr(after, k).requires_grad
+    with torch.no_grad():
+        first, second = eager(x), eager(x)
+    torch.testing.assert_close(compiled(x), first)
+    torch.testing.assert_close(compiled(x), first)  # no state carried forward
+    assert not torch.allclose(first, second)  # (eager's does)
+
+
+def test_tensor_attribute_only_read_or_set_to_itself():
+    """An attribute reassigned to itself (`self.h0 = self.h0.to(x.device)`, as some RNN
+    models do) or only read gives no warning."""
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru = torch.nn.GRU(4, 5, batch_first=True)
+            self.h0 = torch.randn(1, 2, 5)
+
+        def forward(self, x):
+            self.h0 = self.h0.to(x.device)
+            return self.gru(x, self.h0)[0][:, -1]
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Model()
+
+        def forward(self, x):
+            return self.inner(x)
+
+    for m in (Model().eval(), Outer().eval()):
+        state_read_or_set_to_itself(m)
+
+
+def state_read_or_set_to_itself(m):
+    x = torch.randn(2, 3, 4)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*changes its tensor attribute")
+        compiled = kernelwright.compile(m, [x])
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), m(x), atol=1e-5, rtol=1e-5)
