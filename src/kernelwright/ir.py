@@ -131,6 +131,13 @@ class Graph:
     inputs: list[Value] = field(default_factory=list)
     outputs: list[Value] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
+    # state written by a call: (a constant, its new value), stored into the constant's
+    # buffer after the call's kernels (a buffer mutated in forward, a parameter's update)
+    updates: list[tuple[Value, Value]] = field(default_factory=list)
+
+    def roots(self) -> list[Value]:
+        """What a call must compute: the outputs, then the updates' new values."""
+        return [*self.outputs, *(new for _, new in self.updates)]
 
     def consumers(self) -> dict[Value, list[Node]]:
         users: dict[Value, list[Node]] = {}

@@ -78,6 +78,10 @@ class Plan:
     outputs: list[TensorSpec]
     output_tree: str  # 'single' or 'tuple'
     constants: dict[int, np.ndarray] = field(default_factory=dict)  # buffer id -> data
+    # (source, state) buffer ids: after a call's kernels the state buffer (a constant: a
+    # buffer the module changes, a parameter a training step updates) takes the source's
+    # bytes, so the next call reads the new value
+    updates: list[tuple[int, int]] = field(default_factory=list)
 
     def summary(self) -> str:
         mib = sum(b.nbytes for b in self.buffers if b.kind != "const") / 2**20
@@ -94,6 +98,8 @@ class Plan:
                          f"grid {k.grid}")
         for spec in self.outputs:
             lines.append(f"  output b{spec.buffer}: {spec.torch_dtype}{list(spec.shape)}")
+        for src, dst in self.updates:
+            lines.append(f"  update b{dst} <- b{src}")
         return "\n".join(lines)
 
     def save(self, folder: str | Path) -> None:
@@ -108,6 +114,7 @@ class Plan:
             "inputs": [asdict(t) for t in self.inputs],
             "outputs": [asdict(t) for t in self.outputs],
             "output_tree": self.output_tree,
+            "updates": [list(u) for u in self.updates],
         }
         (folder / "plan.json").write_text(json.dumps(meta, indent=1))
         save_file({str(k): np.ascontiguousarray(v) for k, v in self.constants.items()},
@@ -130,4 +137,5 @@ class Plan:
             outputs=[TensorSpec(**{**t, "shape": tuple(t["shape"])}) for t in meta["outputs"]],
             output_tree=meta["output_tree"],
             constants={int(k): v for k, v in consts.items()},
+            updates=[tuple(u) for u in meta.get("updates", [])],
         )

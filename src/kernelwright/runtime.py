@@ -261,6 +261,13 @@ class Executable:
                 self.dev.device.queue.write_buffer(self.buffers[b.id], offset, nan[: n // 4])
 
     def _record(self, encoder, timestamps=None, per_kernel=False) -> None:
+        self._record_kernels(encoder, timestamps, per_kernel)
+        for src, dst in self.plan.updates:  # the state the call changed, for the next call
+            size = min(_aligned(self.plan.buffers[src].nbytes),
+                       _aligned(self.plan.buffers[dst].nbytes))
+            encoder.copy_buffer_to_buffer(self.buffers[src], 0, self.buffers[dst], 0, size)
+
+    def _record_kernels(self, encoder, timestamps=None, per_kernel=False) -> None:
         if per_kernel:
             for i, (pipe, group, grid) in enumerate(self.steps):
                 tw = {"query_set": timestamps, "beginning_of_pass_write_index": 2 * i,
@@ -292,6 +299,7 @@ class Executable:
         d.queue.submit([enc.finish()])
 
     def read(self, spec) -> np.ndarray:
+        """An output (a TensorSpec's buffer and shape) back on the host."""
         b = self.plan.buffers[spec.buffer]
         dtype = NUMPY_OF[b.dtype]
         n = int(np.prod(spec.shape))

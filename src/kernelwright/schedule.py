@@ -61,7 +61,7 @@ class Group:
 
 def live_nodes(graph: Graph) -> list[Node]:
     live: set[Node] = set()
-    stack = [v.node for v in graph.outputs if v.node is not None]
+    stack = [v.node for v in graph.roots() if v.node is not None]
     while stack:
         n = stack.pop()
         if n in live:
@@ -142,7 +142,7 @@ def fuse(graph: Graph, nodes: list[Node], store: frozenset[Value] = frozenset())
     """The kernels (module docstring). The values in `store` are materialized like
     graph outputs, whatever fusion would do with them (build_plan's binding limit)."""
     users = readers(nodes)
-    stored = set(graph.outputs) | store
+    stored = set(graph.roots()) | store
     chains = epilogue_chains(nodes, users, stored)
     groups = _group(nodes, users, chains, stored, set())
     heavy = heavy_prologues(groups)
@@ -688,7 +688,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     bytes of a buffer than one binding holds is split into chunks (chunks.py). What
     still does not fit, runtime.check_limits refuses, naming the kernel or buffer."""
     nodes = live_nodes(graph)
-    users, outputs = readers(nodes), set(graph.outputs)
+    users, outputs = readers(nodes), set(graph.roots())
     store: frozenset[Value] = frozenset()
     while True:
         groups = fuse(graph, nodes, store)
@@ -745,6 +745,16 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                     constants[buffer_of[v]] = np.ascontiguousarray(v.data,
                                                                    dtype=NUMPY_TYPE[v.dtype])
 
+    for state, _ in graph.updates:  # written by the call, whether or not a kernel reads it
+        if state not in buffer_of:
+            buffer_of[state] = new_buffer(state, "const")
+            constants[buffer_of[state]] = np.ascontiguousarray(state.data,
+                                                               dtype=NUMPY_TYPE[state.dtype])
+    for _, new in graph.updates:  # an update that is an input or a constant as it is
+        if new.node is None and new not in buffer_of:
+            buffer_of[new] = new_buffer(new, "const")
+            constants[buffer_of[new]] = np.ascontiguousarray(new.data, dtype=NUMPY_TYPE[new.dtype])
+
     free: list[int] = []  # temp buffer ids free for reuse
     releases: dict[int, list[Value]] = {}
     for v, i in last_use.items():
@@ -799,6 +809,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         outputs=[TensorSpec(buffer_of[v], v.shape, torch_dtypes[v]) for v in graph.outputs],
         output_tree=output_tree,
         constants=constants,
+        updates=[(buffer_of[new], buffer_of[state]) for state, new in graph.updates],
     )
 
 
