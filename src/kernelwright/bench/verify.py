@@ -71,6 +71,8 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .oom import reraise_oom
+
 Candidate = Callable[..., Any]
 Factory = Callable[[torch.nn.Module, list], Candidate]
 InputSource = Callable[[int], list]
@@ -623,7 +625,8 @@ class Reference:
                     else self.place([x])[0] for x in inputs]
             with torch.no_grad():
                 return flatten(self._model64(*args))
-        except Exception:  # noqa: BLE001 - some models cannot run in float64
+        except Exception as exc:  # noqa: BLE001 - some models cannot run in float64
+            reraise_oom(exc, "the float64 reference")
             return None
 
     def release(self, leaves: list) -> None:
@@ -723,6 +726,7 @@ class Verifier:
         self.check_torch_calls = check_torch_calls
         self.reference = Reference(model, reference_device)
         self.guard = TamperGuard(model)
+        self.screen_error = ""  # why the reference last failed to run in `screen`
 
     def draw(self, distribution: str, seed: int, fresh: bool = False) -> list:
         """`trial_inputs`, drawn inside the draw section."""
@@ -735,7 +739,9 @@ class Verifier:
         with self.gpu():
             try:
                 leaves = self.reference(inputs)
-            except Exception:  # noqa: BLE001 - this distribution or shape is not allowed
+            except Exception as exc:  # noqa: BLE001 - this distribution or shape is not allowed
+                reraise_oom(exc, f"the reference on inputs {describe_inputs(inputs)}")
+                self.screen_error = short_exception(exc)
                 return None
             try:
                 extents = [leaf_range(leaf) for leaf in leaves]
@@ -758,7 +764,8 @@ class Verifier:
         try:
             with torch.no_grad():
                 copy.deepcopy(self.model)(*for_candidate(inputs, inputs))
-        except Exception:  # noqa: BLE001 - it cannot run on these
+        except Exception as exc:  # noqa: BLE001 - it cannot run on these
+            reraise_oom(exc, f"the reference on the CPU on inputs {describe_inputs(inputs)}")
             return False
         return True
 
@@ -771,7 +778,8 @@ class Verifier:
                 out = candidate(*inputs, **kwargs)
         except Rejected:
             raise
-        except Exception as exc:  # any failure of the candidate is its own
+        except Exception as exc:  # any failure of the candidate is its own, but memory
+            reraise_oom(exc, f"the candidate on inputs {describe_inputs(inputs)}")
             raise Rejected("runtime", short_exception(exc)) from exc
         self.guard.check()
         if self.check_torch_calls:
@@ -926,7 +934,8 @@ def screen_trial(verifier: Verifier, spec: TrialSpec) -> Screened:
         spec.distribution = "own"
         screened = verifier.screen(verifier.draw("own", spec.seed))
     if screened is None:  # NaN/Inf on the problem's own inputs is allowed: they must match
-        raise RuntimeError(f"the reference fails on its own inputs (seed {spec.seed})")
+        raise RuntimeError(f"the reference fails on its own inputs (seed {spec.seed}): "
+                           f"{verifier.screen_error}")
     return screened
 
 
@@ -970,6 +979,7 @@ def build(make: Factory, model: torch.nn.Module, example: list, verdict: Verdict
     try:
         candidate = make(model, example)
     except Exception as exc:  # noqa: BLE001 - CompileError or anything else
+        reraise_oom(exc, f"the factory for inputs {describe_inputs(example)}")
         verdict.compile_s = time.perf_counter() - start
         verdict.reason, verdict.detail = "compile", short_exception(exc)
         return None
@@ -1052,6 +1062,7 @@ def run_alt_shape(verifier: Verifier, make: Factory, model: torch.nn.Module,
         try:
             candidate = make(model, example)
         except Exception as exc:  # noqa: BLE001
+            reraise_oom(exc, f"the factory for inputs {verdict.alt_shape}")
             raise Rejected("alt-shape-failed", f"at {verdict.alt_shape} the factory failed: "
                            f"{short_exception(exc)}") from None
         example = None
