@@ -265,6 +265,7 @@ def evaluate_stages(cfg: WorkerConfig, result: dict[str, Any],
                               "degenerate", "alt_shape", "trials", "precision")})
     if verdict.degenerate:
         result["flags"].append(f"degenerate: {verdict.degenerate}")
+    result["flags"].extend(verdict.flags)
     if cfg.accelerated and getattr(verification.candidate, "precision", None) == "strict":
         result["flags"].append("accelerated mode unavailable on the device: strict kernels")
     reported = getattr(verification.candidate, "compile_seconds", None)
