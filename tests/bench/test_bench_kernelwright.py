@@ -34,3 +34,26 @@ def test_bench_small_with_the_compiler(tmp_path: Path, capsys: pytest.CaptureFix
     assert (out / "results.sqlite").exists() and (out / "report.html").exists()
     table = capsys.readouterr().out
     assert "overall" in table and "geomean" in table
+
+
+def test_a_compiled_softmax_over_a_long_row_passes_with_a_scaled_tolerance() -> None:
+    """Every probability of a 50000-column softmax of uniform values is ~2e-5, below the
+    fp32 atol: the compiled kernel is judged with atol scaled to max |ref| and passes,
+    flagged; on the software driver too."""
+    import torch
+
+    from kernelwright.bench.verify import verify
+
+    def own(seed: int) -> list:
+        torch.manual_seed(seed)
+        return [torch.rand(2, 50000)]
+
+    class Softmax(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(x, dim=1)
+
+    verdict = verify(Softmax().eval(), own, lambda m, x: kernelwright.compile(m, x),
+                     trials=3, alt_shape=False).verdict
+    assert verdict.correct, verdict.error
+    assert verdict.degenerate == "tiny"
+    assert any(flag.startswith("scaled-tolerance") for flag in verdict.flags)

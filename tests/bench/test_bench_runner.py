@@ -292,7 +292,7 @@ def run_fake_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         return {"name": cfg.name, "level": cfg.level, "correct": True, "finished": True}
 
     def tick(*args, **kwargs) -> None:
-        if not args and not kwargs:  # as wait_for_memory calls it; start() forces a redraw
+        if not args and not kwargs:  # as Admission.start calls it; start() forces a redraw
             state["waits"] += 1
 
     monkeypatch.setattr(runner, "run_worker", fake_worker)

@@ -8,6 +8,7 @@ factory from bench_candidates.py (numpy for the honest ones: numpy is not PyTorc
 from __future__ import annotations
 
 import bench_candidates as bc
+import numpy as np
 import pytest
 import torch
 
@@ -141,3 +142,45 @@ def test_candidate_exception_is_reported() -> None:
     result = verify(model_of(bc.RowSoftmax), bc.randn_inputs(8, 64), raising).verdict
     assert result.compiled and result.reason == "runtime"
     assert "ZeroDivisionError" in result.detail
+
+
+# A softmax over a long row of uniform [0, 1) values (KernelBench draws torch.rand): every
+# probability lies in about [1.2e-5, 3.2e-5], below the fp32 atol of 1e-4 on every input,
+# yet it varies by a factor e along the row: a "tiny" output, judged with atol scaled.
+LONG_ROW = bc.rand_inputs(2, 50000)
+
+
+def uniform_probabilities(model: torch.nn.Module, example: list) -> bc.NumpyCandidate:
+    """1 / n everywhere: within an absolute 1e-4 of every probability, but no softmax."""
+    return bc.NumpyCandidate(lambda self, x: np.full(x.shape, 1 / x.shape[1], np.float32))
+
+
+def test_a_softmax_over_a_long_row_is_judged_with_a_scaled_tolerance() -> None:
+    verdict = verify(model_of(bc.RowSoftmax), LONG_ROW, bc.honest_softmax).verdict
+    assert verdict.correct, verdict.error
+    assert verdict.degenerate == "tiny"
+    assert any(flag.startswith("scaled-tolerance") for flag in verdict.flags)
+    assert max(t["max_abs_ref"] for t in verdict.trials) < 1e-4  # below atol everywhere
+
+
+@pytest.mark.parametrize("factory", [bc.cheat_zeros, uniform_probabilities])
+def test_a_do_nothing_kernel_fails_a_tiny_softmax(factory) -> None:
+    verdict = verify(model_of(bc.RowSoftmax), LONG_ROW, factory).verdict
+    assert not verdict.correct and verdict.degenerate == "tiny"
+    assert verdict.reason == "mismatch", verdict.error
+    assert "scaled to max |ref|" in verdict.detail and not verdict.flags
+
+
+class TinyConstant(torch.nn.Module):
+    """Below the tolerance and constant: no input makes it informative."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 0 + 1e-6
+
+
+def test_a_tiny_constant_output_still_fails_as_degenerate() -> None:
+    def honest(model: torch.nn.Module, example: list) -> bc.NumpyCandidate:
+        return bc.NumpyCandidate(lambda self, x: np.full(x.shape, 1e-6, np.float32))
+
+    verdict = verify(model_of(TinyConstant), bc.randn_inputs(8, 64), honest).verdict
+    assert verdict.degenerate == "zero" and verdict.reason == "degenerate-zero"

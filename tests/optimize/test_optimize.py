@@ -99,6 +99,13 @@ def test_builtin_generator_improves_a_slow_kernel(optimized):
     # work beside it measured 1.5x before and 0.28x after while the kernel itself (timed
     # beside the old one in one process) was 30x faster.
     assert report.speedup_before and report.speedup_after, (report.before, report.after)
+    # The problem's gain is the module's own GPU time before / after, timed interleaved
+    # in one process on the same inputs: it follows the kernel's gain (the module is
+    # that one kernel), not the ratio of the two checks' speedups.
+    timed = report.module_ms
+    assert timed["source"] == "gpu-timestamps, interleaved" and timed["device"], timed
+    assert report.gain == pytest.approx(timed["before_ms"] / timed["after_ms"])
+    assert report.gain > 2, timed
     assert report.stored == 1
     assert any("improved" in line for line in lines)
     assert "-@compute @workgroup_size(1)" in kernel.diff()
@@ -345,20 +352,81 @@ def test_skip_unchanged_measures_nothing_when_nothing_improved(workdir, problem,
 
 def test_a_winner_that_leaves_the_module_no_faster_is_dropped(workdir, problem, tune_db,
                                                               monkeypatch):
-    """The whole module's GPU time decides at the end: winners whose module measured no
-    faster than the compiler's plan are dropped and nothing is stored (the two module
-    checks are scripted here; the search itself is real)."""
+    """The whole module's GPU time, timed interleaved before and after, decides at the
+    end: winners whose module measured no faster than the compiler's plan are dropped and
+    nothing is stored, whatever the two checks' separate speedups against eager said
+    (the checks and the interleaved timing are scripted here; the search itself is real)."""
     from kernelwright.optimize import search
+    from kernelwright.optimize.search import summary_line
 
     def scripted(plan, folder, problem, s):
-        slow = folder.name == "after"
-        return {"correct": True, "time_ms": 1.2 if slow else 1.0,
-                "speedup_eager": 0.8 if slow else 1.0}
+        after = folder.name == "after"  # the eager figures say 2x: they do not decide
+        return {"correct": True, "time_ms": 0.5 if after else 1.0,
+                "speedup_eager": 2.0 if after else 1.0}
+
+    def timed(plan, swapped, folder, problem, s):
+        return {"before_ms": 1.0, "after_ms": 1.2, "source": "gpu-timestamps, interleaved"}
 
     monkeypatch.setattr(search, "check_module", scripted)
+    monkeypatch.setattr(search, "time_module", timed)
     with tune.choosing(slow_elementwise):
         report = optimize_problem(problem, [BuiltinGenerator()], attempts=1,
                                   out=workdir / "no_faster", settings=Settings(**SETTINGS))
     (kernel,) = report.kernels
     assert kernel.status == "dropped" and "not faster" in kernel.note, kernel
+    assert "1.2 ms against 1 ms, interleaved" in kernel.note
     assert report.stored == 0 and report.after == report.before and report.gain == 1.0
+    assert "not faster, the compiler's plan kept" in summary_line(report)
+
+
+class FakeModule:
+    """gpu_times_ms of a module whose every call takes `base` ms times a drift shared by
+    all (the GPU slowing down as the measurement goes on), recording the calls' order."""
+
+    def __init__(self, label: str, base: float, clock: list) -> None:
+        self.label, self.base, self.clock = label, base, clock
+
+    def gpu_times_ms(self, inputs_list: list, reps: int) -> list[float]:
+        times = []
+        for _ in range(reps):
+            self.clock.append(self.label)
+            times.append(self.base * (1 + 0.1 * len(self.clock)))
+        return times
+
+
+def test_the_module_gain_is_timed_interleaved_abba() -> None:
+    from kernelwright.optimize.modulecheck import interleaved_times
+
+    clock: list = []
+    same = interleaved_times(FakeModule("A", 1.0, clock), FakeModule("B", 1.0, clock),
+                             [[]], rounds=4, reps=10)
+    assert "".join(clock[::10]) == "ABBAABBA"
+    # the same module before and after: a drift of the GPU's speed cancels out (timed one
+    # after the other, the second would look 4x slower here)
+    assert same["before_ms"] == pytest.approx(same["after_ms"])
+    faster = interleaved_times(FakeModule("A", 1.3, []), FakeModule("B", 1.0, []), [[]],
+                               rounds=3, reps=5)
+    assert faster["before_ms"] / faster["after_ms"] == pytest.approx(1.3)
+
+
+def test_the_gain_is_the_modules_own_time_not_a_ratio_of_speedups() -> None:
+    """The case that was reported as a 15.69x gain on the software driver: eager timed at
+    two moments (0.00783x -> 0.123x) while the module itself got 1.30x faster."""
+    from kernelwright.optimize.command import render
+    from kernelwright.optimize.search import ProblemReport, summary_line
+
+    report = ProblemReport("matmul", "matmul.py", stored=1,
+                           before={"correct": True, "speedup_eager": 0.00783},
+                           after={"correct": True, "speedup_eager": 0.123},
+                           module_ms={"before_ms": 13.0, "after_ms": 10.0})
+    assert report.gain == pytest.approx(1.3)
+    line = summary_line(report)
+    assert "module 13 -> 10 ms (1.3x, timed interleaved)" in line
+    assert "0.00783x -> 0.123x vs eager (separate runs)" in line
+    assert "module gain (GPU time before / after, timed interleaved) over 1 problems: 1.3x" \
+        in render([report], diffs=False)
+    untimed = ProblemReport("matmul", "matmul.py", stored=1, before=report.before,
+                            after=report.after, module_ms={"error": "timing killed"})
+    assert untimed.gain is None  # never the ratio of the speedups
+    restored = ProblemReport.from_dict(report.to_dict())
+    assert restored.module_ms == report.module_ms and restored.gain == report.gain

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .oom import reraise_oom
+
 LEVEL_DIR = re.compile(r"^level[_-]?(\d+)$", re.IGNORECASE)
 SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -178,10 +180,12 @@ def apply_size(module: ModuleType, size: str | None) -> str | None:
 
 
 def call_user(stage: str, fn: Callable[[], Any]) -> Any:
-    """Run user code of a problem; any exception becomes a ProblemError for `stage`."""
+    """Run user code of a problem; any exception becomes a ProblemError for `stage`, but
+    an allocation that failed, which is `oom.OutOfMemory` (not the problem's fault)."""
     try:
         return fn()
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit from user code counts too
+        reraise_oom(exc, stage)
         raise ProblemError(stage, f"{type(exc).__name__}: {exc}") from exc

@@ -17,12 +17,15 @@ REDRAW_S = 0.5
 
 
 def status_of(result: dict[str, Any]) -> str:
-    """PASS, FAIL, ERROR (the problem itself), TIMEOUT, MEMORY or CRASH."""
+    """PASS, FAIL, ERROR (the problem itself), TIMEOUT, MEMORY, OOM (an allocation
+    failed: oom.py) or CRASH."""
     if result.get("correct"):
         return "PASS"
     reason = result.get("reason") or ""
     if reason in ("load", "reference"):
         return "ERROR"
+    if reason == "out-of-memory":
+        return "OOM"
     if reason in ("timeout", "memory", "crash"):
         return reason.upper()
     return "FAIL"

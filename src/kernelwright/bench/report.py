@@ -31,7 +31,8 @@ th { background: #f3f4f6; }
 td.name, td.error { text-align: left; }
 td.error { max-width: 40em; overflow-wrap: anywhere; font-size: 0.9em; }
 tr.PASS td.status { color: #15803d; font-weight: bold; }
-tr.FAIL td.status, tr.CRASH td.status, tr.TIMEOUT td.status, tr.MEMORY td.status {
+tr.FAIL td.status, tr.CRASH td.status, tr.TIMEOUT td.status, tr.MEMORY td.status,
+tr.OOM td.status {
   color: #b91c1c; font-weight: bold; }
 tr.ERROR td.status { color: #92400e; font-weight: bold; }
 figure { margin: 1.5em 0; }

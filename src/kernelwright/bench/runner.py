@@ -15,10 +15,17 @@ store instead of being run again.
 `run_suite` hands the list of result dicts to metrics and report.
 
 With several jobs, a worker is only started beside running ones while the machine
-has room (`wait_for_memory`): MemAvailable at least MIN_AVAILABLE_FRACTION of
+has room (`memory_room`): MemAvailable at least MIN_AVAILABLE_FRACTION of
 MemTotal. Each worker's limit is 80% of the machine, so without this only the
-kernel's OOM killer stopped several large problems at once; a worker alone always
-starts.
+kernel's OOM killer stopped several large problems at once. Where the reference runs
+on CUDA, the GPU's memory is shared out the same way: each problem gets a budget
+estimated from its sizes (budget.py, asked in a subprocess with the GPU's free memory
+at the start of the run), and a worker starts beside running ones only while their
+budgets together fit (`Admission`; a problem that could not be sized counts as the
+whole GPU). A worker alone always starts. A worker that ran out of memory (reason
+"out-of-memory", oom.py) while another ran beside it is run once more alone; its
+result says so, and an out-of-memory error alone is reported with its sizes. Without
+CUDA (the wgpu device's memory is unknown) only the machine's memory is watched.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from .gpulock import ENV as GPU_LOCK_ENV
+from .oom import OOM_REASON, gib
 from .problems import Problem
 from .progress import Progress
 from .worker import WorkerConfig, new_result
@@ -55,6 +63,8 @@ LOG_TAIL_CHARS = 2000
 # running ones may still grow.
 MIN_AVAILABLE_FRACTION = 0.3
 MEMORY_POLL_S = 1.0
+BUDGET_TIMEOUT_S = 120.0  # for budget.py's subprocess: its imports and the GPU query,
+BUDGET_TIMEOUT_PER_PROBLEM_S = 5.0  # and each problem's sizes on the meta device
 
 
 def meminfo() -> dict[str, int]:
@@ -86,14 +96,100 @@ def memory_room() -> bool:
     return available >= MIN_AVAILABLE_FRACTION * total
 
 
-def wait_for_memory(running: Callable[[], int], stop: threading.Event,
-                    on_wait: Callable[[], None] | None = None) -> None:
-    """Return once a worker may start: none is `running`, or there is `memory_room`
-    (or `stop` is set); `on_wait` is called at each look while waiting."""
-    while running() > 0 and not stop.is_set() and not memory_room():
-        if on_wait:
-            on_wait()
-        stop.wait(MEMORY_POLL_S)
+@dataclass
+class Job:
+    """A worker admitted to run: its GPU budget (bytes; None: unknown) and whether
+    another worker ran beside it at any time (`crowded`)."""
+
+    name: str
+    budget: int | None
+    alone: bool = False
+    crowded: bool = False
+
+
+class Admission:
+    """Which workers may start now. `capacity` is the GPU memory (bytes) the run may
+    use, None where it is unknown (no CUDA): then only `room()` (the machine's memory)
+    decides. Workers are admitted one at a time in the order they ask (`start` waits
+    its turn), so a large problem is not passed over forever by small ones."""
+
+    def __init__(self, capacity: int | None, stop: threading.Event | None = None,
+                 room: Callable[[], bool] | None = None) -> None:
+        self.capacity = capacity
+        self.stop = stop or threading.Event()
+        self.room = room or memory_room
+        self.jobs: list[Job] = []
+        self._turn = threading.Lock()
+        self._changed = threading.Condition()
+
+    def used(self) -> int:
+        """The running workers' budgets; an unknown budget counts as the whole GPU."""
+        return sum((self.capacity or 0) if job.budget is None else job.budget
+                   for job in self.jobs)
+
+    def may_start(self, budget: int | None, alone: bool = False) -> bool:
+        """Whether a worker with `budget` may start now: none runs; or it need not run
+        alone, none runs alone, the machine has room and (with a capacity) the budgets
+        fit in it, an unknown budget counting as the whole GPU."""
+        if not self.jobs:
+            return True
+        if alone or any(job.alone for job in self.jobs) or not self.room():
+            return False
+        if self.capacity is None:
+            return True
+        need = self.capacity if budget is None else budget
+        return self.used() + need <= self.capacity
+
+    def start(self, name: str, budget: int | None, alone: bool = False,
+              on_wait: Callable[[], None] | None = None) -> Job:
+        """Wait until `may_start` (or `stop` is set), then count the worker as running;
+        `on_wait` is called at each look while waiting."""
+        with self._turn:
+            with self._changed:
+                while not self.stop.is_set() and not self.may_start(budget, alone):
+                    if on_wait:
+                        on_wait()
+                    self._changed.wait(MEMORY_POLL_S)
+                job = Job(name, budget, alone, crowded=bool(self.jobs))
+                for other in self.jobs:
+                    other.crowded = True
+                self.jobs.append(job)
+                return job
+
+    def finish(self, job: Job) -> None:
+        with self._changed:
+            self.jobs.remove(job)
+            self._changed.notify_all()
+
+
+def gpu_budgets(problems: list[Problem], size: str | None,
+                seed: int) -> tuple[int | None, dict[str, dict | None]]:
+    """The CUDA GPU's free memory and each problem's `budget.Estimate` (as a dict, None
+    where unknown), from budget.py in a subprocess; (None, {}) without CUDA or when it
+    fails."""
+    command = [sys.executable, "-m", "kernelwright.bench.budget", "--seed", str(seed)]
+    if size:
+        command += ["--size", size]
+    command += [str(p.path) for p in problems]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=worker_env(),
+                              stdin=subprocess.DEVNULL, check=True,
+                              timeout=BUDGET_TIMEOUT_S + BUDGET_TIMEOUT_PER_PROBLEM_S
+                              * len(problems))
+        answer = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError):
+        return None, {}
+    if answer.get("capacity") is None:
+        return None, {}
+    by_path = answer.get("budgets") or {}
+    return int(answer["capacity"]), {p.name: by_path.get(str(p.path)) for p in problems}
+
+
+def cuda_present() -> bool:
+    """Whether PyTorch sees a CUDA GPU (without opening a context in this process)."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 @dataclass
@@ -354,6 +450,31 @@ def run_worker(cfg: WorkerConfig, workdir: Path, timeout_s: float, max_rss_gb: f
     return result
 
 
+def retried_alone(result: dict[str, Any], first_error: str | None) -> dict[str, Any]:
+    """The result of a worker run again alone after it ran out of memory beside others
+    (`first_error`): flagged when it got through, the error saying so when it did not."""
+    result["oom_beside_others"] = first_error
+    if result.get("reason") == OOM_REASON:
+        result["error"] = f"{result['error']} (also when run alone, after running out of " \
+                          "memory beside other jobs)"
+    else:
+        result.setdefault("flags", []).append(
+            "ran out of memory beside other jobs; this result is from a run alone")
+    return result
+
+
+def describe_budget(capacity: int | None, estimate: dict | None) -> str:
+    """The GPU budget of a job, for an out-of-memory error."""
+    if capacity is None:
+        return "GPU memory not budgeted (no CUDA GPU seen by the runner, or one job)"
+    if not estimate:
+        return f"its size could not be estimated; {gib(capacity)} of GPU memory free at the start"
+    return (f"estimated budget {gib(estimate['budget_bytes'])} (inputs "
+            f"{gib(estimate['input_bytes'])}, parameters {gib(estimate['param_bytes'])}, "
+            f"output {gib(estimate['output_bytes'])}) of {gib(capacity)} of GPU memory free "
+            "at the start")
+
+
 def fail(result: dict[str, Any], reason: str, detail: str) -> None:
     result["correct"] = False
     result["reason"] = reason
@@ -368,9 +489,11 @@ def run_suite(problems: list[Problem], settings: BenchSettings, out_dir: Path,
 
     With several jobs the workers share the GPU through `gpulock`: compiles and
     correctness trials overlap, timed calls never do; and another worker starts only
-    while there is memory for it (`wait_for_memory`). Results reach SQLite (from
-    this thread only) in the order problems finish. On an exception (Ctrl-C) the
-    running workers are killed and problems not started are dropped.
+    while there is memory for it, the machine's and (with CUDA) the GPU's by the
+    problems' budgets (`Admission`); one that ran out of memory beside others is run
+    again alone (`retry_alone`). Results reach SQLite (from this thread only) in the
+    order problems finish. On an exception (Ctrl-C) the running workers are killed
+    and problems not started are dropped.
     """
     store = ResultStore(out_dir / "results.sqlite", fresh=not resume)
     store.start_run(settings)
@@ -389,23 +512,35 @@ def run_suite(problems: list[Problem], settings: BenchSettings, out_dir: Path,
     workdir = out_dir / "work"
     gpu_lock = str(workdir / "gpu.lock") if jobs > 1 else None
     stop = threading.Event()
-    admission, counting = threading.Lock(), threading.Lock()  # workers start one at a time
-    running = 0
+    capacity, budgets = None, {}
+    if jobs > 1 and todo and cuda_present():
+        capacity, budgets = gpu_budgets([problem for _, problem, _ in todo], settings.size,
+                                        settings.seed)
+    admission = Admission(capacity, stop)
 
-    def evaluate(problem: Problem) -> dict[str, Any]:
-        nonlocal running
-        with admission:  # the running workers' threads keep the progress line drawn
-            wait_for_memory(lambda: running, stop, progress.tick)
-            with counting:
-                running += 1
+    def run_admitted(problem: Problem, budget: int | None, alone: bool) -> tuple[dict, Job]:
+        # the running workers' threads keep the progress line drawn while one waits
+        job = admission.start(problem.name, budget, alone, progress.tick)
         try:
             progress.start(problem.name)
             return run_worker(settings.worker_config(problem), workdir, settings.timeout_s,
                               settings.max_rss_gb, progress.tick, stop=stop,
-                              gpu_lock=gpu_lock)
+                              gpu_lock=gpu_lock), job
         finally:
-            with counting:
-                running -= 1
+            admission.finish(job)
+
+    def evaluate(problem: Problem) -> dict[str, Any]:
+        estimate = budgets.get(problem.name)
+        budget = estimate["budget_bytes"] if estimate else None
+        result, job = run_admitted(problem, budget, False)
+        if result.get("reason") == OOM_REASON and job.crowded and not stop.is_set():
+            first = result.get("error")
+            result, _ = run_admitted(problem, budget, True)
+            result = retried_alone(result, first)
+        if result.get("reason") == OOM_REASON:
+            result["gpu_budget"] = {"capacity_bytes": capacity, **(estimate or {})}
+            result["error"] = f"{result['error']}; {describe_budget(capacity, estimate)}"
+        return result
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:

@@ -29,6 +29,10 @@ Each defence answers one loophole that fooled published kernel agents:
   a near-zero output must also carry the reference's signal to 10%, and a
   reference that is constant on every distribution tried cannot tell a real
   kernel from a do-nothing one, so no candidate passes it ("degenerate-*");
+  but an output below the tolerance on every input that still varies (a softmax
+  over a row of 50000 uniform values: every probability ~2e-5) is "tiny": its
+  outputs are checked with atol scaled to max |ref| of each output (rtol as usual),
+  and a candidate that passes is correct with the flag "scaled-tolerance";
 - another shape where the problem allows: the leading dimension changed, a new
   candidate made by the factory, and verified ("alt-shape-failed");
 - the candidate runs under a dispatch mode that records PyTorch's ATen ops; any
@@ -70,6 +74,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from .oom import reraise_oom
 
 Candidate = Callable[..., Any]
 Factory = Callable[[torch.nn.Module, list], Candidate]
@@ -173,9 +179,10 @@ class Verdict:
     detail: str = ""
     compile_s: float | None = None
     precision: str = "strict"
-    degenerate: str | None = None  # "near-zero", "constant", "zero"
+    degenerate: str | None = None  # "near-zero", "tiny", "constant", "zero"
     alt_shape: str | None = None  # the other shape tried, or why none was
     trials: list[dict] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # how a correct verdict was reached
 
     @property
     def error(self) -> str | None:
@@ -437,11 +444,13 @@ def compare_device() -> torch.device:
 
 
 def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
-                 exact: torch.Tensor | None = None) -> LeafStats:
+                 exact: torch.Tensor | None = None, scaled: bool = False) -> LeafStats:
     """Check one candidate output against one reference output; raises Rejected.
 
     With `exact` (the reference run in float64), a float output is judged against it
     with the bound max(atol + rtol * |exact|, FP32_NOISE_FACTOR * max |r - exact|).
+    With `scaled` (a "tiny" output: `classify_degenerate`), atol is multiplied by the
+    largest finite |r|.
     """
     if not isinstance(r, torch.Tensor):
         if isinstance(c, torch.Tensor) and c.numel() == 1:
@@ -474,6 +483,11 @@ def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
                            f"flat index {first}: {cf[first].item()} vs {rf[first].item()})")
         return LeafStats()
     atol, rtol = tol.for_dtype(r.dtype)
+    scale_note = ""
+    if scaled:
+        lo, hi, _ = leaf_range(r)
+        atol *= max(abs(lo), abs(hi))
+        scale_note = f" (scaled to max |ref| {max(abs(lo), abs(hi)):.3g})"
     work = torch.float64 if r.dtype == torch.float64 or exact is not None else torch.float32
     dev = compare_device()  # chunks are compared there: minutes on the CPU at 10^9 elements
     zero = torch.zeros((), dtype=work, device=dev)
@@ -534,7 +548,7 @@ def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
             f" of the float64 reference and beyond {FP32_NOISE_FACTOR:g} x PyTorch fp32's own "
             f"max error ({noise_bound / FP32_NOISE_FACTOR:.3g})")
         raise Rejected("mismatch", f"{where}: {bad_count} of {n} elements outside "
-                       f"atol={atol:g} rtol={rtol:g}{against}, max |diff| "
+                       f"atol={atol:g}{scale_note} rtol={rtol:g}{against}, max |diff| "
                        f"{stats.max_abs_err:.3g} (first at flat index {first_bad}: "
                        f"{cf[first_bad].item():.6g} vs {rf[first_bad].item():.6g})")
     near_zero = 0 < stats.max_ref <= NEAR_ZERO_FACTOR * atol
@@ -563,7 +577,9 @@ def chunk_within(cc: torch.Tensor, rr: torch.Tensor, atol: float,
 
 
 def compare(cand_out: Any, ref_leaves: list, tol: Tolerance,
-            exact_leaves: list | None = None) -> list[LeafStats]:
+            exact_leaves: list | None = None,
+            scaled: list[bool] | None = None) -> list[LeafStats]:
+    """Check every output leaf (`compare_leaf`); `scaled[k]`: leaf k's atol is scaled."""
     cand_leaves = flatten(cand_out)
     if len(cand_leaves) != len(ref_leaves):
         raise Rejected("structure", f"{len(cand_leaves)} outputs, expected {len(ref_leaves)}")
@@ -574,7 +590,7 @@ def compare(cand_out: Any, ref_leaves: list, tol: Tolerance,
                and r.is_floating_point() and r.dtype != torch.float64
                and tuple(exact.shape) == tuple(r.shape) else None)
         stats.append(compare_leaf(c, r, tol, f"output {k}" if len(ref_leaves) > 1 else "output",
-                                  use))
+                                  use, bool(scaled and scaled[k])))
     return stats
 
 
@@ -623,7 +639,8 @@ class Reference:
                     else self.place([x])[0] for x in inputs]
             with torch.no_grad():
                 return flatten(self._model64(*args))
-        except Exception:  # noqa: BLE001 - some models cannot run in float64
+        except Exception as exc:  # noqa: BLE001 - some models cannot run in float64
+            reraise_oom(exc, "the float64 reference")
             return None
 
     def release(self, leaves: list) -> None:
@@ -723,6 +740,8 @@ class Verifier:
         self.check_torch_calls = check_torch_calls
         self.reference = Reference(model, reference_device)
         self.guard = TamperGuard(model)
+        self.screen_error = ""  # why the reference last failed to run in `screen`
+        self.scaled: list[bool] | None = None  # per output leaf: atol scaled (a tiny output)
 
     def draw(self, distribution: str, seed: int, fresh: bool = False) -> list:
         """`trial_inputs`, drawn inside the draw section."""
@@ -735,7 +754,9 @@ class Verifier:
         with self.gpu():
             try:
                 leaves = self.reference(inputs)
-            except Exception:  # noqa: BLE001 - this distribution or shape is not allowed
+            except Exception as exc:  # noqa: BLE001 - this distribution or shape is not allowed
+                reraise_oom(exc, f"the reference on inputs {describe_inputs(inputs)}")
+                self.screen_error = short_exception(exc)
                 return None
             try:
                 extents = [leaf_range(leaf) for leaf in leaves]
@@ -758,7 +779,8 @@ class Verifier:
         try:
             with torch.no_grad():
                 copy.deepcopy(self.model)(*for_candidate(inputs, inputs))
-        except Exception:  # noqa: BLE001 - it cannot run on these
+        except Exception as exc:  # noqa: BLE001 - it cannot run on these
+            reraise_oom(exc, f"the reference on the CPU on inputs {describe_inputs(inputs)}")
             return False
         return True
 
@@ -771,7 +793,8 @@ class Verifier:
                 out = candidate(*inputs, **kwargs)
         except Rejected:
             raise
-        except Exception as exc:  # any failure of the candidate is its own
+        except Exception as exc:  # any failure of the candidate is its own, but memory
+            reraise_oom(exc, f"the candidate on inputs {describe_inputs(inputs)}")
             raise Rejected("runtime", short_exception(exc)) from exc
         self.guard.check()
         if self.check_torch_calls:
@@ -795,14 +818,14 @@ class Verifier:
         with self.gpu():
             ref_leaves = self.reference(ref_args)
             try:
-                return compare(out, ref_leaves, self.tol)
+                return compare(out, ref_leaves, self.tol, scaled=self.scaled)
             except Rejected as rejection:
                 if rejection.reason != "mismatch" or self.tol.label != "strict":
                     raise
                 exact = self.reference.float64(ref_args)
                 if exact is None:
                     raise
-                return compare(out, ref_leaves, self.tol, exact)
+                return compare(out, ref_leaves, self.tol, exact, self.scaled)
             finally:
                 self.reference.release(ref_leaves)
 
@@ -849,6 +872,13 @@ def leaf_range(leaf: Any) -> tuple[float, float, bool]:
 def is_constant(extent: tuple[float, float], atol: float, rtol: float) -> bool:
     lo, hi = extent
     return hi - lo <= atol + rtol * max(abs(lo), abs(hi))
+
+
+def informative(extent: tuple[float, float], atol: float, rtol: float) -> bool:
+    """Whether an output's values vary by more than the tolerance with atol scaled to
+    their own largest magnitude: a tiny output that still carries a signal."""
+    scale = max(abs(extent[0]), abs(extent[1]))
+    return scale > 0 and not is_constant(extent, atol * scale, rtol)
 
 
 def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
@@ -915,6 +945,10 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
         verdict.reason, verdict.detail = reason, detail
         return Verification(verdict, candidate)
     verdict.correct = True
+    if verdict.degenerate == "tiny":
+        verdict.flags.append(
+            "scaled-tolerance: the reference output is below the tolerance on every input "
+            "but varies; checked with atol scaled to max |ref| of each output")
     return Verification(verdict, candidate)
 
 
@@ -926,7 +960,8 @@ def screen_trial(verifier: Verifier, spec: TrialSpec) -> Screened:
         spec.distribution = "own"
         screened = verifier.screen(verifier.draw("own", spec.seed))
     if screened is None:  # NaN/Inf on the problem's own inputs is allowed: they must match
-        raise RuntimeError(f"the reference fails on its own inputs (seed {spec.seed})")
+        raise RuntimeError(f"the reference fails on its own inputs (seed {spec.seed}): "
+                           f"{verifier.screen_error}")
     return screened
 
 
@@ -934,7 +969,10 @@ def classify_degenerate(verifier: Verifier, plan: list[TrialSpec],
                         ranges: list[list[tuple[float, float]]],
                         dtypes: list[torch.dtype | None], tol: Tolerance, seed: int,
                         stage: Callable[[str], None] = lambda name: None) -> str | None:
-    """None, "near-zero", "constant" or "zero"; may add a probe trial that breaks constancy."""
+    """None, "near-zero", "tiny", "constant" or "zero"; may add a probe trial that breaks
+    constancy. "tiny": every output is constant within the tolerance on every input tried
+    but some vary beyond it scaled to their own size (`informative`); the verifier then
+    checks those with a scaled atol (`Verifier.scaled`)."""
     def tolerances(k: int) -> tuple[float, float]:
         return tol.for_dtype(dtypes[k]) if dtypes[k] is not None else (0.0, 0.0)
 
@@ -954,6 +992,10 @@ def classify_degenerate(verifier: Verifier, plan: list[TrialSpec],
                 ranges.append(screened.ranges)
                 break
         else:
+            scaled = [informative(e, *tolerances(k)) for k, e in enumerate(extent)]
+            if any(scaled):
+                verifier.scaled = scaled
+                return "tiny"
             biggest = max(max(abs(lo), abs(hi)) for lo, hi in extent)
             atol = max(tolerances(k)[0] for k in range(len(extent)))
             return "zero" if biggest <= NEAR_ZERO_FACTOR * atol else "constant"
@@ -970,6 +1012,7 @@ def build(make: Factory, model: torch.nn.Module, example: list, verdict: Verdict
     try:
         candidate = make(model, example)
     except Exception as exc:  # noqa: BLE001 - CompileError or anything else
+        reraise_oom(exc, f"the factory for inputs {describe_inputs(example)}")
         verdict.compile_s = time.perf_counter() - start
         verdict.reason, verdict.detail = "compile", short_exception(exc)
         return None
@@ -1052,6 +1095,7 @@ def run_alt_shape(verifier: Verifier, make: Factory, model: torch.nn.Module,
         try:
             candidate = make(model, example)
         except Exception as exc:  # noqa: BLE001
+            reraise_oom(exc, f"the factory for inputs {verdict.alt_shape}")
             raise Rejected("alt-shape-failed", f"at {verdict.alt_shape} the factory failed: "
                            f"{short_exception(exc)}") from None
         example = None

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .gpulock import GpuLock
+from .oom import OOM_REASON, OutOfMemory, gib, is_out_of_memory, reraise_oom
 
 PROCESS_START = time.perf_counter()
 SPEEDUP_REVIEW = 10.0  # speedups above this are flagged for review
@@ -81,6 +82,7 @@ def new_result(cfg: WorkerConfig) -> dict[str, Any]:
         "ref_compile_error": None,
         "precision": precision_label(cfg.loose, cfg.accelerated),
         "reference": None, "device": None, "degenerate": None, "alt_shape": None,
+        "inputs": None, "input_bytes": None,
         "flags": [], "trials": [], "wall_s": None, "warmup_s": None, "stage_s": {},
     }
 
@@ -156,7 +158,34 @@ def speedup(ref_ms: float | None, cand_ms: float | None) -> float | None:
 
 
 def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> dict[str, Any]:
-    """Evaluate one problem into `result`; failures of the problem or candidate are recorded."""
+    """Evaluate one problem into `result`; failures of the problem or candidate are
+    recorded, and an allocation that failed anywhere is reported as out of memory
+    (`report_oom`), never as the reference's or the candidate's failure."""
+    try:
+        return evaluate_stages(cfg, result, result_path)
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        return report_oom(result, exc)
+
+
+def report_oom(result: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    """Record `exc`, an out-of-memory error, with the stage it happened in and the
+    problem's input sizes."""
+    where = exc.where if isinstance(exc, OutOfMemory) else result.get("stage")
+    detail = exc.detail if isinstance(exc, OutOfMemory) else f"{type(exc).__name__}: {exc}"
+    result["correct"] = False
+    result["reason"] = OOM_REASON
+    result["oom"] = {"stage": result.get("stage"), "where": where}
+    result["error"] = (f"{OOM_REASON}: {result['name']} ran out of memory in {where} (stage "
+                       f"{result.get('stage')}; inputs {result.get('inputs') or 'not drawn'}, "
+                       f"{gib(result.get('input_bytes'))}): {detail}")[:3000]
+    return result
+
+
+def evaluate_stages(cfg: WorkerConfig, result: dict[str, Any],
+                    result_path: Path) -> dict[str, Any]:
+    """The stages of `evaluate`: load, reference, compile and verify, time."""
     import torch
 
     from . import problems, verify
@@ -194,6 +223,9 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
                 input_device = "cpu"
                 own = problems.call_user("reference", lambda: loaded.inputs(cfg.seed))
             result["inputs_drawn_on"] = input_device
+            result["inputs"] = verify.describe_inputs(own)
+            result["input_bytes"] = sum(x.numel() * x.element_size() for x in own
+                                        if isinstance(x, torch.Tensor))
             problems.call_user("reference", lambda: copy.deepcopy(model).to(ref_device)(
                 *[x.to(ref_device) if isinstance(x, torch.Tensor) else x for x in own]))
         own = None  # not kept: verification draws its inputs one trial at a time
@@ -225,6 +257,7 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
                                      else nullcontext,
                                      on_stage=stage)
     except Exception as exc:  # noqa: BLE001 - the reference failed on a trial's own inputs
+        reraise_oom(exc, f"verification (stage {result['stage']})")
         return fail("reference", f"{type(exc).__name__}: {exc}")
     verdict = verification.verdict
     result.update({key: value for key, value in verdict.to_dict().items()
@@ -232,6 +265,7 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
                               "degenerate", "alt_shape", "trials", "precision")})
     if verdict.degenerate:
         result["flags"].append(f"degenerate: {verdict.degenerate}")
+    result["flags"].extend(verdict.flags)
     if cfg.accelerated and getattr(verification.candidate, "precision", None) == "strict":
         result["flags"].append("accelerated mode unavailable on the device: strict kernels")
     reported = getattr(verification.candidate, "compile_seconds", None)
@@ -245,6 +279,7 @@ def evaluate(cfg: WorkerConfig, result: dict[str, Any], result_path: Path) -> di
     try:
         measure(cfg, result, verification.candidate, model, own_inputs, stage, lock)
     except Exception as exc:  # noqa: BLE001 - correct, but could not be timed
+        reraise_oom(exc, f"timing (stage {result['stage']})")
         result["timing_error"] = f"{type(exc).__name__}: {exc}"[:2000]
         result["flags"].append("timing failed")
     return result
@@ -272,6 +307,7 @@ def measure(cfg: WorkerConfig, result: dict[str, Any], candidate: Any, model: An
         try:
             compiled = timing.prepare_reference(model, input_sets, True, allow_tf32=cfg.loose)
         except Exception as exc:  # noqa: BLE001 - torch.compile itself failed
+            reraise_oom(exc, "torch.compile of the reference")
             result["ref_compile_error"] = f"{type(exc).__name__}: {exc}"[:2000]
     stage("timing-wait")
     with lock.exclusive():
@@ -292,6 +328,7 @@ def measure(cfg: WorkerConfig, result: dict[str, Any], candidate: Any, model: An
                 result["ref_compile_ms"], result["ref_compile"] = refc.median_ms, refc.to_dict()
                 result["speedup_compile"] = speedup(refc.median_ms, cand.median_ms)
             except Exception as exc:  # noqa: BLE001 - torch.compile failed on another input
+                reraise_oom(exc, "the torch.compile reference's timing")
                 result["ref_compile_error"] = f"{type(exc).__name__}: {exc}"[:2000]
     stage("done")
     for label in ("eager", "compile"):

@@ -8,7 +8,9 @@ API (used by the CLI and by tests):
                               settings=Settings(...), resume=False)
     -> ProblemReport: per searched kernel a KernelReport (status, generator, baseline_ms,
        best_ms, gain, pass_at, diff()), the harness's results before/after the swap
-       (speedup_before, speedup_after against PyTorch eager), winners stored
+       (speedup_before, speedup_after against PyTorch eager), the module's GPU time
+       before and after timed interleaved (module_ms) and their ratio (gain), winners
+       stored
 
 ``generators`` are objects following optimize.generator.Generator, or names looked up
 through optimize.generator.make ("builtin", "openai:MODEL", "anthropic:MODEL"). Every

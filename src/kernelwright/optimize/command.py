@@ -6,9 +6,11 @@ once, each in a process of its own running this command for one problem), prints
 progress line per attempt to stderr and, at the end, the report to stdout;
 OUT/optimize.sqlite holds the state after every attempt (``--resume`` goes on from it)
 and OUT/summary.json the reports. ``kernelwright optimize --report [DIR]`` prints the
-report of a run again: per problem the module's speedup against PyTorch eager before
-and after, and per searched kernel the generator that won, the measured gain, pass@k
-and the unified diff of the WGSL.
+report of a run again: per problem the module's gain (its GPU time with the compiler's
+plan over its time with the winners, timed interleaved in one process) and its speedup
+against PyTorch eager before and after (separate runs, labelled as such), and per
+searched kernel the generator that won, the measured gain, pass@k and the unified diff
+of the WGSL.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Compile each problem, profile it, search faster versions of its hot "
                     "kernels with the generators (every candidate verified in a sandboxed "
                     "subprocess, the whole module again against PyTorch), store the winners "
-                    "in the tuning cache and report the speedup against PyTorch eager before "
-                    "and after.")
+                    "in the tuning cache and report the module's gain (its GPU time before "
+                    "and after, timed interleaved) and its speedup against PyTorch eager.")
     parser.add_argument("target", nargs="?", type=Path,
                         help="a problem file or a folder of KernelBench-format problems; "
                              "default: the bundled suite")
@@ -328,7 +330,8 @@ def finished_reports(out: Path) -> list:
 
 
 def totals(reports) -> dict:
-    """Geometric-mean speedups against eager over problems correct before and after."""
+    """Geometric-mean speedups against eager over problems correct before and after, and
+    the geometric-mean module gain (`ProblemReport.gain`)."""
     from .search import pass_at_k
 
     both = [r for r in reports if r.speedup_before and r.speedup_after]
@@ -340,8 +343,9 @@ def totals(reports) -> dict:
         "compared": len(both),
         "geomean_before": geomean([r.speedup_before for r in both]),
         "geomean_after": geomean([r.speedup_after for r in both]),
-        # after / before over every problem without an error: measured where a winner was
-        # swapped in, 1 for a problem that kept the compiler's plan
+        # the module's GPU time before / after, timed interleaved, over every problem
+        # without an error: measured where a winner was swapped in, 1 for a problem that
+        # kept the compiler's plan
         "gain_problems": len(gains),
         "unchanged_not_measured": sum(r.unmeasured for r in reports),
         "geomean_gain": geomean(gains),
@@ -382,7 +386,8 @@ def render(reports, diffs: bool) -> str:
                  f"over {t['compared']} problems: "
                  + (f"{gb:.3g}x before, {ga:.3g}x after" if gb and ga else "-"))
     if t["geomean_gain"]:
-        lines.append(f"geometric mean of after / before over {t['gain_problems']} problems: "
+        lines.append(f"geometric-mean module gain (GPU time before / after, timed "
+                     f"interleaved) over {t['gain_problems']} problems: "
                      f"{t['geomean_gain']:.4g}x ({t['unchanged_not_measured']} kept the "
                      "compiler's plan and were not measured again: 1 each)")
     return "\n".join(lines)

@@ -19,10 +19,13 @@
    the compiler's kernel (the measured gain), swaps the winners into the plan and
    verifies the whole module against PyTorch in a bench worker (modulecheck.py), which
    also times it against PyTorch eager, as it does the plan before the swap; a winner
-   that breaks the module is dropped (each one is then checked alone), and so are the
-   winners of a module that is not faster with them than without (its GPU time in the
-   two checks: the kernel's gain did not hold in the whole module), which then keeps
-   the compiler's plan;
+   that breaks the module is dropped (each one is then checked alone); then the
+   module with the compiler's plan and with the winners is timed in one process,
+   interleaved on the same inputs (modulecheck.time_plans): the problem's gain is the
+   ratio of those two GPU times, and the winners of a module that is not faster with
+   them than without (the kernel's gain did not hold in the whole module) are dropped
+   too, the compiler's plan kept. The speedups against eager of the two checks are
+   reported beside it, as such: each divides by an eager time of its own moment;
 5. stores the surviving winners in the tuning cache (tune/cache.py, table `kernels`),
    keyed by device and spec key, so that every later compile uses them.
 
@@ -98,6 +101,7 @@ class Settings:
     module_trials: int = 5  # the harness's trials for the whole module
     check_unchanged: bool = True  # False: no module check when no kernel improved
     module_timeout_s: float = 600.0
+    gain_rounds: int = 5  # ABBA rounds of `reps` calls each timing the module's gain
     size: str | None = None  # the problem's SIZES entry
     seed: int = 0
 
@@ -148,6 +152,9 @@ class ProblemReport:
     module_kernels: int = 0
     before: dict = field(default_factory=dict)  # the harness's result for the compiled plan
     after: dict = field(default_factory=dict)  # ... for the plan with the winners swapped in
+    # the module's GPU time with the compiler's plan and with the winners, timed in one
+    # process, interleaved (modulecheck.interleaved_times: before_ms, after_ms, ...)
+    module_ms: dict = field(default_factory=dict)
     stored: int = 0  # winners stored in the tuning cache
     error: str | None = None
     seconds: float = 0.0
@@ -171,14 +178,19 @@ class ProblemReport:
 
     @property
     def gain(self) -> float | None:
-        """after / before against eager: 1 for a plan left as the compiler made it."""
+        """The module's GPU time with the compiler's plan over its time with the winners,
+        both timed in one process, interleaved (`module_ms`); 1 for a plan left as the
+        compiler made it; None where the module failed or could not be timed."""
         if self.error:
             return None
         if self.unmeasured:
             return 1.0
-        if self.speedup_before and self.speedup_after:
-            return self.speedup_after / self.speedup_before
-        return None
+        if not (self.before.get("correct") and self.after.get("correct")):
+            return None
+        if not self.stored:  # the compiler's plan is kept
+            return 1.0
+        before, after = self.module_ms.get("before_ms"), self.module_ms.get("after_ms")
+        return before / after if before and after else None
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -365,7 +377,11 @@ class Search:
                 for key, kr in winners.items():
                     if key not in kept:
                         kr.status, kr.note = "dropped", "the module failed verification with it"
-                slower = _not_faster(after, report.before)
+                if after.get("correct") and kept:
+                    report.module_ms = time_module(
+                        plan, swap(plan, specs, {k: winners[k] for k in kept}),
+                        folder / "timed", problem, s)
+                slower = _not_faster(report.module_ms)
                 if slower:
                     for key in kept:
                         winners[key].status, winners[key].note = "dropped", slower
@@ -582,13 +598,23 @@ def swap(plan, specs: list[KernelSpec], winners: dict[str, KernelReport]):
     return dataclasses.replace(plan, kernels=kernels)
 
 
-def _not_faster(after: dict, before: dict) -> str | None:
-    """Why the module with the winners is not kept although correct: its GPU time is not
-    below the compiler's plan's (None when it is, or when either was not timed)."""
-    a, b = after.get("time_ms"), before.get("time_ms")
-    if not (after.get("correct") and before.get("correct") and a and b) or a < b:
+def _not_faster(timed: dict) -> str | None:
+    """Why the module with the winners is not kept although correct: its GPU time, timed
+    interleaved with the compiler's plan's (`time_module`), is not below that (None when
+    it is, or when they were not timed)."""
+    a, b = timed.get("after_ms"), timed.get("before_ms")
+    if not (a and b) or a < b:
         return None
-    return f"the module was not faster with it ({a:.4g} ms against {b:.4g} ms)"
+    return f"the module was not faster with it ({a:.4g} ms against {b:.4g} ms, interleaved)"
+
+
+def time_module(plan, swapped, folder: Path, problem, s: Settings) -> dict:
+    """The module's GPU time with `plan` and with `swapped`, interleaved in a subprocess
+    (modulecheck.time_plans)."""
+    from .modulecheck import time_plans
+
+    return time_plans(plan, swapped, folder, problem, s.size, s.seed, s.gain_rounds, s.reps,
+                      s.module_timeout_s)
 
 
 def check_module(plan, folder: Path, problem, s: Settings) -> dict:
@@ -622,7 +648,15 @@ def summary_line(report: ProblemReport) -> str:
         return f"{speedup:.3g}x" if speedup else (result.get("error") or "-")
 
     figures = (f"{figure(report.speedup_before, report.before)} -> "
-               f"{figure(report.speedup_after, report.after)} eager")
+               f"{figure(report.speedup_after, report.after)} vs eager (separate runs)")
+    timed = report.module_ms
+    if timed.get("before_ms") and timed.get("after_ms"):
+        kept = "" if report.stored else ": not faster, the compiler's plan kept"
+        figures = (f"module {timed['before_ms']:.4g} -> {timed['after_ms']:.4g} ms "
+                   f"({timed['before_ms'] / timed['after_ms']:.3g}x, timed interleaved{kept}); "
+                   + figures)
+    elif timed.get("error"):
+        figures = f"module gain not timed ({timed['error'][:200]}); " + figures
     if report.unmeasured:
         figures = "the compiler's plan, not measured again"
     return (f"{len(improved)} of {len(report.kernels)} searched kernels improved, "
