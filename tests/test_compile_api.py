@@ -1,7 +1,11 @@
 """The user-facing API: kernelwright.compile, torch.compile's backend, plans as data,
 and the errors for what cannot be compiled or called."""
 
+import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -215,3 +219,30 @@ def test_kernels_compile_without_runtime_checks_unless_forced(monkeypatch):
     monkeypatch.setattr(runtime, "FORCE_SHADER_CHECKS", False)
     with pytest.raises(wgpu.GPUError, match="parsing error"):  # WGSL errors still surface
         dev.pipeline("@compute @workgroup_size(1) fn main( {", trusted=True)
+
+
+def test_torch_compile_by_name_in_a_process_that_never_imported_kernelwright():
+    """torch finds the backend through the installed entry point and imports the package
+    itself; the package's own registration must not make that a duplicate. The software
+    Vulkan driver's complaint about XDG_RUNTIME_DIR stays out of the output."""
+    from importlib.metadata import entry_points
+
+    if "kernelwright" not in entry_points(group="torch_dynamo_backends").names:
+        pytest.skip("kernelwright is not installed (no torch_dynamo_backends entry point)")
+    code = textwrap.dedent("""
+        import sys, torch
+        m = torch.nn.Linear(4, 3)
+        x = torch.randn(2, 4)
+        with torch.no_grad():
+            out = torch.compile(m, backend="kernelwright")(x)
+            torch.testing.assert_close(out, m(x), atol=1e-4, rtol=1e-4)
+        assert "kernelwright.compiler" in sys.modules
+        print("ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]
+    assert "XDG_RUNTIME_DIR" not in run.stderr, run.stderr[-3000:]

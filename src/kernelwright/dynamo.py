@@ -41,9 +41,12 @@ def kernelwright_backend(gm: torch.fx.GraphModule, example_inputs):
 
 
 def register() -> None:
-    from torch._dynamo.backends.registry import register_backend
+    """Register the backend under "kernelwright" unless torch already knows the name:
+    where the package is installed, torch finds it through the entry point
+    (pyproject's torch_dynamo_backends) and registers it itself when it loads it, which
+    imports this package; registering it here too would make that a duplicate."""
+    from torch._dynamo.backends import registry
 
-    try:
-        register_backend(name="kernelwright")(kernelwright_backend)
-    except Exception:  # noqa: BLE001 - already registered (e.g. by the entry point)
-        pass
+    known = set(getattr(registry, "_BACKENDS", {})) | set(getattr(registry, "_COMPILER_FNS", {}))
+    if "kernelwright" not in known:
+        registry.register_backend(name="kernelwright")(kernelwright_backend)

@@ -13,15 +13,41 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-import wgpu
 
 from .codegen import used_bindings
 from .plan import Plan
+
+
+def _runtime_dir() -> None:
+    """Point XDG_RUNTIME_DIR, where unset, at a private folder of this user's (a fixed
+    one under the temp dir, reused while it is ours and private; else a fresh one): the
+    software Vulkan driver's window-system code prints an error for each adapter it
+    enumerates without one. Runs before wgpu is first imported."""
+    if not sys.platform.startswith("linux") or os.environ.get("XDG_RUNTIME_DIR"):
+        return
+    path = os.path.join(tempfile.gettempdir(), f"kernelwright-runtime-{os.getuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+        if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) != 0o700 \
+                or not stat.S_ISDIR(st.st_mode):
+            path = tempfile.mkdtemp(prefix="kernelwright-runtime-")
+    except OSError:
+        return
+    os.environ["XDG_RUNTIME_DIR"] = path
+
+
+_runtime_dir()
+
+import wgpu  # noqa: E402 - after XDG_RUNTIME_DIR is set
 
 NUMPY_OF = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
 ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3, "Unknown": 4}
