@@ -16,6 +16,7 @@ import time
 import torch
 
 from .compiler import CompiledModule, plan_module
+from .progress import Progress
 
 
 def kernelwright_backend(gm: torch.fx.GraphModule, example_inputs):
@@ -29,12 +30,10 @@ def kernelwright_backend(gm: torch.fx.GraphModule, example_inputs):
         compiled = plans.get(key)
         if compiled is None:
             t0 = time.perf_counter()
-            compiled = CompiledModule(plan_module(gm, args))
+            compiled = CompiledModule(plan_module(gm, args, progress=Progress("torch.compile")))
             compiled.compile_seconds = time.perf_counter() - t0
             plans[key] = compiled
-        out = compiled(*(a for a in args if isinstance(a, torch.Tensor)))
-        return out if isinstance(out, tuple) else (out,) if compiled.plan.output_tree == \
-            "tuple" else out
+        return compiled(*args)  # Python numbers among args: those its key compiled in
 
     run.plans = plans
     return run

@@ -186,8 +186,10 @@ def check_limits(plan: Plan, limits: dict, description: str) -> None:
     """Refuse, with a clear error, a plan that the device's limits (which open_device
     requested in full) cannot run: a buffer larger than a kernel can bind, a kernel with
     more storage buffers than a shader stage may bind (a fused kernel reading many
-    tensors), or more workgroup memory than the device has. wgpu checks none of these
-    before the pipeline is built, and then only with a validation message; knobs that
+    tensors), more workgroup memory than the device has, or a grid of more workgroups
+    per dimension than the device dispatches (a tampered saved plan's: Plan.load). wgpu
+    checks none of these before the pipeline is built, and then only with a validation
+    message; knobs that
     need more workgroup memory than the device has fail here, and the tuner discards
     them."""
     most = min(limits.get("max-storage-buffer-binding-size", 1 << 27),
@@ -200,7 +202,11 @@ def check_limits(plan: Plan, limits: dict, description: str) -> None:
                 "compile for smaller inputs")
     buffers = limits.get("max-storage-buffers-per-shader-stage", 8)  # Device.max_bindings
     memory = limits.get("max-compute-workgroup-storage-size", 16384)
+    per_dim = limits.get("max-compute-workgroups-per-dimension", 65535)
     for k in plan.kernels:
+        if max(k.grid) > per_dim:
+            raise RuntimeError(f"kernel {k.name} dispatches {k.grid} workgroups; {description} "
+                               f"allows {per_dim} per dimension")
         bound = len(used_bindings(k.source))
         if bound > buffers:
             raise RuntimeError(f"kernel {k.name} binds {bound} storage buffers; {description} "
