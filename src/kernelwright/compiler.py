@@ -52,28 +52,29 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
         max_bindings = None
     with progress.stage("measuring the device's waves"):
         waves = device_waves(device)
-    with progress.stage("capture"):
-        ep = export_graph(module, example_inputs)
-        sig = ep.graph_signature
-        constants, weights = {}, []
-        for spec in sig.input_specs:
-            if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
-                t = ep.state_dict.get(spec.target)
-                if t is None:
-                    t = ep.constants[spec.target]
-                else:
-                    weights.append((spec.target, t))
-                constants[spec.arg.name] = t
-        user_inputs = [spec for spec in sig.input_specs if spec.kind.name == "USER_INPUT"]
-        scalars = {i: spec.arg.value for i, spec in enumerate(user_inputs)
-                   if isinstance(spec.arg, ConstantArgument)}
-        user_outputs = [i for i, spec in enumerate(sig.output_specs)
-                        if spec.kind.name == "USER_OUTPUT"]
-        builder, torch_dtypes = fx_to_ir(ep.graph_module, constants, user_outputs)
-    with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"), \
-            templates.waves(waves), templates.precision(precision):
-        plan = build_plan(builder.graph, output_tree(ep.call_spec.out_spec), torch_dtypes,
-                          max_bindings=max_bindings)
+    with templates.waves(waves):  # lowerings (split products) read them too
+        with progress.stage("capture"):
+            ep = export_graph(module, example_inputs)
+            sig = ep.graph_signature
+            constants, weights = {}, []
+            for spec in sig.input_specs:
+                if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+                    t = ep.state_dict.get(spec.target)
+                    if t is None:
+                        t = ep.constants[spec.target]
+                    else:
+                        weights.append((spec.target, t))
+                    constants[spec.arg.name] = t
+            user_inputs = [spec for spec in sig.input_specs if spec.kind.name == "USER_INPUT"]
+            scalars = {i: spec.arg.value for i, spec in enumerate(user_inputs)
+                       if isinstance(spec.arg, ConstantArgument)}
+            user_outputs = [i for i, spec in enumerate(sig.output_specs)
+                            if spec.kind.name == "USER_OUTPUT"]
+            builder, torch_dtypes = fx_to_ir(ep.graph_module, constants, user_outputs)
+        with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"), \
+                templates.precision(precision):
+            plan = build_plan(builder.graph, output_tree(ep.call_spec.out_spec), torch_dtypes,
+                              max_bindings=max_bindings)
     plan.scalars = scalars
     return plan, weights
 
