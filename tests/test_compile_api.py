@@ -1,7 +1,15 @@
 """The user-facing API: kernelwright.compile, torch.compile's backend, plans as data,
 and the errors for what cannot be compiled or called."""
 
+import collections
+import dataclasses
+import json
+import os
 import re
+import subprocess
+import sys
+import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -9,6 +17,7 @@ import torch
 from conftest import Fn
 
 import kernelwright
+from kernelwright.plan import PlanFileError
 
 
 def _mlp():
@@ -220,3 +229,241 @@ def test_kernels_compile_without_runtime_checks_unless_forced(monkeypatch):
     monkeypatch.setattr(runtime, "FORCE_SHADER_CHECKS", False)
     with pytest.raises(wgpu.GPUError, match="parsing error"):  # WGSL errors still surface
         dev.pipeline("@compute @workgroup_size(1) fn main( {", trusted=True)
+
+
+def test_torch_compile_by_name_in_a_process_that_never_imported_kernelwright():
+    """torch finds the backend through the installed entry point and imports the package
+    itself; the package's own registration must not make that a duplicate. The software
+    Vulkan driver's complaint about XDG_RUNTIME_DIR stays out of the output."""
+    from importlib.metadata import entry_points
+
+    if "kernelwright" not in entry_points(group="torch_dynamo_backends").names:
+        pytest.skip("kernelwright is not installed (no torch_dynamo_backends entry point)")
+    code = textwrap.dedent("""
+        import sys, torch
+        m = torch.nn.Linear(4, 3)
+        x = torch.randn(2, 4)
+        with torch.no_grad():
+            out = torch.compile(m, backend="kernelwright")(x)
+            torch.testing.assert_close(out, m(x), atol=1e-4, rtol=1e-4)
+        assert "kernelwright.compiler" in sys.modules
+        print("ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]
+    assert "XDG_RUNTIME_DIR" not in run.stderr, run.stderr[-3000:]
+
+
+@dataclasses.dataclass
+class Output:
+    """A transformers-style output class, registered with torch's pytree."""
+
+    last: torch.Tensor
+    pooled: torch.Tensor
+
+
+torch.export.register_dataclass(Output, serialized_type_name="test_compile_api.Output")
+
+
+class Structured(torch.nn.Module):
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if self.kind == "dict":
+            return {"h": h, "more": (h.relu(), [h.sum(1), h * 2])}
+        if self.kind == "ordered":
+            return collections.OrderedDict(pooled=h.sum(0), last=h)
+        if self.kind == "dataclass":
+            return Output(last=h, pooled=h.mean(0))
+        if self.kind == "list":
+            return [h, h + 1]
+        return (h, (h.relu(), h - 1))
+
+
+@pytest.mark.parametrize("kind", ["dict", "ordered", "dataclass", "list", "nested"])
+def test_outputs_keep_the_modules_structure_also_after_save_and_load(kind, tmp_path):
+    m = Structured(kind).eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        want = m(x)
+    compiled = kernelwright.compile(m, [x])
+    compiled.plan.save(tmp_path / "plan")
+    loaded = kernelwright.CompiledModule(kernelwright.Plan.load(tmp_path / "plan"))
+    for got in (compiled(x), loaded(x)):
+        assert torch.utils._pytree.tree_structure(got) == \
+            torch.utils._pytree.tree_structure(want)
+        assert type(got) is type(want)
+        for g, w in zip(torch.utils._pytree.tree_leaves(got),
+                        torch.utils._pytree.tree_leaves(want)):
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_plans_of_format_1_still_load(tmp_path):
+    m = Fn(lambda x: (x * 2, x + 1))
+    x = torch.randn(5)
+    compiled = kernelwright.compile(m, [x])
+    compiled.plan.save(tmp_path / "plan")
+    path = tmp_path / "plan" / "plan.json"
+    meta = json.loads(path.read_text())
+    assert meta["format"] == 2 and meta["output_tree"] == "tuple"
+    meta["format"] = 1
+    del meta["scalars"]
+    path.write_text(json.dumps(meta))
+    out = kernelwright.CompiledModule(kernelwright.Plan.load(tmp_path / "plan"))(x)
+    assert isinstance(out, tuple) and len(out) == 2
+    torch.testing.assert_close(out, m(x))
+
+
+def test_python_numbers_are_baked_in_and_checked_at_each_call(tmp_path):
+    m = Fn(lambda x, s, flag, y: x * s + (1 if flag else 0) if y is None else x)
+    x = torch.randn(3, 4)
+    compiled = kernelwright.compile(m, [x, 2.5, True, None])
+    torch.testing.assert_close(compiled(x, 2.5, True, None), x * 2.5 + 1)
+    for bad in ((x, 3.0, True, None), (x, 2.5, False, None), (x, 2.5, 1, None),
+                (x, 2.5, True, x)):
+        with pytest.raises(ValueError, match="compiled with .* there: Python numbers"):
+            compiled(*bad)
+    with pytest.raises(ValueError, match="expected 4 inputs, got 2"):
+        compiled(x, 2.5)
+    compiled.plan.save(tmp_path / "plan")
+    loaded = kernelwright.CompiledModule(kernelwright.Plan.load(tmp_path / "plan"))
+    torch.testing.assert_close(loaded(x, 2.5, True, None), x * 2.5 + 1)
+    with pytest.raises(ValueError, match="compiled with 2.5"):
+        loaded(x, 2.0, True, None)
+
+
+def test_a_call_after_the_weights_changed_is_an_error():
+    m = _mlp().eval()
+    x = torch.randn(3, 8)
+    compiled = kernelwright.compile(m, [x])
+    assert compiled.changed_weights() == []
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), m(x), atol=1e-4, rtol=1e-4)
+        m[0].weight.mul_(2)  # in place through the parameter: its version moves
+    with pytest.raises(RuntimeError, match=r"weights changed since .*\(0\.weight\)"):
+        compiled(x)
+    compiled = kernelwright.compile(m, [x])
+    m[2].bias.data = torch.zeros(4)  # new storage
+    assert compiled.changed_weights() == ["2.bias"]
+    m.load_state_dict(_mlp().state_dict())
+    assert set(compiled.changed_weights()) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+
+
+class Twice(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class Tail(torch.nn.Module):
+    def forward(self, x):
+        return x[:, 8:] + 1
+
+
+def test_empty_tensors_are_a_clear_compile_error():
+    with pytest.raises(kernelwright.CompileError, match=r"input 'x' has shape \[0, 8\]"):
+        kernelwright.compile(Twice(), [torch.randn(0, 8)])
+    with pytest.raises(kernelwright.CompileError, match=r"empty tensor \[3, 0\](.|\n)*x\[:, 8:\]"):
+        kernelwright.compile(Tail(), [torch.randn(3, 8)])
+
+
+def test_float64_is_computed_in_float32_with_a_warning():
+    m = _mlp().double().eval()
+    x = torch.randn(3, 8, dtype=torch.float64)
+    with pytest.warns(UserWarning, match=r"float64 weight .*, input 'input' computed in float32"):
+        compiled = kernelwright.compile(m, [x])
+    out = compiled(x)
+    assert out.dtype == torch.float64
+    with torch.no_grad():
+        torch.testing.assert_close(out, m(x), atol=1e-4, rtol=1e-4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kernelwright.compile(_mlp().eval(), [torch.randn(3, 8)])
+    assert not [w for w in caught if "float64" in str(w.message)]
+
+
+def test_compile_reports_only_stages_that_run_long(capfd):
+    m = _mlp().eval()
+    kernelwright.compile(m, [torch.randn(3, 8)])  # fast: silent
+    assert "kernelwright" not in capfd.readouterr().err
+    kernelwright.compile(m, [torch.randn(3, 8)], progress=0.0)
+    err = capfd.readouterr().err
+    assert re.search(r"kernelwright: Sequential: capture\.\.\.\n", err), err
+    assert re.search(r"kernelwright: Sequential: capture done in \d+\.\d s", err), err
+
+
+def _saved(tmp_path):
+    x = torch.randn(3, 8)
+    compiled = kernelwright.compile(_mlp().eval(), [x])
+    compiled.plan.save(tmp_path / "plan")
+    return x, compiled, tmp_path / "plan"
+
+
+def _edit(folder, change) -> None:
+    meta = json.loads((folder / "plan.json").read_text())
+    change(meta)
+    (folder / "plan.json").write_text(json.dumps(meta))
+
+
+def test_loaded_plans_are_untrusted_unless_the_caller_trusts_them(tmp_path):
+    from kernelwright import runtime
+
+    x, compiled, folder = _saved(tmp_path)
+    plan = kernelwright.Plan.load(folder)
+    assert not any(k.trusted for k in plan.kernels)
+    loaded = kernelwright.CompiledModule(plan)
+    assert all(runtime._key(k.source, False) in loaded.exe.dev._pipelines
+               for k in plan.kernels)
+    torch.testing.assert_close(loaded(x, poison=True), compiled(x), atol=0, rtol=0)
+    assert all(k.trusted for k in kernelwright.Plan.load(folder, trust=True).kernels)
+
+
+def test_a_damaged_or_tampered_plan_is_refused_naming_the_file(tmp_path):
+    _, compiled, folder = _saved(tmp_path)
+    out = compiled.plan.outputs[0]
+    tampered = [
+        (lambda m: m["buffers"].__setitem__(out.buffer, {**m["buffers"][out.buffer],
+                                                         "nbytes": 8}),
+         r"output 0 of shape \[3, 4\] needs 48 bytes, its buffer b\d+ has 8"),
+        (lambda m: m["kernels"][0]["bindings"].__setitem__(0, 99), "names no buffer"),
+        (lambda m: m["kernels"][0].__setitem__("bindings", [0]), "names no buffer"),
+        (lambda m: m["buffers"][0].__setitem__("dtype", "i32"), "declared f32, its buffer"),
+        (lambda m: m["kernels"][0].__setitem__("grid", [1, -1, 1]), "malformed"),
+        (lambda m: m["inputs"][0].__setitem__("torch_dtype", "int64"), "holds f32"),
+        (lambda m: m.__setitem__("output_tree", "spam"), "output_tree 'spam'"),
+        (lambda m: m["buffers"].pop(), "KeyError|IndexError|names no buffer|malformed"),
+        (lambda m: m["kernels"][0].pop("source"), "TypeError"),
+    ]
+    for change, why in tampered:
+        (folder / "plan.json").unlink()
+        compiled.plan.save(folder)
+        _edit(folder, change)
+        with pytest.raises(PlanFileError, match=rf"{re.escape(str(folder))}\S*: .*({why})"):
+            kernelwright.Plan.load(folder)
+    compiled.plan.save(folder)
+    text = (folder / "plan.json").read_text()
+    (folder / "plan.json").write_text(text[: len(text) // 2])
+    with pytest.raises(PlanFileError, match=r"plan\.json: not a valid .*JSONDecodeError"):
+        kernelwright.Plan.load(folder)
+    compiled.plan.save(folder)
+    data = (folder / "constants.safetensors").read_bytes()
+    (folder / "constants.safetensors").write_bytes(data[:40])
+    with pytest.raises(PlanFileError, match=r"constants\.safetensors: not a valid"):
+        kernelwright.Plan.load(folder)
+
+
+def test_a_grid_beyond_the_devices_dispatch_limit_is_refused(tmp_path):
+    _, compiled, folder = _saved(tmp_path)
+    limit = kernelwright.runtime.default_device().device.limits[
+        "max-compute-workgroups-per-dimension"]
+    _edit(folder, lambda m: m["kernels"][0].__setitem__("grid", [limit + 1, 1, 1]))
+    plan = kernelwright.Plan.load(folder)
+    with pytest.raises(RuntimeError, match=rf"dispatches \({limit + 1}, 1, 1\) workgroups"):
+        kernelwright.CompiledModule(plan)

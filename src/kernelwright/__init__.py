@@ -13,9 +13,10 @@ capture -> ir (+ ops registry) -> schedule (fusion, memory) -> templates/codegen
 from . import runtime
 from .compiler import CompiledModule, compile, plan_module
 from .ir import CompileError
-from .plan import Plan
+from .plan import Plan, PlanFileError
 
-__all__ = ["CompileError", "CompiledModule", "Plan", "compile", "plan_module", "runtime"]
+__all__ = ["CompileError", "CompiledModule", "Plan", "PlanFileError", "compile", "plan_module",
+           "runtime"]
 
 from .dynamo import register as _register_dynamo  # noqa: E402
 

@@ -3,11 +3,12 @@
 `export_graph` runs torch.export and decomposes to core ATen; `fx_to_ir` walks the
 ATen FX graph and lowers each node through the op registry. Parameters, buffers
 and lifted constants become IR constants (uploaded to the GPU once, when the plan
-is loaded); user inputs become graph inputs. An op with no registry entry, or a
-lowering whose result shape differs from what PyTorch recorded, is a CompileError
-naming the op and the user's source line. Plain tensor attributes are exported as
-buffers (`export_graph`: a forward that changes one is captured, computed from the value
-at compile time).
+is loaded); user inputs become graph inputs, Python numbers among them constants. An
+op with no registry entry, a lowering whose result shape differs from what PyTorch
+recorded, or a tensor with a dimension of size 0 is a CompileError naming the op and
+the user's source line (or the input). float64 is computed as f32, with a warning. Plain tensor
+attributes are exported as buffers (`export_graph`: a forward that changes one is
+captured, computed from the value at compile time).
 """
 
 from __future__ import annotations
@@ -194,6 +195,7 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
     b = GraphBuilder()
     env: dict[torch.fx.Node, object] = {}
     torch_dtypes: dict[Value, str] = {}
+    doubles: list[str] = []  # float64 inputs and weights, computed in float32
 
     def meta_of(node):
         val = node.meta.get("val")
@@ -205,12 +207,19 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             if node.name in constants:
                 t = constants[node.name]
                 dt = device_dtype(t.dtype)
+                _check_nonempty(t, f"weight '{node.name}'")
+                if t.dtype == torch.float64:
+                    doubles.append(f"weight '{node.name}'")
                 env[node] = b.const(to_device_array(t), dt, node.name)
-            elif isinstance(node.meta.get("val"), (int, float, bool)):
+            elif "val" in node.meta and (node.meta["val"] is None
+                                         or isinstance(node.meta["val"], (int, float, bool))):
                 env[node] = node.meta["val"]  # a Python number: specialized into the plan
             elif val is None:
                 raise CompileError(f"input '{node.name}' is not a tensor")
             else:
+                _check_nonempty(val, f"input '{node.name}'")
+                if val.dtype == torch.float64:
+                    doubles.append(f"input '{node.name}'")
                 v = b.input(tuple(val.shape), device_dtype(val.dtype), node.name)
                 torch_dtypes[v] = str(val.dtype).replace("torch.", "")
                 env[node] = v
@@ -238,6 +247,11 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             except CompileError as e:
                 raise CompileError(f"{name}: {e}{_at(b.source)}") from e
             _check_shape(node, out, meta_of, b.source)
+            for v in out if isinstance(out, tuple) else (out,):
+                if isinstance(v, Value) and v.numel == 0:
+                    raise CompileError(f"{name} gives an empty tensor {list(v.shape)}: tensors "
+                                       f"with a dimension of size 0 are not supported"
+                                       f"{_at(b.source)}")
             env[node] = out
         elif node.op == "output":
             outs = torch.fx.map_arg(node.args[0], lambda n: env[n])
@@ -261,7 +275,11 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 b.graph.outputs.append(v)
         elif node.op == "get_attr":
             t = getattr(gm, node.target)
+            _check_nonempty(t, f"constant '{node.target}'")
             env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
+    if doubles:
+        warnings.warn(f"float64 {', '.join(doubles)} computed in float32 (kernelwright's "
+                      "kernels are fp32; the outputs keep their float64 dtype)", stacklevel=3)
     return b, torch_dtypes
 
 
@@ -271,6 +289,12 @@ def _layout(arg) -> tuple[list[int], int] | None:
     if not isinstance(val, torch.Tensor):
         return None
     return list(val.stride()), int(val.storage_offset())
+
+
+def _check_nonempty(t: torch.Tensor, what: str) -> None:
+    if t.numel() == 0:
+        raise CompileError(f"{what} has shape {list(t.shape)}: tensors with a dimension of "
+                           "size 0 are not supported")
 
 
 def _at(source: str) -> str:

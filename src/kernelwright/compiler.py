@@ -2,7 +2,8 @@
 
 `compile(module, example_inputs)` returns a `CompiledModule`: call it with torch
 tensors of the compiled shapes and dtypes; it returns torch tensors computed by
-kernelwright's WGSL kernels alone.
+kernelwright's WGSL kernels alone, in the structure the module returns them (a tensor,
+tuples, lists, dicts, ModelOutput-like classes registered with torch's pytree).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import warnings
 
 import numpy as np
 import torch
+from torch.export.graph_signature import ConstantArgument
+from torch.utils import _pytree as pytree
 
 from . import templates
 from .capture import export_graph, fx_to_ir, to_device_array
 from .ir import GraphBuilder
-from .plan import BindingLimits, Plan
+from .plan import Plan
+from .progress import QUIET, Progress
 from .runtime import Device, Executable, default_device
 from .schedule import build_plan
 from .tune import device_waves
@@ -29,53 +33,109 @@ TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": t
 
 
 def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
-                device: Device | None = None) -> Plan:
+                device: Device | None = None, progress: Progress = QUIET) -> Plan:
     """Capture and schedule a module into a Plan for precision mode `precision`
     (templates.precision; compile() decides whether a device can run it), the waves
     of `device` (None: the default device; tune.device_waves, measured there once per
-    device, the only GPU work) and what its kernels may bind (Device.binding_limits;
-    no limit where no device can be opened)."""
+    device, the only GPU work) and what its kernels may bind
+    (Device.binding_limits; no limit where no device can be opened). `progress` reports
+    stages that run long."""
+    return _plan(module, example_inputs, precision, device, progress)[0]
+
+
+def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Device | None,
+          progress: Progress) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
+    """The plan, and the module's tensors (parameters, buffers) it holds as constants."""
     try:
         limits = (device or default_device()).binding_limits
     except Exception:  # noqa: BLE001 - no adapter: plan without a device's limits
         limits = None
-    with templates.waves(device_waves(device)):
-        return _plan(module, example_inputs, precision, limits)
+    with progress.stage("measuring the device's waves"):
+        waves = device_waves(device)
+    with templates.waves(waves):  # lowerings (split products) read them too
+        with progress.stage("capture"):
+            ep = export_graph(module, example_inputs)
+            sig = ep.graph_signature
+            constants, weights = {}, []
+            for spec in sig.input_specs:
+                if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+                    t = ep.state_dict.get(spec.target)
+                    if t is None:
+                        t = ep.constants[spec.target]
+                    else:
+                        weights.append((spec.target, t))
+                    constants[spec.arg.name] = t
+            user_inputs = [spec for spec in sig.input_specs if spec.kind.name == "USER_INPUT"]
+            scalars = {i: spec.arg.value for i, spec in enumerate(user_inputs)
+                       if isinstance(spec.arg, ConstantArgument)}
+            user_outputs = [i for i, spec in enumerate(sig.output_specs)
+                            if spec.kind.name == "USER_OUTPUT"]
+            builder, torch_dtypes = fx_to_ir(ep.graph_module, constants, user_outputs)
+        with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"), \
+                templates.precision(precision):
+            plan = build_plan(builder.graph, output_tree(ep.call_spec.out_spec), torch_dtypes,
+                              limits=limits)
+    plan.scalars = scalars
+    return plan, weights
 
 
-def _plan(module: torch.nn.Module, example_inputs, precision: str,
-          limits: BindingLimits | None) -> Plan:
-    ep = export_graph(module, example_inputs)
-    sig = ep.graph_signature
-    constants = {}
-    for spec in sig.input_specs:
-        if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
-            t = ep.state_dict.get(spec.target)
-            if t is None:
-                t = ep.constants[spec.target]
-            constants[spec.arg.name] = t
-    user_outputs = [i for i, spec in enumerate(sig.output_specs)
-                    if spec.kind.name == "USER_OUTPUT"]
-    builder, torch_dtypes = fx_to_ir(ep.graph_module, constants, user_outputs)
-    # A module returning one tensor gets one back; tuples and lists get a tuple.
-    out_spec = ep.call_spec.out_spec
-    single = out_spec is None or (out_spec.num_leaves == 1 and out_spec.type not in (tuple, list))
-    with templates.precision(precision):
-        return build_plan(builder.graph, "single" if single else "tuple", torch_dtypes,
-                          limits=limits)
+def output_tree(spec: pytree.TreeSpec | None) -> str | pytree.TreeSpec:
+    """Plan.output_tree for an exported program's output spec: 'single' for one tensor,
+    'tuple' for a flat tuple, else the spec itself (unflattened at each call)."""
+    if spec is None or spec.is_leaf():
+        return "single"
+    children = spec.children() if hasattr(spec, "children") else spec.children_specs
+    if spec.type is tuple and all(c.is_leaf() for c in children):
+        return "tuple"
+    return spec
 
 
 class CompiledModule:
-    """A compiled plan bound to a device, called like the module it came from."""
+    """A compiled plan bound to a device, called like the module it came from: with the
+    same arguments (tensors of the compiled shapes and dtypes, nested in lists and
+    tuples as at compile time; Python numbers and None equal to those compiled, which
+    the kernels hold as constants), returning the same structure. `weights` are the
+    module's parameters and buffers the kernels hold as constants: a call raises a
+    RuntimeError when one of them changed since compile (`changed_weights`)."""
 
     precision = "strict"  # the mode its kernels were made for: "strict" or "accelerated-f16"
 
     def __init__(self, plan: Plan, device: Device | None = None,
-                 compile_seconds: float = 0.0) -> None:
+                 compile_seconds: float = 0.0,
+                 weights: list[tuple[str, torch.Tensor]] | None = None) -> None:
         self.plan = plan
         self.exe = Executable(plan, device)
         self.compile_seconds = compile_seconds
+        self._weights = [(name, t, _version(t), t.data_ptr()) for name, t in weights or []]
         self._timing_sets: tuple[list, list[list[np.ndarray]]] | None = None
+
+    def changed_weights(self) -> list[str]:
+        """The weights changed since compile: replaced (`p.data = ...`, new storage) or
+        modified in place through the tensor (an optimizer step, `load_state_dict`, `p.mul_`
+        under no_grad: its version counter moved). An in-place change through `p.data`
+        moves no version counter and is not seen."""
+        return [name for name, t, version, ptr in self._weights
+                if t.data_ptr() != ptr or _version(t) != version]
+
+    def _tensors(self, args) -> list:
+        """The tensor arguments of a call, with the Python numbers checked against those
+        the plan was compiled with."""
+        leaves = pytree.tree_leaves(list(args), is_leaf=lambda x: x is None)
+        scalars = self.plan.scalars
+        want = len(self.plan.inputs) + len(scalars)
+        if len(leaves) != want:
+            raise ValueError(f"expected {want} inputs, got {len(leaves)}")
+        tensors = []
+        for i, a in enumerate(leaves):
+            if i not in scalars:
+                tensors.append(a)
+            elif isinstance(a, torch.Tensor) or type(a) is not type(scalars[i]) \
+                    or a != scalars[i]:
+                raise ValueError(f"argument {i} is {a!r}, but this module was compiled with "
+                                 f"{scalars[i]!r} there: Python numbers are constants of the "
+                                 "compiled kernels; compile it again for another value, or "
+                                 "pass a tensor")
+        return tensors
 
     def _arrays(self, inputs) -> list[np.ndarray]:
         specs = self.plan.inputs
@@ -94,13 +154,24 @@ class CompiledModule:
             arrays.append(to_device_array(t))
         return arrays
 
-    def __call__(self, *inputs, poison: bool = False):
-        arrays = self._arrays(inputs)
+    def __call__(self, *args, poison: bool = False):
+        if self._weights:
+            changed = self.changed_weights()
+            if changed:
+                raise RuntimeError(
+                    f"the module's weights changed since it was compiled ({', '.join(changed)}); "
+                    "the compiled kernels hold the values of compile time: compile it again")
+        arrays = self._arrays(self._tensors(args))
         if poison:
             self.exe.poison()
         outs = [self._to_torch(a, spec) for a, spec in
                 zip(self.exe.run(arrays), self.plan.outputs)]
-        return outs[0] if self.plan.output_tree == "single" else tuple(outs)
+        tree = self.plan.output_tree
+        if tree == "single":
+            return outs[0]
+        if tree == "tuple":
+            return tuple(outs)
+        return pytree.tree_unflatten(outs, tree)
 
     @staticmethod
     def _to_torch(a: np.ndarray, spec) -> torch.Tensor:
@@ -113,29 +184,47 @@ class CompiledModule:
         """Per-call GPU time (ms, from timestamps) over `reps` calls, rotating inputs."""
         # Timing calls this in rounds with the same input sets: convert them once.
         if self._timing_sets is None or self._timing_sets[0] is not inputs_list:
-            self._timing_sets = (inputs_list, [self._arrays(inp) for inp in inputs_list])
+            self._timing_sets = (inputs_list,
+                                 [self._arrays(self._tensors(inp)) for inp in inputs_list])
         return self.exe.gpu_times_ms(self._timing_sets[1], reps)
 
     def kernel_times_ms(self, *inputs) -> list[tuple[str, float]]:
         """GPU time of each kernel of one call."""
-        times = self.exe.kernel_times_ms(self._arrays(inputs))
+        times = self.exe.kernel_times_ms(self._arrays(self._tensors(inputs)))
         return [(k.name, t) for k, t in zip(self.plan.kernels, times)]
 
 
 def compile(module: torch.nn.Module, example_inputs, device: Device | None = None,
-            precision: str | None = None) -> CompiledModule:
+            precision: str | None = None, progress: float | None = 2.0) -> CompiledModule:
     """Compile `module` for `example_inputs`' shapes. `precision`: "strict" (fp32, the
     default) or "accelerated" (matmuls with f16 operands and f32 accumulation on the
     cooperative-matrix units, where the device has them; else a warning and strict);
-    None reads KERNELWRIGHT_PRECISION. The result's `precision` says which it got."""
+    None reads KERNELWRIGHT_PRECISION. The result's `precision` says which it got.
+
+    Python numbers (and None) among the inputs are baked into the kernels: calls must
+    pass the same values (another is a ValueError). The module's weights are uploaded
+    once: a call after they changed is a RuntimeError (CompiledModule.changed_weights).
+    float64 inputs and weights are computed in float32 (a warning says so; outputs keep
+    the module's dtypes). A stage of the compile still running after `progress` seconds
+    reports on stderr (None: never)."""
     t0 = time.perf_counter()
+    report = Progress(type(module).__name__, progress)
     dev = device or default_device()
     mode = resolve_precision(precision, dev)
-    plan = plan_module(module, example_inputs, mode, dev)
-    cm = CompiledModule(plan, dev)
+    plan, weights = _plan(module, example_inputs, mode, dev, report)
+    with report.stage(f"building {len(plan.kernels)} pipelines"):
+        cm = CompiledModule(plan, dev, weights=weights)
     cm.precision = PRECISION_LABELS[mode]
     cm.compile_seconds = time.perf_counter() - t0
     return cm
+
+
+def _version(t: torch.Tensor) -> int:
+    """The tensor's version counter (-1 for an inference tensor, which has none)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return -1
 
 
 # -- precision modes --------------------------------------------------------------------

@@ -16,6 +16,7 @@ import time
 import torch
 
 from .compiler import CompiledModule, plan_module
+from .progress import Progress
 
 
 def kernelwright_backend(gm: torch.fx.GraphModule, example_inputs):
@@ -29,21 +30,22 @@ def kernelwright_backend(gm: torch.fx.GraphModule, example_inputs):
         compiled = plans.get(key)
         if compiled is None:
             t0 = time.perf_counter()
-            compiled = CompiledModule(plan_module(gm, args))
+            compiled = CompiledModule(plan_module(gm, args, progress=Progress("torch.compile")))
             compiled.compile_seconds = time.perf_counter() - t0
             plans[key] = compiled
-        out = compiled(*(a for a in args if isinstance(a, torch.Tensor)))
-        return out if isinstance(out, tuple) else (out,) if compiled.plan.output_tree == \
-            "tuple" else out
+        return compiled(*args)  # Python numbers among args: those its key compiled in
 
     run.plans = plans
     return run
 
 
 def register() -> None:
-    from torch._dynamo.backends.registry import register_backend
+    """Register the backend under "kernelwright" unless torch already knows the name:
+    where the package is installed, torch finds it through the entry point
+    (pyproject's torch_dynamo_backends) and registers it itself when it loads it, which
+    imports this package; registering it here too would make that a duplicate."""
+    from torch._dynamo.backends import registry
 
-    try:
-        register_backend(name="kernelwright")(kernelwright_backend)
-    except Exception:  # noqa: BLE001 - already registered (e.g. by the entry point)
-        pass
+    known = set(getattr(registry, "_BACKENDS", {})) | set(getattr(registry, "_COMPILER_FNS", {}))
+    if "kernelwright" not in known:
+        registry.register_backend(name="kernelwright")(kernelwright_backend)

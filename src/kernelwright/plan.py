@@ -3,7 +3,10 @@
 The scheduler (schedule.py) produces a `Plan`; the runtime (runtime.py) executes it.
 Because it is plain data it can be summarized, saved and loaded (`save`/`load`: a
 folder with plan.json and the constants in constants.safetensors), compared, and one
-kernel in it replaced by another with the same bindings.
+kernel in it replaced by another with the same bindings. A loaded plan is not
+trusted: `load` checks its structure (`validate`) and marks its kernels untrusted, so
+that wgpu compiles them with its runtime checks (index clamps, loop bounds), unless
+the caller vouches for the file.
 
 Buffers are physical: the memory planner has already folded intermediates whose
 lifetimes do not overlap into one buffer, so `Buffer.size` is the largest tensor it
@@ -16,12 +19,29 @@ binding is dispatched once per chunk, each binding its chunk's bytes (chunks.py)
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-FORMAT_VERSION = 1
+# 2: output_tree may be a pytree spec ({"pytree": ...}); Python numbers baked in (scalars)
+FORMAT_VERSION = 2
+READS = (1, 2)  # the formats load reads
+DEVICE_DTYPES = ("f32", "i32", "bool")
+BUFFER_KINDS = ("input", "const", "temp", "output")
+# the device dtype holding each user-facing dtype (ops.elementwise.TORCH_TO_DEVICE)
+DEVICE_DTYPE_OF = {"float32": "f32", "float16": "f32", "bfloat16": "f32", "float64": "f32",
+                   "int64": "i32", "int32": "i32", "int16": "i32", "int8": "i32",
+                   "uint8": "i32", "bool": "bool"}
+ELEMENT_TYPE = {"f32": "f32", "i32": "i32", "bool": "u32"}  # codegen.BUFFER_TYPE
+_ELEMENT = re.compile(r"\s*:\s*array\s*<\s*(?:vec[234]\s*<\s*)?(\w+)")
+
+
+class PlanFileError(ValueError):
+    """A saved plan that cannot be read, or whose contents are inconsistent."""
 
 
 @dataclass(frozen=True)
@@ -76,12 +96,17 @@ class Plan:
     kernels: list[Kernel]
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
-    output_tree: str  # 'single' or 'tuple'
+    # how outputs are returned: 'single' (one tensor), 'tuple' (a flat tuple), or a
+    # torch.utils._pytree.TreeSpec of any other structure (dicts, lists, nesting, ...)
+    output_tree: str | Any
     constants: dict[int, np.ndarray] = field(default_factory=dict)  # buffer id -> data
     # (source, state) buffer ids: after a call's kernels the state buffer (a constant: a
     # buffer the module changes, a parameter a training step updates) takes the source's
     # bytes, so the next call reads the new value
     updates: list[tuple[int, int]] = field(default_factory=list)
+    # Python numbers (or None) among the flattened call arguments, by position: baked
+    # into the kernels at compile time, so a call must pass the same values
+    scalars: dict[int, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
         mib = sum(b.nbytes for b in self.buffers if b.kind != "const") / 2**20
@@ -103,9 +128,18 @@ class Plan:
         return "\n".join(lines)
 
     def save(self, folder: str | Path) -> None:
+        """Write plan.json and constants.safetensors into `folder`."""
         from safetensors.numpy import save_file
 
         folder = Path(folder)
+        tree = self.output_tree
+        if not isinstance(tree, str):
+            from torch.utils import _pytree as pytree
+
+            try:
+                tree = {"pytree": pytree.treespec_dumps(tree)}
+            except Exception as e:  # noqa: BLE001 - a type pytree cannot serialize
+                raise ValueError(f"the module's output structure cannot be saved: {e}") from e
         folder.mkdir(parents=True, exist_ok=True)
         meta = {
             "format": FORMAT_VERSION,
@@ -113,29 +147,153 @@ class Plan:
             "kernels": [asdict(k) for k in self.kernels],
             "inputs": [asdict(t) for t in self.inputs],
             "outputs": [asdict(t) for t in self.outputs],
-            "output_tree": self.output_tree,
+            "output_tree": tree,
             "updates": [list(u) for u in self.updates],
+            "scalars": [[i, v] for i, v in sorted(self.scalars.items())],
         }
         (folder / "plan.json").write_text(json.dumps(meta, indent=1))
         save_file({str(k): np.ascontiguousarray(v) for k, v in self.constants.items()},
                   str(folder / "constants.safetensors"))
 
     @staticmethod
-    def load(folder: str | Path) -> Plan:
+    def load(folder: str | Path, trust: bool = False) -> Plan:
+        """The plan saved in `folder`, validated (`validate`). Its kernels load untrusted
+        (wgpu's runtime checks on) unless `trust` is True, which keeps each kernel's saved
+        `trusted` flag: only for a plan this program wrote itself. A file that cannot be
+        read or fails validation is a PlanFileError naming it."""
+        from safetensors import SafetensorError
         from safetensors.numpy import load_file
 
         folder = Path(folder)
-        meta = json.loads((folder / "plan.json").read_text())
-        if meta.get("format") != FORMAT_VERSION:
-            raise ValueError(f"{folder}: plan format {meta.get('format')}, "
-                             f"this kernelwright reads {FORMAT_VERSION}")
-        consts = load_file(str(folder / "constants.safetensors"))
-        return Plan(
-            buffers=[Buffer(**b) for b in meta["buffers"]],
-            kernels=[Kernel(**{**k, "grid": tuple(k["grid"])}) for k in meta["kernels"]],
-            inputs=[TensorSpec(**{**t, "shape": tuple(t["shape"])}) for t in meta["inputs"]],
-            outputs=[TensorSpec(**{**t, "shape": tuple(t["shape"])}) for t in meta["outputs"]],
-            output_tree=meta["output_tree"],
-            constants={int(k): v for k, v in consts.items()},
-            updates=[tuple(u) for u in meta.get("updates", [])],
-        )
+        path = folder / "plan.json"
+        try:
+            meta = json.loads(path.read_text())
+            if not isinstance(meta, dict):
+                raise TypeError("plan.json does not hold an object")
+            if meta.get("format") not in READS:
+                raise PlanFileError(f"{path}: plan format {meta.get('format')!r}, this "
+                                    f"kernelwright reads {', '.join(map(str, READS))}")
+            plan = Plan(
+                buffers=[Buffer(**b) for b in meta["buffers"]],
+                kernels=[Kernel(**{**k, "grid": tuple(k["grid"])}) for k in meta["kernels"]],
+                inputs=[TensorSpec(**{**t, "shape": tuple(t["shape"])})
+                        for t in meta["inputs"]],
+                outputs=[TensorSpec(**{**t, "shape": tuple(t["shape"])})
+                         for t in meta["outputs"]],
+                output_tree=_load_tree(meta["output_tree"]),
+                scalars={int(i): v for i, v in meta.get("scalars", [])},
+                updates=[tuple(u) for u in meta.get("updates", [])],
+            )
+            if not trust:
+                for k in plan.kernels:
+                    k.trusted = False
+            path = folder / "constants.safetensors"
+            plan.constants = {int(k): v for k, v in load_file(str(path)).items()}
+            path = folder
+            validate(plan)
+        except PlanFileError:
+            raise
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, SafetensorError, KeyError,
+                IndexError, TypeError, ValueError, AttributeError) as e:
+            raise PlanFileError(f"{path}: not a valid kernelwright plan: "
+                                f"{type(e).__name__}: {e}") from e
+        return plan
+
+
+def _load_tree(tree) -> str | Any:
+    if tree in ("single", "tuple"):
+        return tree
+    if isinstance(tree, dict) and isinstance(tree.get("pytree"), str):
+        from torch.utils import _pytree as pytree
+
+        return pytree.treespec_loads(tree["pytree"])
+    raise ValueError(f"output_tree {tree!r} is none of 'single', 'tuple' or a pytree spec")
+
+
+def validate(plan: Plan) -> None:
+    """Check that a plan's parts agree (a ValueError says where they do not): buffer ids
+    in order, kinds and dtypes known; every kernel binding each storage binding its WGSL
+    declares to an existing buffer of the declared element type, with a grid of
+    non-negative integers; inputs, outputs and constants within their buffers' sizes
+    and of their dtypes; the output structure holding as many tensors as the outputs.
+    (What the WGSL itself indexes stays with wgpu's runtime checks, and the grid with
+    the device's dispatch limit, runtime.check_limits.)"""
+    from .codegen import BINDING, used_bindings
+
+    n = len(plan.buffers)
+    for i, b in enumerate(plan.buffers):
+        if b.id != i or b.kind not in BUFFER_KINDS or b.dtype not in DEVICE_DTYPES \
+                or not _count(b.nbytes) or b.nbytes == 0:
+            raise ValueError(f"buffer {i} is malformed: {b}")
+    for j, k in enumerate(plan.kernels):
+        where = f"kernel {j} ({k.name})"
+        if not isinstance(k.source, str) or len(k.grid) != 3 \
+                or not all(_count(g) for g in k.grid) \
+                or not isinstance(k.bindings, list) or not _count(k.workgroup_bytes):
+            raise ValueError(f"{where} is malformed (source, grid {k.grid}, bindings, "
+                             "workgroup_bytes)")
+        used = used_bindings(k.source)
+        for m in BINDING.finditer(k.source):
+            group = int(m.group(1) if m.group(1) is not None else m.group(4))
+            binding = int(m.group(2) if m.group(2) is not None else m.group(3))
+            if group != 0 or m.group(5) != "storage" or binding not in used:
+                continue
+            if binding >= len(k.bindings) or not _count(k.bindings[binding]) \
+                    or k.bindings[binding] >= n:
+                raise ValueError(f"{where}: binding {binding} names no buffer of the plan's "
+                                 f"{n}")
+            element = _ELEMENT.match(k.source, m.end())
+            buf = plan.buffers[k.bindings[binding]]
+            if element is None or element[1] != ELEMENT_TYPE[buf.dtype]:
+                raise ValueError(f"{where}: binding {binding} is declared "
+                                 f"{element[1] if element else 'no array'}, its buffer "
+                                 f"b{buf.id} holds {buf.dtype}")
+        if k.windows and len(k.windows) != len(k.bindings):
+            raise ValueError(f"{where}: {len(k.windows)} windows for {len(k.bindings)} bindings")
+        for i, b in enumerate(k.bindings):
+            w = k.window(i) if k.windows else None
+            if w is not None and (w[0] < 0 or w[1] <= 0 or b >= n
+                                  or w[0] + w[1] > (plan.buffers[b].nbytes + 15) // 16 * 16):
+                raise ValueError(f"{where}: binding {i}'s window {list(w)} is outside its "
+                                 f"buffer")
+    for src, dst in plan.updates:
+        if not (_count(src) and _count(dst) and src < n and dst < n) \
+                or plan.buffers[dst].kind != "const" \
+                or plan.buffers[src].nbytes > plan.buffers[dst].nbytes:
+            raise ValueError(f"update b{dst} <- b{src} is malformed")
+    for what, specs in (("input", plan.inputs), ("output", plan.outputs)):
+        for i, t in enumerate(specs):
+            if not _count(t.buffer) or t.buffer >= n \
+                    or not all(_count(d) for d in t.shape):
+                raise ValueError(f"{what} {i} is malformed: {t}")
+            buf = plan.buffers[t.buffer]
+            if DEVICE_DTYPE_OF.get(t.torch_dtype) != buf.dtype:
+                raise ValueError(f"{what} {i} is {t.torch_dtype}, its buffer b{buf.id} holds "
+                                 f"{buf.dtype}")
+            if 4 * math.prod(t.shape) > buf.nbytes:
+                raise ValueError(f"{what} {i} of shape {list(t.shape)} needs "
+                                 f"{4 * math.prod(t.shape)} bytes, its buffer b{buf.id} has "
+                                 f"{buf.nbytes}")
+    for bid, data in plan.constants.items():
+        if not 0 <= bid < n or plan.buffers[bid].kind != "const" \
+                or data.nbytes > plan.buffers[bid].nbytes \
+                or data.dtype != np.dtype(_NUMPY[plan.buffers[bid].dtype]):
+            raise ValueError(f"constant for buffer {bid} does not fit it "
+                             f"({data.dtype}, {data.nbytes} bytes)")
+    tree = plan.output_tree
+    leaves = 1 if tree == "single" else len(plan.outputs) if tree == "tuple" \
+        else tree.num_leaves
+    if leaves != len(plan.outputs):
+        raise ValueError(f"the output structure holds {leaves} tensors, the plan has "
+                         f"{len(plan.outputs)} outputs")
+    for i, v in plan.scalars.items():
+        if not _count(i) or not (v is None or isinstance(v, (bool, int, float, str))):
+            raise ValueError(f"scalar argument {i} is malformed: {v!r}")
+
+
+_NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
+
+
+def _count(x) -> bool:
+    """A non-negative int (bool excluded)."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0

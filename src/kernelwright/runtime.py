@@ -13,15 +13,41 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-import wgpu
 
 from .codegen import used_bindings
 from .plan import BindingLimits, Plan
+
+
+def _runtime_dir() -> None:
+    """Point XDG_RUNTIME_DIR, where unset, at a private folder of this user's (a fixed
+    one under the temp dir, reused while it is ours and private; else a fresh one): the
+    software Vulkan driver's window-system code prints an error for each adapter it
+    enumerates without one. Runs before wgpu is first imported."""
+    if not sys.platform.startswith("linux") or os.environ.get("XDG_RUNTIME_DIR"):
+        return
+    path = os.path.join(tempfile.gettempdir(), f"kernelwright-runtime-{os.getuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+        if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) != 0o700 \
+                or not stat.S_ISDIR(st.st_mode):
+            path = tempfile.mkdtemp(prefix="kernelwright-runtime-")
+    except OSError:
+        return
+    os.environ["XDG_RUNTIME_DIR"] = path
+
+
+_runtime_dir()
+
+import wgpu  # noqa: E402 - after XDG_RUNTIME_DIR is set
 
 NUMPY_OF = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
 ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3, "Unknown": 4}
@@ -182,10 +208,11 @@ def check_limits(plan: Plan, limits: dict, description: str) -> None:
     requested in full) cannot run: a buffer larger than the device allocates, a binding
     larger than a kernel can bind (a kernel the planner could not split into chunks,
     chunks.py), a kernel with more storage buffers than a shader stage may bind (a fused
-    kernel reading many tensors), or more workgroup memory than the device has. wgpu
-    checks none of these before the pipeline is built, and then only with a validation
-    message; knobs that need more workgroup memory than the device has fail here, and
-    the tuner discards them."""
+    kernel reading many tensors), more workgroup memory than the device has, or a grid
+    of more workgroups per dimension than the device dispatches (a tampered saved
+    plan's: Plan.load). wgpu checks none of these before the pipeline is built, and then
+    only with a validation message; knobs that need more workgroup memory than the
+    device has fail here, and the tuner discards them."""
     largest = limits.get("max-buffer-size", 1 << 28)
     for b in plan.buffers:
         if _aligned(b.nbytes) > largest:
@@ -197,7 +224,11 @@ def check_limits(plan: Plan, limits: dict, description: str) -> None:
     buffers = limits.get("max-storage-buffers-per-shader-stage", 8)  # Device.max_bindings
     memory = limits.get("max-compute-workgroup-storage-size", 16384)
     align = limits.get("min-storage-buffer-offset-alignment", 256)
+    per_dim = limits.get("max-compute-workgroups-per-dimension", 65535)
     for k in plan.kernels:
+        if max(k.grid) > per_dim:
+            raise RuntimeError(f"kernel {k.name} dispatches {k.grid} workgroups; {description} "
+                               f"allows {per_dim} per dimension")
         for i, b in enumerate(k.bindings):
             w = k.window(i)
             size = _aligned(plan.buffers[b].nbytes) if w is None else w[1]
