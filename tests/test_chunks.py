@@ -1,7 +1,8 @@
 """Tensors larger than one binding (chunks.py): every template family on a device whose
-binding limit is lowered to 64 KiB, so that tensors of a few hundred KiB take the
-chunked paths that 2-16 GiB tensors take on a GPU (2 GiB per binding on NVIDIA's
-Vulkan driver, 128 MiB on the software one)."""
+binding limit is lowered to 64 KiB and whose largest buffer to 128 KiB, so that tensors
+of a few hundred KiB take the chunked paths that 2-16 GiB tensors take on a GPU (2 GiB
+per binding and 4 GiB per buffer on NVIDIA's Vulkan driver, 128 MiB per binding on the
+software one), held in several device buffers each."""
 
 import pytest
 import torch
@@ -17,7 +18,8 @@ _DEVICES = {}
 def device_binding(limit):
     if limit not in _DEVICES:
         _DEVICES[limit] = open_device(default_device().adapter,
-                                      {"max-storage-buffer-binding-size": limit})
+                                      {"max-storage-buffer-binding-size": limit,
+                                       "max-buffer-size": 2 * limit})
     return _DEVICES[limit]
 
 
@@ -44,6 +46,7 @@ def check(device, fn, inputs, params=(), atol=1e-4, rtol=1e-4):
     big = max(b.nbytes for b in cm.plan.buffers)
     chunked = [k for k in cm.plan.kernels if "[chunk" in k.name]
     assert big > limit and chunked, cm.plan.summary()
+    assert any(b.segment for b in cm.plan.buffers) == (big > 2 * limit)
     for k in cm.plan.kernels:  # every binding within the limit (check_limits ran too)
         for i, b in enumerate(k.bindings):
             w = k.window(i)

@@ -81,6 +81,24 @@ def nbytes(v: Value) -> int:
     return max(4, v.numel * ITEMSIZE[v.dtype])
 
 
+def segment_bytes(v: Value, limits: BindingLimits) -> int:
+    """Bytes per device buffer of a value larger than the device's largest buffer (0 for
+    one that fits): whole rows of its leading dims times a power of two, so that chunks
+    of a power-of-two number of rows never cross from one buffer to the next."""
+    if nbytes(v) <= limits.max_buffer:
+        return 0
+    row = nbytes(v)
+    for s in v.shape:  # the first dims whose one index fits a buffer
+        if s > 1 and row // s <= limits.max_buffer:
+            row //= s
+            break
+        row //= s
+    size = row << max(0, (limits.max_buffer // row).bit_length() - 1)
+    if size % limits.align or size > limits.max_buffer:
+        size = limits.max_buffer // limits.align * limits.align
+    return size
+
+
 def needs_split(gen: Generated, root: Value, limits: BindingLimits) -> bool:
     return any(nbytes(v) > limits.max_bytes for v in [*gen.reads, root])
 
@@ -217,9 +235,17 @@ def _window(v: Value, box: Box, limits: BindingLimits) -> Window:
     if flat is None:
         raise _TooLarge(f"{v}{list(box)} is no range of its buffer")
     item = ITEMSIZE[v.dtype]
-    w = Window(v, flat[0] * item, (flat[1] - flat[0]) * item)
-    if w.offset % limits.align or w.nbytes > limits.max_bytes:
-        raise _TooLarge(f"{v}{list(box)}: misaligned or too large")
+    return _checked(Window(v, flat[0] * item, (flat[1] - flat[0]) * item), limits)
+
+
+def _checked(w: Window, limits: BindingLimits) -> Window:
+    """w, or _TooLarge where it is misaligned, larger than one binding, or crosses from
+    one device buffer of its value to the next (segment_bytes)."""
+    seg = segment_bytes(w.value, limits)
+    if (w.offset % limits.align or w.nbytes > limits.max_bytes
+            or seg and w.offset // seg != (w.offset + w.nbytes - 1) // seg):
+        raise _TooLarge(f"{w.value}: bytes [{w.offset}, +{w.nbytes}) misaligned, too large "
+                        "or across two buffers")
     return w
 
 
@@ -301,9 +327,8 @@ class _Restrictor:
             return self.memo[key]
         node = v.node
         if self._is_leaf(v):
-            w = Window(v, a * ITEMSIZE[v.dtype], (b - a) * ITEMSIZE[v.dtype])
-            if w.offset % self.limits.align or w.nbytes > self.limits.max_bytes:
-                raise _TooLarge(f"{v}[{a}:{b}]: misaligned or too large")
+            w = _checked(Window(v, a * ITEMSIZE[v.dtype], (b - a) * ITEMSIZE[v.dtype]),
+                         self.limits)
             self.windows[new := Value((b - a,), v.dtype, kind="input", name=v.name)] = w
         elif node.op in ("ew", "materialize"):
             new = self._node(node.op, [x if x.kind == "scalar" else self.flat(x, a, b)

@@ -52,6 +52,7 @@ class BindingLimits:
     max_bindings: int
     max_bytes: int
     align: int
+    max_buffer: int = 1 << 62  # bytes of the largest buffer the device allocates
 
 
 @dataclass
@@ -60,6 +61,10 @@ class Buffer:
     nbytes: int
     kind: str  # 'input' | 'const' | 'temp' | 'output'
     dtype: str  # device dtype of what it holds ('f32', 'i32', 'bool' stored as u32)
+    # bytes per device buffer where it is larger than the device allocates: held as
+    # several buffers of this size (the last one shorter), each window within one
+    # (chunks.segment_bytes); 0: one device buffer
+    segment: int = 0
 
 
 @dataclass

@@ -84,7 +84,8 @@ class Device:
         """What one kernel may bind here (schedule.build_plan plans within it)."""
         lim = self.device.limits
         return BindingLimits(self.max_bindings, max_binding_bytes(lim),
-                             lim.get("min-storage-buffer-offset-alignment", 256))
+                             lim.get("min-storage-buffer-offset-alignment", 256),
+                             lim.get("max-buffer-size", 1 << 28))
 
     @property
     def has_coop_matrix(self) -> bool:
@@ -215,7 +216,7 @@ def check_limits(plan: Plan, limits: dict, description: str) -> None:
     device has fail here, and the tuner discards them."""
     largest = limits.get("max-buffer-size", 1 << 28)
     for b in plan.buffers:
-        if _aligned(b.nbytes) > largest:
+        if (b.segment or _aligned(b.nbytes)) > largest:
             raise RuntimeError(
                 f"buffer b{b.id} ({b.kind}, {_size(b.nbytes)}) is larger than "
                 f"{description} can allocate ({_size(largest)}); "
@@ -242,6 +243,10 @@ def check_limits(plan: Plan, limits: dict, description: str) -> None:
             if w is not None and w[0] % align:
                 raise RuntimeError(f"kernel {k.name} binds buffer b{b} at offset {w[0]}, "
                                    f"not a multiple of {align}")
+            seg = plan.buffers[b].segment
+            if seg and (w is None or w[0] // seg != (w[0] + w[1] - 1) // seg):
+                raise RuntimeError(f"kernel {k.name} binds buffer b{b} across two of its "
+                                   f"device buffers of {_size(seg)}")
         bound = len(used_bindings(k.source))
         if bound > buffers:
             raise RuntimeError(f"kernel {k.name} binds {bound} storage buffers; {description} "
@@ -261,22 +266,51 @@ class Executable:
         usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
                  | wgpu.BufferUsage.COPY_SRC)
         check_limits(plan, d.limits, self.dev.description)
-        self.buffers = [d.create_buffer(size=_aligned(b.nbytes), usage=usage) for b in plan.buffers]
+        # a buffer larger than the device allocates is several (Buffer.segment)
+        self.segments = [[d.create_buffer(size=min(b.segment, _aligned(b.nbytes) - o),
+                                          usage=usage)
+                          for o in range(0, _aligned(b.nbytes), b.segment)] if b.segment
+                         else [d.create_buffer(size=_aligned(b.nbytes), usage=usage)]
+                         for b in plan.buffers]
+        self.buffers = [s[0] for s in self.segments]  # the device buffer of each unsplit one
         for bid, data in plan.constants.items():
-            d.queue.write_buffer(self.buffers[bid], 0, np.ascontiguousarray(data))
+            self._write(bid, np.ascontiguousarray(data))
         self.steps = []
         pipes = self.dev.pipelines([(k.source, k.trusted) for k in plan.kernels])
         for k, pipe in zip(plan.kernels, pipes):
-            group = self.dev.bind_group(k.source, pipe, [self.buffers[b] for b in k.bindings],
-                                        [k.window(i) for i in range(len(k.bindings))])
+            parts = [self._piece(b, k.window(i)) for i, b in enumerate(k.bindings)]
+            group = self.dev.bind_group(k.source, pipe, [p[0] for p in parts],
+                                        [p[1] for p in parts])
             self.steps.append((pipe, group, k.grid))
+
+    def _piece(self, bid: int, window: tuple[int, int] | None):
+        """The device buffer and window a binding of buffer `bid` takes (a window of a
+        buffer held in several is a window of one of them)."""
+        seg = self.plan.buffers[bid].segment
+        if not seg or window is None:
+            return self.segments[bid][0], window
+        i, offset = divmod(window[0], seg)
+        return self.segments[bid][i], (offset, min(window[1], seg - offset))
+
+    def _spans(self, bid: int, size: int):
+        """(device buffer, its offset, the byte offset in the whole) of buffer `bid`'s
+        first `size` bytes, in pieces of at most TRANSFER_CHUNK within one device buffer."""
+        seg = self.plan.buffers[bid].segment or _aligned(self.plan.buffers[bid].nbytes)
+        offset = 0
+        while offset < size:
+            i, local = divmod(offset, seg)
+            n = min(TRANSFER_CHUNK, size - offset, seg - local)
+            yield self.segments[bid][i], local, offset, n
+            offset += n
+
+    def _write(self, bid: int, array: np.ndarray) -> None:
+        raw = array.reshape(-1).view(np.uint8)
+        for buf, local, offset, n in self._spans(bid, raw.size):
+            self.dev.device.queue.write_buffer(buf, local, raw[offset:offset + n])
 
     def upload(self, arrays: list[np.ndarray]) -> None:
         for spec, a in zip(self.plan.inputs, arrays):
-            raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            for offset in range(0, raw.size, TRANSFER_CHUNK):
-                self.dev.device.queue.write_buffer(self.buffers[spec.buffer], offset,
-                                                   raw[offset:offset + TRANSFER_CHUNK])
+            self._write(spec.buffer, np.ascontiguousarray(a))
 
     def poison(self) -> None:
         """Fill every intermediate and output buffer with NaN (in chunks of one shared
@@ -286,17 +320,16 @@ class Executable:
         for b in self.plan.buffers:
             if b.kind not in ("temp", "output"):
                 continue
-            size = _aligned(b.nbytes)
-            for offset in range(0, size, chunk):
-                n = min(chunk, size - offset)
-                self.dev.device.queue.write_buffer(self.buffers[b.id], offset, nan[: n // 4])
+            for seg in self.segments[b.id]:
+                for offset in range(0, seg.size, chunk):
+                    n = min(chunk, seg.size - offset)
+                    self.dev.device.queue.write_buffer(seg, offset, nan[: n // 4])
 
     def _record(self, encoder, timestamps=None, per_kernel=False) -> None:
         self._record_kernels(encoder, timestamps, per_kernel)
         for src, dst in self.plan.updates:  # the state the call changed, for the next call
-            size = min(_aligned(self.plan.buffers[src].nbytes),
-                       _aligned(self.plan.buffers[dst].nbytes))
-            encoder.copy_buffer_to_buffer(self.buffers[src], 0, self.buffers[dst], 0, size)
+            for a, b in zip(self.segments[src], self.segments[dst]):
+                encoder.copy_buffer_to_buffer(a, 0, b, 0, min(a.size, b.size))
 
     def _record_kernels(self, encoder, timestamps=None, per_kernel=False) -> None:
         if per_kernel:
@@ -335,15 +368,13 @@ class Executable:
         dtype = NUMPY_OF[b.dtype]
         n = int(np.prod(spec.shape))
         size = _aligned(n * np.dtype(dtype).itemsize)
-        if size <= TRANSFER_CHUNK:
+        if size <= TRANSFER_CHUNK and not b.segment:
             raw = self.dev.device.queue.read_buffer(self.buffers[spec.buffer], 0, size)
             return np.frombuffer(raw, dtype=dtype, count=n).reshape(spec.shape)
         out = np.empty(size, np.uint8)
-        for offset in range(0, size, TRANSFER_CHUNK):
-            part = min(TRANSFER_CHUNK, size - offset)
+        for buf, local, offset, part in self._spans(spec.buffer, size):
             out[offset:offset + part] = np.frombuffer(
-                self.dev.device.queue.read_buffer(self.buffers[spec.buffer], offset, part),
-                np.uint8)
+                self.dev.device.queue.read_buffer(buf, local, part), np.uint8)
         return out.view(dtype)[:n].reshape(spec.shape)
 
     def gpu_times_ms(self, input_sets: list[list[np.ndarray]], reps: int) -> list[float]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .chunks import Chunk, Window, needs_split, split_kernel
+from .chunks import Chunk, Window, needs_split, segment_bytes, split_kernel
 from .codegen import contiguous_strides, used_bindings
 from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from .plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
@@ -728,7 +728,9 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     constants: dict[int, np.ndarray] = {}
 
     def new_buffer(v: Value, kind: str) -> int:
-        buffers.append(Buffer(len(buffers), max(4, v.numel * ITEMSIZE[v.dtype]), kind, v.dtype))
+        seg = 0 if limits is None else segment_bytes(v, limits)
+        buffers.append(Buffer(len(buffers), max(4, v.numel * ITEMSIZE[v.dtype]), kind, v.dtype,
+                              seg))
         return len(buffers) - 1
 
     for v in graph.inputs:
@@ -766,7 +768,9 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             buffer_of[v] = new_buffer(v, "output")
         else:
             need = max(4, v.numel * ITEMSIZE[v.dtype])
-            fits = [b for b in free if buffers[b].nbytes >= need and buffers[b].dtype == v.dtype]
+            # a value held in several device buffers (segment_bytes) has its own
+            fits = [b for b in free if buffers[b].nbytes >= need and buffers[b].dtype == v.dtype
+                    and not buffers[b].segment and not (limits and segment_bytes(v, limits))]
             if fits:
                 b = min(fits, key=lambda b: buffers[b].nbytes)
                 free.remove(b)
