@@ -160,14 +160,22 @@ def lstm_state_shapes():
 # of its own (SDPA: the fused attention kernel, ops/attention.py) or a primitive
 # (im2col, F.unfold: the window view, ops/conv.py), or whose decomposition loses what
 # they know (max_unpool: each plane's indices stay in that plane, ops/pool.py; the
-# decomposed index_put would search all planes).
-KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unpool3d")
+# decomposed index_put would search all planes; interpolation: torch's decomposition
+# of nearest-exact rounds differently from its own kernel, and ops/resize.py reads the
+# source positions as views or gathers of computed indices). Every overload of each.
+KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unpool3d",
+              "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+              "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
+              "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
+              "upsample_trilinear3d", "upsample_bicubic2d")
 
 
 def decomposition_table() -> dict:
     table = torch.export.default_decompositions()
     for name in KEEP_WHOLE:
-        table.pop(getattr(torch.ops.aten, name).default, None)
+        packet = getattr(torch.ops.aten, name)
+        for overload in packet.overloads():
+            table.pop(getattr(packet, overload), None)
     return table
 
 
