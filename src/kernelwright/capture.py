@@ -45,11 +45,12 @@ def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.Export
     """The module's ATen graph. Plain tensor attributes (neither parameters nor registered
     buffers) become buffers of a shallow copy first (`with_state_buffers`), so that a
     forward that assigns to one (an RNN cell's `self.hidden = tanh(...)`) or changes it in
-    place, which torch.export refuses for a constant, is captured: the graph reads the
-    attribute's value at compile time, the value eager's first call reads. The compiled
-    module does not carry the new value to its next call (each call computes what eager's
-    first call does), and export_graph warns so; state meant to carry over is an input
-    and an output of the module. The user's module is left as it was."""
+    place, which torch.export refuses for a constant, is captured. torch.export records
+    such a change, like one of a registered buffer, as a new value of the buffer that
+    the compiled module carries to its next call (compiler.mutations, Graph.updates),
+    but an assignment inside a submodule's forward it does not record: that one is read
+    at its compile-time value on every call, and export_graph warns so. The user's module
+    is left as it was."""
     wrapped, attrs = with_state_buffers(module)
     owners = {(id(m), k): name for name, (m, k) in attrs.items()}
     reassigned: set[str] = set()
@@ -77,16 +78,14 @@ def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.Export
             hook.remove()
         ep = ep.run_decompositions(decomposition_table())
         sig = ep.graph_signature
-        mutated = sorted(reassigned | {
-            target for out, target in sig.buffers_to_mutate.items()
-            if target in attrs and sig.inputs_to_buffers.get(out) != target})
-        if mutated:
+        lost = sorted(reassigned - set(sig.buffers_to_mutate.values()))
+        if lost:
             warnings.warn(
                 f"{type(module).__name__}.forward changes its tensor attribute(s) "
-                f"{', '.join(mutated)}: the compiled module computes every call from their "
-                "values at compile time (eager's first call) and does not carry the changes "
-                "to its next call; pass such state as an input and return its new value",
-                stacklevel=2)
+                f"{', '.join(lost)} in a submodule's forward, which torch.export does not "
+                "record: the compiled module reads their values at compile time on every "
+                "call (eager's first call); register them as buffers changed in place, or "
+                "pass such state as an input and return its new value", stacklevel=2)
         return ep
 
 
@@ -194,11 +193,16 @@ def to_device_array(t: torch.Tensor) -> np.ndarray:
 
 
 def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
-             keep_outputs: list[int] | None = None) -> tuple[GraphBuilder, dict[Value, str]]:
+             keep_outputs: list[int] | None = None,
+             mutations: dict[int, tuple[str, str]] | None = None
+             ) -> tuple[GraphBuilder, dict[Value, str]]:
     """Lower an ATen FX graph. `constants` maps placeholder names to tensors that are
     part of the model (parameters, buffers); every other placeholder is an input.
     `keep_outputs` selects the graph outputs the user sees (export also returns
     buffer mutations, e.g. batch norm's running statistics in training mode).
+    `mutations` maps a graph output to the placeholder it is the new value of, and that
+    tensor's name: a buffer's becomes a state update of the graph (`Graph.updates`), an
+    input's a write back into the caller's tensor (`Graph.writes`).
     Returns the builder holding the graph and each input/output's torch dtype."""
     b = GraphBuilder()
     env: dict[torch.fx.Node, object] = {}
@@ -209,6 +213,7 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
         val = node.meta.get("val")
         return val if isinstance(val, torch.Tensor) else None
 
+    changing = {p for p, _ in (mutations or {}).values()}
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             val = meta_of(node)
@@ -218,7 +223,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 _check_nonempty(t, f"weight '{node.name}'")
                 if t.dtype == torch.float64:
                     doubles.append(f"weight '{node.name}'")
-                env[node] = b.const(to_device_array(t), dt, node.name)
+                env[node] = b.const(to_device_array(t), dt, node.name,
+                                    state=node.name in changing)
             elif "val" in node.meta and (node.meta["val"] is None
                                          or isinstance(node.meta["val"], (int, float, bool))):
                 env[node] = node.meta["val"]  # a Python number: specialized into the plan
@@ -265,10 +271,25 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             outs = torch.fx.map_arg(node.args[0], lambda n: env[n])
             flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
             metas = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
+            changed = [(flat[i], *mutations[i]) for i in sorted(mutations or {})]
             if keep_outputs is not None:
                 flat = [flat[i] for i in keep_outputs]
                 metas = [metas[i] for i in keep_outputs]
-            flat = b.settle(flat)
+            settled = b.settle(flat + [v for v, _, _ in changed])
+            flat = settled[:len(flat)]
+            by_name = {p.name: p for p in gm.graph.nodes if p.op == "placeholder"}
+            for new, (_, target, name) in zip(settled[len(flat):], changed):
+                old = env[by_name[target]]
+                if not isinstance(new, Value) or new is old:
+                    continue
+                new = b.cast(b.expand(new, old.shape), old.dtype)
+                if old.kind == "const":
+                    old.name = name
+                    b.graph.updates.append((old, new))
+                else:
+                    if new.node is None:
+                        new = b.ew("copy", new)
+                    b.graph.writes.append((b.graph.inputs.index(old), new))
             for v, m in zip(flat, metas):
                 if not isinstance(v, Value):
                     raise CompileError(f"output {v!r} is not a tensor")

@@ -70,13 +70,29 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
                        if isinstance(spec.arg, ConstantArgument)}
             user_outputs = [i for i, spec in enumerate(sig.output_specs)
                             if spec.kind.name == "USER_OUTPUT"]
-            builder, torch_dtypes = fx_to_ir(ep.graph_module, constants, user_outputs)
+            builder, torch_dtypes = fx_to_ir(ep.graph_module, constants, user_outputs,
+                                             mutations(sig))
         with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"), \
                 templates.precision(precision):
             plan = build_plan(builder.graph, output_tree(ep.call_spec.out_spec), torch_dtypes,
                               limits=limits)
     plan.scalars = scalars
     return plan, weights
+
+
+def mutations(sig) -> dict[int, tuple[str, str]]:
+    """The exported program's outputs that are new values of its buffers or inputs
+    (changed in place by forward: batch norm's running statistics in training mode, a
+    static KV cache): output index -> (placeholder name, the tensor's name)."""
+    placeholder = {spec.target: spec.arg.name for spec in sig.input_specs
+                   if spec.kind.name == "BUFFER"}
+    out = {}
+    for i, spec in enumerate(sig.output_specs):
+        if spec.kind.name == "BUFFER_MUTATION":
+            out[i] = (placeholder[spec.target], spec.target)
+        elif spec.kind.name == "USER_INPUT_MUTATION":
+            out[i] = (spec.target, spec.target)
+    return out
 
 
 def output_tree(spec: pytree.TreeSpec | None) -> str | pytree.TreeSpec:
@@ -166,6 +182,11 @@ class CompiledModule:
             self.exe.poison()
         outs = [self._to_torch(a, spec) for a, spec in
                 zip(self.exe.run(arrays), self.plan.outputs)]
+        if self.plan.writes:  # inputs the module changes in place
+            tensors = self._tensors(args)
+            with torch.no_grad():
+                for i, spec in self.plan.writes:
+                    tensors[i].copy_(self._to_torch(self.exe.read(spec), spec))
         tree = self.plan.output_tree
         if tree == "single":
             return outs[0]
@@ -179,6 +200,13 @@ class CompiledModule:
         if a.dtype == np.uint32:
             t = t.view(torch.int32)
         return t.to(TORCH_DTYPE[spec.torch_dtype])
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """The buffers the module changes in forward (batch norm's running statistics in
+        training mode, a tensor attribute it assigns), as the compiled module holds them
+        on the GPU after its last call: each call reads the value the call before left,
+        as eager does with the module's own buffers (which stay unchanged here)."""
+        return {name: self._to_torch(self.exe.read(spec), spec) for name, spec in self.plan.state}
 
     def gpu_times_ms(self, inputs_list, reps: int) -> list[float]:
         """Per-call GPU time (ms, from timestamps) over `reps` calls, rotating inputs."""

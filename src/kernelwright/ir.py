@@ -134,10 +134,14 @@ class Graph:
     # state written by a call: (a constant, its new value), stored into the constant's
     # buffer after the call's kernels (a buffer mutated in forward, a parameter's update)
     updates: list[tuple[Value, Value]] = field(default_factory=list)
+    # inputs a call changes in place: (the input's position in `inputs`, its new value),
+    # which the caller writes back into the tensor it passed
+    writes: list[tuple[int, Value]] = field(default_factory=list)
 
     def roots(self) -> list[Value]:
-        """What a call must compute: the outputs, then the updates' new values."""
-        return [*self.outputs, *(new for _, new in self.updates)]
+        """What a call must compute: the outputs, the updates' and the writes' values."""
+        return [*self.outputs, *(new for _, new in self.updates),
+                *(new for _, new in self.writes)]
 
     def consumers(self) -> dict[Value, list[Node]]:
         users: dict[Value, list[Node]] = {}
@@ -253,8 +257,10 @@ class GraphBuilder:
         self.graph.inputs.append(v)
         return v
 
-    def const(self, array: np.ndarray, dtype: str, name: str = "") -> Value:
-        if array.ndim == 0:
+    def const(self, array: np.ndarray, dtype: str, name: str = "", state: bool = False) -> Value:
+        """A constant tensor; a 0-d one is a literal unless it is `state` (a buffer the
+        graph updates, which needs a buffer of its own)."""
+        if array.ndim == 0 and not state:
             return self.scalar(array.item(), dtype)
         return Value(tuple(array.shape), dtype, kind="const", name=name or self._name(), data=array)
 

@@ -109,6 +109,10 @@ class Plan:
     # buffer the module changes, a parameter a training step updates) takes the source's
     # bytes, so the next call reads the new value
     updates: list[tuple[int, int]] = field(default_factory=list)
+    state: list[tuple[str, TensorSpec]] = field(default_factory=list)  # updated, by name
+    # (input position, where its new value is): inputs a call changes in place, written
+    # back into the caller's tensors
+    writes: list[tuple[int, TensorSpec]] = field(default_factory=list)
     # Python numbers (or None) among the flattened call arguments, by position: baked
     # into the kernels at compile time, so a call must pass the same values
     scalars: dict[int, Any] = field(default_factory=dict)
@@ -129,7 +133,10 @@ class Plan:
         for spec in self.outputs:
             lines.append(f"  output b{spec.buffer}: {spec.torch_dtype}{list(spec.shape)}")
         for src, dst in self.updates:
-            lines.append(f"  update b{dst} <- b{src}")
+            names = [n for n, t in self.state if t.buffer == dst]
+            lines.append(f"  update b{dst} ({', '.join(names)}) <- b{src}")
+        for i, spec in self.writes:
+            lines.append(f"  write  input {i} <- b{spec.buffer}")
         return "\n".join(lines)
 
     def save(self, folder: str | Path) -> None:
@@ -154,6 +161,8 @@ class Plan:
             "outputs": [asdict(t) for t in self.outputs],
             "output_tree": tree,
             "updates": [list(u) for u in self.updates],
+            "state": [[n, asdict(t)] for n, t in self.state],
+            "writes": [[i, asdict(t)] for i, t in self.writes],
             "scalars": [[i, v] for i, v in sorted(self.scalars.items())],
         }
         (folder / "plan.json").write_text(json.dumps(meta, indent=1))
@@ -188,6 +197,10 @@ class Plan:
                 output_tree=_load_tree(meta["output_tree"]),
                 scalars={int(i): v for i, v in meta.get("scalars", [])},
                 updates=[tuple(u) for u in meta.get("updates", [])],
+                state=[(str(n), TensorSpec(**{**t, "shape": tuple(t["shape"])}))
+                       for n, t in meta.get("state", [])],
+                writes=[(int(i), TensorSpec(**{**t, "shape": tuple(t["shape"])}))
+                        for i, t in meta.get("writes", [])],
             )
             if not trust:
                 for k in plan.kernels:
@@ -266,7 +279,11 @@ def validate(plan: Plan) -> None:
                 or plan.buffers[dst].kind != "const" \
                 or plan.buffers[src].nbytes > plan.buffers[dst].nbytes:
             raise ValueError(f"update b{dst} <- b{src} is malformed")
-    for what, specs in (("input", plan.inputs), ("output", plan.outputs)):
+    for i, t in plan.writes:
+        if not (_count(i) and i < len(plan.inputs)) or plan.inputs[i].shape != t.shape:
+            raise ValueError(f"a write back into input {i} is malformed")
+    for what, specs in (("input", plan.inputs), ("output", [*plan.outputs,
+                                                            *(t for _, t in plan.writes)])):
         for i, t in enumerate(specs):
             if not _count(t.buffer) or t.buffer >= n \
                     or not all(_count(d) for d in t.shape):

@@ -762,10 +762,13 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     for v, i in last_use.items():
         if v in materialized and v not in outputs:
             releases.setdefault(i, []).append(v)
+    returned = set(graph.outputs) | {v for _, v in graph.writes}
     for i, g in enumerate(groups):
         v = g.root
-        if v in outputs:
+        if v in returned:
             buffer_of[v] = new_buffer(v, "output")
+        elif v in outputs:  # an update's value: kept until the copy after the kernels
+            buffer_of[v] = new_buffer(v, "temp")
         else:
             need = max(4, v.numel * ITEMSIZE[v.dtype])
             # a value held in several device buffers (segment_bytes) has its own
@@ -814,6 +817,12 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         output_tree=output_tree,
         constants=constants,
         updates=[(buffer_of[new], buffer_of[state]) for state, new in graph.updates],
+        state=[(state.name, TensorSpec(buffer_of[state], state.shape,
+                                       {"f32": "float32", "i32": "int64", "bool": "bool"}[
+                                           state.dtype]))
+               for state, _ in graph.updates],
+        writes=[(i, TensorSpec(buffer_of[v], v.shape, torch_dtypes[graph.inputs[i]]))
+                for i, v in graph.writes],
     )
 
 

@@ -1,0 +1,58 @@
+"""Buffers and inputs a module changes in forward are honoured, never dropped: a buffer's
+new value is the next call's (CompiledModule.state), an input's is written back into
+the caller's tensor, as eager does."""
+
+import torch
+
+import kernelwright
+
+
+class Counter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(4, 3))
+
+    def forward(self, x):
+        self.total.add_(x)
+        return self.total * 2
+
+
+def test_a_buffer_changed_in_forward_carries_to_the_next_call():
+    eager, module = Counter(), Counter()
+    cm = kernelwright.compile(module, [torch.zeros(4, 3)])
+    for seed in range(3):
+        x = torch.randn(4, 3, generator=torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(cm(x), eager(x))
+    torch.testing.assert_close(cm.state()["total"], eager.total)
+    assert "update" in cm.plan.summary()
+
+
+def test_batch_norm_in_training_mode_updates_its_running_statistics():
+    eager = torch.nn.BatchNorm2d(3).train()
+    module = torch.nn.BatchNorm2d(3).train()
+    cm = kernelwright.compile(module, [torch.randn(2, 3, 4, 4)])
+    for seed in range(2):
+        x = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(cm(x), eager(x), atol=1e-4, rtol=1e-4)
+    state = cm.state()
+    torch.testing.assert_close(state["running_mean"], eager.running_mean, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(state["running_var"], eager.running_var, atol=1e-5, rtol=1e-5)
+    assert int(state["num_batches_tracked"]) == int(eager.num_batches_tracked) == 2
+
+
+class Cache(torch.nn.Module):
+    """Writes its new keys into a cache passed in, as a static KV cache does."""
+
+    def forward(self, cache, pos, k):
+        cache.index_copy_(0, pos, k)
+        return cache.sum(0)
+
+
+def test_an_input_changed_in_place_is_written_back():
+    cache, pos, k = torch.zeros(6, 3), torch.tensor([2]), torch.ones(1, 3)
+    cm = kernelwright.compile(Cache(), [cache.clone(), pos, k])
+    mine, theirs = torch.zeros(6, 3), torch.zeros(6, 3)
+    for step in range(3):
+        pos, k = torch.tensor([step]), torch.full((1, 3), float(step + 1))
+        torch.testing.assert_close(cm(mine, pos, k), Cache()(theirs, pos, k))
+    torch.testing.assert_close(mine, theirs)
