@@ -56,3 +56,22 @@ def test_an_input_changed_in_place_is_written_back():
         pos, k = torch.tensor([step]), torch.full((1, 3), float(step + 1))
         torch.testing.assert_close(cm(mine, pos, k), Cache()(theirs, pos, k))
     torch.testing.assert_close(mine, theirs)
+
+
+def test_two_compiled_shapes_share_one_state():
+    """A module compiled for two shapes with share_state updates one copy of its
+    buffers: calls of either continue from the other's (a prompt and its decode steps)."""
+    eager, module = Counter(), Counter()
+    first = kernelwright.compile(module, [torch.zeros(4, 3)])
+
+    class Rows(Counter):  # the same buffer, read by a call over one row
+        def forward(self, x):
+            self.total.add_(x)
+            return self.total[:1] * 2
+
+    other = kernelwright.compile(Rows(), [torch.zeros(1, 3)], share_state=first)
+    x, y = torch.randn(4, 3), torch.randn(1, 3)
+    torch.testing.assert_close(first(x), eager(x))
+    torch.testing.assert_close(other(y), (eager.total + y)[:1] * 2)
+    eager.total.add_(y)
+    torch.testing.assert_close(first(x), eager(x))

@@ -118,9 +118,10 @@ class CompiledModule:
 
     def __init__(self, plan: Plan, device: Device | None = None,
                  compile_seconds: float = 0.0,
-                 weights: list[tuple[str, torch.Tensor]] | None = None) -> None:
+                 weights: list[tuple[str, torch.Tensor]] | None = None,
+                 share_state: CompiledModule | None = None) -> None:
         self.plan = plan
-        self.exe = Executable(plan, device)
+        self.exe = Executable(plan, device, share_state.exe if share_state else None)
         self.compile_seconds = compile_seconds
         self._weights = [(name, t, _version(t), t.data_ptr()) for name, t in weights or []]
         self._timing_sets: tuple[list, list[list[np.ndarray]]] | None = None
@@ -223,7 +224,8 @@ class CompiledModule:
 
 
 def compile(module: torch.nn.Module, example_inputs, device: Device | None = None,
-            precision: str | None = None, progress: float | None = 2.0) -> CompiledModule:
+            precision: str | None = None, progress: float | None = 2.0,
+            share_state: CompiledModule | None = None) -> CompiledModule:
     """Compile `module` for `example_inputs`' shapes. `precision`: "strict" (fp32, the
     default) or "accelerated" (matmuls with f16 operands and f32 accumulation on the
     cooperative-matrix units, where the device has them; else a warning and strict);
@@ -234,14 +236,17 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     once: a call after they changed is a RuntimeError (CompiledModule.changed_weights).
     float64 inputs and weights are computed in float32 (a warning says so; outputs keep
     the module's dtypes). A stage of the compile still running after `progress` seconds
-    reports on stderr (None: never)."""
+    reports on stderr (None: never). Buffers the module changes in forward carry over
+    from call to call on the GPU (`CompiledModule.state`); `share_state` (a module
+    compiled from the same model for other shapes) makes both read and update one copy
+    of them."""
     t0 = time.perf_counter()
     report = Progress(type(module).__name__, progress)
     dev = device or default_device()
     mode = resolve_precision(precision, dev)
     plan, weights = _plan(module, example_inputs, mode, dev, report)
     with report.stage(f"building {len(plan.kernels)} pipelines"):
-        cm = CompiledModule(plan, dev, weights=weights)
+        cm = CompiledModule(plan, dev, weights=weights, share_state=share_state)
     cm.precision = PRECISION_LABELS[mode]
     cm.compile_seconds = time.perf_counter() - t0
     return cm

@@ -259,22 +259,35 @@ def check_limits(plan: Plan, limits: dict, description: str) -> None:
 class Executable:
     """A Plan bound to a device: buffers allocated, constants uploaded, pipelines built."""
 
-    def __init__(self, plan: Plan, device: Device | None = None) -> None:
+    def __init__(self, plan: Plan, device: Device | None = None,
+                 share_state: Executable | None = None) -> None:
+        """`share_state`: another Executable on the same device whose state (Plan.state)
+        this one reads and updates too, buffer for buffer where a name and size agree
+        (a prompt's plan and a decode step's sharing one KV cache)."""
         self.plan = plan
         self.dev = device or default_device()
         d = self.dev.device
         usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
                  | wgpu.BufferUsage.COPY_SRC)
         check_limits(plan, d.limits, self.dev.description)
+        shared = {}
+        if share_state is not None:
+            theirs = {name: spec.buffer for name, spec in share_state.plan.state}
+            for name, spec in plan.state:
+                if name in theirs and share_state.plan.buffers[theirs[name]].nbytes == \
+                        plan.buffers[spec.buffer].nbytes:
+                    shared[spec.buffer] = share_state.segments[theirs[name]]
         # a buffer larger than the device allocates is several (Buffer.segment)
-        self.segments = [[d.create_buffer(size=min(b.segment, _aligned(b.nbytes) - o),
-                                          usage=usage)
-                          for o in range(0, _aligned(b.nbytes), b.segment)] if b.segment
-                         else [d.create_buffer(size=_aligned(b.nbytes), usage=usage)]
+        self.segments = [shared.get(b.id) or
+                         ([d.create_buffer(size=min(b.segment, _aligned(b.nbytes) - o),
+                                           usage=usage)
+                           for o in range(0, _aligned(b.nbytes), b.segment)] if b.segment
+                          else [d.create_buffer(size=_aligned(b.nbytes), usage=usage)])
                          for b in plan.buffers]
         self.buffers = [s[0] for s in self.segments]  # the device buffer of each unsplit one
         for bid, data in plan.constants.items():
-            self._write(bid, np.ascontiguousarray(data))
+            if bid not in shared:
+                self._write(bid, np.ascontiguousarray(data))
         self.steps = []
         pipes = self.dev.pipelines([(k.source, k.trusted) for k in plan.kernels])
         for k, pipe in zip(plan.kernels, pipes):
