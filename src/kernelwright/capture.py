@@ -35,14 +35,76 @@ def user_line(node: torch.fx.Node) -> str:
     return ""
 
 
-def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.ExportedProgram:
-    with lstm_state_shapes():
+def export_graph(module: torch.nn.Module, example_inputs,
+                 keep_recurrent: bool = True) -> torch.export.ExportedProgram:
+    """The module's core ATen graph. With `keep_recurrent`, the recurrent layers' ops
+    (RECURRENT) stay whole, lowered by ops/recurrent.py; else torch's decomposition
+    unrolls them here (what ops/recurrent.py reproduces: tests/test_recurrent.py compares
+    the two)."""
+    with lstm_state_shapes(), recurrent_shapes(keep_recurrent):
         try:
             ep = torch.export.export(module, tuple(example_inputs), strict=False)
         except Exception as e:
             raise CompileError(f"torch.export could not capture {type(module).__name__}: "
                                f"{e}") from e
-        return ep.run_decompositions(decomposition_table())
+        return ep.run_decompositions(decomposition_table(keep_recurrent))
+
+
+# Recurrent layers' ops, kept whole through export and decomposition. torch computes
+# their outputs while tracing by running their decomposition (torch/_decomp: a few ops
+# per step and direction) on fake tensors, some 6 ms a step, three times over (export,
+# then run_decompositions' retrace): a 6-layer bidirectional GRU over 512 steps took
+# minutes. `recurrent_shapes` gives the tracer their output shapes instead.
+RECURRENT = ("gru.input", "lstm.input", "rnn_tanh.input", "rnn_relu.input")
+
+
+def _recurrent_ops() -> list:
+    return [getattr(getattr(torch.ops.aten, n.split(".")[0]), n.split(".")[1])
+            for n in RECURRENT]
+
+
+def _recurrent_outputs(op_name: str):
+    """A function returning empty tensors of the shapes `op_name` ("gru", "lstm", ...)
+    returns: the output sequence, then the final states (the initial ones' shapes)."""
+    def outputs(input, hx, params, has_biases, num_layers, dropout, train,
+                bidirectional, batch_first):
+        states = tuple(hx) if op_name == "lstm" else (hx,)
+        features = states[0].shape[-1] * (2 if bidirectional else 1)
+        seq = input.new_empty((*input.shape[:2], features))
+        return (seq, *(s.new_empty(s.shape) for s in states))
+    return outputs
+
+
+@contextlib.contextmanager
+def recurrent_shapes(active: bool = True):
+    """While tracing, the RECURRENT ops compute only their outputs' shapes (empty
+    tensors): their CompositeImplicitAutograd kernels and torch._decomp entries are
+    replaced, then restored. Nothing changes when not `active`."""
+    from torch._decomp import decomposition_table as torch_table
+    if not active:
+        yield
+        return
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    saved = [(op, op.py_kernels.get(key), torch_table.get(op)) for op in _recurrent_ops()]
+    for op, _, _ in saved:
+        fn = _recurrent_outputs(op.__name__.split(".")[0])
+        op.py_kernels[key] = fn
+        torch_table[op] = fn
+        op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for op, kernel, decomp in saved:
+            _restore(op.py_kernels, key, kernel)
+            _restore(torch_table, op, decomp)
+            op._dispatch_cache.clear()
+
+
+def _restore(table: dict, key, old) -> None:
+    if old is None:
+        table.pop(key, None)
+    else:
+        table[key] = old
 
 
 @contextlib.contextmanager
@@ -81,10 +143,14 @@ def lstm_state_shapes():
 KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unpool3d")
 
 
-def decomposition_table() -> dict:
+def decomposition_table(keep_recurrent: bool = True) -> dict:
+    """torch.export's default decompositions less the ops kept whole (KEEP_WHOLE, and
+    RECURRENT with `keep_recurrent`)."""
     table = torch.export.default_decompositions()
     for name in KEEP_WHOLE:
         table.pop(getattr(torch.ops.aten, name).default, None)
+    for op in _recurrent_ops() if keep_recurrent else ():
+        table.pop(op, None)
     return table
 
 

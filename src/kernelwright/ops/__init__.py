@@ -32,4 +32,16 @@ def lookup(name: str) -> Callable | None:
     return REGISTRY.get(name)
 
 
-from . import attention, conv, elementwise, linalg, losses, movement, norms, pool, reductions, scans  # noqa: E402, F401, E501
+from . import (  # noqa: E402, F401, E501
+    attention,
+    conv,
+    elementwise,
+    linalg,
+    losses,
+    movement,
+    norms,
+    pool,
+    recurrent,
+    reductions,
+    scans,
+)
