@@ -20,6 +20,7 @@ from conftest import check
 from torch import nn
 
 from kernelwright.capture import export_graph, fx_to_ir
+from kernelwright.schedule import live_nodes
 
 
 class Flat(nn.Module):
@@ -123,8 +124,8 @@ def test_lstm_nested_outputs_and_final_state_shapes():
 
 
 def _ir(module: nn.Module, inputs, keep_recurrent: bool) -> list:
-    """The IR graph of `module`, node by node: op, attributes, shape, dtype and where
-    each input comes from (a node's position, an input's, a constant's data)."""
+    """The IR graph of `module`, its live nodes one by one: op, attributes, shape, dtype
+    and where each input comes from (a node's position, an input's, a constant's data)."""
     ep = export_graph(module, inputs, keep_recurrent=keep_recurrent)
     sig = ep.graph_signature
     constants = {}
@@ -135,6 +136,7 @@ def _ir(module: nn.Module, inputs, keep_recurrent: bool) -> list:
     user = [i for i, s in enumerate(sig.output_specs) if s.kind.name == "USER_OUTPUT"]
     graph = fx_to_ir(ep.graph_module, constants, user)[0].graph
     ids = {v: ("input", i) for i, v in enumerate(graph.inputs)}
+    # (export drops the nodes of unused results, e.g. final states; schedule does too)
 
     def ref(v):
         if v in ids:
@@ -144,7 +146,7 @@ def _ir(module: nn.Module, inputs, keep_recurrent: bool) -> list:
         return (v.kind, v.scalar, v.dtype, v.shape)
 
     nodes = []
-    for n in graph.nodes:
+    for n in live_nodes(graph):
         nodes.append((n.op, repr(sorted(n.attrs.items())), [ref(v) for v in n.inputs],
                       n.out.shape, n.out.dtype))
         ids[n.out] = ("node", len(nodes) - 1)
@@ -164,12 +166,30 @@ def _ir(module: nn.Module, inputs, keep_recurrent: bool) -> list:
     (lambda: nn.LSTM(3, 6, num_layers=2, proj_size=2, batch_first=True), (2, 3, 3), 0),
     (lambda: nn.LSTM(3, 4, bias=False, proj_size=3), (3, 2, 3), 0),
 ])
-def test_lowering_matches_decomposition(make, shape, states):
-    # ops/recurrent.py builds the IR that torch's decomposition of the op gives
+@pytest.mark.parametrize("head", [False, True])
+def test_lowering_matches_decomposition(make, shape, states, head):
+    # ops/recurrent.py builds the IR that torch's decomposition of the op gives; with a
+    # Linear reading the output sequence (a batch_first one is a transposed view, which
+    # decides how the Linear decomposes: capture._recurrent_outputs' strides)
     torch.manual_seed(6)
     rnn = make()
     layers = rnn.num_layers * (2 if rnn.bidirectional else 1)
     size = [(layers, 2, rnn.proj_size or rnn.hidden_size), (layers, 2, rnn.hidden_size)]
     inputs = [torch.randn(shape), *(torch.randn(size[i]) for i in range(states))]
-    module = Flat(rnn).eval()
+    module = (Head(rnn) if head else Flat(rnn)).eval()
     assert _ir(module, inputs, True) == _ir(module, inputs, False)
+
+
+class Head(nn.Module):
+    """A Linear over the recurrent layer's output sequence (the final states unused)."""
+
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+        self.head = nn.Linear(rnn.proj_size or rnn.hidden_size * (2 if rnn.bidirectional
+                                                                  else 1), 2)
+
+    def forward(self, x, *state):
+        if isinstance(self.rnn, nn.LSTM) and state:
+            state = (tuple(state),)
+        return self.head(self.rnn(x, *state)[0])

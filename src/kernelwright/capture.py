@@ -64,13 +64,18 @@ def _recurrent_ops() -> list:
 
 
 def _recurrent_outputs(op_name: str):
-    """A function returning empty tensors of the shapes `op_name` ("gru", "lstm", ...)
-    returns: the output sequence, then the final states (the initial ones' shapes)."""
+    """A function returning empty tensors of the shapes and strides `op_name` ("gru",
+    "lstm", ...) returns as torch decomposes it: the output sequence (batch_first: the
+    transpose of a sequence-major one, which decides how the ops reading it decompose,
+    e.g. a Linear's matmul), then the final states (the initial ones' shapes)."""
     def outputs(input, hx, params, has_biases, num_layers, dropout, train,
                 bidirectional, batch_first):
         states = tuple(hx) if op_name == "lstm" else (hx,)
         features = states[0].shape[-1] * (2 if bidirectional else 1)
-        seq = input.new_empty((*input.shape[:2], features))
+        if batch_first:
+            seq = input.new_empty((input.shape[1], input.shape[0], features)).transpose(0, 1)
+        else:
+            seq = input.new_empty((*input.shape[:2], features))
         return (seq, *(s.new_empty(s.shape) for s in states))
     return outputs
 
