@@ -370,9 +370,9 @@ TILE_EPTS = (1, 2)
 TILE_WGS = (64, 128, 256)
 
 
-class _Without:
+class Without:
     """The values of `values` but `value`, as `in` asks (no copy of a plan-sized set per
-    kernel)."""
+    kernel or group)."""
 
     def __init__(self, values, value: Value) -> None:
         self.values, self.value = values, value
@@ -389,7 +389,7 @@ def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
     dims = [d for d, size in enumerate(out.shape) if size > 1]
     if len(dims) < 2 or out.node is None:
         return None
-    others = _Without(materialized, out)  # read through out's own node
+    others = Without(materialized, out)  # read through out's own node
     zero = (0,) * len(out.shape)
     base = buffer_address(out, zero, others)
 
