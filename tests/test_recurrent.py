@@ -1,20 +1,26 @@
 """Recurrent layers against PyTorch eager: nn.RNN, nn.LSTM, nn.GRU (multi-layer,
 bidirectional, batch_first, unbatched, initial states, proj_size) and the cells.
 
-torch.export's default decomposition unrolls aten.rnn_tanh / rnn_relu / lstm / gru
-(.input) into per-timestep graphs: one matmul for the input projection of all
-timesteps, then per step and direction an addmm with W_hh and the gate arithmetic,
-a flip for the reverse direction and a cat of the step outputs. kernelwright lowers
-that graph as is (2 to 3 kernels per step and direction), so compile time and kernel
-count grow linearly with sequence length: fine for short sequences, slow for long ones
-(there is no persistent recurrent kernel). Cats of more than ir.CAT_FANIN steps are
-built as a tree so that no kernel binds more storage buffers than WebGPU guarantees.
+capture keeps aten.rnn_tanh / rnn_relu / lstm / gru (.input) whole and ops/recurrent.py
+unrolls them into per-timestep graphs, the ATen ops that torch's decomposition gives:
+one matmul for the input projection of all timesteps, then per step and direction an
+addmm with W_hh and the gate arithmetic, a flip for the reverse direction and a cat of
+the step outputs (test_lowering_matches_decomposition: the same IR, node for node).
+kernelwright lowers that graph as is (2 to 3 kernels per step and direction), so
+kernel count grows linearly with sequence length (there is no persistent recurrent
+kernel). Cats of more than ir.CAT_FANIN steps are built as a tree so that no kernel
+binds more storage buffers than WebGPU guarantees.
 """
+
+import hashlib
 
 import pytest
 import torch
 from conftest import check
 from torch import nn
+
+from kernelwright.capture import export_graph, fx_to_ir
+from kernelwright.schedule import live_nodes
 
 
 class Flat(nn.Module):
@@ -115,3 +121,75 @@ def test_lstm_nested_outputs_and_final_state_shapes():
     torch.manual_seed(5)
     check(nn.LSTM(3, 5), torch.randn(4, 2, 3))
     check(LastState(), torch.randn(3, 2, 3))
+
+
+def _ir(module: nn.Module, inputs, keep_recurrent: bool) -> list:
+    """The IR graph of `module`, its live nodes one by one: op, attributes, shape, dtype
+    and where each input comes from (a node's position, an input's, a constant's data)."""
+    ep = export_graph(module, inputs, keep_recurrent=keep_recurrent)
+    sig = ep.graph_signature
+    constants = {}
+    for spec in sig.input_specs:
+        if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+            t = ep.state_dict.get(spec.target)
+            constants[spec.arg.name] = ep.constants[spec.target] if t is None else t
+    user = [i for i, s in enumerate(sig.output_specs) if s.kind.name == "USER_OUTPUT"]
+    graph = fx_to_ir(ep.graph_module, constants, user)[0].graph
+    ids = {v: ("input", i) for i, v in enumerate(graph.inputs)}
+    # (export drops the nodes of unused results, e.g. final states; schedule does too)
+
+    def ref(v):
+        if v in ids:
+            return ids[v]
+        if v.kind == "const":
+            return ("const", hashlib.sha1(v.data.tobytes()).hexdigest(), v.shape)
+        return (v.kind, v.scalar, v.dtype, v.shape)
+
+    nodes = []
+    for n in live_nodes(graph):
+        nodes.append((n.op, repr(sorted(n.attrs.items())), [ref(v) for v in n.inputs],
+                      n.out.shape, n.out.dtype))
+        ids[n.out] = ("node", len(nodes) - 1)
+    return nodes + [[ref(v) for v in graph.outputs]]
+
+
+@pytest.mark.parametrize("make, shape, states", [
+    (lambda: nn.RNN(3, 5, nonlinearity="relu", num_layers=2, bidirectional=True,
+                    batch_first=True), (2, 3, 3), 0),
+    (lambda: nn.RNN(3, 4, bias=False), (3, 2, 3), 1),
+    (lambda: nn.GRU(3, 4, num_layers=2, bidirectional=True), (3, 2, 3), 1),
+    (lambda: nn.GRU(3, 4, bias=False, batch_first=True), (2, 3, 3), 0),
+    (lambda: nn.GRU(3, 4, batch_first=True), (1, 3, 3), 0),
+    (lambda: nn.GRU(3, 4), (3, 3), 0),
+    (lambda: nn.LSTM(3, 5, num_layers=2, bidirectional=True, batch_first=True), (2, 3, 3), 0),
+    (lambda: nn.LSTM(3, 4, num_layers=2, bidirectional=True), (3, 2, 3), 2),
+    (lambda: nn.LSTM(3, 6, num_layers=2, proj_size=2, batch_first=True), (2, 3, 3), 0),
+    (lambda: nn.LSTM(3, 4, bias=False, proj_size=3), (3, 2, 3), 0),
+])
+@pytest.mark.parametrize("head", [False, True])
+def test_lowering_matches_decomposition(make, shape, states, head):
+    # ops/recurrent.py builds the IR that torch's decomposition of the op gives; with a
+    # Linear reading the output sequence (a batch_first one is a transposed view, which
+    # decides how the Linear decomposes: capture._recurrent_outputs' strides)
+    torch.manual_seed(6)
+    rnn = make()
+    layers = rnn.num_layers * (2 if rnn.bidirectional else 1)
+    size = [(layers, 2, rnn.proj_size or rnn.hidden_size), (layers, 2, rnn.hidden_size)]
+    inputs = [torch.randn(shape), *(torch.randn(size[i]) for i in range(states))]
+    module = (Head(rnn) if head else Flat(rnn)).eval()
+    assert _ir(module, inputs, True) == _ir(module, inputs, False)
+
+
+class Head(nn.Module):
+    """A Linear over the recurrent layer's output sequence (the final states unused)."""
+
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+        self.head = nn.Linear(rnn.proj_size or rnn.hidden_size * (2 if rnn.bidirectional
+                                                                  else 1), 2)
+
+    def forward(self, x, *state):
+        if isinstance(self.rnn, nn.LSTM) and state:
+            state = (tuple(state),)
+        return self.head(self.rnn(x, *state)[0])

@@ -41,8 +41,12 @@ def user_line(node: torch.fx.Node) -> str:
     return ""
 
 
-def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.ExportedProgram:
-    """The module's ATen graph. Plain tensor attributes (neither parameters nor registered
+def export_graph(module: torch.nn.Module, example_inputs,
+                 keep_recurrent: bool = True) -> torch.export.ExportedProgram:
+    """The module's core ATen graph. With `keep_recurrent`, the recurrent layers' ops
+    (RECURRENT) stay whole, lowered by ops/recurrent.py; else torch's decomposition
+    unrolls them here (what ops/recurrent.py reproduces: tests/test_recurrent.py compares
+    the two). Plain tensor attributes (neither parameters nor registered
     buffers) become buffers of a shallow copy first (`with_state_buffers`), so that a
     forward that assigns to one (an RNN cell's `self.hidden = tanh(...)`) or changes it in
     place, which torch.export refuses for a constant, is captured. torch.export records
@@ -61,7 +65,7 @@ def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.Export
         if name is not None and value is not m._buffers.get(k):
             reassigned.add(name)
 
-    with lstm_state_shapes():
+    with lstm_state_shapes(), recurrent_shapes(keep_recurrent):
         hook = register_module_buffer_registration_hook(on_assign)
         try:
             ep = torch.export.export(wrapped, tuple(example_inputs), strict=False)
@@ -76,7 +80,7 @@ def export_graph(module: torch.nn.Module, example_inputs) -> torch.export.Export
                                    f"{e}") from e
         finally:
             hook.remove()
-        ep = ep.run_decompositions(decomposition_table())
+        ep = ep.run_decompositions(decomposition_table(keep_recurrent))
         sig = ep.graph_signature
         lost = sorted(reassigned - set(sig.buffers_to_mutate.values()))
         if lost:
@@ -127,6 +131,68 @@ def with_state_buffers(
     return copy_tree(module, ""), names
 
 
+# Recurrent layers' ops, kept whole through export and decomposition. torch computes
+# their outputs while tracing by running their decomposition (torch/_decomp: a few ops
+# per step and direction) on fake tensors, some 6 ms a step, three times over (export,
+# then run_decompositions' retrace): a 6-layer bidirectional GRU over 512 steps took
+# minutes. `recurrent_shapes` gives the tracer their output shapes instead.
+RECURRENT = ("gru.input", "lstm.input", "rnn_tanh.input", "rnn_relu.input")
+
+
+def _recurrent_ops() -> list:
+    return [getattr(getattr(torch.ops.aten, n.split(".")[0]), n.split(".")[1])
+            for n in RECURRENT]
+
+
+def _recurrent_outputs(op_name: str):
+    """A function returning empty tensors of the shapes and strides `op_name` ("gru",
+    "lstm", ...) returns as torch decomposes it: the output sequence (batch_first: the
+    transpose of a sequence-major one, which decides how the ops reading it decompose,
+    e.g. a Linear's matmul), then the final states (the initial ones' shapes)."""
+    def outputs(input, hx, params, has_biases, num_layers, dropout, train,
+                bidirectional, batch_first):
+        states = tuple(hx) if op_name == "lstm" else (hx,)
+        features = states[0].shape[-1] * (2 if bidirectional else 1)
+        if batch_first:
+            seq = input.new_empty((input.shape[1], input.shape[0], features)).transpose(0, 1)
+        else:
+            seq = input.new_empty((*input.shape[:2], features))
+        return (seq, *(s.new_empty(s.shape) for s in states))
+    return outputs
+
+
+@contextlib.contextmanager
+def recurrent_shapes(active: bool = True):
+    """While tracing, the RECURRENT ops compute only their outputs' shapes (empty
+    tensors): their CompositeImplicitAutograd kernels and torch._decomp entries are
+    replaced, then restored. Nothing changes when not `active`."""
+    from torch._decomp import decomposition_table as torch_table
+    if not active:
+        yield
+        return
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    saved = [(op, op.py_kernels.get(key), torch_table.get(op)) for op in _recurrent_ops()]
+    for op, _, _ in saved:
+        fn = _recurrent_outputs(op.__name__.split(".")[0])
+        op.py_kernels[key] = fn
+        torch_table[op] = fn
+        op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for op, kernel, decomp in saved:
+            _restore(op.py_kernels, key, kernel)
+            _restore(torch_table, op, decomp)
+            op._dispatch_cache.clear()
+
+
+def _restore(table: dict, key, old) -> None:
+    if old is None:
+        table.pop(key, None)
+    else:
+        table[key] = old
+
+
 @contextlib.contextmanager
 def lstm_state_shapes():
     """While exporting, each LSTM layer's final states keep the shape of its initial ones.
@@ -169,12 +235,16 @@ KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unp
               "upsample_trilinear3d", "upsample_bicubic2d")
 
 
-def decomposition_table() -> dict:
+def decomposition_table(keep_recurrent: bool = True) -> dict:
+    """torch.export's default decompositions less the ops kept whole (KEEP_WHOLE, and
+    RECURRENT with `keep_recurrent`)."""
     table = torch.export.default_decompositions()
     for name in KEEP_WHOLE:
         packet = getattr(torch.ops.aten, name)
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
+    for op in _recurrent_ops() if keep_recurrent else ():
+        table.pop(op, None)
     return table
 
 

@@ -35,7 +35,13 @@ BUFFER_TYPE = {"f32": "f32", "i32": "i32", "bool": "u32"}
 
 
 def template(name: str) -> Template:
-    return Template((KERNEL_DIR / f"{name}.wgsl").read_text())
+    return Template(_template_text(name))
+
+
+@functools.cache
+def _template_text(name: str) -> str:
+    """A kernels/*.wgsl file's text, read once per process."""
+    return (KERNEL_DIR / f"{name}.wgsl").read_text()
 
 
 def literal(x, dtype: str) -> str:
@@ -585,6 +591,7 @@ def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
     pieces' (they are other buffers): two probes in different pieces are never a step
     of 0 or 1."""
     piece_tag, level = 0, 0
+    numels: dict = {}  # _source_numel's, shared down the walk
     while True:
         if v.kind == "scalar":
             return None
@@ -596,7 +603,7 @@ def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
             tensors = [a for a in node.inputs if a.kind != "scalar"]
             if not tensors:
                 return None
-            x = max(tensors, key=lambda a: _source_numel(a, materialized))
+            x = max(tensors, key=lambda a: _source_numel(a, materialized, numels))
         elif op == "reshape":
             flat = sum(i * s for i, s in zip(idx, contiguous_strides(v.shape)))
             idx = tuple((flat // s) % n for s, n in zip(contiguous_strides(x.shape), x.shape))

@@ -37,6 +37,7 @@ from .plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
 from .templates import (
     ROW_LIMIT,
     KnobChooser,
+    Without,
     generate,
     matmul_loads_once,
     matmul_tiles,
@@ -321,8 +322,9 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
     folded: set[Group] = set()
     for g in groups:
         v = g.root
+        others = Without(roots, v)
         summed = (g.template is not None and inline_sum(g.template)
-                  and _inline_ops(g.template.inputs[0], roots - {v}, set()) == 0)
+                  and _inline_ops(g.template.inputs[0], others, set()) == 0)
         if (g.template is not None and not summed) or v in outputs:
             continue
         readers = {group_of[u] for u in users.get(v, [])}
@@ -333,10 +335,10 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
             continue
         reads: set[Value] = set()
         if v.node.op == "ew" or summed:
-            cheap = (_inline_ops(v, roots - {v}, reads) <= RECOMPUTE_MAX_OPS
+            cheap = (_inline_ops(v, others, reads) <= RECOMPUTE_MAX_OPS
                      and len(reads) <= RECOMPUTE_MAX_READS)
         else:
-            cheap = _in_order_view(v, roots - {v})
+            cheap = _in_order_view(v, others)
         if cheap:
             folded.add(g)
             roots.discard(v)

@@ -370,6 +370,17 @@ TILE_EPTS = (1, 2)
 TILE_WGS = (64, 128, 256)
 
 
+class Without:
+    """The values of `values` but `value`, as `in` asks (no copy of a plan-sized set per
+    kernel or group)."""
+
+    def __init__(self, values, value: Value) -> None:
+        self.values, self.value = values, value
+
+    def __contains__(self, v) -> bool:
+        return v is not self.value and v in self.values
+
+
 def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
     """(A, B) when the value stored at `out` reads its main operand (buffer_address:
     through movement ops and first operands) transposed: the output's innermost dim A of
@@ -378,7 +389,7 @@ def _transposed_dims(out: Value, materialized) -> tuple[int, int] | None:
     dims = [d for d, size in enumerate(out.shape) if size > 1]
     if len(dims) < 2 or out.node is None:
         return None
-    others = {v for v in materialized if v is not out}  # read through out's own node
+    others = Without(materialized, out)  # read through out's own node
     zero = (0,) * len(out.shape)
     base = buffer_address(out, zero, others)
 

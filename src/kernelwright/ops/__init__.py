@@ -41,6 +41,7 @@ from . import (  # noqa: E402, F401, E501
     movement,
     norms,
     pool,
+    recurrent,
     reductions,
     resize,
     scans,
