@@ -14,15 +14,17 @@ loss crosses between host and GPU.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from .. import templates
-from ..capture import decomposition_table, fx_to_ir
+from ..capture import decomposition_table, fx_to_ir, user_line
 from ..compiler import CompiledModule, mutations
 from ..ir import CompileError, GraphBuilder, Value
+from ..ops import lookup
 from ..plan import Plan
 from ..runtime import Device, default_device
 from ..schedule import build_plan
@@ -78,11 +80,66 @@ def capture_joint(model: torch.nn.Module, example_batch: tuple,
                            f"{'' if val is None else list(val.shape)})")
     try:
         with sdpa_kernel(SDPBackend.MATH):
-            ep = _export_forward_backward(ep, joint_loss_index=0)
+            joint = _export_forward_backward(ep, joint_loss_index=0)
     except Exception as e:
         raise CompileError(f"the backward of {type(model).__name__} could not be captured: "
                            f"{e}") from e
-    return ep.run_decompositions(decomposition_table())
+    joint = joint.run_decompositions(decomposition_table())
+    _check_lowerings(joint, ep)
+    return joint
+
+
+def _check_lowerings(joint: torch.export.ExportedProgram,
+                     forward: torch.export.ExportedProgram) -> None:
+    """A CompileError for the first op of the joint graph without a lowering, naming the
+    op and, for an op of the backward, the forward op it differentiates: its module path
+    and source line, from the forward export (the joint graph's own stack traces are
+    those of torch's retrace)."""
+    nodes = [n for n in joint.graph.nodes if n.op == "call_function"]
+    for node in nodes:
+        name = str(node.target)
+        if lookup(name) is not None or node.target is operator.getitem:
+            continue
+        origin = _forward_op(node, nodes, forward)
+        if origin is None:
+            raise CompileError(f"no lowering for ATen op '{name}'")
+        stack = list((origin.meta.get("nn_module_stack") or {}).values())
+        path, cls = stack[-1] if stack else ("", "")
+        where = f"{_strip(path) or 'the model'} ({str(cls).rsplit('.', 1)[-1]})"
+        line = f"\n  at {user_line(origin)}" if user_line(origin) else ""
+        if name == str(origin.target):
+            raise CompileError(f"no lowering for ATen op '{name}' in {where}{line}")
+        raise CompileError(f"no gradient lowering for ATen op '{name}', the backward of "
+                           f"{origin.target} in {where}{line}")
+
+
+def _forward_op(node: torch.fx.Node, joint: list[torch.fx.Node],
+                forward: torch.export.ExportedProgram) -> torch.fx.Node | None:
+    """The forward export's node whose backward (or self) `node` of the joint graph most
+    likely is: one of the joint graph's nodes of the same autograd sequence number that
+    the forward export holds by name, of a related op name (max_pool2d for
+    max_pool2d_with_indices_backward); else the forward export's first node of a related
+    op name; else any of the same sequence number."""
+    ours = {n.name: n for n in forward.graph.nodes}
+    base = _op_name(str(node.target)).removesuffix("_backward")
+
+    def related(n: torch.fx.Node) -> bool:
+        other = _op_name(str(n.target))
+        return base.startswith(other) or other.startswith(base)
+
+    seq = node.meta.get("seq_nr")
+    same = [ours[n.name] for n in joint if seq is not None and n is not node
+            and n.meta.get("seq_nr") == seq and n.name in ours]
+    calls = [n for n in forward.graph.nodes if n.op == "call_function"]
+    for n in [n for n in same if related(n)] + [n for n in calls if related(n)] + same:
+        return n
+    return None
+
+
+def _op_name(target: str) -> str:
+    """An ATen op's name without namespace, overload and leading underscores."""
+    parts = target.split(".")
+    return (parts[1] if len(parts) > 1 else parts[0]).lstrip("_")
 
 
 class TrainingStep:
