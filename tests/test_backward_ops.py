@@ -108,3 +108,46 @@ def test_max_pool_backward(nd, cfg):
         return op.default(gy, x, ks, *args[:3], args[3], idx)
     got = _compiled(backward, gy, x.detach(), idx)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("nd,cfg", [
+    (2, dict(kernel_size=2)),
+    (2, dict(kernel_size=3, stride=2, padding=1)),
+    (2, dict(kernel_size=3, stride=2, padding=1, count_include_pad=False, ceil_mode=True)),
+    (2, dict(kernel_size=(3, 2), stride=(1, 2), divisor_override=5)),
+    (3, dict(kernel_size=2, stride=(1, 2, 2), padding=(1, 0, 1))),
+])
+def test_avg_pool_backward(nd, cfg):
+    torch.manual_seed(3)
+    x = torch.randn(2, 3, *(9, 8, 6)[:nd], requires_grad=True)
+    pool = F.avg_pool2d if nd == 2 else F.avg_pool3d
+    y = pool(x, **cfg)
+    gy = torch.randn_like(y)
+    (want,) = torch.autograd.grad(y, (x,), gy)
+    k = cfg["kernel_size"]
+    ks = [k] * nd if isinstance(k, int) else list(k)
+    s = cfg.get("stride", ks)
+    s = [s] * nd if isinstance(s, int) else list(s)
+    p = cfg.get("padding", 0)
+    p = [p] * nd if isinstance(p, int) else list(p)
+    op = aten.avg_pool2d_backward if nd == 2 else aten.avg_pool3d_backward
+
+    def backward(gy, x):
+        return op.default(gy, x, ks, s, p, cfg.get("ceil_mode", False),
+                          cfg.get("count_include_pad", True), cfg.get("divisor_override"))
+    torch.testing.assert_close(_compiled(backward, gy, x.detach()), want, atol=1e-5,
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("nd,size,out", [(2, (9, 8), (4, 3)), (2, (7, 7), (7, 2)),
+                                         (3, (5, 6, 4), (2, 4, 3))])
+def test_adaptive_avg_pool_backward(nd, size, out):
+    torch.manual_seed(4)
+    x = torch.randn(2, 3, *size, requires_grad=True)
+    pool = F.adaptive_avg_pool2d if nd == 2 else F.adaptive_avg_pool3d
+    y = pool(x, out)
+    gy = torch.randn_like(y)
+    (want,) = torch.autograd.grad(y, (x,), gy)
+    op = aten._adaptive_avg_pool2d_backward if nd == 2 else aten._adaptive_avg_pool3d_backward
+    got = _compiled(lambda gy, x: op.default(gy, x), gy, x.detach())
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

@@ -17,11 +17,19 @@ every gradient is deterministic).
   that a stride-1 `window` view with flipped taps reads, at each input element, every
   window that may contain it; the indices are read plus one, so that the view's zeros
   (outside the output, between the spread entries) name no position.
+* avg_pool2d/3d_backward: the same view of the output's gradient, each window's value
+  divided by its divisor (a constant per window: PyTorch's, for padding, ceil mode and
+  divisor_override), summed over the taps.
+* _adaptive_avg_pool2d/3d_backward: separable, one product per pooled dim by a
+  constant [O, I] matrix of 1 / (window length) inside each window.
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
+import torch
 
 from ..ir import CompileError, GraphBuilder, Value
 from . import register
@@ -91,30 +99,43 @@ def _weight_grad(b: GraphBuilder, a: Value, x: Value, wshape, stride, padding, d
     return b.reshape(product(b, lhs, rhs), tuple(wshape))
 
 
-def _max_pool_backward(b: GraphBuilder, nd: int, gy: Value, x: Value, kernel_size, stride,
-                       padding, dilation, indices: Value) -> Value:
+def _pool_args(nd: int, kernel_size, stride, padding, dilation=1):
     kernel = per_dim(kernel_size, nd, "kernel_size")
     stride = kernel if not stride else per_dim(stride, nd, "stride")
-    padding, dilation = per_dim(padding, nd, "padding"), per_dim(dilation, nd, "dilation")
-    lead, size = x.shape[:len(x.shape) - nd], list(x.shape[len(x.shape) - nd:])
-    g, idx = as_dtype(b, gy, "f32"), b.ew("add", as_dtype(b, indices, "i32"),
-                                           b.scalar(1, "i32"))
-    for j, s in enumerate(stride):  # spread by the stride: entry o at o * s
+    return kernel, stride, per_dim(padding, nd, "padding"), per_dim(dilation, nd, "dilation")
+
+
+def _windows_over(b: GraphBuilder, v: Value, kernel, stride, padding, dilation,
+                  size) -> Value:
+    """For a pooling of geometry (kernel, stride, padding, dilation) over the last nd dims,
+    sized `size`, whose outputs are v [*lead, *O]: at each input position i [*lead, *K,
+    *size], the value of v at each window that tap k of which reads i (k flipped:
+    window o with o * stride - padding + (K - 1 - k) * dilation = i), 0 where none does.
+    v is spread by the stride first (entry o at o * stride, zeros between)."""
+    nd = len(kernel)
+    lead = len(v.shape) - nd
+    for j, s in enumerate(stride):
         if s == 1:
             continue
-        dim = len(lead) + j
-
-        def spread(v: Value, dim=dim, s=s) -> Value:
-            shape = list(v.shape)
-            v = b.pad(b.reshape(v, (*shape[:dim + 1], 1, *shape[dim + 1:])),
-                      [(0, 0)] * (dim + 1) + [(0, s - 1)] + [(0, 0)] * (len(shape) - dim - 1))
-            shape[dim] *= s
-            return b.reshape(v, shape)
-        g, idx = spread(g), spread(idx)
+        shape = list(v.shape)
+        dim = lead + j
+        v = b.pad(b.reshape(v, (*shape[:dim + 1], 1, *shape[dim + 1:])),
+                  [(0, 0)] * (dim + 1) + [(0, s - 1)] + [(0, 0)] * (len(shape) - dim - 1))
+        shape[dim] *= s
+        v = b.reshape(v, shape)
     # input i reads spread entry i + p - k d = i - ((K - 1) d - p) + k' d, k' = K - 1 - k
     reach = [(k - 1) * d - p for k, d, p in zip(kernel, dilation, padding)]
-    gw = b.window(g, kernel, [1] * nd, reach, dilation, size)  # [*lead, *K, *S]
-    iw = b.window(idx, kernel, [1] * nd, reach, dilation, size)
+    return b.window(v, kernel, [1] * nd, reach, dilation, size)
+
+
+def _max_pool_backward(b: GraphBuilder, nd: int, gy: Value, x: Value, kernel_size, stride,
+                       padding, dilation, indices: Value) -> Value:
+    kernel, stride, padding, dilation = _pool_args(nd, kernel_size, stride, padding, dilation)
+    lead, size = x.shape[:len(x.shape) - nd], list(x.shape[len(x.shape) - nd:])
+    # the indices plus one: the view's zeros name no position
+    idx = b.ew("add", as_dtype(b, indices, "i32"), b.scalar(1, "i32"))
+    gw = _windows_over(b, as_dtype(b, gy, "f32"), kernel, stride, padding, dilation, size)
+    iw = _windows_over(b, idx, kernel, stride, padding, dilation, size)
     full = (*lead, *kernel, *size)
     pos = None  # each input element's flat position in its plane, plus one
     for j, n in enumerate(size):
@@ -122,9 +143,47 @@ def _max_pool_backward(b: GraphBuilder, nd: int, gy: Value, x: Value, kernel_siz
         pos = coord if pos is None else b.ew("add", b.ew("mul", pos, b.scalar(n, "i32")),
                                               coord)
     pos = b.ew("add", pos, b.scalar(1, "i32"))
-    hit = b.ew("eq", iw, pos, dtype="bool")
-    picked = b.ew("where", hit, gw, b.scalar(0.0))
+    picked = b.ew("where", b.ew("eq", iw, pos, dtype="bool"), gw, b.scalar(0.0))
     return b.reduce(picked, "sum", list(range(len(lead), len(lead) + nd)))
+
+
+def _avg_pool_backward(b: GraphBuilder, nd: int, gy: Value, x: Value, kernel_size, stride,
+                       padding, ceil_mode, count_include_pad, divisor_override) -> Value:
+    """Each input element sums gy / divisor over the windows containing it; the divisor
+    of each window (PyTorch's, padding and ceil mode included) is a constant, found by
+    pooling ones on the host."""
+    kernel, stride, padding, _ = _pool_args(nd, kernel_size, stride, padding)
+    lead, size = x.shape[:len(x.shape) - nd], list(x.shape[len(x.shape) - nd:])
+    pool = torch.nn.functional.avg_pool2d if nd == 2 else torch.nn.functional.avg_pool3d
+    ones = torch.ones(1, 1, *size)
+    share = pool(ones, kernel, stride, padding, ceil_mode, count_include_pad,
+                 divisor_override)  # (elements counted) / divisor
+    counted = pool(ones, kernel, stride, padding, ceil_mode, count_include_pad, 1)
+    scale = (share / counted.clamp(min=1)).reshape(gy.shape[len(gy.shape) - nd:])
+    g = b.ew("mul", as_dtype(b, gy, "f32"), b.const(scale.numpy().astype(np.float32), "f32"))
+    gw = _windows_over(b, g, kernel, stride, padding, [1] * nd, size)
+    return b.reduce(gw, "sum", list(range(len(lead), len(lead) + nd)))
+
+
+def _adaptive_avg_pool_backward(b: GraphBuilder, nd: int, gy: Value, x: Value) -> Value:
+    """Adaptive average pooling is separable: per pooled dim, output o averages
+    [floor(o I / O), ceil((o + 1) I / O)); the gradient is gy times, along each dim, the
+    [O, I] matrix of 1 / (window length) inside each window, a product per dim."""
+    lead = len(x.shape) - nd
+    g = as_dtype(b, gy, "f32")
+    for j in range(nd):
+        dim = lead + j
+        i_size, o_size = x.shape[dim], g.shape[dim]
+        m = np.zeros((o_size, i_size), np.float32)
+        for o in range(o_size):
+            start, end = o * i_size // o_size, -(-(o + 1) * i_size // o_size)
+            m[o, start:end] = 1.0 / (end - start)
+        order = [d for d in range(len(g.shape)) if d != dim] + [dim]
+        moved = b.permute(g, order)
+        rows = b.reshape(moved, (-1, o_size))
+        out = b.reshape(product(b, rows, b.const(m, "f32")), (*moved.shape[:-1], i_size))
+        g = b.permute(out, [order.index(d) for d in range(len(order))])
+    return g
 
 
 @register("aten.max_pool2d_with_indices_backward.default")
@@ -137,3 +196,27 @@ def max_pool2d_with_indices_backward(b, gy, x, kernel_size, stride, padding, dil
 def max_pool3d_with_indices_backward(b, gy, x, kernel_size, stride, padding, dilation,
                                      ceil_mode, indices):
     return _max_pool_backward(b, 3, gy, x, kernel_size, stride, padding, dilation, indices)
+
+
+@register("aten.avg_pool2d_backward.default")
+def avg_pool2d_backward(b, gy, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override):
+    return _avg_pool_backward(b, 2, gy, x, kernel_size, stride, padding, ceil_mode,
+                              count_include_pad, divisor_override)
+
+
+@register("aten.avg_pool3d_backward.default")
+def avg_pool3d_backward(b, gy, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override):
+    return _avg_pool_backward(b, 3, gy, x, kernel_size, stride, padding, ceil_mode,
+                              count_include_pad, divisor_override)
+
+
+@register("aten._adaptive_avg_pool2d_backward.default")
+def adaptive_avg_pool2d_backward(b, gy, x):
+    return _adaptive_avg_pool_backward(b, 2, gy, x)
+
+
+@register("aten._adaptive_avg_pool3d_backward.default")
+def adaptive_avg_pool3d_backward(b, gy, x):
+    return _adaptive_avg_pool_backward(b, 3, gy, x)

@@ -31,6 +31,8 @@ from ..schedule import build_plan
 from ..tune import device_waves
 from .optim import Optimizer
 
+# the torch versions whose private joint export (_export_forward_backward) is tested here
+JOINT_EXPORT_TESTED = ("2.11", "2.13")
 # torch.nn.utils.clip_grad_norm_'s guard against a zero norm
 CLIP_EPS = 1e-6
 
@@ -60,8 +62,14 @@ def capture_joint(model: torch.nn.Module, example_batch: tuple,
     Attention is exported under the math backend, whose backward is ordinary ATen ops
     (the CPU's flash attention has a CPU-only backward op). Uses torch's private
     torch.export.experimental._export_forward_backward (tested on torch 2.11-2.13)."""
-    from torch.export.experimental import _export_forward_backward
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    try:
+        from torch.export.experimental import _export_forward_backward
+    except ImportError as e:
+        raise CompileError(f"training needs torch.export.experimental._export_forward_backward "
+                           f"(torch {JOINT_EXPORT_TESTED[0]}-{JOINT_EXPORT_TESTED[1]}); torch "
+                           f"{torch.__version__} has none") from e
 
     module = WithLoss(model, loss_fn)
     try:
