@@ -27,6 +27,7 @@ def _mlp() -> nn.Module:
 
 def _cnn() -> nn.Module:
     torch.manual_seed(0)
+    # no bias before batch norm: its gradient is rounding noise, which Adam scales up
     return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
                          nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, stride=2),
                          nn.ReLU(), nn.Flatten(), nn.Linear(16 * 2 * 2, 5)).train()
@@ -81,7 +82,7 @@ def _compare(model, batches, loss_fn, ours, theirs, max_grad_norm=None, param_at
     trained = step.state_dict()
     for name, t in reference.state_dict().items():
         torch.testing.assert_close(trained[name].to(t.dtype), t, atol=param_atol, rtol=1e-3,
-                                   msg=name)
+                                   msg=lambda m, name=name: f"{name}: {m}")
     return step, reference
 
 
@@ -125,6 +126,39 @@ def test_cnn_matches_torch_optim(name):
     step.sync_to(fresh)
     x = torch.randn(2, 3, 12, 12)
     torch.testing.assert_close(fresh.eval()(x), reference.eval()(x), atol=1e-4, rtol=1e-3)
+
+
+class TinyLM(nn.Module):
+    """Embedding, LayerNorm, causal SDPA over two heads, a residual, SiLU, a head."""
+
+    def __init__(self, vocab: int = 20, dim: int = 16) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.ln = nn.Embedding(vocab, dim), nn.LayerNorm(dim)
+        # no bias on qkv: the key's bias has no gradient but rounding noise (it moves every
+        # score of a row alike), which Adam scales to steps of lr in either direction
+        self.qkv, self.o, self.head = (nn.Linear(dim, 3 * dim, bias=False), nn.Linear(dim, dim),
+                                       nn.Linear(dim, vocab))
+
+    def forward(self, tokens):
+        n, t = tokens.shape
+        h = self.emb(tokens)
+        q, k, v = self.qkv(self.ln(h)).view(n, t, 3, 2, -1).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        h = h + self.o(a.transpose(1, 2).reshape(n, t, -1))
+        return self.head(F.silu(h))
+
+
+def _lm_loss(logits, targets):
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), label_smoothing=0.1)
+
+
+def test_tiny_lm_matches_torch_optim():
+    g = torch.Generator().manual_seed(5)
+    batches = [(torch.randint(0, 20, (2, 6), generator=g),
+                torch.randint(0, 20, (2, 6), generator=g)) for _ in range(4)]
+    ours, theirs = OPTIMIZERS["adamw"]
+    _compare(TinyLM(), batches, _lm_loss, ours, theirs, max_grad_norm=1.0)
 
 
 def test_learning_rate_changes_without_recompiling(monkeypatch):
