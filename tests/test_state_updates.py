@@ -41,3 +41,21 @@ def test_a_state_no_kernel_reads_is_still_written():
     (src, dst), = plan.updates
     raw = exe.dev.device.queue.read_buffer(exe.buffers[dst], 0, 16)
     np.testing.assert_allclose(np.frombuffer(raw, np.float32), np.exp(a), rtol=1e-6)
+
+
+def test_a_permuted_state_is_read_as_updated():
+    """A constant the graph updates is transposed at each call, not once at compile time
+    (a training step's nn.Linear weight)."""
+    b = GraphBuilder()
+    x = b.input((2, 3), "f32", "x")
+    w = b.const(np.arange(12, dtype=np.float32).reshape(4, 3), "f32", "w", state=True)
+    out = b.matmul(x, b.permute(w, [1, 0]))
+    b.graph.outputs.append(out)
+    b.graph.updates.append((w, b.ew("add", w, b.scalar(1.0))))
+    plan = build_plan(b.graph, "single", {x: "float32", out: "float32"}, choose=None)
+    exe = Executable(plan)
+    a = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    weight = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for step in range(3):
+        (got,) = exe.run([a])
+        np.testing.assert_allclose(got, a @ (weight + step).T, rtol=1e-5, atol=1e-5)

@@ -5,6 +5,10 @@
 
     torch.compile(module, backend="kernelwright")
 
+    step = kernelwright.compile_training(model, (x, y), loss_fn,
+                                         optimizer=kernelwright.optim.AdamW(lr=1e-3))
+    loss = step(x, y)                    # forward, backward and update on the GPU
+
 The pipeline, one module per stage (docs/ARCHITECTURE.md draws it):
 capture -> ir (+ ops registry) -> schedule (fusion, memory) -> templates/codegen
 -> plan -> runtime.
@@ -14,9 +18,10 @@ from . import runtime
 from .compiler import CompiledModule, compile, plan_module
 from .ir import CompileError
 from .plan import Plan, PlanFileError
+from .train import TrainingStep, compile_training, optim
 
-__all__ = ["CompileError", "CompiledModule", "Plan", "PlanFileError", "compile", "plan_module",
-           "runtime"]
+__all__ = ["CompileError", "CompiledModule", "Plan", "PlanFileError", "TrainingStep", "compile",
+           "compile_training", "optim", "plan_module", "runtime"]
 
 from .dynamo import register as _register_dynamo  # noqa: E402
 

@@ -264,7 +264,8 @@ def to_device_array(t: torch.Tensor) -> np.ndarray:
 
 def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
              keep_outputs: list[int] | None = None,
-             mutations: dict[int, tuple[str, str]] | None = None
+             mutations: dict[int, tuple[str, str]] | None = None,
+             state: frozenset[str] = frozenset()
              ) -> tuple[GraphBuilder, dict[Value, str]]:
     """Lower an ATen FX graph. `constants` maps placeholder names to tensors that are
     part of the model (parameters, buffers); every other placeholder is an input.
@@ -272,7 +273,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
     buffer mutations, e.g. batch norm's running statistics in training mode).
     `mutations` maps a graph output to the placeholder it is the new value of, and that
     tensor's name: a buffer's becomes a state update of the graph (`Graph.updates`), an
-    input's a write back into the caller's tensor (`Graph.writes`).
+    input's a write back into the caller's tensor (`Graph.writes`). `state` names more
+    constant placeholders that the caller will update (a training step's parameters):
+    like those, they are read from their buffers at each call, never folded.
     Returns the builder holding the graph and each input/output's torch dtype."""
     b = GraphBuilder()
     env: dict[torch.fx.Node, object] = {}
@@ -283,7 +286,7 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
         val = node.meta.get("val")
         return val if isinstance(val, torch.Tensor) else None
 
-    changing = {p for p, _ in (mutations or {}).values()}
+    changing = {p for p, _ in (mutations or {}).values()} | set(state)
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             val = meta_of(node)

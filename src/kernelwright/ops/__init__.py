@@ -5,8 +5,8 @@ An entry is a lowering function registered under the op's ATen name
 arguments, with tensors as IR `Value`s and everything else as plain Python, and
 returns the output Value (or a tuple for multi-output ops). Its shape rule is the
 composition of the primitives' shape rules; capture checks the result against the
-shape PyTorch recorded for that node. Backward ATen ops (convolution_backward,
-native_layer_norm_backward, ...) are added the same way.
+shape PyTorch recorded for that node. Backward ATen ops that decomposition leaves in a
+training step's graph (convolution_backward, max pooling's) are in backward.py.
 
 Importing this package imports every family module, which fills REGISTRY.
 """
@@ -34,6 +34,7 @@ def lookup(name: str) -> Callable | None:
 
 from . import (  # noqa: E402, F401, E501
     attention,
+    backward,
     conv,
     elementwise,
     linalg,

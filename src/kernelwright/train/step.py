@@ -1,0 +1,354 @@
+"""A compiled training step: forward, loss, backward, clipping and the optimizer update
+as one plan, one submission of kernels per step.
+
+`compile_training` exports the model with its loss (`capture_joint`: torch.export, then
+torch's joint forward-backward export, which appends the gradients of the loss with
+respect to every parameter to the graph), lowers that graph through the op registry
+(backward ATen ops included: ops/backward.py) and appends the optimizer's update
+(train/optim.py) for every parameter that has a gradient. Parameters and optimizer
+state are constants of the graph that the graph updates (`Graph.updates`): they live
+in GPU buffers, each step reads the values the step before left there, and nothing
+but the batch, a few per-step scalars (the learning rate, bias corrections) and the
+loss crosses between host and GPU.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from .. import templates
+from ..capture import decomposition_table, fx_to_ir, user_line
+from ..compiler import CompiledModule, mutations
+from ..ir import CompileError, GraphBuilder, Value
+from ..ops import lookup
+from ..plan import Plan
+from ..runtime import Device, default_device
+from ..schedule import build_plan
+from ..tune import device_waves
+from .optim import Optimizer
+
+# the torch versions whose private joint export (_export_forward_backward) is tested here
+JOINT_EXPORT_TESTED = ("2.11", "2.13")
+# torch.nn.utils.clip_grad_norm_'s guard against a zero norm
+CLIP_EPS = 1e-6
+
+
+class WithLoss(torch.nn.Module):
+    """The model and its loss as one module: forward(*batch) -> the loss. With a
+    `loss_fn`, the model takes every element of the batch but the last and the loss
+    compares its output with the last (the target); without, the model computes the
+    loss from the whole batch itself."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable | None) -> None:
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def forward(self, *batch):
+        if self.loss_fn is None:
+            return self.model(*batch)
+        return self.loss_fn(self.model(*batch[:-1]), batch[-1])
+
+
+def capture_joint(model: torch.nn.Module, example_batch: tuple,
+                  loss_fn: Callable | None) -> torch.export.ExportedProgram:
+    """The joint forward-backward ATen graph of the model's loss on `example_batch`:
+    outputs LOSS_OUTPUT, GRADIENT_TO_PARAMETER (one per parameter with a gradient) and
+    BUFFER_MUTATION (batch norm's running statistics), after capture's decompositions.
+    Attention is exported under the math backend, whose backward is ordinary ATen ops
+    (the CPU's flash attention has a CPU-only backward op). Uses torch's private
+    torch.export.experimental._export_forward_backward (tested on torch 2.11-2.13)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    try:
+        from torch.export.experimental import _export_forward_backward
+    except ImportError as e:
+        raise CompileError(f"training needs torch.export.experimental._export_forward_backward "
+                           f"(torch {JOINT_EXPORT_TESTED[0]}-{JOINT_EXPORT_TESTED[1]}); torch "
+                           f"{torch.__version__} has none") from e
+
+    module = WithLoss(model, loss_fn)
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            ep = torch.export.export(module, tuple(example_batch), strict=False)
+    except Exception as e:
+        raise CompileError(f"torch.export could not capture {type(model).__name__} with its "
+                           f"loss: {e}") from e
+    loss = [s for s in ep.graph_signature.output_specs if s.kind.name == "USER_OUTPUT"]
+    val = ep.graph_module.graph.find_nodes(op="output")[0].args[0]
+    val = val[0].meta.get("val") if isinstance(val, (list, tuple)) and len(val) == 1 else None
+    if len(loss) != 1 or not isinstance(val, torch.Tensor) or val.numel() != 1 \
+            or not val.dtype.is_floating_point:
+        raise CompileError("the loss must be one floating-point tensor of one element "
+                           f"(got {len(loss)} outputs{'' if val is None else ', ' + str(val.dtype)}"
+                           f"{'' if val is None else list(val.shape)})")
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            joint = _export_forward_backward(ep, joint_loss_index=0)
+    except Exception as e:
+        raise CompileError(f"the backward of {type(model).__name__} could not be captured: "
+                           f"{e}") from e
+    joint = joint.run_decompositions(decomposition_table())
+    _check_lowerings(joint, ep)
+    return joint
+
+
+def _check_lowerings(joint: torch.export.ExportedProgram,
+                     forward: torch.export.ExportedProgram) -> None:
+    """A CompileError for the first op of the joint graph without a lowering, naming the
+    op and, for an op of the backward, the forward op it differentiates: its module path
+    and source line, from the forward export (the joint graph's own stack traces are
+    those of torch's retrace)."""
+    nodes = [n for n in joint.graph.nodes if n.op == "call_function"]
+    for node in nodes:
+        name = str(node.target)
+        if lookup(name) is not None or node.target is operator.getitem:
+            continue
+        origin = _forward_op(node, nodes, forward)
+        if origin is None:
+            raise CompileError(f"no lowering for ATen op '{name}'")
+        stack = list((origin.meta.get("nn_module_stack") or {}).values())
+        path, cls = stack[-1] if stack else ("", "")
+        where = f"{_strip(path) or 'the model'} ({str(cls).rsplit('.', 1)[-1]})"
+        line = f"\n  at {user_line(origin)}" if user_line(origin) else ""
+        if name == str(origin.target):
+            raise CompileError(f"no lowering for ATen op '{name}' in {where}{line}")
+        raise CompileError(f"no gradient lowering for ATen op '{name}', the backward of "
+                           f"{origin.target} in {where}{line}")
+
+
+def _forward_op(node: torch.fx.Node, joint: list[torch.fx.Node],
+                forward: torch.export.ExportedProgram) -> torch.fx.Node | None:
+    """The forward export's node whose backward (or self) `node` of the joint graph most
+    likely is: one of the joint graph's nodes of the same autograd sequence number that
+    the forward export holds by name, of a related op name (max_pool2d for
+    max_pool2d_with_indices_backward); else the forward export's first node of a related
+    op name; else any of the same sequence number."""
+    ours = {n.name: n for n in forward.graph.nodes}
+    base = _op_name(str(node.target)).removesuffix("_backward")
+
+    def related(n: torch.fx.Node) -> bool:
+        other = _op_name(str(n.target))
+        return base.startswith(other) or other.startswith(base)
+
+    seq = node.meta.get("seq_nr")
+    same = [ours[n.name] for n in joint if seq is not None and n is not node
+            and n.meta.get("seq_nr") == seq and n.name in ours]
+    calls = [n for n in forward.graph.nodes if n.op == "call_function"]
+    for n in [n for n in same if related(n)] + [n for n in calls if related(n)] + same:
+        return n
+    return None
+
+
+def _op_name(target: str) -> str:
+    """An ATen op's name without namespace, overload and leading underscores."""
+    parts = target.split(".")
+    return (parts[1] if len(parts) > 1 else parts[0]).lstrip("_")
+
+
+class TrainingStep:
+    """A compiled training step: `step(*batch)` runs forward, loss, backward and the
+    optimizer update on the GPU and returns the loss (a float). Parameters and optimizer
+    state stay on the GPU; `state_dict()` reads the parameters (and buffers) back,
+    `sync_to(model)` copies them into a model, `optimizer_state()` reads the optimizer's
+    state. `lr` is read at every step (set it between steps, or pass `lr_schedule`: step
+    number -> learning rate). A step whose loss or gradient is not finite changes
+    nothing (parameters, optimizer state, buffers): it raises FloatingPointError, or,
+    with `skip_nonfinite`, is counted in `skipped` and returns the loss."""
+
+    def __init__(self, compiled: CompiledModule, optimizer: Optimizer,
+                 params: dict[str, str], optim_state: dict[str, tuple[str, str]],
+                 buffers: dict[str, str], skip_nonfinite: bool,
+                 lr_schedule: Callable[[int], float] | None) -> None:
+        self.compiled = compiled
+        self.optimizer = optimizer
+        self.lr = float(optimizer.lr)
+        self.lr_schedule = lr_schedule
+        self.skip_nonfinite = skip_nonfinite
+        self._params = params  # the parameter's name -> its name in Plan.state
+        self._optim_state = optim_state  # Plan.state name -> (parameter, state name)
+        self._buffers = buffers  # buffer's name -> Plan.state name
+        self.steps = 0  # updates applied
+        self.skipped = 0  # steps skipped for a non-finite loss or gradient
+        self.grad_norm: float | None = None  # the last step's global gradient norm
+
+    @property
+    def plan(self) -> Plan:
+        return self.compiled.plan
+
+    def __call__(self, *batch) -> float:
+        if self.lr_schedule is not None:
+            self.lr = float(self.lr_schedule(self.steps))
+        hyper = self.optimizer.hyper(self.lr, self.steps + 1)
+        hyper_t = torch.tensor(hyper or [0.0], dtype=torch.float32)
+        loss, norm, ok = self.compiled(*batch, hyper_t)
+        self.grad_norm = float(norm)
+        if bool(ok):
+            self.steps += 1
+        elif self.skip_nonfinite:
+            self.skipped += 1
+        else:
+            raise FloatingPointError(
+                f"step {self.steps + self.skipped}: the loss ({float(loss)}) or the gradient "
+                f"norm ({self.grad_norm}) is not finite; parameters and optimizer state are "
+                "left as they were before this step (compile_training(skip_nonfinite=True) "
+                "skips such steps)")
+        return float(loss)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The model's parameters and updated buffers as the GPU holds them, named as in
+        model.state_dict()."""
+        state = self.compiled.state()
+        out = {name: state[key] for name, key in self._params.items()}
+        out.update({name: state[key] for name, key in self._buffers.items()})
+        return out
+
+    def optimizer_state(self) -> dict[str, dict[str, torch.Tensor]]:
+        """The optimizer's state per parameter name, as torch.optim names it."""
+        state = self.compiled.state()
+        out: dict[str, dict[str, torch.Tensor]] = {}
+        for key, (param, name) in self._optim_state.items():
+            out.setdefault(param, {})[name] = state[key]
+        return out
+
+    def sync_to(self, model: torch.nn.Module) -> None:
+        """Copy the trained parameters and buffers into `model` (in place)."""
+        own = dict(model.named_parameters()) | dict(model.named_buffers())
+        with torch.no_grad():
+            for name, t in self.state_dict().items():
+                own[name].copy_(t.reshape(own[name].shape))
+
+
+def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | None,
+                     optimizer: Optimizer, max_grad_norm: float | None = None,
+                     skip_nonfinite: bool = False,
+                     lr_schedule: Callable[[int], float] | None = None,
+                     device: Device | None = None) -> TrainingStep:
+    """Compile one training step of `model` for batches shaped like `example_batch` (a
+    tuple: the model's inputs, then the target `loss_fn(output, target)` compares with;
+    without a loss_fn the model returns the loss itself). The model is traced in its
+    current mode (call model.train() for batch norm's batch statistics). The step clips
+    the gradients to a global 2-norm of `max_grad_norm` when given
+    (torch.nn.utils.clip_grad_norm_) and applies `optimizer` (kernelwright.optim.SGD,
+    Adam, AdamW). See TrainingStep for calling it."""
+    batch = tuple(example_batch) if isinstance(example_batch, (tuple, list)) \
+        else (example_batch,)
+    dev = device or default_device()
+    try:
+        limits = dev.binding_limits
+    except Exception:  # noqa: BLE001 - no adapter: plan without a device's limits
+        limits = None
+    with templates.waves(device_waves(dev)):
+        ep = capture_joint(model, batch, loss_fn)
+        graph, names = _joint_graph(ep, optimizer, max_grad_norm)
+        b, torch_dtypes = graph
+        with templates.precision("strict"):
+            plan = build_plan(b.graph, "tuple", torch_dtypes, limits=limits)
+    plan.scalars = {}
+    compiled = CompiledModule(plan, dev)
+    params, optim_state, buffers = names
+    return TrainingStep(compiled, optimizer, params, optim_state, buffers, skip_nonfinite,
+                        lr_schedule)
+
+
+def _strip(target: str) -> str:
+    """A WithLoss state name as the model names it."""
+    return target.removeprefix("model.")
+
+
+def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
+                 max_grad_norm: float | None):
+    """The IR graph of a training step from the joint export: outputs (loss, global
+    gradient norm, whether the step was applied) and the state updates of parameters,
+    optimizer state and buffers."""
+    sig = ep.graph_signature
+    constants: dict[str, torch.Tensor] = {}
+    param_of: dict[str, str] = {}  # placeholder -> parameter name
+    for spec in sig.input_specs:
+        if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+            t = ep.state_dict.get(spec.target)
+            constants[spec.arg.name] = ep.constants[spec.target] if t is None else t
+            if spec.kind.name == "PARAMETER":
+                param_of[spec.arg.name] = spec.target
+    for name, target in param_of.items():
+        if not constants[name].dtype.is_floating_point:
+            raise CompileError(f"parameter {_strip(target)} is {constants[name].dtype}: "
+                               "only floating-point parameters are trained")
+    outs = sig.output_specs
+    loss_i = [i for i, s in enumerate(outs) if s.kind.name == "LOSS_OUTPUT"]
+    grad_i = [i for i, s in enumerate(outs) if s.kind.name == "GRADIENT_TO_PARAMETER"]
+    b, torch_dtypes = fx_to_ir(ep.graph_module, constants, loss_i + grad_i, mutations(sig),
+                               state=frozenset(param_of))
+    loss, *grads = b.graph.outputs
+    b.graph.outputs = []
+    by_name = {v.name: v for n in b.graph.nodes for v in n.inputs if v.kind == "const"}
+    placeholder = {target: name for name, target in param_of.items()}
+
+    hyper_names = optimizer.hyper_names or ("unused",)
+    hyper = b.input((len(hyper_names),), "f32", "hyper")
+    torch_dtypes[hyper] = "float32"
+    h = {n: b.reshape(b.slice(hyper, 0, i, i + 1), ()) for i, n in enumerate(hyper_names)}
+
+    trained = []  # (parameter name, its constant, its gradient)
+    for i, g in zip(grad_i, grads):
+        target = outs[i].target
+        p = by_name.get(placeholder[target])
+        if p is None:
+            raise CompileError(f"parameter {_strip(target)} has a gradient but the graph never "
+                               "reads it")
+        trained.append((_strip(target), p, b.cast(g, "f32")))
+
+    squares = [b.reduce(b.ew("mul", g, g), "sum", []) for _, _, g in trained]
+    norms = [b.ew("sqrt", s) for s in squares]
+    total_sq = _sum_tree(b, [b.ew("mul", n, n) for n in norms]) if norms else b.scalar(0.0)
+    norm = b.ew("sqrt", total_sq)
+    ok = b.ew("not", b.ew("or", _nonfinite(b, norm), _nonfinite(b, b.cast(loss, "f32"))),
+              dtype="bool")
+    if max_grad_norm is not None:
+        coef = b.ew("div", b.scalar(float(max_grad_norm)),
+                    b.ew("add", norm, b.scalar(CLIP_EPS)))
+        coef = b.ew("minimum", coef, b.scalar(1.0))
+        trained = [(name, p, b.ew("mul", g, coef)) for name, p, g in trained]
+
+    def guarded(old: Value, new: Value) -> Value:
+        return b.ew("where", b.expand(ok, old.shape), new, old, dtype=old.dtype)
+
+    buffers = {}
+    for k, (old, new) in enumerate(b.graph.updates):  # buffers changed by forward
+        b.graph.updates[k] = (old, guarded(old, new))
+        buffers[_strip(old.name)] = old.name
+
+    params, optim_state = {}, {}
+    for name, p, g in trained:
+        states = [b.const(np.zeros(p.shape, np.float32), "f32", f"{name}:{s}", state=True)
+                  for s in optimizer.state_names()]
+        new_p, new_states = optimizer.update(b, p, g, states, h)
+        p.name = name
+        params[name] = name
+        b.graph.updates.append((p, guarded(p, new_p)))
+        for s, new_s, sname in zip(states, new_states, optimizer.state_names()):
+            b.graph.updates.append((s, guarded(s, new_s)))
+            optim_state[s.name] = (name, sname)
+    outputs = [b.ew("copy", b.cast(loss, "f32")), b.ew("copy", norm), b.ew("copy", ok)]
+    for v, dt in zip(outputs, ("float32", "float32", "bool")):
+        torch_dtypes[v] = dt
+    b.graph.outputs = outputs
+    return (b, torch_dtypes), (params, optim_state, buffers)
+
+
+def _nonfinite(b: GraphBuilder, x: Value) -> Value:
+    return b.ew("or", b.ew("isnan", x, dtype="bool"), b.ew("isinf", x, dtype="bool"),
+                dtype="bool")
+
+
+def _sum_tree(b: GraphBuilder, xs: list[Value]) -> Value:
+    """The sum of `xs`, added pairwise."""
+    while len(xs) > 1:
+        xs = [b.ew("add", xs[i], xs[i + 1]) if i + 1 < len(xs) else xs[i]
+              for i in range(0, len(xs), 2)]
+    return xs[0]
+

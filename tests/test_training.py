@@ -1,0 +1,255 @@
+"""Compiled training steps (kernelwright.compile_training) against a PyTorch eager loop
+with torch.optim from the same initial weights and data: the loss at every step, the
+gradient norm, the parameters after the steps; the learning rate changed without
+recompiling; errors for what cannot be trained."""
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import kernelwright
+from kernelwright import CompileError
+from kernelwright.ops import REGISTRY
+from kernelwright.train import step as step_module
+
+STEPS = 20
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Linear(32, 32), nn.GELU(),
+                         nn.Linear(32, 5))
+
+
+def _cnn() -> nn.Module:
+    torch.manual_seed(0)
+    # no bias before batch norm: its gradient is rounding noise, which Adam scales up
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, stride=2),
+                         nn.ReLU(), nn.Flatten(), nn.Linear(16 * 2 * 2, 5)).train()
+
+
+def _batches(shape, classes: int | None, n: int = 4):
+    g = torch.Generator().manual_seed(1)
+    out = []
+    for _ in range(n):
+        x = torch.randn(*shape, generator=g)
+        y = torch.randint(0, classes, (shape[0],), generator=g) if classes else \
+            torch.randn(shape[0], 5, generator=g)
+        out.append((x, y))
+    return out
+
+
+def _eager(model, batches, loss_fn, make_opt, steps, max_grad_norm=None, lrs=None):
+    """Losses and step-0 gradient norm of a torch.optim loop; trains `model` in place."""
+    opt = make_opt(model.parameters())
+    losses, norm0 = [], None
+    for i in range(steps):
+        if lrs is not None:
+            for group in opt.param_groups:
+                group["lr"] = lrs[i]
+        x, y = batches[i % len(batches)]
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters()))
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        opt.step()
+        losses.append(loss.item())
+        norm0 = norm.item() if norm0 is None else norm0
+    return losses, norm0
+
+
+def _compare(model, batches, loss_fn, ours, theirs, max_grad_norm=None, param_atol=1e-4):
+    reference = copy.deepcopy(model)
+    step = kernelwright.compile_training(model, batches[0], loss_fn, optimizer=ours,
+                                         max_grad_norm=max_grad_norm)
+    losses, norms = [], []
+    for i in range(STEPS):
+        losses.append(step(*batches[i % len(batches)]))
+        norms.append(step.grad_norm)
+    want, norm0 = _eager(reference, batches, loss_fn, theirs, STEPS, max_grad_norm)
+    for i, (got, exp) in enumerate(zip(losses, want)):
+        assert math.isclose(got, exp, rel_tol=1e-3), (i, got, exp)
+    assert math.isclose(norms[0], norm0, rel_tol=1e-3), (norms[0], norm0)
+    last = (STEPS - 1) // len(batches) * len(batches)
+    assert want[last] < want[0]  # it trains (the same batch, later)
+    trained = step.state_dict()
+    for name, t in reference.state_dict().items():
+        torch.testing.assert_close(trained[name].to(t.dtype), t, atol=param_atol, rtol=1e-3,
+                                   msg=lambda m, name=name: f"{name}: {m}")
+    return step, reference
+
+
+OPTIMIZERS = {
+    "sgd_momentum": (kernelwright.optim.SGD(lr=0.05, momentum=0.9),
+                     lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
+    "sgd_nesterov_wd": (kernelwright.optim.SGD(lr=0.05, momentum=0.8, nesterov=True,
+                                               weight_decay=1e-2),
+                        lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.8, nesterov=True,
+                                                  weight_decay=1e-2)),
+    "sgd_dampening": (kernelwright.optim.SGD(lr=0.03, momentum=0.5, dampening=0.3),
+                      lambda p: torch.optim.SGD(p, lr=0.03, momentum=0.5, dampening=0.3)),
+    "adam_l2_amsgrad": (kernelwright.optim.Adam(lr=3e-3, weight_decay=1e-2, amsgrad=True),
+                        lambda p: torch.optim.Adam(p, lr=3e-3, weight_decay=1e-2,
+                                                   amsgrad=True)),
+    "adamw": (kernelwright.optim.AdamW(lr=3e-3, betas=(0.8, 0.99), weight_decay=0.1),
+              lambda p: torch.optim.AdamW(p, lr=3e-3, betas=(0.8, 0.99), weight_decay=0.1)),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_mlp_matches_torch_optim(name):
+    ours, theirs = OPTIMIZERS[name]
+    _compare(_mlp(), _batches((16, 12), 5), F.cross_entropy, ours, theirs)
+
+
+def test_mlp_mse_with_clipping():
+    ours, theirs = OPTIMIZERS["adamw"]
+    _compare(_mlp(), _batches((16, 12), None), F.mse_loss, ours, theirs, max_grad_norm=0.05)
+
+
+@pytest.mark.parametrize("name", ["sgd_momentum", "adamw"])
+def test_cnn_matches_torch_optim(name):
+    ours, theirs = OPTIMIZERS[name]
+    model = _cnn()
+    step, reference = _compare(model, _batches((4, 3, 12, 12), 5), F.cross_entropy, ours,
+                               theirs, max_grad_norm=1.0)
+    # batch norm's running statistics are carried from step to step, as eager's
+    assert step.state_dict()["1.num_batches_tracked"].item() == STEPS
+    fresh = _cnn()
+    step.sync_to(fresh)
+    x = torch.randn(2, 3, 12, 12)
+    torch.testing.assert_close(fresh.eval()(x), reference.eval()(x), atol=1e-4, rtol=1e-3)
+
+
+class TinyLM(nn.Module):
+    """Embedding, LayerNorm, causal SDPA over two heads, a residual, SiLU, a head."""
+
+    def __init__(self, vocab: int = 20, dim: int = 16) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.ln = nn.Embedding(vocab, dim), nn.LayerNorm(dim)
+        # no bias on qkv: the key's bias has no gradient but rounding noise (it moves every
+        # score of a row alike), which Adam scales to steps of lr in either direction
+        self.qkv, self.o, self.head = (nn.Linear(dim, 3 * dim, bias=False), nn.Linear(dim, dim),
+                                       nn.Linear(dim, vocab))
+
+    def forward(self, tokens):
+        n, t = tokens.shape
+        h = self.emb(tokens)
+        q, k, v = self.qkv(self.ln(h)).view(n, t, 3, 2, -1).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        h = h + self.o(a.transpose(1, 2).reshape(n, t, -1))
+        return self.head(F.silu(h))
+
+
+def _lm_loss(logits, targets):
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), label_smoothing=0.1)
+
+
+def test_tiny_lm_matches_torch_optim():
+    g = torch.Generator().manual_seed(5)
+    batches = [(torch.randint(0, 20, (2, 6), generator=g),
+                torch.randint(0, 20, (2, 6), generator=g)) for _ in range(4)]
+    ours, theirs = OPTIMIZERS["adamw"]
+    _compare(TinyLM(), batches, _lm_loss, ours, theirs, max_grad_norm=1.0)
+
+
+def test_learning_rate_changes_without_recompiling(monkeypatch):
+    plans = []
+    build = step_module.build_plan
+    monkeypatch.setattr(step_module, "build_plan",
+                        lambda *a, **k: plans.append(1) or build(*a, **k))
+    model, batches = _mlp(), _batches((16, 12), 5)
+    reference = copy.deepcopy(model)
+
+    def warmup_cosine(i: int) -> float:
+        return 0.02 * min(1.0, (i + 1) / 5) * 0.5 * (1 + math.cos(math.pi * i / STEPS))
+
+    lrs = [warmup_cosine(i) for i in range(STEPS)]
+    step = kernelwright.compile_training(model, batches[0], F.cross_entropy,
+                                         optimizer=kernelwright.optim.AdamW(lr=1.0))
+    losses = []
+    for i in range(STEPS):
+        if i < STEPS // 2:
+            step.lr = lrs[i]  # set by hand
+        else:
+            step.lr_schedule = warmup_cosine  # or by a schedule of the step number
+        losses.append(step(*batches[i % len(batches)]))
+    want, _ = _eager(reference, batches, F.cross_entropy,
+                     lambda p: torch.optim.AdamW(p, lr=1.0), STEPS, lrs=lrs)
+    for got, exp in zip(losses, want):
+        assert math.isclose(got, exp, rel_tol=1e-3), (got, exp)
+    assert len(plans) == 1
+    assert step.steps == STEPS
+
+
+def test_nonfinite_loss_raises_and_leaves_the_model(monkeypatch):
+    model, batches = _mlp(), _batches((16, 12), 5)
+    step = kernelwright.compile_training(model, batches[0], F.cross_entropy,
+                                         optimizer=kernelwright.optim.Adam(lr=1e-2))
+    step(*batches[0])
+    before = step.state_dict()
+    moments = step.optimizer_state()
+    bad = batches[1][0].clone()
+    bad[3, 2] = float("nan")
+    with pytest.raises(FloatingPointError, match="not finite"):
+        step(bad, batches[1][1])
+    for name, t in step.state_dict().items():
+        assert torch.equal(t, before[name]), name
+    for name, state in step.optimizer_state().items():
+        for key, t in state.items():
+            assert torch.equal(t, moments[name][key]), (name, key)
+    assert step.steps == 1
+
+
+def test_nonfinite_steps_skipped_when_asked():
+    model, batches = _mlp(), _batches((16, 12), 5)
+    reference = copy.deepcopy(model)
+    step = kernelwright.compile_training(model, batches[0], F.cross_entropy,
+                                         optimizer=kernelwright.optim.Adam(lr=1e-2),
+                                         skip_nonfinite=True)
+    bad = batches[0][0].clone()
+    bad[0, 0] = float("inf")
+    losses = []
+    for i in range(6):
+        if i == 2:
+            assert not math.isfinite(step(bad, batches[0][1]))
+        losses.append(step(*batches[i % len(batches)]))
+    assert step.skipped == 1 and step.steps == 6
+    want, _ = _eager(reference, batches, F.cross_entropy,
+                     lambda p: torch.optim.Adam(p, lr=1e-2), 6)
+    for got, exp in zip(losses, want):  # the skipped step changed nothing, Adam's t included
+        assert math.isclose(got, exp, rel_tol=1e-3), (got, exp)
+
+
+def test_op_without_gradient_lowering_is_a_compile_error(monkeypatch):
+    monkeypatch.delitem(REGISTRY, "aten.max_pool2d_with_indices_backward.default")
+    model = _cnn()
+    with pytest.raises(CompileError, match=r"no gradient lowering for ATen op "
+                                           r"'aten\.max_pool2d_with_indices_backward[^']*'.*"
+                                           r"in 3 \(MaxPool2d\)"):
+        kernelwright.compile_training(model, _batches((4, 3, 12, 12), 5)[0], F.cross_entropy,
+                                      optimizer=kernelwright.optim.SGD(lr=0.1))
+
+
+def test_batch_of_another_shape_is_refused():
+    model, batches = _mlp(), _batches((16, 12), 5)
+    step = kernelwright.compile_training(model, batches[0], F.cross_entropy,
+                                         optimizer=kernelwright.optim.SGD(lr=0.1))
+    with pytest.raises(ValueError, match=r"compiled for float32\[16, 12\]"):
+        step(torch.randn(8, 12), batches[0][1][:8])
+
+
+def test_loss_must_be_one_element():
+    model, batches = _mlp(), _batches((16, 12), None)
+    with pytest.raises(CompileError, match="one floating-point tensor of one element"):
+        kernelwright.compile_training(model, batches[0],
+                                      lambda out, y: F.mse_loss(out, y, reduction="none"),
+                                      optimizer=kernelwright.optim.SGD(lr=0.1))
