@@ -205,6 +205,7 @@ class GraphBuilder:
         # constants permuted (permute): one copy per constant and order, however many
         # times it is read that way (a recurrent layer's weights, once per time step)
         self._permuted: dict[tuple[int, tuple[int, ...]], tuple[Value, Value]] = {}
+        self._state: set[int] = set()  # ids of the constants a call updates (`const`)
 
     def _name(self) -> str:
         self._count += 1
@@ -262,7 +263,10 @@ class GraphBuilder:
         graph updates, which needs a buffer of its own)."""
         if array.ndim == 0 and not state:
             return self.scalar(array.item(), dtype)
-        return Value(tuple(array.shape), dtype, kind="const", name=name or self._name(), data=array)
+        v = Value(tuple(array.shape), dtype, kind="const", name=name or self._name(), data=array)
+        if state:
+            self._state.add(id(v))
+        return v
 
     def scalar(self, x, dtype: str | None = None) -> Value:
         if dtype is None:
@@ -300,9 +304,10 @@ class GraphBuilder:
         dims = [d % len(x.shape) for d in dims] if x.shape else []
         if dims == list(range(len(dims))):
             return x
-        if x.kind == "const":  # a model's weight, transposed once here (nn.Linear's
-            # [N, K] becomes a [K, N] operand that the matmul loads 16 bytes at a time
-            # along N and stages without transposing)
+        if x.kind == "const" and id(x) not in self._state:
+            # a model's weight, transposed once here (nn.Linear's [N, K] becomes a [K, N]
+            # operand that the matmul loads 16 bytes at a time along N and stages without
+            # transposing); never state, whose value a call reads from its own buffer
             key = (id(x), tuple(dims))
             if key not in self._permuted:  # the constant kept too: its id stays its own
                 data = np.ascontiguousarray(np.transpose(x.data, dims))
