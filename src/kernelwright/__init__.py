@@ -5,6 +5,8 @@
 
     torch.compile(module, backend="kernelwright")
 
+    tokens = kernelwright.generate(causal_lm, input_ids, max_new_tokens=32)
+
 The pipeline, one module per stage (docs/ARCHITECTURE.md draws it):
 capture -> ir (+ ops registry) -> schedule (fusion, memory) -> templates/codegen
 -> plan -> runtime.
@@ -12,11 +14,12 @@ capture -> ir (+ ops registry) -> schedule (fusion, memory) -> templates/codegen
 
 from . import runtime
 from .compiler import CompiledModule, compile, plan_module
+from .generate import generate
 from .ir import CompileError
 from .plan import Plan, PlanFileError
 
-__all__ = ["CompileError", "CompiledModule", "Plan", "PlanFileError", "compile", "plan_module",
-           "runtime"]
+__all__ = ["CompileError", "CompiledModule", "Plan", "PlanFileError", "compile", "generate",
+           "plan_module", "runtime"]
 
 from .dynamo import register as _register_dynamo  # noqa: E402
 
