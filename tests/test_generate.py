@@ -25,6 +25,12 @@ def tiny(name: str) -> torch.nn.Module:
             hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=160, max_position_embeddings=256)
         return transformers.Qwen2ForCausalLM(config).eval()
+    if name == "mistral":  # every layer slides: 18 tokens pass its 8-token window
+        config = transformers.MistralConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=128, max_position_embeddings=256,
+            sliding_window=8)
+        return transformers.MistralForCausalLM(config).eval()
     config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=200,
                                      n_positions=256, bos_token_id=0, eos_token_id=199)
     return transformers.GPT2LMHeadModel(config).eval()
@@ -43,7 +49,8 @@ def eager_greedy(model, ids, new):
     return ids
 
 
-@pytest.mark.parametrize("name,batch", [("llama", 1), ("gpt2", 2), ("qwen2", 1)])
+@pytest.mark.parametrize("name,batch", [("llama", 1), ("gpt2", 2), ("qwen2", 1),
+                                        ("mistral", 1)])
 def test_greedy_tokens_are_eager_transformers(name, batch, llama):
     model = llama if name == "llama" else tiny(name)
     before = compiled_plans(model)
@@ -125,3 +132,17 @@ def test_a_prompt_longer_than_max_length_is_refused(llama):
                               max_new_tokens=4)
     with pytest.raises(ValueError, match="max_position_embeddings"):
         kernelwright.generate(llama, torch.zeros(1, 250, dtype=torch.long), max_new_tokens=8)
+
+
+def test_mixed_full_and_sliding_layers_are_refused_past_the_window():
+    """One mask serves every layer: a model whose layers mix full and sliding attention
+    runs within its window only."""
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=64, use_sliding_window=True, sliding_window=8,
+        max_window_layers=1)
+    model = transformers.Qwen2ForCausalLM(config).eval()
+    with pytest.raises(ValueError, match="sliding window"):
+        kernelwright.generate(model, torch.zeros(1, 5, dtype=torch.long), max_new_tokens=8)
+    assert compiled_plans(model) == 0

@@ -67,13 +67,16 @@ class CacheModule(torch.nn.Module):
     its keys and values registered buffers (`keys_{i}`, `values_{i}`: [batch, heads,
     length, head_dim]). forward(input_ids [batch, T], positions [T], last [1]) runs the
     tokens at cache positions `positions`, each attending to the cache positions up to
-    its own, writes their keys and values into the cache, and returns the logits of
-    token `last` ([batch, vocab])."""
+    its own (and, with a sliding `window`, fewer than `window` before it), writes their
+    keys and values into the cache, and returns the logits of token `last`
+    ([batch, vocab])."""
 
-    def __init__(self, model: torch.nn.Module, batch: int, length: int) -> None:
+    def __init__(self, model: torch.nn.Module, batch: int, length: int,
+                 window: int | None = None) -> None:
         super().__init__()
         self.model = model
         self.length = length
+        self.window = window
         params = inspect.signature(model.forward).parameters
         self.cache_arg = "cache" if "cache" in params else "past_key_values"
         self.keeps_logits = "logits_to_keep" in params
@@ -102,6 +105,8 @@ class CacheModule(torch.nn.Module):
         b, t = input_ids.shape
         slots = torch.arange(self.length, device=positions.device)
         allowed = slots.unsqueeze(0) <= positions.unsqueeze(1)  # [T, length]
+        if self.window is not None:
+            allowed &= slots.unsqueeze(0) > positions.unsqueeze(1) - self.window
         dtype = self.keys_0.dtype
         mask = torch.zeros(t, self.length, dtype=dtype).masked_fill(
             ~allowed, torch.finfo(dtype).min)
@@ -179,19 +184,29 @@ def _choose(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: in
     return torch.multinomial(probs, 1, generator=generator)[:, 0]
 
 
+def sliding_window(config) -> tuple[int | None, bool]:
+    """The model's sliding attention window (None: none) and whether every layer slides
+    (Mistral) rather than some (layer_types mixing full and sliding attention)."""
+    window = getattr(config, "sliding_window", None)
+    kinds = getattr(config, "layer_types", None)
+    if not window or (kinds is not None and "sliding_attention" not in kinds):
+        return None, False
+    return window, kinds is None or all(k == "sliding_attention" for k in kinds)
+
+
 def _cache_length(config, need: int, max_length: int | None) -> int:
     """The KV cache's length: `max_length`, else `need` rounded up to a power of two, at
-    least MIN_CACHE; at most the model's positions and its sliding window (where one
-    applies: a longer cache would need a mask per layer kind, which is not built)."""
+    least MIN_CACHE; at most the model's positions, and its sliding window where only
+    some layers slide (a longer cache would need a mask per layer kind, not built)."""
     caps = []
     positions = getattr(config, "max_position_embeddings", None) or getattr(
         config, "n_positions", None)
     if positions:
         caps.append(("the model's max_position_embeddings", positions))
-    window = getattr(config, "sliding_window", None)
-    kinds = getattr(config, "layer_types", None)
-    if window and (kinds is None or "sliding_attention" in kinds):
-        caps.append(("its sliding window (longer sequences are not supported)", window))
+    window, everywhere = sliding_window(config)
+    if window and not everywhere:
+        caps.append(("the sliding window of its sliding layers (a model mixing full and "
+                     "sliding layers is supported within the window only)", window))
     cap = min((c for _, c in caps), default=None)
     if max_length is not None:
         length = max_length
@@ -254,7 +269,8 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     caches = _PLANS.setdefault(model, {})
     plans = caches.get((batch, cache_len))
     if plans is None or plans.stale():
-        plans = caches[(batch, cache_len)] = _Plans(CacheModule(model, batch, cache_len))
+        plans = caches[(batch, cache_len)] = _Plans(
+            CacheModule(model, batch, cache_len, sliding_window(config)[0]))
 
     width = _bucket(length, cache_len)
     padded = torch.zeros(batch, width, dtype=torch.long)  # id 0: any id of the vocabulary
