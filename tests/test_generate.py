@@ -2,6 +2,9 @@
 static KV cache on the GPU, giving eager transformers' greedy tokens, with a bounded
 number of compiled plans (one decode step, one per prompt bucket)."""
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -64,6 +67,11 @@ def test_greedy_tokens_are_eager_transformers(name, batch, llama):
     assert torch.equal(got, static)
     assert torch.equal(got, eager_greedy(model, ids, 12))
     assert compiled_plans(model) <= before + 2  # the prompt's bucket and the decode step
+    if model is not llama:  # the plans kept for a model do not keep it alive
+        gone = weakref.ref(model)
+        del model
+        gc.collect()
+        assert gone() is None
 
 
 def test_prompt_lengths_share_a_bounded_set_of_plans(llama):

@@ -29,7 +29,8 @@ from .compiler import CompiledModule, compile
 MIN_PROMPT = 16  # the smallest prompt bucket
 MIN_CACHE = 256  # the shortest KV cache made when max_length is not given
 
-# model -> (batch, cache length) -> _Plans: the compiled plans of each cache
+# model -> (batch, cache length) -> _Plans: the compiled plans of each cache (holding
+# no reference to the model, so that they go with it)
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -119,10 +120,13 @@ class CacheModule(torch.nn.Module):
 
 class _Plans:
     """The compiled plans of one cache: the decode step's and one per prompt bucket, all
-    reading and updating the same cache buffers on the GPU."""
+    reading and updating the same cache buffers on the GPU. Each is compiled from a
+    CacheModule made for it (the same buffers by name and shape), dropped after."""
 
-    def __init__(self, module: CacheModule) -> None:
-        self.module = module
+    def __init__(self, model: torch.nn.Module, batch: int, length: int,
+                 window: int | None) -> None:
+        self.model = weakref.ref(model)
+        self.shape = (batch, length, window)
         self.first: CompiledModule | None = None
         self.plans: dict[int, CompiledModule] = {}  # tokens per call -> plan
 
@@ -130,13 +134,15 @@ class _Plans:
         """Whether the model's weights changed since the plans were compiled."""
         return self.first is not None and bool(self.first.changed_weights())
 
-    def get(self, batch: int, tokens: int, device, progress) -> CompiledModule:
+    def get(self, tokens: int, device, progress) -> CompiledModule:
+        """The plan that runs `tokens` tokens per row, compiled if it is not yet."""
         plan = self.plans.get(tokens)
         if plan is None:
+            batch = self.shape[0]
             example = [torch.zeros(batch, tokens, dtype=torch.long),
                        torch.arange(tokens), torch.zeros(1, dtype=torch.long)]
-            plan = compile(self.module, example, device=device, progress=progress,
-                           share_state=self.first)
+            plan = compile(CacheModule(self.model(), *self.shape), example, device=device,
+                           progress=progress, share_state=self.first)
             self.first = self.first or plan
             self.plans[tokens] = plan
         return plan
@@ -269,13 +275,13 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     caches = _PLANS.setdefault(model, {})
     plans = caches.get((batch, cache_len))
     if plans is None or plans.stale():
-        plans = caches[(batch, cache_len)] = _Plans(
-            CacheModule(model, batch, cache_len, sliding_window(config)[0]))
+        plans = caches[(batch, cache_len)] = _Plans(model, batch, cache_len,
+                                                    sliding_window(config)[0])
 
     width = _bucket(length, cache_len)
     padded = torch.zeros(batch, width, dtype=torch.long)  # id 0: any id of the vocabulary
     padded[:, :length] = ids
-    logits = plans.get(batch, width, device, progress)(
+    logits = plans.get(width, device, progress)(
         padded, torch.arange(width), torch.tensor([length - 1]))
     out = [ids]
     done = torch.zeros(batch, dtype=torch.bool)
@@ -290,7 +296,7 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
         # an ended row's next token is its own business (rows never attend to each
         # other): an id of the vocabulary, whatever the pad id is
         fed = torch.where(done, 0, token) if eos else token
-        logits = plans.get(batch, 1, device, progress)(
+        logits = plans.get(1, device, progress)(
             fed.unsqueeze(1), torch.tensor([length + step]), torch.zeros(1, dtype=torch.long))
     return torch.cat(out, dim=1)
 
