@@ -75,3 +75,26 @@ def test_two_compiled_shapes_share_one_state():
     torch.testing.assert_close(other(y), (eager.total + y)[:1] * 2)
     eager.total.add_(y)
     torch.testing.assert_close(first(x), eager(x))
+
+
+class Slots(torch.nn.Module):
+    """A cache buffer written along an inner dim (a KV cache's sequence dim), read whole."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(2, 5, 3))
+
+    def forward(self, pos, k):
+        self.cache.index_copy_(1, pos, k)
+        return self.cache.sum(1)
+
+
+def test_a_buffer_written_along_an_inner_dim_reads_the_state_it_carries():
+    """Each call reads the buffer as the last call left it, not its value at compile
+    time, also where the write permutes it (index_copy_ off dim 0)."""
+    eager, module = Slots(), Slots()
+    cm = kernelwright.compile(module, [torch.tensor([0]), torch.zeros(2, 1, 3)])
+    for step in range(3):
+        pos, k = torch.tensor([step]), torch.full((2, 1, 3), float(step + 1))
+        torch.testing.assert_close(cm(pos, k), eager(pos, k))
+    torch.testing.assert_close(cm.state()["cache"], eager.cache)

@@ -8,6 +8,7 @@
     step = kernelwright.compile_training(model, (x, y), loss_fn,
                                          optimizer=kernelwright.optim.AdamW(lr=1e-3))
     loss = step(x, y)                    # forward, backward and update on the GPU
+    tokens = kernelwright.generate(causal_lm, input_ids, max_new_tokens=32)
 
 The pipeline, one module per stage (docs/ARCHITECTURE.md draws it):
 capture -> ir (+ ops registry) -> schedule (fusion, memory) -> templates/codegen
@@ -16,12 +17,13 @@ capture -> ir (+ ops registry) -> schedule (fusion, memory) -> templates/codegen
 
 from . import runtime
 from .compiler import CompiledModule, compile, plan_module
+from .generate import generate
 from .ir import CompileError
 from .plan import Plan, PlanFileError
 from .train import TrainingStep, compile_training, optim
 
 __all__ = ["CompileError", "CompiledModule", "Plan", "PlanFileError", "TrainingStep", "compile",
-           "compile_training", "optim", "plan_module", "runtime"]
+           "compile_training", "generate", "optim", "plan_module", "runtime"]
 
 from .dynamo import register as _register_dynamo  # noqa: E402
 

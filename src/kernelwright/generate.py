@@ -1,0 +1,323 @@
+"""Text generation with a transformers causal language model on kernelwright's kernels.
+
+`generate(model, input_ids, max_new_tokens=...)` runs a causal LM (Llama, Qwen2,
+Mistral, GPT-2, ...) with a static KV cache held on the GPU: `CacheModule` wraps the
+model with the cache's keys and values as registered buffers that its forward
+updates in place, so a compiled plan carries them from call to call
+(CompiledModule.state). One plan decodes a token ([B, 1]); a prompt runs through a
+plan for its length rounded up to a power of two (at least MIN_PROMPT, at most the
+cache's length), right-padded: the causal mask keeps the padding out of every real
+token's attention, the logits are taken at the last real token, and decoding starts
+at the real length, overwriting the padded slots before any query may see them. All
+plans of one cache share its buffers (compile's `share_state`) and are kept on the
+model (`compiled_plans`), so another call whose prompt falls in a compiled bucket
+compiles nothing.
+
+Tokens are chosen on the host: greedily (the argmax, as transformers' greedy search)
+or sampled with a torch.Generator after temperature, top-k and top-p filtering.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+
+import torch
+
+from .compiler import CompiledModule, compile
+
+MIN_PROMPT = 16  # the smallest prompt bucket
+MIN_CACHE = 256  # the shortest KV cache made when max_length is not given
+
+# model -> (batch, cache length) -> _Plans: the compiled plans of each cache (holding
+# no reference to the model, so that they go with it)
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _BufferCache:
+    """The `cache` handed to the model: each attention layer's `update` writes its new
+    keys and values at `positions` into the owner's buffers and returns the whole
+    buffers (every slot; the attention mask hides those not yet written)."""
+
+    def __init__(self, owner: CacheModule, positions: torch.Tensor) -> None:
+        self.owner = owner
+        self.positions = positions
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
+               *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        keys = getattr(self.owner, f"keys_{layer_idx}")
+        values = getattr(self.owner, f"values_{layer_idx}")
+        keys.index_copy_(2, self.positions, key_states.to(keys.dtype))
+        values.index_copy_(2, self.positions, value_states.to(values.dtype))
+        return keys, values
+
+
+class _ShapeProbe:
+    """A cache that records the keys' and values' shapes of each layer (an eager run)."""
+
+    def __init__(self) -> None:
+        self.shapes: dict[int, tuple[torch.Size, torch.Size, torch.dtype]] = {}
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        self.shapes[layer_idx] = (key_states.shape, value_states.shape, key_states.dtype)
+        return key_states, value_states
+
+
+class CacheModule(torch.nn.Module):
+    """A causal LM with a static KV cache of `length` positions for `batch` sequences,
+    its keys and values registered buffers (`keys_{i}`, `values_{i}`: [batch, heads,
+    length, head_dim]). forward(input_ids [batch, T], positions [T], last [1]) runs the
+    tokens at cache positions `positions`, each attending to the cache positions up to
+    its own (and, with a sliding `window`, fewer than `window` before it), writes their
+    keys and values into the cache, and returns the logits of token `last`
+    ([batch, vocab])."""
+
+    def __init__(self, model: torch.nn.Module, batch: int, length: int,
+                 window: int | None = None) -> None:
+        super().__init__()
+        self.model = model
+        self.length = length
+        self.window = window
+        params = inspect.signature(model.forward).parameters
+        self.cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.keeps_logits = "logits_to_keep" in params
+        probe = _ShapeProbe()
+        with torch.no_grad():
+            self._run(torch.zeros(batch, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long),
+                      probe, torch.zeros(batch, 1, 1, 1))
+        self.layers = len(probe.shapes)
+        for i in range(self.layers):
+            k, v, dtype = probe.shapes[i]
+            self.register_buffer(f"keys_{i}", torch.zeros(batch, k[1], length, k[3], dtype=dtype))
+            self.register_buffer(f"values_{i}",
+                                 torch.zeros(batch, v[1], length, v[3], dtype=dtype))
+
+    def _run(self, input_ids, positions, cache, mask, last=None):
+        kwargs = {self.cache_arg: cache, "use_cache": True}
+        if last is not None and self.keeps_logits:
+            kwargs["logits_to_keep"] = last
+        b, t = input_ids.shape
+        return self.model(input_ids=input_ids, attention_mask=mask,
+                          position_ids=positions.unsqueeze(0).expand(b, t),
+                          **kwargs).logits
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                last: torch.Tensor) -> torch.Tensor:
+        b, t = input_ids.shape
+        slots = torch.arange(self.length, device=positions.device)
+        allowed = slots.unsqueeze(0) <= positions.unsqueeze(1)  # [T, length]
+        if self.window is not None:
+            allowed &= slots.unsqueeze(0) > positions.unsqueeze(1) - self.window
+        dtype = self.keys_0.dtype
+        mask = torch.zeros(t, self.length, dtype=dtype).masked_fill(
+            ~allowed, torch.finfo(dtype).min)
+        mask = mask.view(1, 1, t, self.length).expand(b, 1, t, self.length)
+        logits = self._run(input_ids, positions, _BufferCache(self, positions), mask, last)
+        if not self.keeps_logits or logits.shape[1] != 1:
+            logits = logits.index_select(1, last)
+        return logits[:, 0]
+
+
+class _Plans:
+    """The compiled plans of one cache: the decode step's and one per prompt bucket, all
+    reading and updating the same cache buffers on the GPU. Each is compiled from a
+    CacheModule made for it (the same buffers by name and shape), dropped after."""
+
+    def __init__(self, model: torch.nn.Module, batch: int, length: int,
+                 window: int | None) -> None:
+        self.model = weakref.ref(model)
+        self.shape = (batch, length, window)
+        self.first: CompiledModule | None = None
+        self.plans: dict[int, CompiledModule] = {}  # tokens per call -> plan
+
+    def stale(self) -> bool:
+        """Whether the model's weights changed since the plans were compiled."""
+        return self.first is not None and bool(self.first.changed_weights())
+
+    def get(self, tokens: int, device, progress) -> CompiledModule:
+        """The plan that runs `tokens` tokens per row, compiled if it is not yet."""
+        plan = self.plans.get(tokens)
+        if plan is None:
+            batch = self.shape[0]
+            example = [torch.zeros(batch, tokens, dtype=torch.long),
+                       torch.arange(tokens), torch.zeros(1, dtype=torch.long)]
+            plan = compile(CacheModule(self.model(), *self.shape), example, device=device,
+                           progress=progress, share_state=self.first)
+            self.first = self.first or plan
+            self.plans[tokens] = plan
+        return plan
+
+
+def compiled_plans(model: torch.nn.Module) -> int:
+    """How many plans `generate` holds for `model` (decode steps and prompt buckets, over
+    all its caches)."""
+    return sum(len(p.plans) for p in _PLANS.get(model, {}).values())
+
+
+def _bucket(n: int, cap: int) -> int:
+    """`n` rounded up to a power of two, at least MIN_PROMPT, at most `cap`."""
+    return min(max(MIN_PROMPT, 1 << (n - 1).bit_length()), cap)
+
+
+def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                  top_p: float | None = None) -> torch.Tensor:
+    """`logits` [B, vocab] divided by `temperature`, with -inf for every token outside the
+    `top_k` most likely and outside the smallest set of most likely tokens whose
+    probability reaches `top_p` (at least one kept), in transformers' order
+    (temperature, top-k, top-p)."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    logits = logits.float() / temperature
+    if top_k is not None and top_k > 0:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        ordered, order = torch.sort(logits, dim=-1, descending=True)
+        probs = ordered.softmax(-1)
+        # a token goes when the tokens more likely than it already reach top_p
+        drop = probs.cumsum(-1) - probs >= top_p
+        drop[:, 0] = False
+        logits = logits.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+    return logits
+
+
+def _choose(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: int | None,
+            top_p: float | None, generator: torch.Generator | None) -> torch.Tensor:
+    """The next token of each row of `logits` [B, vocab]."""
+    if not do_sample:
+        return logits.argmax(-1)
+    probs = filter_logits(logits, temperature, top_k, top_p).softmax(-1)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+
+def sliding_window(config) -> tuple[int | None, bool]:
+    """The model's sliding attention window (None: none) and whether every layer slides
+    (Mistral) rather than some (layer_types mixing full and sliding attention)."""
+    window = getattr(config, "sliding_window", None)
+    kinds = getattr(config, "layer_types", None)
+    if not window or (kinds is not None and "sliding_attention" not in kinds):
+        return None, False
+    return window, kinds is None or all(k == "sliding_attention" for k in kinds)
+
+
+def _cache_length(config, need: int, max_length: int | None) -> int:
+    """The KV cache's length: `max_length`, else `need` rounded up to a power of two, at
+    least MIN_CACHE; at most the model's positions, and its sliding window where only
+    some layers slide (a longer cache would need a mask per layer kind, not built)."""
+    caps = []
+    positions = getattr(config, "max_position_embeddings", None) or getattr(
+        config, "n_positions", None)
+    if positions:
+        caps.append(("the model's max_position_embeddings", positions))
+    window, everywhere = sliding_window(config)
+    if window and not everywhere:
+        caps.append(("the sliding window of its sliding layers (a model mixing full and "
+                     "sliding layers is supported within the window only)", window))
+    cap = min((c for _, c in caps), default=None)
+    if max_length is not None:
+        length = max_length
+    else:
+        length = max(MIN_CACHE, 1 << (need - 1).bit_length())
+        length = max(need, min(length, cap)) if cap else length
+    for what, c in caps:
+        if length > c:
+            raise ValueError(f"{length} tokens exceed {what}: {c}")
+    return length
+
+
+@torch.no_grad()
+def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: int | None = None,
+             do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
+             top_p: float | None = None, generator: torch.Generator | None = None,
+             eos_token_id: int | list[int] | None = None, max_length: int | None = None,
+             device=None, progress: float | None = 2.0) -> torch.Tensor:
+    """Continue each row of `input_ids` ([B, L] token ids, one length for all rows) with
+    up to `max_new_tokens` tokens computed by kernelwright's kernels, as transformers'
+    `model.generate` does without an attention mask; returns [B, L + new] ids.
+
+    Greedy (`do_sample=False`) picks the most likely token; sampling draws from the
+    softmax of logits / `temperature`, kept to the `top_k` most likely tokens and the
+    smallest set whose probability reaches `top_p` (`filter_logits`), with `generator`
+    (a CPU torch.Generator: the same seed, the same tokens). A row that produced
+    `eos_token_id` (an id or a list; default the model's generation config's) goes on
+    with the pad token (the config's, else the end token) until all rows ended.
+    `max_length` bounds prompt + new tokens and is the KV cache's length; without it
+    the cache holds prompt and new tokens rounded up to a power of two, at least
+    MIN_CACHE. Plans are compiled once per cache length, batch and prompt bucket and
+    kept on the model (`compiled_plans`); after the model's weights change they are
+    compiled again. `device` and `progress` are compile's."""
+    if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+        raise ValueError(f"input_ids must be [batch, length] with length > 0, got "
+                         f"{list(input_ids.shape)}")
+    if model.training:
+        raise ValueError("generate needs the model in eval mode (model.eval())")
+    vocab = model.get_input_embeddings().num_embeddings
+    ids = input_ids.long()
+    if int(ids.min()) < 0 or int(ids.max()) >= vocab:
+        raise ValueError(f"input_ids hold ids outside the vocabulary [0, {vocab})")
+    batch, length = ids.shape
+    if max_new_tokens is None and max_length is None:
+        raise ValueError("give max_new_tokens or max_length")
+    if max_length is not None and length >= max_length:
+        raise ValueError(f"the prompt ({length} tokens) leaves no room in max_length "
+                         f"{max_length}")
+    new = max_new_tokens if max_new_tokens is not None else max_length - length
+    if max_length is not None:
+        new = min(new, max_length - length)
+    if new <= 0:
+        return ids.clone()
+    config = model.config.get_text_config(decoder=True) if hasattr(
+        model.config, "get_text_config") else model.config
+    cache_len = _cache_length(config, length + new, max_length)
+    eos = _eos_ids(model, eos_token_id)
+    pad = _pad_id(model, eos)
+
+    caches = _PLANS.setdefault(model, {})
+    plans = caches.get((batch, cache_len))
+    if plans is None or plans.stale():
+        plans = caches[(batch, cache_len)] = _Plans(model, batch, cache_len,
+                                                    sliding_window(config)[0])
+
+    width = _bucket(length, cache_len)
+    padded = torch.zeros(batch, width, dtype=torch.long)  # id 0: any id of the vocabulary
+    padded[:, :length] = ids
+    logits = plans.get(width, device, progress)(
+        padded, torch.arange(width), torch.tensor([length - 1]))
+    out = [ids]
+    done = torch.zeros(batch, dtype=torch.bool)
+    for step in range(new):
+        token = _choose(logits, do_sample, temperature, top_k, top_p, generator)
+        if eos:
+            token = torch.where(done, torch.tensor(pad), token)
+            done |= torch.isin(token, torch.tensor(eos))
+        out.append(token.unsqueeze(1))
+        if step == new - 1 or bool(done.all()):
+            break
+        # an ended row's next token is its own business (rows never attend to each
+        # other): an id of the vocabulary, whatever the pad id is
+        fed = torch.where(done, 0, token) if eos else token
+        logits = plans.get(1, device, progress)(
+            fed.unsqueeze(1), torch.tensor([length + step]), torch.zeros(1, dtype=torch.long))
+    return torch.cat(out, dim=1)
+
+
+generate.compiled_plans = compiled_plans  # kernelwright.generate.compiled_plans(model)
+
+
+def _generation_config(model):
+    return getattr(model, "generation_config", None) or getattr(model, "config", None)
+
+
+def _eos_ids(model, eos_token_id) -> list[int]:
+    """The end-of-sequence ids: `eos_token_id`, else the model's generation config's."""
+    if eos_token_id is None:
+        eos_token_id = getattr(_generation_config(model), "eos_token_id", None)
+    if eos_token_id is None:
+        return []
+    return [int(eos_token_id)] if isinstance(eos_token_id, int) else [int(e) for e in eos_token_id]
+
+
+def _pad_id(model, eos: list[int]) -> int | None:
+    """The id that follows an ended row's end token: the pad id, else the first end id."""
+    pad = getattr(_generation_config(model), "pad_token_id", None)
+    return int(pad) if pad is not None else (eos[0] if eos else None)

@@ -1,0 +1,156 @@
+"""kernelwright.generate: transformers causal LMs decoding on kernelwright's kernels with a
+static KV cache on the GPU, giving eager transformers' greedy tokens, with a bounded
+number of compiled plans (one decode step, one per prompt bucket)."""
+
+import gc
+import weakref
+
+import pytest
+import torch
+
+transformers = pytest.importorskip(
+    "transformers", reason="generate's tests need transformers (pip install -e '.[models]')")
+
+import kernelwright  # noqa: E402
+from kernelwright.generate import compiled_plans, filter_logits  # noqa: E402
+
+
+def tiny(name: str) -> torch.nn.Module:
+    """A randomly initialised two-layer model of family `name` (no download)."""
+    torch.manual_seed(0)
+    if name == "llama":
+        config = transformers.LlamaConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=128, max_position_embeddings=256)
+        return transformers.LlamaForCausalLM(config).eval()
+    if name == "qwen2":
+        config = transformers.Qwen2Config(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=160, max_position_embeddings=256)
+        return transformers.Qwen2ForCausalLM(config).eval()
+    if name == "mistral":  # every layer slides: 18 tokens pass its 8-token window
+        config = transformers.MistralConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=128, max_position_embeddings=256,
+            sliding_window=8)
+        return transformers.MistralForCausalLM(config).eval()
+    config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=200,
+                                     n_positions=256, bos_token_id=0, eos_token_id=199)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return tiny("llama")
+
+
+def eager_greedy(model, ids, new):
+    """Greedy tokens of the model run without a cache: the argmax of a full forward."""
+    with torch.no_grad():
+        for _ in range(new):
+            ids = torch.cat([ids, model(ids).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    return ids
+
+
+@pytest.mark.parametrize("name,batch", [("llama", 1), ("gpt2", 2), ("qwen2", 1),
+                                        ("mistral", 1)])
+def test_greedy_tokens_are_eager_transformers(name, batch, llama):
+    model = llama if name == "llama" else tiny(name)
+    before = compiled_plans(model)
+    ids = torch.randint(0, 100, (batch, 6), generator=torch.Generator().manual_seed(1))
+    got = kernelwright.generate(model, ids, max_new_tokens=12, eos_token_id=[])
+    want = model.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=None,
+                          pad_token_id=0)
+    assert torch.equal(got, want)
+    static = model.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=None,
+                            pad_token_id=0, cache_implementation="static")
+    assert torch.equal(got, static)
+    assert torch.equal(got, eager_greedy(model, ids, 12))
+    assert compiled_plans(model) <= before + 2  # the prompt's bucket and the decode step
+    if model is not llama:  # the plans kept for a model do not keep it alive
+        gone = weakref.ref(model)
+        del model
+        gc.collect()
+        assert gone() is None
+
+
+def test_prompt_lengths_share_a_bounded_set_of_plans(llama):
+    """Prompts of 3 to 12 tokens share the 16-token bucket, 20 the 32-token one; all
+    share one decode plan; a second round compiles nothing."""
+    before = compiled_plans(llama)
+    for n in (3, 5, 9, 12, 20):
+        ids = torch.randint(0, 128, (1, n), generator=torch.Generator().manual_seed(n))
+        got = kernelwright.generate(llama, ids, max_new_tokens=8, eos_token_id=[])
+        assert torch.equal(got, eager_greedy(llama, ids, 8)), n
+    counted = compiled_plans(llama)
+    assert counted <= 3 and counted - before <= 1  # at most the new 32-token bucket
+    for n in (4, 17):
+        kernelwright.generate(llama, torch.zeros(1, n, dtype=torch.long), max_new_tokens=3)
+    assert compiled_plans(llama) == counted == kernelwright.generate.compiled_plans(llama)
+
+
+def test_generation_stops_at_the_end_token(llama):
+    ids = torch.randint(0, 128, (1, 5), generator=torch.Generator().manual_seed(7))
+    free = kernelwright.generate(llama, ids, max_new_tokens=8, eos_token_id=[])[0, 5:]
+    # the first new token that is none of those before it ends the sequence there
+    stop = next(j for j in range(1, 8) if int(free[j]) not in free[:j].tolist())
+    got = kernelwright.generate(llama, ids, max_new_tokens=8, eos_token_id=int(free[stop]))
+    assert torch.equal(got[0, 5:], free[:stop + 1])
+    want = llama.generate(ids, max_new_tokens=8, do_sample=False,
+                          eos_token_id=int(free[stop]), pad_token_id=0)
+    assert torch.equal(got, want)
+
+
+def test_sampling_is_reproducible_with_a_seeded_generator(llama):
+    ids = torch.randint(0, 128, (1, 5), generator=torch.Generator().manual_seed(3))
+
+    def sample(seed, **kw):
+        return kernelwright.generate(llama, ids, max_new_tokens=10, do_sample=True,
+                                     generator=torch.Generator().manual_seed(seed),
+                                     eos_token_id=[], **kw)
+
+    first = sample(0, temperature=0.8, top_k=20, top_p=0.9)
+    assert first.shape == (1, 15) and torch.equal(first[:, :5], ids)
+    assert torch.equal(first, sample(0, temperature=0.8, top_k=20, top_p=0.9))
+    # one token left by top-k or top-p: sampling is greedy
+    greedy = kernelwright.generate(llama, ids, max_new_tokens=10, eos_token_id=[])
+    assert torch.equal(sample(1, top_k=1), greedy)
+    assert torch.equal(sample(2, top_p=1e-6), greedy)
+
+
+def test_filter_logits_matches_transformers_warpers():
+    from transformers.generation.logits_process import (
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+    for seed in range(4):
+        logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(seed)) * 3
+        want = TemperatureLogitsWarper(0.7)(None, logits.clone())
+        want = TopKLogitsWarper(12)(None, want)
+        want = TopPLogitsWarper(0.8)(None, want)
+        got = filter_logits(logits, 0.7, 12, 0.8)
+        assert torch.equal(got.isinf(), want.isinf())
+        torch.testing.assert_close(got[~got.isinf()], want[~want.isinf()])
+
+
+def test_a_prompt_longer_than_max_length_is_refused(llama):
+    with pytest.raises(ValueError, match="max_length"):
+        kernelwright.generate(llama, torch.zeros(1, 40, dtype=torch.long), max_length=32,
+                              max_new_tokens=4)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        kernelwright.generate(llama, torch.zeros(1, 250, dtype=torch.long), max_new_tokens=8)
+
+
+def test_mixed_full_and_sliding_layers_are_refused_past_the_window():
+    """One mask serves every layer: a model whose layers mix full and sliding attention
+    runs within its window only."""
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=64, use_sliding_window=True, sliding_window=8,
+        max_window_layers=1)
+    model = transformers.Qwen2ForCausalLM(config).eval()
+    with pytest.raises(ValueError, match="sliding window"):
+        kernelwright.generate(model, torch.zeros(1, 5, dtype=torch.long), max_new_tokens=8)
+    assert compiled_plans(model) == 0
