@@ -137,3 +137,12 @@ def test_unsplittable_kernel_is_a_clear_error(small_device):
     module = Fn(torch.matmul)
     with pytest.raises(RuntimeError, match="split this kernel into chunks"):
         kernelwright.compile(module, [r(4, 200), r(200, 200)], device=small_device)
+
+
+def test_reads_that_are_no_box_of_their_buffer(small_device):
+    # a scan of all but the last column (cumsum exclusive): each chunk reads its rows of
+    # x, bound whole and sliced; rows of 101 floats: windows start at unaligned bytes
+    def exclusive(x):
+        return torch.cat([torch.zeros_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)], 1)
+
+    check(small_device, exclusive, [r(300, 101)], atol=1e-3)

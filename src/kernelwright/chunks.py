@@ -119,6 +119,13 @@ def contiguous_range(shape, box: Box) -> tuple[int, int] | None:
     return start, start + math.prod(hi - lo for lo, hi in box)
 
 
+def enclosing(shape, box: Box) -> Box:
+    """The smallest contiguous box holding `box`: its dims up to the first one that
+    takes more than one index as they are, the dims after it whole."""
+    k = next((d for d, (a, b) in enumerate(box) if b - a > 1), len(shape))
+    return (*box[:k + 1], *full(shape[k + 1:]))
+
+
 def range_box(shape, a: int, b: int) -> Box | None:
     """The contiguous box of `shape` covering flat [a, b) exactly, or None."""
     for k in range(len(shape) - 1, -1, -1):
@@ -284,17 +291,21 @@ class _Restrictor:
 
     def _build(self, v: Value, box: Box) -> Value:
         if self._is_leaf(v):
-            if contiguous_range(v.shape, box) is not None:
-                self.windows[leaf := Value(_shape(box), v.dtype, kind="input", name=v.name)] = \
-                    _window(v, box, self.limits)
-                return leaf
-            if nbytes(v) > self.limits.max_bytes:
-                raise _TooLarge(f"{v}{list(box)} is no range of its buffer")
-            for d, (a, b) in enumerate(box):  # bound whole, sliced
-                if (a, b) != (0, v.shape[d]):
-                    v = self._node("slice", [v], (*v.shape[:d], b - a, *v.shape[d + 1:]),
-                                   v.dtype, {"dim": d, "start": a, "step": 1})
-            return v
+            # bound over the range of memory that holds the box (its leading dims' range,
+            # the rest whole), or whole where that does not fit; sliced to the box
+            outer = enclosing(v.shape, box)
+            try:
+                base, at = self._window_leaf(v, outer), outer
+            except _TooLarge:
+                if nbytes(v) > self.limits.max_bytes:
+                    raise
+                base, at = v, full(v.shape)
+            for d, ((a, b), (lo, _)) in enumerate(zip(box, at)):
+                if (a, b) != at[d] or base.shape[d] != b - a:
+                    base = self._node("slice", [base], (*base.shape[:d], b - a,
+                                                        *base.shape[d + 1:]),
+                                      v.dtype, {"dim": d, "start": a - lo, "step": 1})
+            return base
         node = v.node
         if box == full(v.shape):  # the root, whole
             return v
@@ -317,6 +328,26 @@ class _Restrictor:
         return self._node(node.op, inputs, _shape(box), v.dtype,
                           node.attrs if attrs is None else attrs, node)
 
+    def _window_leaf(self, v: Value, box: Box) -> Value:
+        """A value standing for a window of v's buffer that holds contiguous `box`."""
+        return self._range_leaf(v, *contiguous_range(v.shape, box), _shape(box))
+
+    def _range_leaf(self, v: Value, a: int, b: int, shape) -> Value:
+        """A value of `shape` standing for elements [a, b) of v's buffer, bound as one
+        window; where a's byte is not aligned as the device requires, the window starts
+        at the aligned byte before it and the value is a slice of it, reshaped."""
+        item = ITEMSIZE[v.dtype]
+        skip = a * item % self.limits.align // item
+        w = _checked(Window(v, (a - skip) * item, (b - a + skip) * item), self.limits)
+        leaf = Value((b - a + skip,) if skip else tuple(shape), v.dtype, kind="input",
+                     name=v.name)
+        self.windows[leaf] = w
+        if not skip:
+            return leaf
+        part = self._node("slice", [leaf], (b - a,), v.dtype, {"dim": 0, "start": skip, "step": 1})
+        return part if len(shape) == 1 else self._node("reshape", [part], tuple(shape),
+                                                        v.dtype, {})
+
     def flat(self, v: Value, a: int, b: int) -> Value:
         """v's elements [a, b) in row-major order, as a 1-d value: a range of a reshape
         that is no box of the reshaped value (a loss's sum of (x - y)^2 over all of a
@@ -327,9 +358,7 @@ class _Restrictor:
             return self.memo[key]
         node = v.node
         if self._is_leaf(v):
-            w = _checked(Window(v, a * ITEMSIZE[v.dtype], (b - a) * ITEMSIZE[v.dtype]),
-                         self.limits)
-            self.windows[new := Value((b - a,), v.dtype, kind="input", name=v.name)] = w
+            new = self._range_leaf(v, a, b, (b - a,))
         elif node.op in ("ew", "materialize"):
             new = self._node(node.op, [x if x.kind == "scalar" else self.flat(x, a, b)
                                        for x in node.inputs], (b - a,), v.dtype, node.attrs, node)
