@@ -77,6 +77,20 @@ class Chunk:
     label: str = ""
 
 
+@dataclass
+class Space:
+    """What a chunk's windows must respect: the device's limits, and the bytes per device
+    buffer of each value larger than the device's largest buffer (`plan_segments`; a
+    value not listed: `segment_bytes`)."""
+
+    limits: BindingLimits
+    segments: dict[int, int] = field(default_factory=dict)  # id(value) -> bytes per buffer
+
+    def segment(self, v: Value) -> int:
+        s = self.segments.get(id(v))
+        return segment_bytes(v, self.limits) if s is None else s
+
+
 def nbytes(v: Value) -> int:
     return max(4, v.numel * ITEMSIZE[v.dtype])
 
@@ -97,6 +111,75 @@ def segment_bytes(v: Value, limits: BindingLimits) -> int:
     if size % limits.align or size > limits.max_buffer:
         size = limits.max_buffer // limits.align * limits.align
     return size
+
+
+def unit_windows(root: Value, tnode: Node | None, phases, materialized: set[Value],
+                 limits: BindingLimits) -> dict[Value, int]:
+    """Bytes per chunk unit (one index of the stored value's first dim larger than 1) of
+    each buffer the kernel storing `root` would bind a window of, the stored value's own
+    included; empty where the kernel cannot be chunked that way."""
+    level = next((d for d, n in enumerate(root.shape) if n > 1), None)
+    if level is None:
+        return {}
+    size = root.shape[level]
+    free = Space(BindingLimits(limits.max_bindings, 1 << 62, 1, 1 << 62))
+
+    def windows(length: int) -> dict[Value, int]:
+        r = _Restrictor(materialized, root, free)
+        r.value(root, (*full(root.shape[:level]), (0, length), *full(root.shape[level + 1:])))
+        r.template(tnode)
+        for t, v in phases:
+            r.template(t), r.rebuilt(v)
+        return {w.value: w.nbytes for w in r.windows.values()}
+
+    try:  # per unit: what two more units add (one unit alone may bind less than a row)
+        if size >= 4:
+            two, four = windows(2), windows(4)
+            units = {v: (four[v] - two.get(v, 0)) // 2 for v in four}
+            units = {v: g for v, g in units.items() if g > 0}  # a window every chunk shares
+        else:
+            units = windows(1)
+    except Unsplittable:
+        return {}
+    units[root] = nbytes(root) // size
+    return units
+
+
+def plan_segments(units: list[dict[Value, int]], limits: BindingLimits
+                  ) -> tuple[Space, list[list[int]]]:
+    """The bytes per device buffer of each value larger than the device's largest buffer,
+    and, per kernel, the chunk lengths to try first. Chunks of several kernels window
+    one such value (an elementwise kernel writing it by rows, a reduction reading it in
+    pieces of another length): a device buffer's size is a power-of-two multiple of the
+    least common multiple of their units, so that each kernel has chunk lengths (the
+    divisors of the buffer's size in its units) whose windows never cross from one
+    device buffer to the next. `units` is `unit_windows` of each kernel to split."""
+    grains: dict[int, list[int]] = {}
+    values: dict[int, Value] = {}
+    for u in units:
+        for v, g in u.items():
+            if nbytes(v) > limits.max_buffer:
+                grains.setdefault(id(v), []).append(g)
+                values[id(v)] = v
+    segments = {}
+    for key, gs in grains.items():
+        grain = math.lcm(*gs, limits.align)
+        if grain <= limits.max_buffer:
+            segments[key] = grain << ((limits.max_buffer // grain).bit_length() - 1)
+    space = Space(limits, segments)
+    hints = []
+    for u in units:
+        q = [space.segment(v) // g for v, g in u.items() if space.segment(v)
+             and space.segment(v) % g == 0]
+        common = math.gcd(*q) if q else 0
+        hints.append(divisors(common)[:64])
+    return space, hints
+
+
+def divisors(n: int) -> list[int]:
+    """n's divisors, largest first (none for 0)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0] if n > 0 else []
+    return sorted(set(small) | {n // d for d in small}, reverse=True)
 
 
 def needs_split(gen: Generated, root: Value, limits: BindingLimits) -> bool:
@@ -144,9 +227,11 @@ def range_box(shape, a: int, b: int) -> Box | None:
 
 def split_kernel(root: Value, tnode: Node | None, phases: list[tuple[Node, Value]],
                  materialized: set[Value], choose: KnobChooser | None,
-                 limits: BindingLimits) -> list[Chunk] | None:
+                 space: Space, hints: list[int] = ()) -> list[Chunk] | None:
     """The chunks of the kernel storing `root` (template `tnode`, row-kernel `phases`),
-    each binding at most limits.max_bytes; None when it cannot be split."""
+    each binding at most space.limits.max_bytes; None when it cannot be split. `hints`:
+    chunk lengths along the first dim larger than 1 to try first (`plan_segments`)."""
+    limits = space.limits
     biggest = max(nbytes(v) for v in [root, *materialized_reads(root, materialized)])
     for level in range(len(root.shape)):  # chunks along dim `level`
         size = root.shape[level]
@@ -158,13 +243,18 @@ def split_kernel(root: Value, tnode: Node | None, phases: list[tuple[Node, Value
         row_bytes = nbytes(root) // (outer * size)
         n = max(1, math.ceil(biggest / limits.max_bytes / outer))
         tried: set[int] = set()
+        first = [length for length in hints if length < size or outer > 1]
+        hints = ()  # for the first level only
         while n <= size and n * outer <= MAX_CHUNKS:
-            for length in _aligned_lengths(math.ceil(size / n), size, row_bytes, limits.align):
+            lengths = first or _aligned_lengths(math.ceil(size / n), size, row_bytes,
+                                                limits.align)
+            first = []
+            for length in lengths:
                 if length in tried or length == size and outer == 1:
                     continue
                 tried.add(length)
                 try:
-                    return _chunks(root, tnode, phases, materialized, choose, limits, level,
+                    return _chunks(root, tnode, phases, materialized, choose, space, level,
                                    length)
                 except _TooLarge:
                     continue
@@ -174,7 +264,7 @@ def split_kernel(root: Value, tnode: Node | None, phases: list[tuple[Node, Value
     return None
 
 
-def _chunks(root, tnode, phases, materialized, choose, limits, level: int,
+def _chunks(root, tnode, phases, materialized, choose, space: Space, level: int,
             length: int) -> list[Chunk]:
     shape = root.shape
     size = shape[level]
@@ -186,7 +276,7 @@ def _chunks(root, tnode, phases, materialized, choose, limits, level: int,
             rest //= shape[d]
         for a in range(0, size, length):
             boxes.append((*reversed(lead), (a, min(size, a + length)), *full(shape[level + 1:])))
-    return [_chunk(root, tnode, phases, materialized, choose, limits, box,
+    return [_chunk(root, tnode, phases, materialized, choose, space, box,
                    f"{i + 1}/{len(boxes)}") for i, box in enumerate(boxes)]
 
 
@@ -220,35 +310,35 @@ def _aligned_lengths(base: int, size: int, row_bytes: int, align: int) -> list[i
     return [n for n in dict.fromkeys(out) if 0 < n <= size]
 
 
-def _chunk(root, tnode, phases, materialized, choose, limits, box: Box,
+def _chunk(root, tnode, phases, materialized, choose, space: Space, box: Box,
            label: str) -> Chunk:
-    r = _Restrictor(materialized, root, limits)
+    r = _Restrictor(materialized, root, space)
     new_root = r.value(root, box)
-    out = _window(root, box, limits)
+    out = _window(root, box, space)
     new_tnode = r.template(tnode)
     new_phases = [(r.template(t), r.rebuilt(v)) for t, v in phases]
     gen = generate(new_root, new_tnode, set(materialized) | {new_root}, id, choose,
                    new_phases, False)
     for v in gen.reads:
-        if v not in r.windows and nbytes(v) > limits.max_bytes:
+        if v not in r.windows and nbytes(v) > space.limits.max_bytes:
             raise _TooLarge(f"{v} is read whole")
     return Chunk(gen, {v: w for v, w in r.windows.items() if v in gen.reads}, out, label)
 
 
-def _window(v: Value, box: Box, limits: BindingLimits) -> Window:
+def _window(v: Value, box: Box, space: Space) -> Window:
     """The window of v's buffer holding `box`, or _TooLarge when the box is not one
     aligned range of memory that fits a binding."""
     flat = contiguous_range(v.shape, box)
     if flat is None:
         raise _TooLarge(f"{v}{list(box)} is no range of its buffer")
     item = ITEMSIZE[v.dtype]
-    return _checked(Window(v, flat[0] * item, (flat[1] - flat[0]) * item), limits)
+    return _checked(Window(v, flat[0] * item, (flat[1] - flat[0]) * item), space)
 
 
-def _checked(w: Window, limits: BindingLimits) -> Window:
+def _checked(w: Window, space: Space) -> Window:
     """w, or _TooLarge where it is misaligned, larger than one binding, or crosses from
-    one device buffer of its value to the next (segment_bytes)."""
-    seg = segment_bytes(w.value, limits)
+    one device buffer of its value to the next (Space.segment)."""
+    limits, seg = space.limits, space.segment(w.value)
     if (w.offset % limits.align or w.nbytes > limits.max_bytes
             or seg and w.offset // seg != (w.offset + w.nbytes - 1) // seg):
         raise _TooLarge(f"{w.value}: bytes [{w.offset}, +{w.nbytes}) misaligned, too large "
@@ -261,8 +351,9 @@ class _Restrictor:
     docstring): `value(v, box)` is v restricted to the box, in new nodes where anything
     changes, with windows for the buffers it reads over a contiguous box."""
 
-    def __init__(self, materialized: set[Value], root: Value, limits: BindingLimits) -> None:
-        self.materialized, self.root, self.limits = materialized, root, limits
+    def __init__(self, materialized: set[Value], root: Value, space: Space) -> None:
+        self.materialized, self.root, self.space = materialized, root, space
+        self.limits = space.limits
         self.windows: dict[Value, Window] = {}
         self.memo: dict[tuple[int, Box], Value] = {}
         self.by_value: dict[int, list[Value]] = {}
@@ -338,7 +429,7 @@ class _Restrictor:
         at the aligned byte before it and the value is a slice of it, reshaped."""
         item = ITEMSIZE[v.dtype]
         skip = a * item % self.limits.align // item
-        w = _checked(Window(v, (a - skip) * item, (b - a + skip) * item), self.limits)
+        w = _checked(Window(v, (a - skip) * item, (b - a + skip) * item), self.space)
         leaf = Value((b - a + skip,) if skip else tuple(shape), v.dtype, kind="input",
                      name=v.name)
         self.windows[leaf] = w

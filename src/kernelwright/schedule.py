@@ -30,7 +30,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .chunks import Chunk, Window, needs_split, segment_bytes, split_kernel
+from .chunks import (
+    Chunk,
+    Space,
+    Window,
+    needs_split,
+    plan_segments,
+    split_kernel,
+    unit_windows,
+)
 from .codegen import contiguous_strides, used_bindings
 from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from .plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
@@ -700,17 +708,22 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                          read_only_in_band(g.root, users, outputs))
                 for g in groups]
         chunked = [[Chunk(gen)] for gen in gens]
+        space = None
         if limits is None:
             break
         cuts = {binding_cut(g, materialized) for g, gen in zip(groups, gens)
                 if len(used_bindings(gen.source)) > limits.max_bindings} - {None}
         if not cuts:  # kernels over more bytes than one binding holds: chunks
-            for i, (g, gen) in enumerate(zip(groups, gens)):
-                if not needs_split(gen, g.root, limits):
-                    continue
-                parts = split_kernel(g.root, g.template,
-                                     [(p.template, p.root) for p in g.phases],
-                                     materialized, choose, limits)
+            split = [i for i, (g, gen) in enumerate(zip(groups, gens))
+                     if needs_split(gen, g.root, limits)]
+            phases = {i: [(p.template, p.root) for p in groups[i].phases] for i in split}
+            space, hints = plan_segments(
+                [unit_windows(groups[i].root, groups[i].template, phases[i], materialized,
+                              limits) for i in split], limits)
+            for i, hint in zip(split, hints):
+                g = groups[i]
+                parts = split_kernel(g.root, g.template, phases[i], materialized, choose,
+                                     space, hint)
                 if parts:
                     chunked[i] = parts
                 else:  # one of its inline values stored, then both parts chunked
@@ -730,7 +743,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     constants: dict[int, np.ndarray] = {}
 
     def new_buffer(v: Value, kind: str) -> int:
-        seg = 0 if limits is None else segment_bytes(v, limits)
+        seg = 0 if limits is None else (space or Space(limits)).segment(v)
         buffers.append(Buffer(len(buffers), max(4, v.numel * ITEMSIZE[v.dtype]), kind, v.dtype,
                               seg))
         return len(buffers) - 1
@@ -775,7 +788,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             need = max(4, v.numel * ITEMSIZE[v.dtype])
             # a value held in several device buffers (segment_bytes) has its own
             fits = [b for b in free if buffers[b].nbytes >= need and buffers[b].dtype == v.dtype
-                    and not buffers[b].segment and not (limits and segment_bytes(v, limits))]
+                    and not buffers[b].segment
+                    and not (limits and (space or Space(limits)).segment(v))]
             if fits:
                 b = min(fits, key=lambda b: buffers[b].nbytes)
                 free.remove(b)
