@@ -146,3 +146,11 @@ def test_reads_that_are_no_box_of_their_buffer(small_device):
         return torch.cat([torch.zeros_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)], 1)
 
     check(small_device, exclusive, [r(300, 101)], atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(7, 3, 128, 128), (7, 5, 100, 100)])
+def test_one_value_windowed_by_rows_and_by_pieces(shape):
+    # x / ||x||: x's square is written by rows and summed in pieces of another length,
+    # and it is held in several device buffers: their size serves both (plan_segments)
+    cm = check(device_binding(1 << 18), lambda x: x / torch.norm(x, p="fro"), [r(*shape)])
+    assert any(b.segment for b in cm.plan.buffers)
