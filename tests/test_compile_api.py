@@ -234,6 +234,7 @@ def test_kernels_compile_without_runtime_checks_unless_forced(monkeypatch):
         dev.pipeline("@compute @workgroup_size(1) fn main( {", trusted=True)
 
 
+@pytest.mark.slow
 def test_torch_compile_by_name_in_a_process_that_never_imported_kernelwright():
     """torch finds the backend through the installed entry point and imports the package
     itself; the package's own registration must not make that a duplicate. The software

@@ -47,6 +47,7 @@ def by_name(document: dict) -> dict[str, dict]:
     return {p["name"]: p for p in document["problems"]}
 
 
+@pytest.mark.slow
 def test_the_run_goes_on_past_crashes_and_broken_files(bench_run: dict) -> None:
     assert bench_run["code"] == 0
     results = by_name(bench_run["json"])  # two at a time, reported in the suite's order

@@ -86,6 +86,7 @@ def optimized(workdir, problem, tune_db):
     return report, lines
 
 
+@pytest.mark.slow
 def test_builtin_generator_improves_a_slow_kernel(optimized):
     report, lines = optimized
     assert report.error is None, report.error
@@ -183,6 +184,7 @@ class Interrupting:
         return self.inner.propose(spec, history)
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_with_what_it_found(workdir, problem, tune_db):
     out = workdir / "resume"
     first = Interrupting(stop_at=2)
@@ -208,6 +210,7 @@ def test_an_interrupted_run_resumes_with_what_it_found(workdir, problem, tune_db
     assert again.kernels[0].source == kernel.source  # finished: read back, not run again
 
 
+@pytest.mark.slow
 def test_cli_runs_end_to_end_and_reports(workdir, problem, tune_db, capsys):
     out = workdir / "cli"
     with tune.choosing(slow_elementwise):
@@ -257,6 +260,7 @@ def test_a_problem_budget_stops_the_problem_not_the_run(workdir):
         assert search.spent() == "tokens per run"
 
 
+@pytest.mark.slow
 def test_a_problems_time_budget_is_its_search(workdir, problem, tune_db, monkeypatch):
     """Loading and profiling a problem do not count against its time budget: with a
     profile slower than the whole budget, the search still makes its first attempt."""
@@ -280,6 +284,7 @@ def test_a_problems_time_budget_is_its_search(workdir, problem, tune_db, monkeyp
     assert kernel.attempts >= 1 and report.seconds > 2.0, (kernel, report.seconds)
 
 
+@pytest.mark.slow
 def test_jobs_run_problems_side_by_side_and_report_them_together(workdir, tune_db, capsys):
     suite = workdir / "two"
     suite.mkdir()
@@ -350,6 +355,7 @@ def test_skip_unchanged_measures_nothing_when_nothing_improved(workdir, problem,
         [improved, report], diffs=False)
 
 
+@pytest.mark.slow
 def test_a_winner_that_leaves_the_module_no_faster_is_dropped(workdir, problem, tune_db,
                                                               monkeypatch):
     """The whole module's GPU time, timed interleaved before and after, decides at the
