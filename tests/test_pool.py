@@ -195,6 +195,9 @@ def _forced(knobs: dict, f, x: torch.Tensor):
     return compiled
 
 
+# OPT > 1 is one code path (pool.wgsl's unrolled columns, _pool_columns), OPT only its
+# count: OPT 2 and 8 give output rows of partial last groups and of whole ones, and rows
+# narrower than one group (8); OPT 4 would repeat them (it is run with VEC 4 below).
 OPT_CASES = [  # output widths 3 to 10: few are multiples of OPT
     (2, dict(kernel_size=3, stride=2, padding=1)),
     (2, dict(kernel_size=3, stride=1, padding=1)),
@@ -208,7 +211,7 @@ OPT_CASES = [  # output widths 3 to 10: few are multiples of OPT
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("opt", [1, 2, 4, 8])
+@pytest.mark.parametrize("opt", [1, 2, 8])
 @pytest.mark.parametrize("nd,kw", OPT_CASES)
 def test_max_pool_outputs_per_invocation(opt, nd, kw):
     """Max and its indices with OPT outputs per invocation; NaNs (a NaN wins, the last
@@ -223,7 +226,7 @@ def test_max_pool_outputs_per_invocation(opt, nd, kw):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("opt", [2, 4, 8])
+@pytest.mark.parametrize("opt", [2, 8])
 @pytest.mark.parametrize("nd,kw", [
     (2, dict(kernel_size=3, stride=2, padding=1, count_include_pad=False)),
     (2, dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),

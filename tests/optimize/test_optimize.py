@@ -25,10 +25,11 @@ from kernelwright.optimize.builtin import BuiltinGenerator
 from kernelwright.optimize.store import RunState
 
 SLOW = {"WG": 1, "EPT": 1}
-PROBLEM = textwrap.dedent("""\
+N = 1 << 16  # the problem's size: the slow kernel's 65536 workgroups
+PROBLEM = textwrap.dedent(f"""\
     import torch
 
-    N = 1 << 18
+    N = {N}
 
 
     class Model(torch.nn.Module):
@@ -123,7 +124,7 @@ def test_the_winner_is_cached_and_a_later_compile_uses_it(optimized, tune_db):
     # it beat the deliberately slow kernel the search started from (the fixture's chooser)
     assert {k: row["baseline_knobs"][k] for k in SLOW} == SLOW
     model = Fused()
-    x = torch.randn(1 << 18)
+    x = torch.randn(N)
 
     def compiled_source():
         return kernelwright.compile(model, [x]).plan.kernels[0].source
