@@ -113,6 +113,7 @@ def test_builtin_generator_improves_a_slow_kernel(optimized):
     assert "-@compute @workgroup_size(1)" in kernel.diff()
 
 
+@pytest.mark.slow  # its fixture runs a search
 def test_the_winner_is_cached_and_a_later_compile_uses_it(optimized, tune_db):
     """The winner is stored with the knobs of the kernel it beat, and a compile uses it
     only while the compiler would still make that kernel (tune.choose.fresh)."""
