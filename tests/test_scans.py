@@ -210,6 +210,7 @@ def forced_scans(fn, inputs, knobs):
     return compiled, scans
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("knobs", FEWER_BARRIERS, ids=lambda k: json.dumps(k, sort_keys=True))
 def test_fewer_barrier_scans(knobs):
     """Every scan op under each setting, against PyTorch: rows of a multiple of the
@@ -306,6 +307,7 @@ def test_column_scans_take_an_invocation_per_column():
     assert all(k["STAGE"] != 3 for k in templates.scan_space(9, 8, 1 << 20))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("knobs", [{"STAGE": 3, "WG": 64, "ITEMS": 4, "VEC": 4},
                                    {"STAGE": 3, "WG": 32, "ITEMS": 3, "VEC": 4}],
                          ids=lambda k: json.dumps(k, sort_keys=True))

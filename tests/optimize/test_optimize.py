@@ -328,6 +328,7 @@ class Broken:
         return Candidate("this is not WGSL", note="broken")
 
 
+@pytest.mark.slow  # its fixture runs a search
 def test_skip_unchanged_measures_nothing_when_nothing_improved(workdir, problem, tune_db,
                                                                optimized, monkeypatch):
     """With check_unchanged off, a problem whose search found nothing keeps the compiler's
