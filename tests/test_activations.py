@@ -34,6 +34,7 @@ ACTIVATIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
 def test_activation(name):
     x = torch.randn(4, 10) * 3

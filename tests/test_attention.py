@@ -31,6 +31,7 @@ def _qkv(b=2, h=3, lq=5, s=6, e=4, ev=None):
     return (torch.randn(b, h, lq, e), torch.randn(b, h, s, e), torch.randn(b, h, s, ev or e))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [dict(), dict(lq=1, s=1), dict(lq=19, s=23, e=8, ev=5),
                                    dict(lq=7, s=3), dict(b=1, h=1, lq=40, s=40, e=16),
@@ -84,12 +85,14 @@ def test_banded_scores_are_stored_whole_where_something_reads_past_the_band():
         assert ("{ return; }" in first.source) == skips, (name, c.plan.summary())
 
 
+@pytest.mark.slow
 def test_sdpa_scale_and_3d(path):
     q, k, v = torch.randn(4, 9, 6), torch.randn(4, 11, 6), torch.randn(4, 11, 3)
     c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.7)), q, k, v)
     _assert_path(c, path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mask_shape", [(5, 6), (2, 1, 5, 6), (2, 3, 5, 6), (1, 6)])
 def test_sdpa_float_mask(path, mask_shape):
     q, k, v = _qkv()
@@ -122,6 +125,7 @@ def test_sdpa_grouped_query(path):
     check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)), q, k, v)
 
 
+@pytest.mark.slow
 def test_sdpa_transposed_and_computed_operands_fuse(path):
     """q, k, v as views of one projection (the transformer layout), a mask built from a
     lengths vector: the loaders read them all in place."""
@@ -192,6 +196,7 @@ class MHA(nn.Module):
         return (out, w) if self.need_weights else out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_first", [True, False])
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_multihead_attention(path, batch_first, need_weights):
@@ -203,6 +208,7 @@ def test_multihead_attention(path, batch_first, need_weights):
         _assert_path(c, path)
 
 
+@pytest.mark.slow
 def test_multihead_attention_self_with_mask_and_kdim(path):
     causal = torch.triu(torch.full((5, 5), float("-inf")), diagonal=1)
     x = torch.randn(2, 5, 8)
@@ -211,6 +217,7 @@ def test_multihead_attention_self_with_mask_and_kdim(path):
     check(MHA(False, True, kdim=6), x, torch.randn(2, 4, 6), torch.randn(2, 4, 6))
 
 
+@pytest.mark.slow
 def test_transformer_encoder_layer_reaches_attention_whole(path):
     """The layer's attention arrives as one SDPA op, so either path can take it."""
     layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=24, dropout=0.0, batch_first=True)
@@ -218,6 +225,7 @@ def test_transformer_encoder_layer_reaches_attention_whole(path):
     _assert_path(c, path)
 
 
+@pytest.mark.slow
 def test_every_setting_of_the_attention_space(monkeypatch):
     """Each setting the tuner and the search may pick (templates.attention_space) is
     correct: rows per invocation 4 and 8, one and two keys per invocation, the causal

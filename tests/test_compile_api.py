@@ -83,9 +83,12 @@ def test_kernel_timestamps_when_supported():
     compiled = kernelwright.compile(_mlp().eval(), [torch.randn(3, 8)])
     if not compiled.exe.dev.has_timestamps:
         pytest.skip("adapter has no timestamp queries")
+    # an unwritten or misread timestamp pair reads as a negative or an enormous time
     times = compiled.kernel_times_ms(torch.randn(3, 8))
-    assert len(times) == len(compiled.plan.kernels) and all(t >= 0 for _, t in times)
-    assert all(t >= 0 for t in compiled.gpu_times_ms([[torch.randn(3, 8)]], 3))
+    assert [name for name, _ in times] == [k.name for k in compiled.plan.kernels]
+    assert all(0 <= t < 1e4 for _, t in times) and sum(t for _, t in times) > 0, times
+    calls = compiled.gpu_times_ms([[torch.randn(3, 8)]], 3)
+    assert len(calls) == 3 and all(0 < t < 1e4 for t in calls), calls
 
 
 def test_poison_fills_outputs_and_intermediates_with_nan():
@@ -231,6 +234,7 @@ def test_kernels_compile_without_runtime_checks_unless_forced(monkeypatch):
         dev.pipeline("@compute @workgroup_size(1) fn main( {", trusted=True)
 
 
+@pytest.mark.slow
 def test_torch_compile_by_name_in_a_process_that_never_imported_kernelwright():
     """torch finds the backend through the installed entry point and imports the package
     itself; the package's own registration must not make that a duplicate. The software

@@ -41,6 +41,7 @@ def _module(cls, cin, cout, k, **kw):
     return cls(cin, cout, k, **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [
     dict(cin=3, cout=5, k=3),
     dict(cin=4, cout=6, k=3, stride=2, padding=1, bias=False),
@@ -58,6 +59,7 @@ def test_conv2d(cfg, lowering):
     check(_module(nn.Conv2d, cin, cout, k, **cfg), torch.randn(2, cin, *SIZE[2]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [
     dict(cin=3, cout=5, k=3),
     dict(cin=4, cout=6, k=4, stride=3, padding=2, bias=False),
@@ -71,6 +73,7 @@ def test_conv1d(cfg, lowering):
     check(_module(nn.Conv1d, cin, cout, k, **cfg), torch.randn(3, cin, *SIZE[1]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [
     dict(cin=2, cout=3, k=3),
     dict(cin=2, cout=4, k=(2, 3, 1), stride=(1, 2, 3), padding=(1, 0, 1), bias=False),
@@ -84,6 +87,7 @@ def test_conv3d(cfg, lowering):
     check(_module(nn.Conv3d, cin, cout, k, **cfg), torch.randn(2, cin, *SIZE[3]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [
     dict(cin=3, cout=4, k=3),
     dict(cin=4, cout=3, k=3, stride=2, padding=1, output_padding=1),
@@ -101,6 +105,7 @@ def test_conv_transpose2d(cfg, lowering):
     check(_module(nn.ConvTranspose2d, cin, cout, k, **cfg), torch.randn(2, cin, 5, 4))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [
     dict(cin=3, cout=2, k=3),
     dict(cin=2, cout=4, k=5, stride=3, padding=2, output_padding=2, bias=False),
@@ -112,6 +117,7 @@ def test_conv_transpose1d(cfg, lowering):
     check(_module(nn.ConvTranspose1d, cin, cout, k, **cfg), torch.randn(3, cin, 7))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [
     dict(cin=2, cout=3, k=2, stride=2),
     dict(cin=2, cout=2, k=(3, 2, 3), stride=(1, 2, 2), padding=(1, 0, 1),
@@ -124,6 +130,7 @@ def test_conv_transpose3d(cfg, lowering):
     check(_module(nn.ConvTranspose3d, cin, cout, k, **cfg), torch.randn(2, cin, 3, 4, 3))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("opt", [2, 4])
 @pytest.mark.parametrize("cfg", [
     dict(nd=2, cin=5, cout=5, k=3, padding=1, groups=5),  # depthwise
@@ -145,6 +152,7 @@ def test_direct_kernel_with_several_outputs_per_invocation(cfg, opt):
     assert kernel.knobs == {"WG": 64, "OPT": opt}, kernel.knobs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nd", [1, 2, 3])
 def test_unbatched_input(nd, lowering):
     check(_module(CONV[nd], 2, 3, 3, padding=1), torch.randn(2, *SIZE[nd]))
@@ -166,6 +174,7 @@ def test_conv_bias_activation_is_one_kernel():
     assert len(compiled.plan.kernels) == 1, compiled.plan.summary()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cout,stride,shape", [(128, 1, (18, 4, 30, 31)),
                                                (256, 2, (32, 4, 29, 30))])
 def test_128_multiple_channels_take_the_tall_tiles(cout, stride, shape):
@@ -184,6 +193,7 @@ def _function(source: str, name: str) -> str:
     return body[:body.index("\n}\n")]
 
 
+@pytest.mark.slow
 def test_windows_load_four_positions_in_one_call():
     """An invocation's four consecutive output positions come from one loader call
     (load_b4) that divides the position by the image width once: when the width is no
@@ -205,6 +215,7 @@ def test_windows_load_four_positions_in_one_call():
     assert _function(kernel.source, "load_b4").count("% 2)") == 4
 
 
+@pytest.mark.slow
 def test_prologue_fuses_into_the_loaders():
     """A cheap prologue (a view, relu, a scale) is computed in the loader; a sigmoid,
     which the direct kernel would compute about 7 times per element (4 output channels,
@@ -219,6 +230,7 @@ def test_prologue_fuses_into_the_loaders():
     assert [k.name for k in compiled.plan.kernels] == ["sigmoid+mul", "conv"]
 
 
+@pytest.mark.slow
 def test_weights_as_inputs(lowering):
     check(Fn(lambda x, w, b: F.conv3d(x, w, b, padding=1)), torch.randn(1, 2, 3, 4, 5),
           torch.randn(3, 2, 3, 3, 3), torch.randn(3))
@@ -238,6 +250,7 @@ def test_bad_configurations_raise():
                [1] * 4, [0] * 4, [1] * 4, 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [
     # (cin, cout, groups, kernel) and whether the default lowering is the implicit GEMM
     (dict(cin=8, cout=16, k=3, padding=1), True),
@@ -261,6 +274,7 @@ def test_default_lowering(cfg):
     assert ("window" in names[0]) == (gemm and k != 1), names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nd", [1, 2, 3])
 def test_gemm_bias_relu_is_one_kernel(nd):
     """Odd sizes (no tile multiples: 20 output channels, K = 5 * 3^nd, odd spatial
@@ -285,6 +299,7 @@ def test_gemm_split_k():
     assert len(names) == 2 and "matmul" in names[0] and "reduce" in names[1], names
 
 
+@pytest.mark.slow
 def test_copies_store_16_bytes_at_a_time_their_lanes_sharing_the_index():
     """A copy kernel (materialize: here a strided transposed convolution's phase taps,
     5 wide, so a lane can wrap into the next row) computes four consecutive elements
@@ -305,6 +320,7 @@ def test_copies_store_16_bytes_at_a_time_their_lanes_sharing_the_index():
     assert copies and all(k.knobs["VEC"] == 1 and "fn load_x(" in k.source for k in copies)
 
 
+@pytest.mark.slow
 def test_gemm_transposed_by_phases():
     """A strided transposed convolution is one matmul per phase over only its real taps,
     each phase's taps first copied K-contiguous (a kernel each, so that the matmul loads
@@ -350,6 +366,7 @@ def test_transposed_phases_cover_every_tap():
         assert sorted(seen) == list(range(kernel)), (stride, dilation, kernel, padding)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [
     dict(kernel_size=3),
     dict(kernel_size=(2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),

@@ -22,6 +22,7 @@ POSITIVE = {"log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
             "pow_frac": lambda x: x ** 1.7}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary(name):
     x = torch.randn(5, 37) * 3
@@ -34,6 +35,7 @@ def test_unary_positive(name):
     check(Fn(POSITIVE[name]), x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shapes", [((4, 7), (4, 7)), ((4, 7), (7,)), ((3, 1, 5), (1, 4, 1)),
                                     ((2, 3, 4, 5), (3, 1, 1)), ((6,), ())])
 def test_binary_broadcast(shapes):

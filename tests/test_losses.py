@@ -9,6 +9,7 @@ from conftest import Fn, check
 REDUCTIONS = ["mean", "sum", "none"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_mse_l1(reduction):
     a, b = torch.randn(4, 7), torch.randn(4, 7)
@@ -16,12 +17,14 @@ def test_mse_l1(reduction):
                            F.l1_loss(a, b, reduction=reduction))), a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_cross_entropy(reduction):
     logits, target = torch.randn(6, 5) * 3, torch.randint(0, 5, (6,))
     check(Fn(lambda x, t: F.cross_entropy(x, t, reduction=reduction)), logits, target)
 
 
+@pytest.mark.slow
 def test_cross_entropy_options():
     logits, target = torch.randn(8, 5) * 3, torch.randint(0, 5, (8,))
     ignoring = target.clone()
@@ -47,6 +50,7 @@ def test_cross_entropy_module_unbatched():
     check(nn.CrossEntropyLoss(), logits, target)
 
 
+@pytest.mark.slow
 def test_nll_loss():
     logp, target = torch.log_softmax(torch.randn(7, 4), 1), torch.randint(0, 4, (7,))
     w = torch.rand(4)
@@ -71,6 +75,7 @@ def test_gather():
                               (x * 2).gather(1, i[:, :1]).squeeze(1))), x, i, j)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("delta", [1.0, 0.5])
 def test_huber_smooth_l1(reduction, delta):

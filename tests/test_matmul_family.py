@@ -17,12 +17,14 @@ def _templates(compiled):
     return [k.name for k in compiled.plan.kernels]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(2, 5, 7), (2, 3, 5, 7), (1, 4, 1, 7)])
 def test_tensor_times_matrix(shape):
     x, w = torch.randn(*shape), torch.randn(7, 6)
     check(Fn(lambda x, w: (x @ w, torch.matmul(x, w) + 1.0)), x, w)
 
 
+@pytest.mark.slow
 def test_a_shared_weight_folds_the_batch_into_rows():
     """A weight shared by every batch entry (ATen's bmm of an expanded linear weight, as
     in nn.MultiheadAttention's input projection, or a size-1 batch) multiplies a
@@ -112,6 +114,7 @@ def test_diagonal_of_matrix():
                            torch.diag(a @ a.t()).sum())), a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [0, 1, -2])
 def test_triangular_inputs_and_outputs(k):
     a, b = torch.randn(6, 6), torch.randn(6, 4)
@@ -128,6 +131,7 @@ BAND_SETTINGS = [dict(BM=32, BN=32, TM=4, TN=4, BK=8, VEC=4, DB=2, ROWS=0, UNROL
                  dict(BM=32, BN=64, TM=4, TN=4, BK=16, VEC=4, DB=1, ROWS=0, UNROLL=1, GROUP=0)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("knobs", BAND_SETTINGS)
 def test_triangular_operands_bound_each_tiles_k_loop(knobs):
     """A tril / triu operand bounds each output tile's K loop to the band both operands
@@ -150,6 +154,7 @@ def test_triangular_operands_bound_each_tiles_k_loop(knobs):
     assert sum("let klo = 0;" not in k.source for k in kernels) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("knobs", BAND_SETTINGS)
 def test_outputs_a_band_mask_replaces_skip_the_product(knobs):
     """A product whose epilogue ends in where(band mask, value, scalar) (causal
@@ -194,6 +199,7 @@ def test_diagonal_operands_scale_rows_or_columns():
     assert not any("matmul" in k.name for k in compiled.plan.kernels), compiled.plan.summary()
 
 
+@pytest.mark.slow
 def test_factors_constant_along_k_scale_the_output():
     """A scalar, per-row or per-column factor of an operand (attention's q * scale,
     softmax rows times 1 / sum) scales the product's output in its epilogue: the
@@ -218,6 +224,7 @@ def test_arange_forms():
                         torch.arange(3, 17, 3), torch.arange(10, 0, -3).float())), x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 17, 1), (1, 100, 1), (31, 5, 63), (33, 47, 29),
                                    (129, 4, 5), (2, 300, 65)])
 def test_irregular_shapes(m, k, n):
@@ -270,6 +277,7 @@ def test_split_k_batched_and_heuristic_off_for_big_outputs():
     check(Fn(torch.matmul), a, b, atol=2e-4)
 
 
+@pytest.mark.slow
 def test_split_k_sum_is_added_by_the_kernels_that_read_it():
     """A split-K product of a few chunks read by an elementwise kernel away from the
     element it stores (a recurrent step's gates: slices of one product) or by a row
@@ -296,6 +304,7 @@ def test_split_k_sum_is_added_by_the_kernels_that_read_it():
     assert any(n.startswith("reduce") for n in _templates(both)), _templates(both)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eq,shapes", [
     ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
     ("bhqd,bhkd->bhqk", [(2, 3, 5, 4), (2, 3, 6, 4)]),
@@ -334,6 +343,7 @@ def test_epilogue_takes_a_value_read_twice():
     assert len(out.plan.kernels) == 3, out.plan.summary()
 
 
+@pytest.mark.slow
 def test_transcendental_prologues_recomputed_per_tile_are_materialized(monkeypatch):
     """An operand's elementwise prologue with exp, tanh, ... is written once by a kernel
     of its own when the loader would compute each of its elements at least
@@ -409,6 +419,7 @@ def test_sums_of_a_product_reduce_its_operands():
     assert any("matmul" in n for n in _templates(both))
 
 
+@pytest.mark.slow
 def test_sums_through_reshapes_and_biases_reduce_the_operands():
     """The same through reshapes (a linear layer over a 3-d input, a convolution's
     implicit GEMM) and added terms that expand something smaller (a bias, a scalar):
@@ -468,6 +479,7 @@ def test_a_product_with_one_tile_column_computes_its_operand(monkeypatch):
     assert stored_exp(check(Fn(f), x, v))
 
 
+@pytest.mark.slow
 def test_a_large_products_prologue_is_written_once(monkeypatch):
     """A LayerNorm read by a large product (512 a side and more) is written by its own
     row kernel, and the product loads it plain on the tiles of stored operands (the

@@ -1,5 +1,6 @@
 """Small whole models against PyTorch eager: an MLP, a CNN and a transformer block."""
 
+import pytest
 import torch
 from conftest import check
 from torch import nn
@@ -56,6 +57,7 @@ def test_transformer_encoder_block():
     check(EncoderBlock(), torch.randn(2, 9, 32))
 
 
+@pytest.mark.slow
 def test_torch_transformer_encoder_layer():
     layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=24, dropout=0.0, batch_first=True)
     check(layer, torch.randn(2, 5, 16))

@@ -31,6 +31,7 @@ def test_transposing_copies_go_through_the_tile(case):
     assert kernel.knobs["TILE"] == 1, kernel.knobs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ept,wg", [(1, 128), (2, 256), (1, 64)])
 def test_transposing_tiles(ept, wg):
     """TILE 1 with EPT 1 and 2: tiles of 32 x 32 and 32 x 64 (the input's contiguous dim
@@ -200,6 +201,7 @@ def test_max_unpool_windows_and_scatter(case):
     assert searched == (case in ("overlapping", "other_indices", "size")), case
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("include_self", [True, False])
 def test_scatter_reduce_and_put(include_self):
     x = torch.randn(4, 6)

@@ -110,6 +110,7 @@ def test_layer_norm():
     check(_with_stats(nn.LayerNorm([4, 6])), torch.randn(3, 4, 6))
 
 
+@pytest.mark.slow
 def test_long_rows_take_their_statistics_from_one_read():
     """Rows longer than a row kernel holds on chip (templates.ROW_LIMIT) take their mean
     and variance from one read of x (GraphBuilder.moments: Welford's update per element,
@@ -147,6 +148,7 @@ def test_frobenius_norm():
                         torch.linalg.matrix_norm(x), x.norm(dim=-1, keepdim=True))), x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ord", [2, 1, 3, 0.5, float("inf"), float("-inf"), 0, -1])
 def test_vector_norm(ord):
     x = torch.randn(4, 7)

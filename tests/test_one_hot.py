@@ -4,6 +4,7 @@ operand's rows (or columns), tokens outside the arange giving zeros (ops/linalg.
 import importlib.util
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 from conftest import Fn, check
@@ -34,6 +35,7 @@ class Embedding(nn.Module):
         return torch.matmul(one_hot, self.table)
 
 
+@pytest.mark.slow
 def test_one_hot_products_are_gathers():
     """Operand 0 or 1 one-hot, against an arange buffer (any start) or an inline arange
     (an iota), scaled by a where, batched: no matmul kernel, and rows of tokens outside
@@ -85,6 +87,7 @@ def test_operands_that_only_look_one_hot_stay_products():
     assert any("matmul" in n for n in _names(compiled)), compiled.plan.summary()
 
 
+@pytest.mark.slow
 def test_lstm_language_model_embeds_by_gather():
     """level3/023 at its small size, with tokens outside the vocabulary too."""
     path = (Path(__file__).resolve().parents[1] / "src" / "kernelwright" / "suite" / "level3"

@@ -38,6 +38,7 @@ class Flat(nn.Module):
         return (out, *h) if isinstance(h, tuple) else (out, h)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["RNN_tanh", "RNN_relu", "GRU", "LSTM"])
 @pytest.mark.parametrize("cfg", [
     dict(num_layers=1, bidirectional=False, batch_first=False),
@@ -53,6 +54,7 @@ def test_recurrent_layers(kind, cfg):
     check(Flat(rnn), x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["RNN", "GRU", "LSTM"])
 def test_initial_states_and_unbatched(kind):
     torch.manual_seed(1)
@@ -68,6 +70,7 @@ def test_lstm_projection_and_no_bias():
     check(Flat(nn.LSTM(3, 4, bias=False)), torch.randn(3, 2, 3))
 
 
+@pytest.mark.slow
 def test_long_sequence_cat_tree():
     torch.manual_seed(3)
     compiled = check(Flat(nn.GRU(2, 3, bidirectional=True)), torch.randn(20, 1, 2))
@@ -104,6 +107,7 @@ def test_lstm_classifier():
     check(Classifier(), torch.randn(2, 5, 4))
 
 
+@pytest.mark.slow
 def test_lstm_nested_outputs_and_final_state_shapes():
     # (out, (h_n, c_n)) as nn.LSTM returns it: check() compares every leaf. torch 2.11's
     # decomposition gave h_n/c_n a unit dim too many ([1, 1, 2, 5]); capture corrects it

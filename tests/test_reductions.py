@@ -5,6 +5,7 @@ import torch
 from conftest import Fn, check
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,dims", [
     ((7, 33), (1,)), ((7, 33), (0,)), ((5, 300), (1,)), ((3, 4, 5), (0, 2)), ((3, 4, 5), ()),
     ((2, 3, 17, 9), (2, 3)), ((1100, 3), (1,))])
@@ -27,6 +28,7 @@ def test_prod_var_std():
     check(Fn(lambda x: (x.prod(1), x.var(1), x.std(0), x.var(1, unbiased=False))), x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_softmax_log_softmax(dim):
     x = torch.randn(9, 21, 5) * 4
@@ -47,6 +49,7 @@ def test_softmax_recomputes_exp_instead_of_storing_it():
     assert len(compiled.plan.kernels) == 3, compiled.plan.summary()
 
 
+@pytest.mark.slow
 def test_nan_propagates_through_max_min_and_their_indices():
     # As PyTorch: a NaN is both the max and the min, and the first NaN (or the first of
     # equal values) gives the index; rows long enough for the workgroup tree ("row")
@@ -70,6 +73,7 @@ def test_nan_propagates_through_elementwise_max_min():
                            torch.fmax(a, b), torch.fmin(a, b))), a, b, equal_nan=True)
 
 
+@pytest.mark.slow
 def test_few_long_rows_reduce_in_two_steps():
     """A few long rows are split (ir.reduce_split): partials first, then the partials;
     a row length with no suitable divisor (a prime) stays one step."""

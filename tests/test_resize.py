@@ -28,6 +28,7 @@ def interp(**kw):
     return Fn(lambda x: F.interpolate(x, **kw))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(scale_factor=3),
                                 dict(scale_factor=1.7), dict(scale_factor=0.5),
                                 dict(scale_factor=0.6), dict(scale_factor=(2, 1.5)),
@@ -37,6 +38,7 @@ def test_nearest_2d(kw):
     check(interp(mode="nearest", **kw), torch.randn(*SIZE[2]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(scale_factor=1.7),
                                 dict(scale_factor=0.6), dict(scale_factor=(0.5, 2.3)),
@@ -50,6 +52,7 @@ def test_upsample_module():
     check(torch.nn.Upsample(scale_factor=2.5, mode="bilinear"), torch.randn(*SIZE[2]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nd,mode,kw", [
     (1, "nearest", dict(scale_factor=1.7)),
     (1, "nearest-exact", dict(size=4)),
@@ -115,6 +118,7 @@ OP_NAME = {"nearest": "upsample_nearest{}d", "nearest-exact": "_upsample_nearest
            "trilinear": "upsample_trilinear3d", "bicubic": "upsample_bicubic2d"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nd,mode,kw", WHOLE_CASES)
 def test_kept_whole(whole, nd, mode, kw):
     x = torch.randn(*SIZE[nd])

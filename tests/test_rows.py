@@ -15,6 +15,7 @@ def _kinds(compiled) -> list[str]:
 
 
 # -- vec4 elementwise -------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(4, 33), (1001,), (2, 3, 5), (8,)])
 def test_elementwise_vec4_only_on_multiples_of_4(shape):
     x = torch.randn(*shape)
@@ -42,6 +43,7 @@ def test_elementwise_vec4_reading_one_buffer_twice():
 
 
 # -- row kernels ------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("cols", [50, 64, 3, 700])
 def test_softmax_log_softmax_one_kernel_each(cols):
     x = torch.randn(9, cols) * 4
@@ -51,6 +53,7 @@ def test_softmax_log_softmax_one_kernel_each(cols):
     assert _kinds(compiled) == ["rows"], compiled.plan.summary()
 
 
+@pytest.mark.slow
 def test_softmax_3d_last_dim_and_other_dims():
     x = torch.randn(3, 7, 20)
     compiled = check(Fn(lambda x: torch.softmax(x, -1)), x)
@@ -61,6 +64,7 @@ def test_softmax_3d_last_dim_and_other_dims():
         assert "rows" not in _kinds(compiled), compiled.plan.summary()
 
 
+@pytest.mark.slow
 def test_rows_of_16384_fuse_into_one_kernel_each():
     """Rows up to schedule.ROW_FUSION_MAX (ROW_CACHE elements per invocation) are one
     row kernel; enough rows that the reductions are not split into pieces first."""
@@ -98,6 +102,7 @@ def test_rows_longer_than_the_limit_keep_separate_kernels():
     assert "rows" not in _kinds(compiled), compiled.plan.summary()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cols", [37, 64])
 def test_layer_norm_and_rms_norm_one_kernel(cols):
     x = torch.randn(2, 5, cols)
@@ -115,6 +120,7 @@ def test_layer_norm_and_rms_norm_one_kernel(cols):
     assert _kinds(compiled) == ["rows"], compiled.plan.summary()
 
 
+@pytest.mark.slow
 def test_row_statistic_also_returned_keeps_its_kernel():
     # the max is an output too: the row kernel would not store it, so no fusion of it
     x = torch.randn(6, 30)
@@ -128,6 +134,7 @@ def test_row_statistic_also_returned_keeps_its_kernel():
     assert "rows" not in _kinds(compiled), compiled.plan.summary()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cols", [37, 64])
 def test_reduction_reading_a_reduction_of_its_rows_is_one_kernel(cols):
     """A reduction whose loader or epilogue reads another reduction of the same rows
@@ -164,6 +171,7 @@ def test_row_kernel_takes_more_invocations_per_row_to_fit_its_buffers(monkeypatc
     assert "rows" not in _kinds(compiled), compiled.plan.summary()
 
 
+@pytest.mark.slow
 def test_row_kernel_with_argmax_ints_and_a_broadcast_weight():
     x = torch.randn(10, 24)
     w = torch.randn(24)
@@ -211,6 +219,7 @@ class Block(torch.nn.Module):
         return torch.log_softmax(x + self.ff(self.ln2(x)), -1)
 
 
+@pytest.mark.slow
 def test_small_model_with_fused_softmax_and_norms():
     torch.manual_seed(0)
     compiled = check(Block(), torch.randn(2, 9, 32))
@@ -218,6 +227,7 @@ def test_small_model_with_fused_softmax_and_norms():
 
 
 # -- reductions through the row template ------------------------------------------------
+@pytest.mark.slow
 def test_column_reduction_knobs_and_row_order():
     """A reduction over dim 0 defaults to the knobs measured fastest on the H200 (VEC 4,
     "col" order, TPR >= 8); the "row" order of the search space stays correct."""
@@ -235,6 +245,7 @@ def test_column_reduction_knobs_and_row_order():
     assert all(k.knobs["ORDER"] == "row" for k in compiled.plan.kernels), compiled.plan.summary()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(1, 4096), (3000, 2), (65, 12), (5, 1001)])
 def test_reductions_short_long_and_odd_rows(shape):
     x = torch.randn(*shape)

@@ -10,6 +10,7 @@ from conftest import Fn, check
 import kernelwright
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,dim", [((5, 7), 1), ((5, 7), 0), ((2, 3, 4), 1), ((2, 3, 4), -1),
                                        ((2, 3, 4), 0), ((33,), 0), ((1, 1), 1)])
 def test_cumsum_cumprod(shape, dim):
@@ -17,6 +18,7 @@ def test_cumsum_cumprod(shape, dim):
     check(Fn(lambda x: (torch.cumsum(x, dim), torch.cumprod(1 + 0.1 * x, dim))), x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [300, 1000, 5000])
 def test_cumsum_long_rows(n):
     """Rows of several invocations' items and of several chunks (5000 > 256 * 8): the
@@ -110,6 +112,7 @@ def test_prod_argmax_int_bool():
 STAGED = [{"STAGE": 1}, {"STAGE": 1, "WG": 64, "ITEMS": 8}, {"STAGE": 1, "WG": 128, "ITEMS": 1}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("knobs", STAGED)
 def test_staged_scans(knobs):
     """The scan template's STAGE 1 setting (the chunk staged in workgroup memory) on
@@ -207,6 +210,7 @@ def forced_scans(fn, inputs, knobs):
     return compiled, scans
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("knobs", FEWER_BARRIERS, ids=lambda k: json.dumps(k, sort_keys=True))
 def test_fewer_barrier_scans(knobs):
     """Every scan op under each setting, against PyTorch: rows of a multiple of the
@@ -303,6 +307,7 @@ def test_column_scans_take_an_invocation_per_column():
     assert all(k["STAGE"] != 3 for k in templates.scan_space(9, 8, 1 << 20))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("knobs", [{"STAGE": 3, "WG": 64, "ITEMS": 4, "VEC": 4},
                                    {"STAGE": 3, "WG": 32, "ITEMS": 3, "VEC": 4}],
                          ids=lambda k: json.dumps(k, sort_keys=True))

@@ -123,6 +123,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_knob_setting_matches_pytorch(case, monkeypatch):
     kind, module, shapes, must_hold = CASES[case]
@@ -178,6 +179,7 @@ def fake_timer(fast: dict, ms: float = 0.5):
     return time_ms
 
 
+@pytest.mark.slow
 def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypatch):
     module = Fn(lambda a, b: torch.relu(a @ b))
     inputs = [torch.randn(40, 19), torch.randn(19, 33)]
@@ -236,6 +238,7 @@ def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypa
         templates.matmul_knobs(40, 33)
 
 
+@pytest.mark.slow
 def test_tune_on_tunes_missing_kernels_in_any_compile(tune_db, monkeypatch):
     monkeypatch.setattr(tuner, "time_ms", fake_timer(WINNER))
     monkeypatch.setenv("KERNELWRIGHT_TUNE", "on")

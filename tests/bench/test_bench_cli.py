@@ -42,6 +42,28 @@ def test_default_size_without_cuda_is_small() -> None:
     assert command.default_size()[0] == "small"
 
 
+def test_the_quick_sample_is_of_the_bundled_suite_and_covers_every_level() -> None:
+    from kernelwright.bench import problems
+
+    found = problems.discover(command.bundled_suite())
+    quick = command.quick_sample(found)
+    assert sorted(p.name for p in quick) == sorted(command.QUICK)  # every name exists
+    assert {p.level for p in quick} == {p.level for p in found}
+
+
+def test_the_sample_is_quick_only_without_a_hardware_gpu_and_named_problems(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    parser = cli.build_parser()
+    monkeypatch.setattr(command, "no_hardware_gpu", lambda: "software GPU driver (llvmpipe)")
+    assert command.default_sample(parser.parse_args(["bench"]))[0] == "quick"
+    assert command.default_sample(parser.parse_args(["bench", "--all"])) == ("all", "asked")
+    for named in (["some/suite"], ["--only", "conv"], ["--level", "2"]):
+        assert command.default_sample(parser.parse_args(["bench", *named]))[0] == "all"
+    monkeypatch.setattr(command, "no_hardware_gpu", lambda: None)
+    assert command.default_sample(parser.parse_args(["bench"]))[0] == "all"
+    assert command.default_sample(parser.parse_args(["bench", "--quick"])) == ("quick", "asked")
+
+
 def test_bundled_suite_is_the_default() -> None:
     assert command.bundled_suite().name == "suite"
     assert command.bundled_suite().parent.name == "kernelwright"

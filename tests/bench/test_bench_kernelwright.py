@@ -16,6 +16,7 @@ pytestmark = pytest.mark.skipif(not hasattr(kernelwright, "compile"),
                                 reason="kernelwright.compile does not exist yet")
 
 
+@pytest.mark.slow
 def test_bench_small_with_the_compiler(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     suite = s.write_suite(tmp_path / "suite", {"level2/1_linear_relu.py": s.LINEAR})
     out = tmp_path / "out"

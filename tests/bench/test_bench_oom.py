@@ -277,6 +277,7 @@ def test_out_of_memory_alone_is_reported_with_its_sizes(tmp_path: Path,
     assert "of 10.00 GiB of GPU memory free" in p1["error"]
 
 
+@pytest.mark.slow
 def test_budgets_by_subprocess_without_cuda_change_nothing(tmp_path: Path) -> None:
     suite = s.write_suite(tmp_path / "suite", {"p.py": s.RELU})
     capacity, budgets = runner.gpu_budgets(problems.discover(suite), "small", 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -46,6 +47,7 @@ def by_name(document: dict) -> dict[str, dict]:
     return {p["name"]: p for p in document["problems"]}
 
 
+@pytest.mark.slow
 def test_the_run_goes_on_past_crashes_and_broken_files(bench_run: dict) -> None:
     assert bench_run["code"] == 0
     results = by_name(bench_run["json"])  # two at a time, reported in the suite's order
@@ -267,9 +269,20 @@ def test_a_forked_child_does_not_keep_the_gpu_lock(tmp_path: Path) -> None:
 
 
 
-def test_one_job_needs_no_lock() -> None:
-    with GpuLock(None).exclusive(), GpuLock(None).shared():
-        pass
+def test_one_job_needs_no_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the runner's lock path (one job) the lock opens no file; with one, it
+    opens the lock and its gate beside it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(gpulock.ENV, raising=False)
+    alone = GpuLock.from_env()
+    assert alone.path is None
+    fds = set(os.listdir("/dev/fd"))
+    with alone.exclusive(), alone.shared():
+        assert set(os.listdir("/dev/fd")) == fds and not list(tmp_path.iterdir())
+    monkeypatch.setenv(gpulock.ENV, str(tmp_path / "gpu.lock"))
+    with GpuLock.from_env().exclusive():
+        assert len(set(os.listdir("/dev/fd")) - fds) == 2
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu.lock", "gpu.lock.gate"]
 
 
 def run_fake_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

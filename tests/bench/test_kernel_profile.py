@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_profile_of_a_problem_under_two_settings(tmp_path):
     out = tmp_path / "profile.json"
     variants = {"default": {}, "split": {"ops.linalg.SPLIT_K_MIN": 16,

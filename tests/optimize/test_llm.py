@@ -353,6 +353,7 @@ def scripted(expression: str, guard: str = f"{N}u"):
     return answer
 
 
+@pytest.mark.slow
 def test_optimize_problem_end_to_end_through_the_fake_server(tmp_path, monkeypatch):
     from kernelwright.optimize.search import Settings, optimize_problem, pass_at_k
     from kernelwright.optimize.store import RunState

@@ -25,10 +25,11 @@ from kernelwright.optimize.builtin import BuiltinGenerator
 from kernelwright.optimize.store import RunState
 
 SLOW = {"WG": 1, "EPT": 1}
-PROBLEM = textwrap.dedent("""\
+N = 1 << 16  # the problem's size: the slow kernel's 65536 workgroups
+PROBLEM = textwrap.dedent(f"""\
     import torch
 
-    N = 1 << 18
+    N = {N}
 
 
     class Model(torch.nn.Module):
@@ -86,6 +87,7 @@ def optimized(workdir, problem, tune_db):
     return report, lines
 
 
+@pytest.mark.slow
 def test_builtin_generator_improves_a_slow_kernel(optimized):
     report, lines = optimized
     assert report.error is None, report.error
@@ -111,6 +113,7 @@ def test_builtin_generator_improves_a_slow_kernel(optimized):
     assert "-@compute @workgroup_size(1)" in kernel.diff()
 
 
+@pytest.mark.slow  # its fixture runs a search
 def test_the_winner_is_cached_and_a_later_compile_uses_it(optimized, tune_db):
     """The winner is stored with the knobs of the kernel it beat, and a compile uses it
     only while the compiler would still make that kernel (tune.choose.fresh)."""
@@ -122,7 +125,7 @@ def test_the_winner_is_cached_and_a_later_compile_uses_it(optimized, tune_db):
     # it beat the deliberately slow kernel the search started from (the fixture's chooser)
     assert {k: row["baseline_knobs"][k] for k in SLOW} == SLOW
     model = Fused()
-    x = torch.randn(1 << 18)
+    x = torch.randn(N)
 
     def compiled_source():
         return kernelwright.compile(model, [x]).plan.kernels[0].source
@@ -183,6 +186,7 @@ class Interrupting:
         return self.inner.propose(spec, history)
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_with_what_it_found(workdir, problem, tune_db):
     out = workdir / "resume"
     first = Interrupting(stop_at=2)
@@ -208,6 +212,7 @@ def test_an_interrupted_run_resumes_with_what_it_found(workdir, problem, tune_db
     assert again.kernels[0].source == kernel.source  # finished: read back, not run again
 
 
+@pytest.mark.slow
 def test_cli_runs_end_to_end_and_reports(workdir, problem, tune_db, capsys):
     out = workdir / "cli"
     with tune.choosing(slow_elementwise):
@@ -257,6 +262,7 @@ def test_a_problem_budget_stops_the_problem_not_the_run(workdir):
         assert search.spent() == "tokens per run"
 
 
+@pytest.mark.slow
 def test_a_problems_time_budget_is_its_search(workdir, problem, tune_db, monkeypatch):
     """Loading and profiling a problem do not count against its time budget: with a
     profile slower than the whole budget, the search still makes its first attempt."""
@@ -280,6 +286,7 @@ def test_a_problems_time_budget_is_its_search(workdir, problem, tune_db, monkeyp
     assert kernel.attempts >= 1 and report.seconds > 2.0, (kernel, report.seconds)
 
 
+@pytest.mark.slow
 def test_jobs_run_problems_side_by_side_and_report_them_together(workdir, tune_db, capsys):
     suite = workdir / "two"
     suite.mkdir()
@@ -321,6 +328,7 @@ class Broken:
         return Candidate("this is not WGSL", note="broken")
 
 
+@pytest.mark.slow  # its fixture runs a search
 def test_skip_unchanged_measures_nothing_when_nothing_improved(workdir, problem, tune_db,
                                                                optimized, monkeypatch):
     """With check_unchanged off, a problem whose search found nothing keeps the compiler's
@@ -350,6 +358,7 @@ def test_skip_unchanged_measures_nothing_when_nothing_improved(workdir, problem,
         [improved, report], diffs=False)
 
 
+@pytest.mark.slow
 def test_a_winner_that_leaves_the_module_no_faster_is_dropped(workdir, problem, tune_db,
                                                               monkeypatch):
     """The whole module's GPU time, timed interleaved before and after, decides at the

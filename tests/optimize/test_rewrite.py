@@ -67,6 +67,7 @@ def sandbox(tmp_path_factory):
         yield box
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_builtin_proposes_the_other_conv_lowering_and_it_verifies(sandbox, case):
     args, (own, kind), (other, other_kind) = CASES[case]
@@ -177,6 +178,7 @@ def fixed_cost(job: dict) -> float:
     return 1.0 if "fn load_x(" in job["source"] else 2.0
 
 
+@pytest.mark.slow
 def test_the_search_keeps_a_faster_rewrite(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELWRIGHT_TUNE_DB", str(tmp_path / "tune.sqlite"))
     monkeypatch.delenv("KERNELWRIGHT_TUNE", raising=False)

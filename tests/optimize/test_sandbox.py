@@ -78,6 +78,7 @@ def test_a_half_written_grid_is_caught_by_the_poison(sandbox):
     assert result["status"] == "rejected" and "unwritten" in result["message"]
 
 
+@pytest.mark.slow
 def test_a_hang_costs_that_candidate_only(sandbox):
     # Searches the input for a bit pattern random inputs never hold (FLT_MAX), in each
     # of 65535 x 64 invocations. The software driver ends a loop after 65535 iterations

@@ -21,6 +21,23 @@ from typing import Any
 
 DEFAULT_OUT = Path("out/bench")
 
+# The bundled suite's quick sample, run by default where there is no hardware GPU (the
+# whole suite takes about an hour on the software driver): one problem of each family at
+# level 1, two fused ones at level 2, two models at level 3; a few minutes. `--all` runs
+# every problem.
+QUICK = (
+    # matmul, elementwise, row softmax, convolution, pooling, movement (a permute), scan,
+    # loss, attention, recurrent
+    "level1/001_matmul_square", "level1/015_gelu", "level1/044_softmax_last_dim",
+    "level1/051_conv2d_3x3", "level1/062_maxpool2d_3x3_stride2",
+    "level1/065_permute_nchw_to_nhwc", "level1/086_cumsum", "level1/093_cross_entropy_loss",
+    "level1/104_sdpa", "level1/107_gru_two_layer",
+    # a convolution with batch norm and pooling fused; a gated feed-forward
+    "level2/002_conv_bn_relu_maxpool", "level2/008_swiglu_ffn",
+    # a small CNN; a GPT block (layer norm, causal attention, MLP)
+    "level3/003_small_cnn", "level3/021_mingpt_block",
+)
+
 
 def bundled_suite() -> Path:
     return Path(__file__).resolve().parents[1] / "suite"
@@ -55,6 +72,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="seconds allowed per problem (default: 300)")
     parser.add_argument("--max-rss-gb", type=float, default=None,
                         help="resident memory allowed per problem (default: 80%% of RAM)")
+    parser.add_argument("--all", dest="sample", action="store_const", const="all",
+                        help="every problem of the suite (the default with a hardware GPU, or "
+                             "with a SUITE, --only or --level)")
+    parser.add_argument("--quick", dest="sample", action="store_const", const="quick",
+                        help=f"the bundled suite's quick sample of {len(QUICK)} problems, each "
+                             "family at each level (the default on a software GPU driver or "
+                             "without a GPU)")
     parser.add_argument("--only", metavar="PATTERN", action="append",
                         help="only problems whose name matches this glob, or contains it "
                         "(repeatable: any of them)")
@@ -73,21 +97,46 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def no_hardware_gpu() -> str | None:
+    """Why there is no hardware GPU to run on (a software driver, no adapter), or None."""
+    try:
+        from kernelwright import runtime
+
+        device = runtime.default_device()
+    except Exception as exc:  # noqa: BLE001 - no adapter at all
+        return f"no wgpu device ({type(exc).__name__})"
+    return f"software GPU driver ({device.description})" if device.is_software else None
+
+
 def default_size() -> tuple[str, str]:
     """"full" on a real GPU with CUDA beside it to time the reference, else "small"."""
     import torch
 
     if not torch.cuda.is_available():
         return "small", "no CUDA for the reference"
-    try:
-        from kernelwright import runtime
+    why = no_hardware_gpu()
+    if why:
+        return "small", why
+    from kernelwright import runtime
 
-        device = runtime.default_device()
-        if device.is_software:
-            return "small", f"software GPU driver ({device.description})"
-        return "full", device.description
-    except Exception as exc:  # noqa: BLE001 - no adapter: nothing to time at full size
-        return "small", f"no wgpu device ({type(exc).__name__})"
+    return "full", runtime.default_device().description
+
+
+def default_sample(args: argparse.Namespace) -> tuple[str, str]:
+    """"all" or "quick", and why: as asked; every problem where the run names its problems
+    (a SUITE, --only, --level) or has a hardware GPU; else the quick sample."""
+    if args.sample:
+        return args.sample, "asked"
+    if args.suite or args.only or args.level:
+        return "all", "problems named"
+    why = no_hardware_gpu()
+    return ("quick", f"{why}; --all for every problem") if why else ("all", "hardware GPU")
+
+
+def quick_sample(problems: list) -> list:
+    """The problems of QUICK, in the suite's order."""
+    names = set(QUICK)
+    return [p for p in problems if p.name in names]
 
 
 def select(problems: list, only: list[str] | None, levels: list[int] | None) -> list:
@@ -133,7 +182,8 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"kernelwright bench: {exc}", file=sys.stderr)
         return 2
-    chosen = select(found, args.only, args.level)
+    sample, sample_why = default_sample(args)
+    chosen = select(quick_sample(found) if sample == "quick" else found, args.only, args.level)
     if not chosen:
         print(f"kernelwright bench: no problems in {suite}"
               + (" match the filters" if found else ""), file=sys.stderr)
@@ -153,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
         max_rss_gb=args.max_rss_gb or runner.default_rss_limit_gb())
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    print(f"kernelwright bench: {len(chosen)} problems from {suite}, size {size} ({size_why}), "
+    print(f"kernelwright bench: {len(chosen)} problems from {suite} ({sample}: {sample_why}), "
+          f"size {size} ({size_why}), "
           f"{precision_label(args.loose, args.accelerated)} precision, out {out}",
           file=sys.stderr)
     caveat = timing.side_by_side_caveat() if args.jobs > 1 else None
@@ -186,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous_handler)
     summary = metrics.summarize(results)
     info = run_info(args, Path(suite), size, size_why, results)
+    info["sample"] = f"{sample} ({sample_why})"
     if caveat:
         info["timing_caveat"] = f"--jobs {args.jobs}: {caveat}"
     info["waves"] = dataclasses.asdict(waves) if waves else None
