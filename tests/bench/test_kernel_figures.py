@@ -26,7 +26,7 @@ def test_small_cases_are_checked_and_summarised(tmp_path, monkeypatch):
              "conv3x3_small": kb.conv(torch.nn.Conv2d(3, 4, 3, padding=1), (2, 3, 9, 9))}
     monkeypatch.setattr(kb, "CASES", cases)
     out = tmp_path / "kernels.json"
-    args = argparse.Namespace(only="", reps=3, out=str(out), suite=False,
+    args = argparse.Namespace(only="", reps=3, out=str(out), suite=False, large=False,
                               matmul_variants=False, attention_variants=False, variants=False)
     kb.run(args)
     document = json.loads(out.read_text())
