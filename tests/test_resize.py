@@ -64,24 +64,16 @@ def test_upsample_module():
     (3, "trilinear", dict(scale_factor=1.5, align_corners=True)),
 ])
 def test_decomposed_modes(nd, mode, kw):
-    """The modes torch.export decomposes into aranges and indexing before capture."""
+    """Each mode through the default capture (the upsample ops kept whole)."""
     check(interp(mode=mode, **kw), torch.randn(*SIZE[nd]))
 
 
 @pytest.fixture
-def whole(monkeypatch):
-    """Capture keeps every upsample op whole (ops/resize.py lowers each), and the test
-    checks that the op it names reached the exported graph."""
-    plain = capture.decomposition_table
-
-    def table():
-        t = plain()
-        for op in UPSAMPLE_OPS:
-            for name in op.overloads():
-                t.pop(getattr(op, name), None)
-        return t
-
-    monkeypatch.setattr(capture, "decomposition_table", table)
+def whole():
+    """Capture keeps every upsample op whole (capture.KEEP_WHOLE; ops/resize.py lowers
+    each): the test checks that the op it names reached the exported graph."""
+    table = capture.decomposition_table()
+    assert not any(getattr(op, name) in table for op in UPSAMPLE_OPS for name in op.overloads())
 
     def exported(module, x, op):
         ep = capture.export_graph(module, [x])
