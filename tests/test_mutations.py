@@ -98,3 +98,18 @@ def test_a_buffer_written_along_an_inner_dim_reads_the_state_it_carries():
         pos, k = torch.tensor([step]), torch.full((2, 1, 3), float(step + 1))
         torch.testing.assert_close(cm(pos, k), eager(pos, k))
     torch.testing.assert_close(cm.state()["cache"], eager.cache)
+
+
+def test_an_input_changed_in_place_through_torch_compile_is_written_back():
+    """transformers' static KV cache through torch.compile(model.forward): the cache is
+    an input the graph updates in place, which must reach the caller's tensor."""
+    def step(cache, pos, k):
+        cache.index_copy_(0, pos, k)
+        return cache.sum(0)
+
+    compiled = torch.compile(step, backend="kernelwright")
+    mine, theirs = torch.zeros(6, 3), torch.zeros(6, 3)
+    for i in range(3):
+        pos, k = torch.tensor([i]), torch.full((1, 3), float(i + 1))
+        torch.testing.assert_close(compiled(mine, pos, k), step(theirs, pos, k))
+        torch.testing.assert_close(mine, theirs)
