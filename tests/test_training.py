@@ -253,3 +253,75 @@ def test_loss_must_be_one_element():
         kernelwright.compile_training(model, batches[0],
                                       lambda out, y: F.mse_loss(out, y, reduction="none"),
                                       optimizer=kernelwright.optim.SGD(lr=0.1))
+
+
+def test_checkpoint_resumes_exactly(tmp_path):
+    batches = _batches((16, 12), 5)
+    opt = kernelwright.optim.Adam(lr=1e-2, amsgrad=True)
+    step = kernelwright.compile_training(_mlp(), batches[0], F.cross_entropy, optimizer=opt)
+    for i in range(5):
+        step(*batches[i % 4])
+    path = tmp_path / "ckpt.safetensors"
+    step.save(path)
+    losses_a = [step(*batches[i % 4]) for i in range(5, 10)]
+
+    fresh = kernelwright.compile_training(_mlp(), batches[0], F.cross_entropy,
+                                          optimizer=kernelwright.optim.Adam(lr=1e-2,
+                                                                            amsgrad=True))
+    fresh.load(path)
+    assert fresh.steps == 5
+    losses_b = [fresh(*batches[i % 4]) for i in range(5, 10)]
+    for a, b in zip(losses_a, losses_b):
+        assert math.isclose(a, b, rel_tol=1e-6), (losses_a, losses_b)
+    for name, t in step.state_dict().items():
+        torch.testing.assert_close(fresh.state_dict()[name], t, atol=1e-6, rtol=1e-6)
+
+    damaged = tmp_path / "damaged.safetensors"
+    damaged.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(ValueError, match="damaged.safetensors"):
+        fresh.load(damaged)
+    other = kernelwright.compile_training(_mlp(), batches[0], F.cross_entropy,
+                                          optimizer=kernelwright.optim.SGD(lr=0.1))
+    with pytest.raises(ValueError, match="ckpt.safetensors.*optimizer"):
+        other.load(path)
+    wider = nn.Sequential(nn.Linear(12, 8), nn.ReLU(), nn.Linear(8, 5))
+    mismatched = kernelwright.compile_training(wider, batches[0], F.cross_entropy,
+                                               optimizer=kernelwright.optim.Adam(
+                                                   lr=1e-2, amsgrad=True))
+    with pytest.raises(ValueError, match="ckpt.safetensors.*tensor"):
+        mismatched.load(path)
+
+
+def test_gradient_accumulation_matches_eager_loop():
+    micro, updates = 3, 3
+    batches = _batches((8, 12), 5, n=micro * updates)
+    model = _mlp()
+    reference = copy.deepcopy(model)
+    step = kernelwright.compile_training(model, batches[0], F.cross_entropy,
+                                         optimizer=kernelwright.optim.AdamW(lr=1e-2),
+                                         max_grad_norm=0.5, accumulate=micro)
+    losses, norms = [], []
+    for i, (x, y) in enumerate(batches):
+        losses.append(step(x, y))
+        if i % micro == micro - 1:
+            norms.append(step.grad_norm)
+    assert step.steps == updates and step.micro == 0
+
+    opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    want, want_norms = [], []
+    for u in range(updates):
+        opt.zero_grad()
+        for x, y in batches[u * micro:(u + 1) * micro]:
+            loss = F.cross_entropy(reference(x), y)
+            (loss / micro).backward()
+            want.append(loss.item())
+        want_norms.append(torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5).item())
+        opt.step()
+    for i, (got, exp) in enumerate(zip(losses, want)):
+        assert math.isclose(got, exp, rel_tol=1e-4), (i, got, exp)
+    for got, exp in zip(norms, want_norms):
+        assert math.isclose(got, exp, rel_tol=1e-4), (got, exp)
+    trained = step.state_dict()
+    for name, t in reference.state_dict().items():
+        torch.testing.assert_close(trained[name], t, atol=1e-5, rtol=1e-4,
+                                   msg=lambda m, name=name: f"{name}: {m}")

@@ -14,14 +14,17 @@ loss crosses between host and GPU.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import operator
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from .. import templates
-from ..capture import decomposition_table, fx_to_ir, user_line
+from ..capture import decomposition_table, fx_to_ir, to_device_array, user_line
 from ..compiler import CompiledModule, mutations
 from ..ir import CompileError, GraphBuilder, Value
 from ..ops import lookup
@@ -35,6 +38,8 @@ from .optim import Optimizer
 JOINT_EXPORT_TESTED = ("2.11", "2.13")
 # torch.nn.utils.clip_grad_norm_'s guard against a zero norm
 CLIP_EPS = 1e-6
+# the format tag of TrainingStep.save's checkpoints
+CHECKPOINT_FORMAT = "kernelwright.training/1"
 
 
 class WithLoss(torch.nn.Module):
@@ -158,14 +163,20 @@ class TrainingStep:
     state. `lr` is read at every step (set it between steps, or pass `lr_schedule`: step
     number -> learning rate). A step whose loss or gradient is not finite changes
     nothing (parameters, optimizer state, buffers): it raises FloatingPointError, or,
-    with `skip_nonfinite`, is counted in `skipped` and returns the loss."""
+    with `skip_nonfinite`, is counted in `skipped` and returns the loss. With
+    `accumulate` N > 1 each call is one micro-batch: its gradient, divided by N, is added
+    to a GPU-resident sum, and every N-th call applies the update from that sum (as
+    PyTorch's loop of N `(loss / N).backward()` then `optimizer.step()`). `save(path)`
+    and `load(path)` write and restore the whole training state (one safetensors file)."""
 
     def __init__(self, compiled: CompiledModule, optimizer: Optimizer,
                  params: dict[str, str], optim_state: dict[str, tuple[str, str]],
                  buffers: dict[str, str], skip_nonfinite: bool,
-                 lr_schedule: Callable[[int], float] | None) -> None:
+                 lr_schedule: Callable[[int], float] | None, accumulate: int = 1) -> None:
         self.compiled = compiled
         self.optimizer = optimizer
+        self.accumulate = accumulate
+        self.micro = 0  # micro-batches summed since the last update (accumulate > 1)
         self.lr = float(optimizer.lr)
         self.lr_schedule = lr_schedule
         self.skip_nonfinite = skip_nonfinite
@@ -183,12 +194,16 @@ class TrainingStep:
     def __call__(self, *batch) -> float:
         if self.lr_schedule is not None:
             self.lr = float(self.lr_schedule(self.steps))
-        hyper = self.optimizer.hyper(self.lr, self.steps + 1)
-        hyper_t = torch.tensor(hyper or [0.0], dtype=torch.float32)
+        hyper = self.optimizer.hyper(self.lr, self.steps + 1) or [0.0]
+        apply = self.micro + 1 == self.accumulate
+        if self.accumulate > 1:
+            hyper = hyper + [1.0 if apply else 0.0]
+        hyper_t = torch.tensor(hyper, dtype=torch.float32)
         loss, norm, ok = self.compiled(*batch, hyper_t)
         self.grad_norm = float(norm)
         if bool(ok):
-            self.steps += 1
+            self.micro = 0 if apply else self.micro + 1
+            self.steps += int(apply)
         elif self.skip_nonfinite:
             self.skipped += 1
         else:
@@ -222,19 +237,79 @@ class TrainingStep:
             for name, t in self.state_dict().items():
                 own[name].copy_(t.reshape(own[name].shape))
 
+    def _settings(self) -> dict:
+        """What a checkpoint must agree with to be loaded into this step."""
+        return {"optimizer": type(self.optimizer).__name__,
+                "settings": {k: v for k, v in dataclasses.asdict(self.optimizer).items()
+                             if k != "lr"},
+                "accumulate": self.accumulate}
+
+    def save(self, path: str | Path) -> None:
+        """Write the training state to one safetensors file: every GPU state tensor
+        (parameters, buffers, optimizer state, a partial gradient sum), and in its metadata
+        the update count (Adam's bias corrections), the learning rate and the settings."""
+        from safetensors.torch import save_file
+
+        meta = {"format": CHECKPOINT_FORMAT, "steps": self.steps, "skipped": self.skipped,
+                "micro": self.micro, "lr": self.lr, **self._settings()}
+        tensors = {k: t.contiguous() for k, t in self.compiled.state().items()}
+        save_file(tensors, str(path), metadata={"kernelwright": json.dumps(meta)})
+
+    def load(self, path: str | Path) -> None:
+        """Restore the training state `save` wrote, into the GPU state of this step (compiled
+        for the same model, optimizer settings and accumulation). A file that is not such a
+        checkpoint, or one of another model or optimizer, is a ValueError naming it."""
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                meta = json.loads((f.metadata() or {})["kernelwright"])
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+        except FileNotFoundError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any damage: a clear error naming the file
+            raise ValueError(f"{path}: not a readable kernelwright training checkpoint "
+                             f"({type(e).__name__}: {e})") from e
+        if meta.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{path}: checkpoint format {meta.get('format')!r}, expected "
+                             f"{CHECKPOINT_FORMAT!r}")
+        ours = self._settings()
+        for key, want in ours.items():
+            got = meta.get(key)
+            if json.loads(json.dumps(want)) != got:
+                raise ValueError(f"{path}: the checkpoint's {key} is {got}, this step's {want}")
+        specs = dict(self.plan.state)
+        if set(tensors) != set(specs):
+            missing, extra = sorted(set(specs) - set(tensors)), sorted(set(tensors) - set(specs))
+            raise ValueError(f"{path}: the checkpoint's tensors do not match this model "
+                             f"(missing {missing[:5]}, unexpected {extra[:5]})")
+        for name, spec in specs.items():
+            t = tensors[name]
+            if tuple(t.shape) != tuple(spec.shape) or \
+                    str(t.dtype).removeprefix("torch.") != spec.torch_dtype:
+                raise ValueError(f"{path}: tensor {name} is {t.dtype}{list(t.shape)}, this "
+                                 f"model's is {spec.torch_dtype}{list(spec.shape)}")
+        for name, spec in specs.items():
+            self.compiled.exe._write(spec.buffer, to_device_array(tensors[name]))
+        self.steps, self.skipped = int(meta["steps"]), int(meta["skipped"])
+        self.micro, self.lr = int(meta["micro"]), float(meta["lr"])
+
 
 def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | None,
                      optimizer: Optimizer, max_grad_norm: float | None = None,
                      skip_nonfinite: bool = False,
                      lr_schedule: Callable[[int], float] | None = None,
-                     device: Device | None = None) -> TrainingStep:
+                     device: Device | None = None, accumulate: int = 1) -> TrainingStep:
     """Compile one training step of `model` for batches shaped like `example_batch` (a
     tuple: the model's inputs, then the target `loss_fn(output, target)` compares with;
     without a loss_fn the model returns the loss itself). The model is traced in its
     current mode (call model.train() for batch norm's batch statistics). The step clips
     the gradients to a global 2-norm of `max_grad_norm` when given
     (torch.nn.utils.clip_grad_norm_) and applies `optimizer` (kernelwright.optim.SGD,
-    Adam, AdamW). See TrainingStep for calling it."""
+    Adam, AdamW). With `accumulate` N > 1 each call is one micro-batch and every N-th
+    call updates from the mean of their gradients. See TrainingStep for calling it."""
+    if accumulate < 1:
+        raise ValueError(f"accumulate must be at least 1, got {accumulate}")
     batch = tuple(example_batch) if isinstance(example_batch, (tuple, list)) \
         else (example_batch,)
     dev = device or default_device()
@@ -244,7 +319,7 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
         limits = None
     with templates.waves(device_waves(dev)):
         ep = capture_joint(model, batch, loss_fn)
-        graph, names = _joint_graph(ep, optimizer, max_grad_norm)
+        graph, names = _joint_graph(ep, optimizer, max_grad_norm, accumulate)
         b, torch_dtypes = graph
         with templates.precision("strict"):
             plan = build_plan(b.graph, "tuple", torch_dtypes, limits=limits)
@@ -252,7 +327,7 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
     compiled = CompiledModule(plan, dev)
     params, optim_state, buffers = names
     return TrainingStep(compiled, optimizer, params, optim_state, buffers, skip_nonfinite,
-                        lr_schedule)
+                        lr_schedule, accumulate)
 
 
 def _strip(target: str) -> str:
@@ -261,10 +336,13 @@ def _strip(target: str) -> str:
 
 
 def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
-                 max_grad_norm: float | None):
+                 max_grad_norm: float | None, accumulate: int = 1):
     """The IR graph of a training step from the joint export: outputs (loss, global
-    gradient norm, whether the step was applied) and the state updates of parameters,
-    optimizer state and buffers."""
+    gradient norm, whether the loss and gradient were finite) and the state updates of
+    parameters, optimizer state and buffers. With `accumulate` > 1 the gradient is
+    added, divided by `accumulate`, to a state sum per parameter, and parameters and
+    optimizer state change only where the last per-step scalar ("apply") is 1, which
+    also restarts the sums."""
     sig = ep.graph_signature
     constants: dict[str, torch.Tensor] = {}
     param_of: dict[str, str] = {}  # placeholder -> parameter name
@@ -289,6 +367,8 @@ def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
     placeholder = {target: name for name, target in param_of.items()}
 
     hyper_names = optimizer.hyper_names or ("unused",)
+    if accumulate > 1:
+        hyper_names = hyper_names + ("apply",)
     hyper = b.input((len(hyper_names),), "f32", "hyper")
     torch_dtypes[hyper] = "float32"
     h = {n: b.reshape(b.slice(hyper, 0, i, i + 1), ()) for i, n in enumerate(hyper_names)}
@@ -302,6 +382,16 @@ def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
                                "reads it")
         trained.append((_strip(target), p, b.cast(g, "f32")))
 
+    sums = []  # (the gradient sum's state, its new value) per parameter
+    if accumulate > 1:
+        summed = []
+        for name, p, g in trained:
+            acc = b.const(np.zeros(p.shape, np.float32), "f32", f"{name}:grad_sum", state=True)
+            new = b.ew("add", acc, b.ew("mul", g, b.scalar(1.0 / accumulate)))
+            sums.append((acc, new))
+            summed.append((name, p, new))
+        trained = summed
+
     squares = [b.reduce(b.ew("mul", g, g), "sum", []) for _, _, g in trained]
     norms = [b.ew("sqrt", s) for s in squares]
     total_sq = _sum_tree(b, [b.ew("mul", n, n) for n in norms]) if norms else b.scalar(0.0)
@@ -314,13 +404,19 @@ def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
         coef = b.ew("minimum", coef, b.scalar(1.0))
         trained = [(name, p, b.ew("mul", g, coef)) for name, p, g in trained]
 
-    def guarded(old: Value, new: Value) -> Value:
-        return b.ew("where", b.expand(ok, old.shape), new, old, dtype=old.dtype)
+    def guarded(old: Value, new: Value, when: Value = ok) -> Value:
+        return b.ew("where", b.expand(when, old.shape), new, old, dtype=old.dtype)
 
     buffers = {}
     for k, (old, new) in enumerate(b.graph.updates):  # buffers changed by forward
         b.graph.updates[k] = (old, guarded(old, new))
         buffers[_strip(old.name)] = old.name
+    update = ok
+    if accumulate > 1:
+        apply = b.ew("gt", h["apply"], b.scalar(0.5), dtype="bool")
+        update = b.ew("and", ok, apply, dtype="bool")
+        for acc, new in sums:  # restarted by an update, else the new sum
+            b.graph.updates.append((acc, guarded(acc, guarded(new, b.scalar(0.0), apply))))
 
     params, optim_state = {}, {}
     for name, p, g in trained:
@@ -329,9 +425,9 @@ def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
         new_p, new_states = optimizer.update(b, p, g, states, h)
         p.name = name
         params[name] = name
-        b.graph.updates.append((p, guarded(p, new_p)))
+        b.graph.updates.append((p, guarded(p, new_p, update)))
         for s, new_s, sname in zip(states, new_states, optimizer.state_names()):
-            b.graph.updates.append((s, guarded(s, new_s)))
+            b.graph.updates.append((s, guarded(s, new_s, update)))
             optim_state[s.name] = (name, sname)
     outputs = [b.ew("copy", b.cast(loss, "f32")), b.ew("copy", norm), b.ew("copy", ok)]
     for v, dt in zip(outputs, ("float32", "float32", "bool")):
