@@ -325,3 +325,28 @@ def test_gradient_accumulation_matches_eager_loop():
     for name, t in reference.state_dict().items():
         torch.testing.assert_close(trained[name], t, atol=1e-5, rtol=1e-4,
                                    msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.slow
+def test_train_lm_example_runs(tmp_path):
+    import ast
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    ckpt = tmp_path / "lm.safetensors"
+    env = dict(os.environ, PYTHONPATH=str(root / "src"))
+    run = subprocess.run(
+        [sys.executable, str(root / "examples" / "train_lm.py"), "--dim", "16", "--layers", "1",
+         "--heads", "2", "--kv-heads", "1", "--seq", "8", "--batch", "2", "--steps", "2",
+         "--accumulate", "2", "--log-every", "1", "--generate", "3",
+         "--checkpoint", str(ckpt)], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert [line.split()[1] for line in lines if line.startswith("step")] == ["1", "2"]
+    assert all("tokens/s" in line for line in lines if line.startswith("step"))
+    assert ckpt.stat().st_size > 0
+    generated = ast.literal_eval(lines[-1])  # the repr of the text it generated
+    assert generated.startswith("The ") and len(generated) == 4 + 3
