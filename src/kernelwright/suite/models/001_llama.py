@@ -1,0 +1,57 @@
+"""Llama decoder as transformers builds it (full: SmolLM2-135M's config), random weights:
+token ids -> logits."""
+
+import torch
+from torch import nn
+
+try:
+    import transformers
+except ImportError as _exc:  # the file still imports; building Model says why it cannot
+    transformers = None
+    _IMPORT_ERROR = f"{type(_exc).__name__}: {_exc}"
+
+batch_size = 1
+seq_len = 512
+hidden = 576
+layers = 30
+heads = 9
+kv_heads = 3
+intermediate = 1536
+vocab = 49152
+
+SIZES = {
+    "small": {"batch_size": 2, "seq_len": 7, "hidden": 32, "layers": 2, "heads": 4,
+              "kv_heads": 2, "intermediate": 64, "vocab": 96},
+    "full": {"batch_size": 1, "seq_len": 512, "hidden": 576, "layers": 30, "heads": 9,
+             "kv_heads": 3, "intermediate": 1536, "vocab": 49152},
+}
+
+
+def _require_transformers():
+    if transformers is None:
+        raise ImportError("this models-suite problem needs the transformers package "
+                          f"(pip install transformers); importing it failed: {_IMPORT_ERROR}")
+    return transformers
+
+
+class Model(nn.Module):
+    def __init__(self, hidden, layers, heads, kv_heads, intermediate, vocab):
+        super().__init__()
+        tf = _require_transformers()
+        config = tf.LlamaConfig(
+            hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+            num_key_value_heads=kv_heads, intermediate_size=intermediate, vocab_size=vocab,
+            max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=100000.0,
+            tie_word_embeddings=True, use_cache=False)
+        self.model = tf.LlamaForCausalLM(config).eval()
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, use_cache=False).logits
+
+
+def get_inputs():
+    return [torch.randint(0, vocab, (batch_size, seq_len))]
+
+
+def get_init_inputs():
+    return [hidden, layers, heads, kv_heads, intermediate, vocab]

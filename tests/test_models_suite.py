@@ -1,0 +1,78 @@
+"""The models suite (src/kernelwright/suite/models): real architectures built by
+transformers from their configs with random weights. Every file imports (with or without
+transformers), builds and runs at its small size, builds at its full size on the meta
+device, and two of them match eager through kernelwright.compile."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import check
+
+from kernelwright.bench import problems
+
+SUITE = Path(__file__).resolve().parents[1] / "src" / "kernelwright" / "suite" / "models"
+PROBLEMS = problems.discover(SUITE)
+NAMES = [p.name for p in PROBLEMS]
+
+try:
+    import transformers  # noqa: F401
+
+    HAVE_TRANSFORMERS = True
+except ImportError:
+    HAVE_TRANSFORMERS = False
+
+needs_transformers = pytest.mark.skipif(not HAVE_TRANSFORMERS,
+                                        reason="transformers is not installed")
+
+
+def test_suite_is_discovered_apart_from_the_levels():
+    assert len(PROBLEMS) >= 6
+    assert all(p.level == 0 for p in PROBLEMS)
+    bundled = {p.name for p in problems.discover(SUITE.parent)}
+    assert not any(name.startswith("models/") for name in bundled)
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=NAMES)
+def test_file_imports_without_transformers(problem, monkeypatch):
+    """Without transformers the file still loads; building Model says what is missing."""
+    for name in [n for n in sys.modules if n == "transformers" or n.startswith("transformers.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "transformers", None)  # makes `import transformers` fail
+    loaded = problems.load(problem, "small")
+    with pytest.raises(problems.ProblemError, match="needs the transformers package"):
+        problems.call_user("reference", lambda: loaded.build_model(0))
+
+
+@needs_transformers
+@pytest.mark.parametrize("problem", PROBLEMS, ids=NAMES)
+def test_small_size_runs(problem):
+    loaded = problems.load(problem, "small")
+    model = loaded.build_model(0)
+    assert not model.training
+    with torch.no_grad():
+        out = model(*loaded.inputs(0))
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+    assert out.shape[0] == loaded.module.batch_size
+    assert torch.isfinite(out).all()
+
+
+@needs_transformers
+@pytest.mark.parametrize("problem", PROBLEMS, ids=NAMES)
+def test_full_size_builds_on_meta(problem):
+    """The full size's model and inputs are made on the meta device: nothing allocated."""
+    loaded = problems.load(problem, "full")
+    with torch.device("meta"):
+        model = loaded.model_class(*loaded.init_inputs())
+        inputs = loaded.module.get_inputs()
+    params = list(model.parameters())
+    assert all(p.is_meta for p in params) and all(x.is_meta for x in inputs)
+    assert sum(p.numel() for p in params) > 5_000_000  # the real config, not the tiny one
+
+
+@needs_transformers
+@pytest.mark.parametrize("name", ["001_llama", "003_bert"])
+def test_small_size_matches_eager(name):
+    loaded = problems.load(PROBLEMS[NAMES.index(name)], "small")
+    check(loaded.build_model(0), *loaded.inputs(0), atol=1e-4, rtol=1e-4)
