@@ -24,6 +24,7 @@ import torch._decomp.decompositions
 import torch.fx
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
+from .dtypes import default_torch_name
 from .ir import CompileError, GraphBuilder, Value
 from .ops import lookup
 from .ops.elementwise import device_dtype
@@ -373,7 +374,7 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                     v = b.expand(v, tuple(val.shape))
                     v = b.ew("copy", v)
                 torch_dtypes[v] = str(val.dtype).replace("torch.", "") if val is not None \
-                    else {"f32": "float32", "i32": "int64", "bool": "bool"}[v.dtype]
+                    else default_torch_name(v.dtype)
                 b.graph.outputs.append(v)
         elif node.op == "get_attr":
             t = getattr(gm, node.target)

@@ -39,11 +39,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .dtypes import buffer_bytes, itemsize
 from .ir import Node, Value
 from .plan import BindingLimits
 from .templates import Generated, KnobChooser, generate
 
-ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}
 Box = tuple[tuple[int, int], ...]  # [start, stop) per dim: the part of a value a chunk needs
 MAX_CHUNKS = 4096
 
@@ -92,7 +92,7 @@ class Space:
 
 
 def nbytes(v: Value) -> int:
-    return max(4, v.numel * ITEMSIZE[v.dtype])
+    return buffer_bytes(v.numel, v.dtype)
 
 
 def segment_bytes(v: Value, limits: BindingLimits) -> int:
@@ -331,7 +331,7 @@ def _window(v: Value, box: Box, space: Space) -> Window:
     flat = contiguous_range(v.shape, box)
     if flat is None:
         raise _TooLarge(f"{v}{list(box)} is no range of its buffer")
-    item = ITEMSIZE[v.dtype]
+    item = itemsize(v.dtype)
     return _checked(Window(v, flat[0] * item, (flat[1] - flat[0]) * item), space)
 
 
@@ -427,7 +427,7 @@ class _Restrictor:
         """A value of `shape` standing for elements [a, b) of v's buffer, bound as one
         window; where a's byte is not aligned as the device requires, the window starts
         at the aligned byte before it and the value is a slice of it, reshaped."""
-        item = ITEMSIZE[v.dtype]
+        item = itemsize(v.dtype)
         skip = a * item % self.limits.align // item
         w = _checked(Window(v, (a - skip) * item, (b - a + skip) * item), self.space)
         leaf = Value((b - a + skip,) if skip else tuple(shape), v.dtype, kind="input",

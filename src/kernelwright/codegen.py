@@ -27,11 +27,10 @@ from string import Template
 
 import numpy as np
 
+from .dtypes import DEVICE_DTYPES, element_type, wgsl_type
 from .ir import MOVEMENT_OPS, CompileError, Value, inline_sum
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
-WGSL_TYPE = {"f32": "f32", "i32": "i32", "bool": "bool"}
-BUFFER_TYPE = {"f32": "f32", "i32": "i32", "bool": "u32"}
 
 
 def template(name: str) -> Template:
@@ -85,7 +84,7 @@ def _cast(a, p, src: str, dst: str) -> str:
         return f"({a} != {literal(0, src)})"
     if src == "bool":
         return f"select({literal(0, dst)}, {literal(1, dst)}, {a})"
-    return f"{WGSL_TYPE[dst]}({a})"
+    return f"{wgsl_type(dst)}({a})"
 
 
 EW = {
@@ -163,7 +162,7 @@ EW = {
     "isinf": lambda a, p: f"((bitcast<u32>({a}) & 0x7fffffffu) == 0x7f800000u)",
     # the same 32 bits read as the node's dtype (f32 <-> i32): ops/pool.py orders f32
     # values as integers
-    "bitcast": lambda a, p: f"bitcast<{WGSL_TYPE[p['dtype']]}>({a})",
+    "bitcast": lambda a, p: f"bitcast<{wgsl_type(p['dtype'])}>({a})",
 }
 
 
@@ -264,14 +263,14 @@ class KernelSource:
         return f"x{i}"
 
     def lane_params(self) -> list[str]:
-        return [f"x{i}: {BUFFER_TYPE[v.dtype]}" for i, v in sorted(self.lanes.items())]
+        return [f"x{i}: {element_type(v.dtype)}" for i, v in sorted(self.lanes.items())]
 
     def bindings(self, out: Value) -> str:
-        lines = [f"@group(0) @binding({i}) var<storage, read> in{i}: array<{BUFFER_TYPE[v.dtype]}>;"
-                 for i, v in enumerate(self.reads)]
+        lines = [f"@group(0) @binding({i}) var<storage, read> in{i}: "
+                 f"array<{element_type(v.dtype)}>;" for i, v in enumerate(self.reads)]
         lines += [f"@group(0) @binding({len(self.reads) + j}) var<storage, read> in{i}v4: "
                   "array<vec4<f32>>;" for j, i in enumerate(self.views)]
-        out_t = f"vec4<{BUFFER_TYPE[out.dtype]}>" if self.out_vec4 else BUFFER_TYPE[out.dtype]
+        out_t = f"vec4<{element_type(out.dtype)}>" if self.out_vec4 else element_type(out.dtype)
         lines.append(f"@group(0) @binding({len(self.reads) + len(self.views)}) var<storage, "
                      f"read_write> out: array<{out_t}>;")
         return "\n".join(lines)
@@ -309,7 +308,7 @@ class Emitter:
     def let(self, expr: str, dtype: str) -> str:
         self.count += 1
         name = f"t{self.count}"
-        self.lines.append(f"let {name}: {WGSL_TYPE[dtype]} = {expr};")
+        self.lines.append(f"let {name}: {wgsl_type(dtype)} = {expr};")
         return name
 
     def dims(self, idx: Index, align: bool = True) -> list[str]:
@@ -512,7 +511,7 @@ class Emitter:
             offset += part.shape[d]
         self.lines, self.cache = outer_lines, outer_cache
         self.flats, self.decoded = outer_memos
-        self.lines.append(f"var {name}: {WGSL_TYPE[dtype]};")
+        self.lines.append(f"var {name}: {wgsl_type(dtype)};")
         for k, (_, body) in enumerate(branches):
             if k == 0:
                 head = f"if ({dims[d]} < {branches[1][0]}) {{"
@@ -558,7 +557,7 @@ class Emitter:
 
     def function(self, name: str, params: list[str], ret_dtype: str, result: str) -> str:
         body = "\n".join(f"    {line}" for line in self.lines)
-        ret = WGSL_TYPE.get(ret_dtype, ret_dtype)
+        ret = wgsl_type(ret_dtype) if ret_dtype in DEVICE_DTYPES else ret_dtype
         return (f"fn {name}({', '.join(params)}) -> {ret} {{\n{body}\n"
                 f"    return {result};\n}}\n")
 

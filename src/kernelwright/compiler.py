@@ -21,17 +21,13 @@ from torch.utils import _pytree as pytree
 
 from . import templates
 from .capture import export_graph, fx_to_ir, to_device_array
+from .dtypes import torch_dtype
 from .ir import GraphBuilder
 from .plan import Plan
 from .progress import QUIET, Progress
 from .runtime import Device, Executable, default_device
 from .schedule import build_plan
 from .tune import device_waves
-
-TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-               "float64": torch.float64, "int64": torch.int64, "int32": torch.int32,
-               "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
-               "bool": torch.bool}
 
 
 def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
@@ -217,7 +213,7 @@ class CompiledModule:
         t = torch.from_numpy(a.copy())
         if a.dtype == np.uint32:
             t = t.view(torch.int32)
-        return t.to(TORCH_DTYPE[spec.torch_dtype])
+        return t.to(torch_dtype(spec.torch_dtype))
 
     def state(self) -> dict[str, torch.Tensor]:
         """The buffers the module changes in forward (batch norm's running statistics in

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-DTYPES = ("f32", "i32", "bool")
+from .dtypes import DTYPES
+
 MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat", "gather", "window")
 TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "materialize")
 # A sum of at most this many items per output (split-K's partial products: an RNN
@@ -163,7 +164,7 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def promote(*dtypes: str) -> str:
-    for d in ("f32", "i32", "bool"):
+    for d in DTYPES:
         if d in dtypes:
             return d
     raise CompileError(f"unknown dtypes {dtypes}")

@@ -27,16 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from .dtypes import DEVICE_DTYPE_OF, DEVICE_DTYPES, element_type, itemsize, numpy_type
+
 # 2: output_tree may be a pytree spec ({"pytree": ...}); Python numbers baked in (scalars)
 FORMAT_VERSION = 2
 READS = (1, 2)  # the formats load reads
-DEVICE_DTYPES = ("f32", "i32", "bool")
 BUFFER_KINDS = ("input", "const", "temp", "output")
-# the device dtype holding each user-facing dtype (ops.elementwise.TORCH_TO_DEVICE)
-DEVICE_DTYPE_OF = {"float32": "f32", "float16": "f32", "bfloat16": "f32", "float64": "f32",
-                   "int64": "i32", "int32": "i32", "int16": "i32", "int8": "i32",
-                   "uint8": "i32", "bool": "bool"}
-ELEMENT_TYPE = {"f32": "f32", "i32": "i32", "bool": "u32"}  # codegen.BUFFER_TYPE
 _ELEMENT = re.compile(r"\s*:\s*array\s*<\s*(?:vec[234]\s*<\s*)?(\w+)")
 
 
@@ -262,7 +258,7 @@ def validate(plan: Plan) -> None:
                                  f"{n}")
             element = _ELEMENT.match(k.source, m.end())
             buf = plan.buffers[k.bindings[binding]]
-            if element is None or element[1] != ELEMENT_TYPE[buf.dtype]:
+            if element is None or element[1] != element_type(buf.dtype):
                 raise ValueError(f"{where}: binding {binding} is declared "
                                  f"{element[1] if element else 'no array'}, its buffer "
                                  f"b{buf.id} holds {buf.dtype}")
@@ -292,14 +288,14 @@ def validate(plan: Plan) -> None:
             if DEVICE_DTYPE_OF.get(t.torch_dtype) != buf.dtype:
                 raise ValueError(f"{what} {i} is {t.torch_dtype}, its buffer b{buf.id} holds "
                                  f"{buf.dtype}")
-            if 4 * math.prod(t.shape) > buf.nbytes:
-                raise ValueError(f"{what} {i} of shape {list(t.shape)} needs "
-                                 f"{4 * math.prod(t.shape)} bytes, its buffer b{buf.id} has "
-                                 f"{buf.nbytes}")
+            need = itemsize(buf.dtype) * math.prod(t.shape)
+            if need > buf.nbytes:
+                raise ValueError(f"{what} {i} of shape {list(t.shape)} needs {need} bytes, "
+                                 f"its buffer b{buf.id} has {buf.nbytes}")
     for bid, data in plan.constants.items():
         if not 0 <= bid < n or plan.buffers[bid].kind != "const" \
                 or data.nbytes > plan.buffers[bid].nbytes \
-                or data.dtype != np.dtype(_NUMPY[plan.buffers[bid].dtype]):
+                or data.dtype != np.dtype(numpy_type(plan.buffers[bid].dtype)):
             raise ValueError(f"constant for buffer {bid} does not fit it "
                              f"({data.dtype}, {data.nbytes} bytes)")
     tree = plan.output_tree
@@ -311,9 +307,6 @@ def validate(plan: Plan) -> None:
     for i, v in plan.scalars.items():
         if not _count(i) or not (v is None or isinstance(v, (bool, int, float, str))):
             raise ValueError(f"scalar argument {i} is malformed: {v!r}")
-
-
-_NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
 
 
 def _count(x) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .codegen import used_bindings
+from .dtypes import numpy_type
 from .plan import BindingLimits, Plan
 
 
@@ -49,7 +50,6 @@ _runtime_dir()
 
 import wgpu  # noqa: E402 - after XDG_RUNTIME_DIR is set
 
-NUMPY_OF = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
 ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3, "Unknown": 4}
 # "cooperative-matrix" (wgpu-native's experimental tensor-core feature) is what the
 # accelerated precision mode needs; a device that refuses it is opened without it.
@@ -378,7 +378,7 @@ class Executable:
     def read(self, spec) -> np.ndarray:
         """An output (a TensorSpec's buffer and shape) back on the host."""
         b = self.plan.buffers[spec.buffer]
-        dtype = NUMPY_OF[b.dtype]
+        dtype = numpy_type(b.dtype)
         n = int(np.prod(spec.shape))
         size = _aligned(n * np.dtype(dtype).itemsize)
         if size <= TRANSFER_CHUNK and not b.segment:

@@ -40,6 +40,7 @@ from .chunks import (
     unit_windows,
 )
 from .codegen import contiguous_strides, used_bindings
+from .dtypes import buffer_bytes, default_torch_name, itemsize, numpy_type
 from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from .plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
 from .templates import (
@@ -55,9 +56,6 @@ from .templates import (
     row_major,
 )
 from .tune import choose_knobs
-
-ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}
-NUMPY_TYPE = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}
 
 
 @dataclass(eq=False)
@@ -673,7 +671,7 @@ def large_read_cut(g: Group, materialized: set[Value], most: int) -> Value | Non
     def reads_big(v: Value) -> bool:
         if v not in big:
             if v.kind in ("input", "const") or v in materialized and v is not g.root:
-                big[v] = v.numel * ITEMSIZE[v.dtype] > most
+                big[v] = v.numel * itemsize(v.dtype) > most
             elif v.node is None:
                 big[v] = False
             else:
@@ -744,7 +742,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
 
     def new_buffer(v: Value, kind: str) -> int:
         seg = 0 if limits is None else (space or Space(limits)).segment(v)
-        buffers.append(Buffer(len(buffers), max(4, v.numel * ITEMSIZE[v.dtype]), kind, v.dtype,
+        buffers.append(Buffer(len(buffers), buffer_bytes(v.numel, v.dtype), kind, v.dtype,
                               seg))
         return len(buffers) - 1
 
@@ -760,17 +758,17 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                 if v.kind == "const" and v not in buffer_of:
                     buffer_of[v] = new_buffer(v, "const")
                     constants[buffer_of[v]] = np.ascontiguousarray(v.data,
-                                                                   dtype=NUMPY_TYPE[v.dtype])
+                                                                   dtype=numpy_type(v.dtype))
 
     for state, _ in graph.updates:  # written by the call, whether or not a kernel reads it
         if state not in buffer_of:
             buffer_of[state] = new_buffer(state, "const")
             constants[buffer_of[state]] = np.ascontiguousarray(state.data,
-                                                               dtype=NUMPY_TYPE[state.dtype])
+                                                               dtype=numpy_type(state.dtype))
     for _, new in graph.updates:  # an update that is an input or a constant as it is
         if new.node is None and new not in buffer_of:
             buffer_of[new] = new_buffer(new, "const")
-            constants[buffer_of[new]] = np.ascontiguousarray(new.data, dtype=NUMPY_TYPE[new.dtype])
+            constants[buffer_of[new]] = np.ascontiguousarray(new.data, dtype=numpy_type(new.dtype))
 
     free: list[int] = []  # temp buffer ids free for reuse
     releases: dict[int, list[Value]] = {}
@@ -785,7 +783,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         elif v in outputs:  # an update's value: kept until the copy after the kernels
             buffer_of[v] = new_buffer(v, "temp")
         else:
-            need = max(4, v.numel * ITEMSIZE[v.dtype])
+            need = buffer_bytes(v.numel, v.dtype)
             # a value held in several device buffers (segment_bytes) has its own
             fits = [b for b in free if buffers[b].nbytes >= need and buffers[b].dtype == v.dtype
                     and not buffers[b].segment
@@ -806,7 +804,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             return [w.offset, min(_aligned(w.nbytes), _aligned(buffers[buffer_of[v]].nbytes)
                                   - w.offset)]
         if limits is not None and buffers[buffer_of[v]].nbytes > limits.max_bytes:
-            return [0, _aligned(max(4, v.numel * ITEMSIZE[v.dtype]))]
+            return [0, _aligned(buffer_bytes(v.numel, v.dtype))]
         return None
 
     kernels = []
@@ -834,8 +832,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         constants=constants,
         updates=[(buffer_of[new], buffer_of[state]) for state, new in graph.updates],
         state=[(state.name, TensorSpec(buffer_of[state], state.shape,
-                                       {"f32": "float32", "i32": "int64", "bool": "bool"}[
-                                           state.dtype]))
+                                       default_torch_name(state.dtype)))
                for state, _ in graph.updates],
         writes=[(i, TensorSpec(buffer_of[v], v.shape, torch_dtypes[graph.inputs[i]]))
                 for i, v in graph.writes],

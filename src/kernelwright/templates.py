@@ -35,10 +35,8 @@ from functools import cache, cached_property
 from typing import NamedTuple
 
 from .codegen import (
-    BUFFER_TYPE,
     HELPERS,
     KERNEL_DIR,
-    WGSL_TYPE,
     Emitter,
     Index,
     KernelSource,
@@ -50,6 +48,7 @@ from .codegen import (
     template,
     to_buffer,
 )
+from .dtypes import element_type, wgsl_type
 from .ir import MOVEMENT_OPS, CompileError, Node, Value, where_band
 
 MAX_GRID = 65535
@@ -158,8 +157,8 @@ def _loader(src: KernelSource, materialized, name: str, x: Value, dtype: str = "
         vals.append(val if x.dtype == dtype else _cast(val, {}, x.dtype, dtype))
     if lanes is None:
         return em.function(name, [f"{p}: i32" for p in params], dtype, vals[0])
-    return em.function(name, [f"{p}: i32" for p in params], f"vec4<{WGSL_TYPE[dtype]}>",
-                       f"vec4<{WGSL_TYPE[dtype]}>({', '.join(vals)})")
+    return em.function(name, [f"{p}: i32" for p in params], f"vec4<{wgsl_type(dtype)}>",
+                       f"vec4<{wgsl_type(dtype)}>({', '.join(vals)})")
 
 
 def _epilogue(src: KernelSource, materialized, out: Value, root: Value | None,
@@ -172,7 +171,7 @@ def _epilogue(src: KernelSource, materialized, out: Value, root: Value | None,
     em = Emitter(src, materialized, root=root, computes=out,
                  lanes="gi" if root is None and dims is None else None)
     val = em.value(out, Index(out.shape, flat="gi", dims=dims))
-    params = ([f"acc: {WGSL_TYPE[acc_dtype]}"] if root is not None else []) + ["gi: i32"]
+    params = ([f"acc: {wgsl_type(acc_dtype)}"] if root is not None else []) + ["gi: i32"]
     if dims is not None:
         return em.function("epilogue", params + [f"{d}: i32" for d in dims if d != "0"],
                            out.dtype, val)
@@ -443,7 +442,7 @@ def _transpose_tile(src, materialized, out, dims: tuple[int, int], knobs):
                "            }\n        }\n    }")
     epilogue = _epilogue(src, materialized, out, None, out.dtype, names)
     return "transpose", dict(
-        functions="", epilogue=epilogue, TILE_T=BUFFER_TYPE[out.dtype], TILES_A=tiles_a,
+        functions="", epilogue=epilogue, TILE_T=element_type(out.dtype), TILES_A=tiles_a,
         TILES_B=tiles_b, GROUPS=groups, GRID_X=gx, SIZE_A=size_a, SIZE_B=size_b,
         STRIDE_B=strides[b], TB=tb, ROW=tb + 1, ROWS=rows, STAGED=32 * (tb + 1),
         REST="\n".join(rest), COMPUTE=compute,
@@ -482,7 +481,7 @@ def _elementwise(src, materialized, out, tnode, knobs=None, acc4: str = ""):
                 for j in range(4)]
         body = "\n            ".join(
             ["let gi = q * 4;", f"let a = {acc4};",
-             f"out[q] = vec4<{BUFFER_TYPE[out.dtype]}>({', '.join(vals)});"])
+             f"out[q] = vec4<{element_type(out.dtype)}>({', '.join(vals)});"])
     elif vec == 1:
         _, (args,) = _lane_args(src, 1, "q", "gi")
         body = f"let gi = q;\n            out[gi] = {to_buffer(f'epilogue(gi{args})', out.dtype)};"
@@ -493,7 +492,7 @@ def _elementwise(src, materialized, out, tnode, knobs=None, acc4: str = ""):
                 for j, a in enumerate(args)]
         body = "\n            ".join(
             ["let gi = q * 4;"] + loads
-            + [f"out[q] = vec4<{BUFFER_TYPE[out.dtype]}>({', '.join(vals)});"])
+            + [f"out[q] = vec4<{element_type(out.dtype)}>({', '.join(vals)});"])
     return "elementwise", dict(functions="", WG=wg, ROW=row, THREADS=threads, EPT=ept,
                                STEPS=steps, BODY=body), grid, knobs
 
@@ -703,7 +702,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
             em = Emitter(src, materialized, root=tn.out, root_flat="o", computes=root,
                          bound=dict(bound))
             val = em.value(root, Index(root.shape, flat="o"))
-            pending.append((em, f"finish_{j}", [f"acc: {WGSL_TYPE[tn.out.dtype]}", "o: i32"],
+            pending.append((em, f"finish_{j}", [f"acc: {wgsl_type(tn.out.dtype)}", "o: i32"],
                             root.dtype, val, False, j))
         bound[root] = f"rv{j}"
         finals.append((acc_t, init, final))
@@ -730,7 +729,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
     _require(not cached or held <= ROW_CACHE, knobs,
              f"{held} elements per invocation exceed the on-chip row cache ({ROW_CACHE})")
     for em, name, params, dtype, val, uses_lanes, n in pending:
-        prior = [f"rv{k}: {WGSL_TYPE[phases[k][1].dtype]}" for k in range(n)]
+        prior = [f"rv{k}: {wgsl_type(phases[k][1].dtype)}" for k in range(n)]
         functions.append(em.function(name, params + (lanes if uses_lanes else []) + prior,
                                      dtype, val))
     rvs = "".join(f", rv{k}" for k in range(len(phases)))
@@ -797,7 +796,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         else:
             body.append(f"    let rv{j} = finish_{j}({final.replace('acc', total)}, o{prior});")
     if consumer:
-        out_t = BUFFER_TYPE[out.dtype]
+        out_t = element_type(out.dtype)
 
         def store(args):
             vals = [to_buffer(f"epilogue(g{at(e)}{a}{rvs})", out.dtype)
@@ -815,7 +814,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
     if cached:  # fill the registers first: each lane's vector (or element) per item
         fill = []
         for i, v in sorted(src.lanes.items()):
-            t_ = BUFFER_TYPE[v.dtype]
+            t_ = element_type(v.dtype)
             for k in range(items):
                 fill.append(f"    var c{i}_{k}: {f'vec4<{t_}>' if vec == 4 else t_};")
         for k in range(items):
@@ -827,7 +826,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
                     loads.append(f"c{i}_{k} = {src.view4(v)}[o * {rv} + q];")
                 else:
                     g = f"(o * {rv} + q) * 4"
-                    loads.append(f"c{i}_{k} = vec4<{BUFFER_TYPE[v.dtype]}>("
+                    loads.append(f"c{i}_{k} = vec4<{element_type(v.dtype)}>("
                                  + ", ".join(f"in{i}[{g} + {e}]" for e in range(4)) + ");")
             if loads:
                 fill.append(f"    {{ let q = {k * tpr} + t; if (live && q < {qend}) {{ "
@@ -1095,7 +1094,7 @@ def _scan_cols(src, out, x, functions, knobs, acc_t, init, final, plain):
         else:
             vals = [to_buffer(f"epilogue({final.replace('acc', carry(e))}, gi + {e})",
                               out.dtype) for e in range(vec)]
-            store = f"out[gi / 4] = vec4<{BUFFER_TYPE[out.dtype]}>({', '.join(vals)});"
+            store = f"out[gi / 4] = vec4<{element_type(out.dtype)}>({', '.join(vals)});"
         stores.append(f"        {test}{{ {folds} {where} {store} }}")
     src.out_vec4 = vec == 4
     groups = max(1, -(-lanes // wg))
@@ -1159,7 +1158,8 @@ def _scan_regs(src, materialized, out, x, knobs, acc_t, init, final) -> dict:
                     for e in range(vec)]
             stores.append(f"        if ({test}) {{ let gi = a * {r} + {g}; "
                           + " ".join(f"let c{e} = combine(p{j}, s{j}_{e});" for e in range(vec))
-                          + f" out[gi / 4] = vec4<{BUFFER_TYPE[out.dtype]}>({', '.join(vals)}); }}")
+                          + f" out[gi / 4] = vec4<{element_type(out.dtype)}>("
+                          + f"{', '.join(vals)}); }}")
         else:
             for e in range(vec):
                 ri = f"{g} + {e}" if e else g
@@ -2341,7 +2341,7 @@ def _materialize(src, materialized, out, tnode, knobs=None):
             flat = f"(gi + {e})" if e else "gi"
             em.aligned[flat] = ("gi", e)
             vals.append(em.value(x, Index(x.shape, flat=flat)))
-        t = f"vec4<{WGSL_TYPE[x.dtype]}>"
+        t = f"vec4<{wgsl_type(x.dtype)}>"
         functions = em.function("load_x4", ["gi: i32"], t, f"{t}({', '.join(vals)})")
         final = "load_x4(gi)"
     tmpl, slots, grid, knobs = _elementwise(src, materialized, out, tnode, knobs, final)

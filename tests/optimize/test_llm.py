@@ -9,6 +9,7 @@ import sys
 import pytest
 from fake_llm import FakeLLM, tokens_of
 
+from kernelwright.dtypes import element_type
 from kernelwright.optimize import generator as gen_mod
 from kernelwright.optimize import llm
 from kernelwright.optimize.generator import Attempt, Binding, KernelSpec, ProposalFailed
@@ -320,9 +321,6 @@ def get_init_inputs():
 '''
 
 
-WGSL_TYPE = {"f32": "f32", "i32": "i32", "bool": "u32"}
-
-
 def bindings_in(body: dict) -> list[tuple[int, str, str, str]]:
     """(index, name, dtype, access) of each row of the bindings table in a request's
     prompt: the interface a candidate must declare."""
@@ -339,7 +337,7 @@ def scripted(expression: str, guard: str = f"{N}u"):
     def answer(body: dict) -> str:
         rows = bindings_in(body)
         decls = [f"@group(0) @binding({i}) var<storage, {access}> {name}: "
-                 f"array<{WGSL_TYPE[dtype]}>;" for i, name, dtype, access in rows]
+                 f"array<{element_type(dtype)}>;" for i, name, dtype, access in rows]
         x = next(name for _, name, _, access in rows if access == "read")
         out = next(name for _, name, _, access in rows if access == "read_write")
         code = "\n".join(decls + [

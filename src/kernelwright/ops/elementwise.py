@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import math
 
+from ..dtypes import device_dtype_of_torch
 from ..ir import GraphBuilder, Value, promote
 from . import register
-
-TORCH_TO_DEVICE = {"torch.float32": "f32", "torch.float16": "f32", "torch.bfloat16": "f32",
-                   "torch.float64": "f32", "torch.int64": "i32", "torch.int32": "i32",
-                   "torch.int16": "i32", "torch.int8": "i32", "torch.uint8": "i32",
-                   "torch.bool": "bool"}
 
 
 def device_dtype(torch_dtype) -> str:
     from ..ir import CompileError
 
-    dt = TORCH_TO_DEVICE.get(str(torch_dtype))
+    dt = device_dtype_of_torch(torch_dtype)
     if dt is None:
         raise CompileError(f"dtype {torch_dtype} is not supported")
     return dt

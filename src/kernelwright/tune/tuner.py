@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..dtypes import buffer_bytes, default_torch_name, numpy_type
 from ..ir import CompileError, Value
 from ..plan import Buffer, Kernel, Plan, TensorSpec
-from ..runtime import NUMPY_OF, Device, Executable
+from ..runtime import Device, Executable
 from ..templates import Generated, KernelKey, KernelRequest
 
 TOLERANCE = 1e-4  # fp32, relative to the scale of the output (KernelBench's 1e-4)
-TORCH_NAME = {"f32": "float32", "i32": "int32", "bool": "bool"}
 
 
 @dataclass
@@ -186,12 +186,12 @@ def single_kernel_plan(name: str, source: str, grid: tuple[int, int, int],
     """A plan of one kernel alone: an input buffer per buffer it reads, then its output
     (`operands`: (element count, device dtype) per buffer, the output last; `views`: the
     reads also bound as vec4 arrays, Generated.views)."""
-    buffers = [Buffer(i, max(4, n * 4), "input" if i < len(operands) - 1 else "output", dtype)
-               for i, (n, dtype) in enumerate(operands)]
+    buffers = [Buffer(i, buffer_bytes(n, dtype), "input" if i < len(operands) - 1 else "output",
+                      dtype) for i, (n, dtype) in enumerate(operands)]
     o = len(buffers) - 1
     kernel = Kernel(name, source, list(range(o)) + list(views) + [o], tuple(grid), key=key,
                     knobs=knobs or {}, workgroup_bytes=workgroup_bytes, trusted=trusted)
-    specs = [TensorSpec(i, (max(1, n),), TORCH_NAME[dtype])
+    specs = [TensorSpec(i, (max(1, n),), default_torch_name(dtype))
              for i, (n, dtype) in enumerate(operands)]
     return Plan(buffers=buffers, kernels=[kernel], inputs=specs[:-1], outputs=specs[-1:],
                 output_tree="single")
@@ -216,7 +216,7 @@ def random_input_set(operands: list[tuple[int, str]], t: int, seed: int) -> list
     from concurrent.futures import ThreadPoolExecutor
 
     kind = DISTRIBUTIONS[t % len(DISTRIBUTIONS)]
-    arrays = [np.empty(max(1, numel), dtype=NUMPY_OF[dtype]) for numel, dtype in operands]
+    arrays = [np.empty(max(1, numel), dtype=numpy_type(dtype)) for numel, dtype in operands]
     pieces = [(a, lo, dtype) for a, (_, dtype) in zip(arrays, operands)
               for lo in range(0, a.size, DRAW_CHUNK)]
     streams = np.random.SeedSequence([seed, t]).spawn(len(pieces))
