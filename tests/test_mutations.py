@@ -2,6 +2,7 @@
 new value is the next call's (CompiledModule.state), an input's is written back into
 the caller's tensor, as eager does."""
 
+import pytest
 import torch
 
 import kernelwright
@@ -113,3 +114,14 @@ def test_an_input_changed_in_place_through_torch_compile_is_written_back():
         pos, k = torch.tensor([i]), torch.full((1, 3), float(i + 1))
         torch.testing.assert_close(compiled(mine, pos, k), step(theirs, pos, k))
         torch.testing.assert_close(mine, theirs)
+
+
+def test_state_is_loaded_into_the_next_call():
+    """load_state writes the buffers the next call reads (a checkpoint's restore)."""
+    cm = kernelwright.compile(Counter(), [torch.zeros(4, 3)])
+    start = torch.arange(12.0).reshape(4, 3)
+    cm.load_state({"total": start})
+    x = torch.ones(4, 3)
+    torch.testing.assert_close(cm(x), (start + x) * 2)
+    with pytest.raises(ValueError, match="no such state"):
+        cm.load_state({"missing": start})

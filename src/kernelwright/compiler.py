@@ -222,6 +222,19 @@ class CompiledModule:
         as eager does with the module's own buffers (which stay unchanged here)."""
         return {name: self._to_torch(self.exe.read(spec), spec) for name, spec in self.plan.state}
 
+    def load_state(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Write state (names as `state()` gives them) into the GPU buffers the next call
+        reads: a checkpoint's parameters and optimizer state, say. A name the plan has
+        no state of, or a tensor of another shape, is a ValueError."""
+        specs = dict(self.plan.state)
+        for name, t in tensors.items():
+            spec = specs.get(name)
+            if spec is None or tuple(t.shape) != tuple(spec.shape):
+                raise ValueError(f"state {name!r} {list(t.shape)}: the plan holds "
+                                 f"{list(spec.shape) if spec else 'no such state'}")
+        for name, t in tensors.items():
+            self.exe.write(specs[name].buffer, to_device_array(t))
+
     def gpu_times_ms(self, inputs_list, reps: int) -> list[float]:
         """Per-call GPU time (ms, from timestamps) over `reps` calls, rotating inputs."""
         # Timing calls this in rounds with the same input sets: convert them once.

@@ -287,7 +287,7 @@ class Executable:
         self.buffers = [s[0] for s in self.segments]  # the device buffer of each unsplit one
         for bid, data in plan.constants.items():
             if bid not in shared:
-                self._write(bid, np.ascontiguousarray(data))
+                self.write(bid, np.ascontiguousarray(data))
         self.steps = []
         pipes = self.dev.pipelines([(k.source, k.trusted) for k in plan.kernels])
         for k, pipe in zip(plan.kernels, pipes):
@@ -316,14 +316,15 @@ class Executable:
             yield self.segments[bid][i], local, offset, n
             offset += n
 
-    def _write(self, bid: int, array: np.ndarray) -> None:
+    def write(self, bid: int, array: np.ndarray) -> None:
+        """Buffer `bid`'s bytes from `array` (in pieces, across its device buffers)."""
         raw = array.reshape(-1).view(np.uint8)
         for buf, local, offset, n in self._spans(bid, raw.size):
             self.dev.device.queue.write_buffer(buf, local, raw[offset:offset + n])
 
     def upload(self, arrays: list[np.ndarray]) -> None:
         for spec, a in zip(self.plan.inputs, arrays):
-            self._write(spec.buffer, np.ascontiguousarray(a))
+            self.write(spec.buffer, np.ascontiguousarray(a))
 
     def poison(self) -> None:
         """Fill every intermediate and output buffer with NaN (in chunks of one shared

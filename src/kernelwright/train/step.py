@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .. import templates
-from ..capture import decomposition_table, fx_to_ir, to_device_array, user_line
+from ..capture import decomposition_table, fx_to_ir, user_line
 from ..compiler import CompiledModule, mutations
 from ..ir import CompileError, GraphBuilder, Value
 from ..ops import lookup
@@ -289,8 +289,7 @@ class TrainingStep:
                     str(t.dtype).removeprefix("torch.") != spec.torch_dtype:
                 raise ValueError(f"{path}: tensor {name} is {t.dtype}{list(t.shape)}, this "
                                  f"model's is {spec.torch_dtype}{list(spec.shape)}")
-        for name, spec in specs.items():
-            self.compiled.exe._write(spec.buffer, to_device_array(tensors[name]))
+        self.compiled.load_state({name: tensors[name] for name in specs})
         self.steps, self.skipped = int(meta["steps"]), int(meta["skipped"])
         self.micro, self.lr = int(meta["micro"]), float(meta["lr"])
 
