@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from kernelwright.bench import verify as v
+from kernelwright.bench.oom import OutOfMemory
 
 
 def test_tolerances_by_dtype_and_mode() -> None:
@@ -174,7 +175,7 @@ def test_the_float64_fallback_runs_in_verification(monkeypatch: pytest.MonkeyPat
     calls = []
     float64 = v.Reference.float64
     monkeypatch.setattr(v.Reference, "float64",
-                        lambda self, xs: calls.append(1) or float64(self, xs))
+                        lambda self, xs, fp32=None: calls.append(1) or float64(self, xs, fp32))
     result = v.verify(MatMul(), inputs, make, trials=3, alt_shape=False,
                       check_torch_calls=False)
     assert result.verdict.correct, result.verdict.detail
@@ -346,3 +347,34 @@ def test_indices_out_of_bounds_are_found_on_the_cpu_before_a_gpu_sees_them() -> 
     assert verifier.index_safe([x, torch.tensor([0, 3, -4])])
     assert not verifier.index_safe([x, torch.tensor([0, 4])])
     assert verifier.index_safe([x, 2.0])  # no integer tensor: nothing to index with
+
+
+class Float64FitsPerBatch(torch.nn.Module):
+    """Row softmax times 3; in float64 more than `fits` batch elements at once 'run out
+    of memory' (as float64 attention over long rows does on a GPU)."""
+
+    def __init__(self, fits: int, coupled: bool = False) -> None:
+        super().__init__()
+        self.fits, self.coupled = fits, coupled
+
+    def forward(self, x):
+        if x.dtype == torch.float64 and x.shape[0] > self.fits:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 160.00 GiB")
+        y = torch.softmax(x, -1) * 3
+        return y - y.mean(0) if self.coupled else y
+
+
+def test_float64_reference_runs_per_batch_slice_when_it_does_not_fit():
+    x = torch.randn(8, 5, 16)
+    reference = v.Reference(Float64FitsPerBatch(fits=3))
+    exact = reference.float64([x], reference([x]))
+    want = torch.softmax(x.double(), -1) * 3
+    assert exact[0].dtype == torch.float64
+    torch.testing.assert_close(exact[0], want, rtol=1e-12, atol=1e-12)
+
+
+def test_float64_reference_not_sliced_when_batch_elements_interact():
+    x = torch.randn(8, 5, 16)
+    reference = v.Reference(Float64FitsPerBatch(fits=3, coupled=True))
+    with pytest.raises(OutOfMemory, match="float64 reference"):
+        reference.float64([x], reference([x]))

@@ -75,7 +75,7 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .oom import reraise_oom
+from .oom import is_out_of_memory, reraise_oom
 
 Candidate = Callable[..., Any]
 Factory = Callable[[torch.nn.Module, list], Candidate]
@@ -597,6 +597,12 @@ def compare(cand_out: Any, ref_leaves: list, tol: Tolerance,
 # --- the reference, and what guards it --------------------------------------
 
 
+def empty_cache() -> None:
+    """Return PyTorch's cached, unused GPU memory to the device (before a retry)."""
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 class Reference:
     """A private copy of the model on its device; its outputs stay there, as flat leaves
     (compared there: `compare_device`), and are poisoned by `release`."""
@@ -627,21 +633,82 @@ class Reference:
         with torch.no_grad():
             return flatten(self.model(*args))
 
-    def float64(self, inputs: list) -> list | None:
+    def float64(self, inputs: list, fp32: list | None = None) -> list | None:
         """The outputs of a float64 copy of the model (made on first use) on float64
         copies of the float inputs, run and left on the reference's device; None when
-        the model cannot run in float64."""
+        the model cannot run in float64. When it runs out of memory at once (float64
+        attention over long rows: 160 GiB of scores), it is run a slice of the batch at
+        a time where `fp32`, the float32 reference's outputs on the same inputs, shows
+        that the model treats batch elements apart (`_float64_by_batch`)."""
         try:
             if self._model64 is None:
                 self._model64 = copy.deepcopy(self.model).double()
-            args = [x.detach().to(self.device, torch.float64, copy=True)
-                    if isinstance(x, torch.Tensor) and x.is_floating_point()
-                    else self.place([x])[0] for x in inputs]
-            with torch.no_grad():
-                return flatten(self._model64(*args))
+            return self._run64(inputs)
         except Exception as exc:  # noqa: BLE001 - some models cannot run in float64
+            if fp32 is not None and is_out_of_memory(exc):
+                exc = exc.with_traceback(None)  # frees the frames that hold its tensors
+                empty_cache()
+                sliced = self._float64_by_batch(inputs, fp32)
+                if sliced is not None:
+                    return sliced
             reraise_oom(exc, "the float64 reference")
             return None
+
+    def _run64(self, inputs: list) -> list:
+        args = [x.detach().to(self.device, torch.float64, copy=True)
+                if isinstance(x, torch.Tensor) and x.is_floating_point()
+                else self.place([x])[0] for x in inputs]
+        with torch.no_grad():
+            return flatten(self._model64(*args))
+
+    def _float64_by_batch(self, inputs: list, fp32: list) -> list | None:
+        """The float64 outputs computed over 2, 4, 8, ... slices of the leading (batch)
+        dimension until the slices fit; None when the inputs and outputs do not share a
+        leading dimension, or when the float32 model on a slice differs from the slice of
+        its whole output (the batch elements are not independent: a statistic over the
+        batch), or when even one batch element does not fit."""
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        batch = tensors[0].shape[0] if tensors and tensors[0].dim() else 0
+        if (batch < 2 or any(x.dim() == 0 or x.shape[0] != batch for x in tensors)
+                or any(not isinstance(r, torch.Tensor) or r.dim() == 0 or r.shape[0] != batch
+                       for r in fp32)):
+            return None
+        pieces = 2
+        while pieces <= 2 * batch:
+            step = -(-batch // pieces)
+            try:
+                parts = []
+                for start in range(0, batch, step):
+                    part = [x[start:start + step] if isinstance(x, torch.Tensor) else x
+                            for x in inputs]
+                    if not self._same_as_slice(part, fp32, start, step):
+                        return None
+                    parts.append(self._run64(part))
+                return [torch.cat([p[k] for p in parts]) for k in range(len(fp32))]
+            except Exception as exc:  # noqa: BLE001 - only running out of memory is retried
+                if not is_out_of_memory(exc):
+                    raise
+                parts = []
+                empty_cache()
+                pieces *= 2
+        return None
+
+    def _same_as_slice(self, part: list, fp32: list, start: int, step: int) -> bool:
+        """Whether the float32 model on `part` gives the slice [start, start + step) of
+        every output in `fp32` (to 1e-4 of each output's largest magnitude)."""
+        with torch.no_grad():
+            own = flatten(self.model(*self.place(part)))
+        if len(own) != len(fp32):
+            return False
+        for o, r in zip(own, fp32):
+            want = r[start:start + step]
+            if not isinstance(o, torch.Tensor) or o.shape != want.shape:
+                return False
+            scale = float(want.abs().max()) if want.numel() else 0.0
+            if not torch.allclose(o.to(want.dtype), want, rtol=1e-4, atol=1e-4 * scale,
+                                  equal_nan=True):
+                return False
+        return True
 
     def release(self, leaves: list) -> None:
         """Poison outputs once compared (never the model's own tensors)."""
@@ -822,7 +889,7 @@ class Verifier:
             except Rejected as rejection:
                 if rejection.reason != "mismatch" or self.tol.label != "strict":
                     raise
-                exact = self.reference.float64(ref_args)
+                exact = self.reference.float64(ref_args, ref_leaves)
                 if exact is None:
                     raise
                 return compare(out, ref_leaves, self.tol, exact, self.scaled)
