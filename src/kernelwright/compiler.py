@@ -322,8 +322,8 @@ def _probe_accelerated(device: Device) -> str | None:
     if not device.has_coop_matrix:
         why = f" ({device.coop_error})" if device.coop_error else ""
         return f"the device has no cooperative-matrix feature{why}"
-    for feature in ("shader-f16", "subgroup"):
-        if feature not in device.device.features:
+    for feature in ("shader-f16", "subgroups"):
+        if feature not in device.features:
             return f"the device has no {feature} feature"
     m, k, n = 40, 50, 72
     b = GraphBuilder()
