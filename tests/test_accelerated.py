@@ -228,7 +228,7 @@ class RefusingAdapter:
 
 
 def test_refused_feature_never_breaks_opening_the_device():
-    adapter = RefusingAdapter(runtime.default_device().adapter)
+    adapter = RefusingAdapter(runtime.default_device("wgpu").adapter)  # its feature names
     dev = runtime.open_device(adapter)
     assert adapter.requests[0][-1] == "cooperative-matrix"
     assert "cooperative-matrix" not in adapter.requests[1]

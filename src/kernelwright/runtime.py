@@ -91,12 +91,12 @@ class Device:
     @property
     def max_bindings(self) -> int:
         """The storage buffers a kernel may bind (per shader stage; WebGPU's default 8)."""
-        return self.device.limits.get("max-storage-buffers-per-shader-stage", 8)
+        return self.limits.get("max-storage-buffers-per-shader-stage", 8)
 
     @property
     def binding_limits(self) -> BindingLimits:
         """What one kernel may bind here (schedule.build_plan plans within it)."""
-        lim = self.device.limits
+        lim = self.limits
         return BindingLimits(self.max_bindings, max_binding_bytes(lim),
                              lim.get("min-storage-buffer-offset-alignment", 256),
                              lim.get("max-buffer-size", 1 << 28))
@@ -108,8 +108,12 @@ class Device:
 
     @property
     def limits(self) -> dict:
-        """The device's limits (wgpu-py's names)."""
-        return self.device.limits
+        """The device's limits (wgpu-py's names), those open_device was asked to lower
+        lowered: Dawn grants at least WebGPU's defaults whatever is asked, so a stand-in
+        for a smaller device keeps to them here, where kernelwright plans."""
+        lim = dict(self.device.limits)
+        lim.update({k: min(v, lim[k]) for k, v in (self.lower or {}).items() if k in lim})
+        return lim
 
     def __post_init__(self) -> None:
         self._pipelines: dict[str, wgpu.GPUComputePipeline] = {}
@@ -319,7 +323,7 @@ class Executable:
         d = self.dev.device
         usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
                  | wgpu.BufferUsage.COPY_SRC)
-        check_limits(plan, d.limits, self.dev.description)
+        check_limits(plan, self.dev.limits, self.dev.description)
         shared = {}
         if share_state is not None:
             if share_state.dev is not self.dev:

@@ -23,6 +23,7 @@ for "subgroups", "cooperative-matrix" or "subgroup-matrix" whatever the runtime.
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -126,9 +127,19 @@ def request_device(name: str, adapter, features: list[str], limits: dict, robust
         return adapter.request_device_sync(required_features=features, required_limits=limits)
     from wgpudawn.backends.dawn import extras
 
-    return extras.request_device_sync(adapter, required_features=features,
-                                      required_limits=limits,
-                                      enable_toggles=() if robust else DAWN_TRUSTED_TOGGLES)
+    if adapter in _USED:  # a Dawn adapter makes one device: ask a fresh copy of it
+        same = [a for a in adapters(name) if a.info == adapter.info]
+        if not same:
+            raise RuntimeUnavailable(f"Dawn no longer lists the adapter {adapter.info}")
+        adapter = same[0]
+    device = extras.request_device_sync(adapter, required_features=features,
+                                        required_limits=limits,
+                                        enable_toggles=() if robust else DAWN_TRUSTED_TOGGLES)
+    _USED.add(adapter)
+    return device
+
+
+_USED: weakref.WeakSet = weakref.WeakSet()  # Dawn adapters that made a device
 
 
 def subgroup_matrix_configs(name: str, adapter) -> tuple[SubgroupMatrixConfig, ...]:
