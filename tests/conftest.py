@@ -1,4 +1,8 @@
-"""Shared test helpers: compile a module with kernelwright and compare with PyTorch eager."""
+"""Shared test helpers: compile a module with kernelwright and compare with PyTorch eager.
+
+`--runtime dawn|wgpu` (or KERNELWRIGHT_RUNTIME) picks the runtime the tests' default
+device comes from; a test that needs a device of a runtime that opens none here is
+skipped with the reason (runtimes.RuntimeUnavailable)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,40 @@ import torch
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
 import kernelwright
+from kernelwright import runtimes
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runtime", choices=runtimes.RUNTIMES, default=None,
+                     help="the runtime of the tests' default device (else "
+                          f"{runtimes.ENV}, else wgpu)")
+
+
+def pytest_configure(config):
+    name = config.getoption("--runtime")
+    if name:
+        os.environ[runtimes.ENV] = name
+
+
+def pytest_report_header(config):
+    return f"kernelwright runtime: {runtimes.runtime_name()}"
+
+
+def _skip_unavailable(outcome) -> None:
+    """Turn a RuntimeUnavailable raised by a test (or its set-up) into a skip."""
+    exc = outcome.excinfo
+    if exc is not None and isinstance(exc[1], runtimes.RuntimeUnavailable):
+        outcome.force_exception(pytest.skip.Exception(str(exc[1]), _use_item_location=True))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    _skip_unavailable((yield))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    _skip_unavailable((yield))
 
 
 def leaves(out) -> list:

@@ -76,7 +76,7 @@ def test_probe_reasons_without_running_anything():
     no_coop = SimpleNamespace(has_coop_matrix=False, coop_error="experimental features off")
     assert "experimental features off" in compiler._probe_accelerated(no_coop)
     no_f16 = SimpleNamespace(has_coop_matrix=True, coop_error="",
-                             device=SimpleNamespace(features={"cooperative-matrix", "subgroup"}))
+                             features={"cooperative-matrix", "subgroups"})
     assert "shader-f16" in compiler._probe_accelerated(no_f16)
 
 
@@ -228,7 +228,7 @@ class RefusingAdapter:
 
 
 def test_refused_feature_never_breaks_opening_the_device():
-    adapter = RefusingAdapter(runtime.default_device().adapter)
+    adapter = RefusingAdapter(runtime.default_device("wgpu").adapter)  # its feature names
     dev = runtime.open_device(adapter)
     assert adapter.requests[0][-1] == "cooperative-matrix"
     assert "cooperative-matrix" not in adapter.requests[1]

@@ -43,6 +43,23 @@ def _template_text(name: str) -> str:
     return (KERNEL_DIR / f"{name}.wgsl").read_text()
 
 
+# WGSL forbids a constant expression whose value is not finite, and Dawn's compiler
+# (Tint) enforces it: `bitcast<f32>(0xff800000u)` is refused there (naga folds it to
+# -inf). Infinities and NaN are therefore the bits passed through a function call,
+# which is never a constant expression: F32_BITS, declared in each kernel that calls
+# it (with_f32_bits).
+F32_BITS = "kw_f32_bits"
+F32_BITS_FN = f"\nfn {F32_BITS}(bits: u32) -> f32 {{\n    return bitcast<f32>(bits);\n}}\n"
+NEG_INF, POS_INF, NAN = (f"{F32_BITS}({b}u)" for b in ("0xff800000", "0x7f800000", "0x7fc00000"))
+
+
+def with_f32_bits(source: str) -> str:
+    """A kernel's WGSL with F32_BITS declared where it calls it."""
+    if f"{F32_BITS}(" in source and f"fn {F32_BITS}(" not in source:
+        return source + F32_BITS_FN
+    return source
+
+
 def literal(x, dtype: str) -> str:
     if dtype == "bool":
         return "true" if x else "false"
@@ -50,9 +67,9 @@ def literal(x, dtype: str) -> str:
         return f"i32({int(x)})"
     x = float(np.float32(x))
     if math.isnan(x):
-        return "bitcast<f32>(0x7fc00000u)"
+        return NAN
     if math.isinf(x):
-        return "bitcast<f32>(0x7f800000u)" if x > 0 else "bitcast<f32>(0xff800000u)"
+        return POS_INF if x > 0 else NEG_INF
     return f"f32({x!r})"
 
 

@@ -251,7 +251,8 @@ class CompiledModule:
 
 def compile(module: torch.nn.Module, example_inputs, device: Device | None = None,
             precision: str | None = None, progress: float | None = 2.0,
-            share_state: CompiledModule | None = None) -> CompiledModule:
+            share_state: CompiledModule | None = None,
+            runtime: str | None = None) -> CompiledModule:
     """Compile `module` for `example_inputs`' shapes. `precision`: "strict" (fp32, the
     default) or "accelerated" (matmuls with f16 operands and f32 accumulation on the
     cooperative-matrix units, where the device has them; else a warning and strict);
@@ -265,10 +266,11 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     reports on stderr (None: never). Buffers the module changes in forward carry over
     from call to call on the GPU (`CompiledModule.state`); `share_state` (a module
     compiled from the same model for other shapes) makes both read and update one copy
-    of them."""
+    of them. Without a `device`, the default one of `runtime` ("wgpu": wgpu-native,
+    "dawn": Dawn; None reads KERNELWRIGHT_RUNTIME, else wgpu-native; runtimes.py)."""
     t0 = time.perf_counter()
     report = Progress(type(module).__name__, progress)
-    dev = device or default_device()
+    dev = device or default_device(runtime)
     mode = resolve_precision(precision, dev)
     plan, weights = _plan(module, example_inputs, mode, dev, report)
     with report.stage(f"building {len(plan.kernels)} pipelines"):
@@ -322,8 +324,8 @@ def _probe_accelerated(device: Device) -> str | None:
     if not device.has_coop_matrix:
         why = f" ({device.coop_error})" if device.coop_error else ""
         return f"the device has no cooperative-matrix feature{why}"
-    for feature in ("shader-f16", "subgroup"):
-        if feature not in device.device.features:
+    for feature in ("shader-f16", "subgroups"):
+        if feature not in device.features:
             return f"the device has no {feature} feature"
     m, k, n = 40, 50, 72
     b = GraphBuilder()

@@ -1,8 +1,9 @@
-"""Runtime: execute a Plan on a wgpu device (Vulkan, Metal or Direct3D 12).
+"""Runtime: execute a Plan on a WebGPU device (Vulkan, Metal or Direct3D 12).
 
 `default_device()` picks an adapter (discrete GPU, then integrated, then the
-software one; `KERNELWRIGHT_ADAPTER=<substring>` overrides) and opens it with its
-full limits. `Executable` binds a Plan to a device once: it creates the buffers,
+software one; `KERNELWRIGHT_ADAPTER=<substring>` overrides) of the runtime chosen by
+its argument or KERNELWRIGHT_RUNTIME (wgpu-native or Dawn, runtimes.py) and opens it
+with its full limits. `Executable` binds a Plan to a device once: it creates the buffers,
 uploads the constants, builds the pipelines (cached per WGSL text for the device's
 lifetime) and the bind groups. Each call then uploads the inputs, records every
 kernel into one compute pass of one submission, and reads the outputs back once.
@@ -22,9 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import runtimes
 from .codegen import used_bindings
 from .dtypes import numpy_type
 from .plan import BindingLimits, Plan
+from .runtimes import SubgroupMatrixConfig
 
 
 def _runtime_dir() -> None:
@@ -48,12 +51,16 @@ def _runtime_dir() -> None:
 
 _runtime_dir()
 
+# wgpu's flags and enums (buffer usages, binding types) are those of both runtimes:
+# wgpudawn mirrors wgpu-py's API, values included.
 import wgpu  # noqa: E402 - after XDG_RUNTIME_DIR is set
 
 ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3, "Unknown": 4}
-# "cooperative-matrix" (wgpu-native's experimental tensor-core feature) is what the
-# accelerated precision mode needs; a device that refuses it is opened without it.
-OPTIONAL_FEATURES = ("timestamp-query", "subgroup", "shader-f16", "cooperative-matrix")
+# kernelwright's names (runtimes.FEATURES); "cooperative-matrix" (wgpu-native) and
+# "subgroup-matrix" (Dawn) are what the accelerated precision mode needs: a device that
+# refuses them is opened without them (runtimes.EXPERIMENTAL).
+OPTIONAL_FEATURES = ("timestamp-query", "subgroups", "shader-f16", "cooperative-matrix",
+                     "subgroup-matrix")
 POISON_CHUNK = 64 << 20  # bytes of NaN written per call when poisoning buffers
 TRANSFER_CHUNK = 256 << 20  # bytes per upload or read-back call (bounds the staging copies)
 # wgpu's shader translator (naga) adds runtime checks to every shader: a clamp on each
@@ -62,6 +69,8 @@ TRANSFER_CHUNK = 256 << 20  # bytes per upload or read-back call (bounds the sta
 # construction, so it is compiled without them (wgpu-native's trusted shader modules);
 # any other source (a language model's candidate) keeps them. FORCE_SHADER_CHECKS = True
 # compiles every kernel with them (bench/kernels.py --shader-checks measures the cost).
+# Dawn checks per device instead (runtimes.py): its trusted kernels run on a device
+# without robustness, the others on its robust sibling (Device.checked).
 FORCE_SHADER_CHECKS = False
 
 
@@ -72,17 +81,22 @@ class Device:
     description: str
     is_software: bool
     has_timestamps: bool
-    coop_error: str = ""  # why the adapter's cooperative-matrix feature was not granted
+    coop_error: str = ""  # why the adapter's experimental matrix feature was not granted
+    runtime: str = "wgpu"  # "wgpu" (wgpu-native) or "dawn" (runtimes.py)
+    features: frozenset[str] = frozenset()  # granted, by kernelwright's names (runtimes)
+    subgroup_matrix_configs: tuple[SubgroupMatrixConfig, ...] = ()  # Dawn's, if granted
+    robust: bool = True  # False: a Dawn device without bounds checks (trusted kernels only)
+    lower: dict | None = None  # the limits open_device was asked to lower
 
     @property
     def max_bindings(self) -> int:
         """The storage buffers a kernel may bind (per shader stage; WebGPU's default 8)."""
-        return self.device.limits.get("max-storage-buffers-per-shader-stage", 8)
+        return self.limits.get("max-storage-buffers-per-shader-stage", 8)
 
     @property
     def binding_limits(self) -> BindingLimits:
         """What one kernel may bind here (schedule.build_plan plans within it)."""
-        lim = self.device.limits
+        lim = self.limits
         return BindingLimits(self.max_bindings, max_binding_bytes(lim),
                              lim.get("min-storage-buffer-offset-alignment", 256),
                              lim.get("max-buffer-size", 1 << 28))
@@ -90,11 +104,31 @@ class Device:
     @property
     def has_coop_matrix(self) -> bool:
         """The device was granted cooperative matrices (the accelerated mode's matmuls)."""
-        return "cooperative-matrix" in self.device.features
+        return "cooperative-matrix" in self.features
+
+    @property
+    def limits(self) -> dict:
+        """The device's limits (wgpu-py's names), those open_device was asked to lower
+        lowered: Dawn grants at least WebGPU's defaults whatever is asked, so a stand-in
+        for a smaller device keeps to them here, where kernelwright plans."""
+        lim = dict(self.device.limits)
+        lim.update({k: min(v, lim[k]) for k, v in (self.lower or {}).items() if k in lim})
+        return lim
 
     def __post_init__(self) -> None:
         self._pipelines: dict[str, wgpu.GPUComputePipeline] = {}
         self.pipeline_seconds = 0.0  # total time spent creating pipelines
+        self._checked: Device | None = None
+
+    def checked(self) -> Device:
+        """The device that runs kernels with bounds checks: this one, except for a Dawn
+        device without robustness, whose robust sibling on the same adapter (the same
+        limits) is opened on first use."""
+        if self.robust:
+            return self
+        if self._checked is None:
+            self._checked = open_device(self.adapter, self.lower, robust=True)
+        return self._checked
 
     def pipelines(self, sources: list[tuple[str, bool]]) -> list[wgpu.GPUComputePipeline]:
         """Pipelines for many kernels ((WGSL, trusted) each), the missing ones created on
@@ -111,11 +145,15 @@ class Device:
         """The pipeline of a kernel; `trusted` (written by kernelwright's templates)
         compiles it without wgpu's runtime checks (FORCE_SHADER_CHECKS)."""
         trusted = trusted and not FORCE_SHADER_CHECKS
+        if not trusted and not self.robust:
+            raise RuntimeError(f"{self.description} runs without bounds checks (Dawn's "
+                               "disable_robustness): an untrusted kernel runs on "
+                               "Device.checked()")
         key = _key(source, trusted)
         pipe = self._pipelines.get(key)
         if pipe is None:
             t0 = time.perf_counter()
-            module = (_trusted_module(self.device, source) if trusted
+            module = (_trusted_module(self.device, source) if trusted and self.runtime == "wgpu"
                       else self.device.create_shader_module(code=source))
             pipe = self.device.create_compute_pipeline(
                 layout=self._layout(source), compute={"module": module, "entry_point": "main"})
@@ -150,52 +188,66 @@ class Device:
             entries=[{"binding": i, "resource": resource(i)} for i in used_bindings(source)])
 
 
-_DEFAULT: Device | None = None
-
-
-def open_device(adapter: wgpu.GPUAdapter, lower: dict | None = None) -> Device:
-    """A device of `adapter` with its full limits, or lower ones where `lower` names
-    them (e.g. {"max-storage-buffers-per-shader-stage": 8}: a stand-in for a smaller
-    device)."""
+def open_device(adapter: wgpu.GPUAdapter, lower: dict | None = None,
+                robust: bool = False) -> Device:
+    """A device of `adapter` (of the runtime whose package made it, runtimes.py) with
+    its full limits, or lower ones where `lower` names them (e.g.
+    {"max-storage-buffers-per-shader-stage": 8}: a stand-in for a smaller device).
+    `robust`: a Dawn device with bounds checks for every kernel (else trusted kernels
+    run without them, and untrusted ones on Device.checked())."""
+    name = _runtime_of(adapter)
     info = adapter.info
-    features = [f for f in OPTIONAL_FEATURES if f in adapter.features]
+    offered = runtimes.adapter_features(name, adapter)
+    features = {f: offered[f] for f in OPTIONAL_FEATURES if f in offered}
     limits = {k: v for k, v in adapter.limits.items()
               if k.startswith("max-") and "storage" in k or "workgroup" in k
               or k == "max-buffer-size" or k == "max-bind-groups"}
     limits.update({k: min(v, adapter.limits[k]) for k, v in (lower or {}).items()})
+    robust = robust or name == "wgpu"  # wgpu-native checks per module (pipeline)
     coop_error = ""
     try:
-        device = adapter.request_device_sync(required_features=features,
-                                             required_limits=limits)
+        device = runtimes.request_device(name, adapter, list(features.values()), limits, robust)
     except Exception as exc:  # noqa: BLE001 - an experimental feature listed but refused
-        if "cooperative-matrix" not in features:
+        if not any(f in features for f in runtimes.EXPERIMENTAL):
             raise
-        features.remove("cooperative-matrix")
+        for f in runtimes.EXPERIMENTAL:
+            features.pop(f, None)
         coop_error = f"{type(exc).__name__}: {exc}".strip()
-        device = adapter.request_device_sync(required_features=features,
-                                             required_limits=limits)
-    desc = f"{info['device']} ({info['backend_type']}, {info['adapter_type']})"
+        device = runtimes.request_device(name, adapter, list(features.values()), limits, robust)
+    configs = (runtimes.subgroup_matrix_configs(name, adapter)
+               if "subgroup-matrix" in features else ())
+    desc = f"{info['device']} ({info['backend_type']}, {info['adapter_type']}" + \
+        (", Dawn)" if name == "dawn" else ")")
     return Device(adapter, device, desc, info["adapter_type"] == "CPU",
-                  "timestamp-query" in features, coop_error)
+                  "timestamp-query" in features, coop_error, name, frozenset(features),
+                  configs, robust, dict(lower) if lower else None)
 
 
-def default_device() -> Device:
-    """The device kernelwright runs on unless told otherwise (opened once per process)."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        adapters = wgpu.gpu.enumerate_adapters_sync()
+_DEFAULTS: dict[str, Device] = {}
+
+
+def default_device(runtime: str | None = None) -> Device:
+    """The device kernelwright runs on unless told otherwise (opened once per process
+    and runtime): `runtime` (runtimes.runtime_name), else KERNELWRIGHT_RUNTIME, else
+    wgpu-native. runtimes.RuntimeUnavailable where that runtime opens no device here."""
+    name = runtimes.runtime_name(runtime)
+    if name not in _DEFAULTS:
+        adapters = runtimes.adapters(name)
         wanted = os.environ.get("KERNELWRIGHT_ADAPTER", "").lower()
         if wanted:
             adapters = [a for a in adapters if wanted in str(a.info).lower()]
-        # Compute shaders run through Vulkan, Metal or D3D12; never the GL backend.
-        adapters = [a for a in adapters if a.info["backend_type"] in ("Vulkan", "Metal", "D3D12")]
         if not adapters:
             raise RuntimeError("no wgpu adapter found (Vulkan, Metal or D3D12); on Linux "
                                "install a GPU driver or Mesa's software driver "
                                "(mesa-vulkan-drivers)")
         adapters.sort(key=lambda a: ADAPTER_RANK.get(a.info["adapter_type"], 9))
-        _DEFAULT = open_device(adapters[0])
-    return _DEFAULT
+        _DEFAULTS[name] = open_device(adapters[0])
+    return _DEFAULTS[name]
+
+
+def _runtime_of(adapter) -> str:
+    """The runtime whose package made `adapter` ("dawn" for wgpudawn's)."""
+    return "dawn" if type(adapter).__module__.startswith("wgpudawn") else "wgpu"
 
 
 def max_binding_bytes(limits: dict) -> int:
@@ -266,12 +318,17 @@ class Executable:
         (a prompt's plan and a decode step's sharing one KV cache)."""
         self.plan = plan
         self.dev = device or default_device()
+        if not all(k.trusted for k in plan.kernels) or FORCE_SHADER_CHECKS:
+            self.dev = self.dev.checked()  # a Dawn device checks per device, not per kernel
         d = self.dev.device
         usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
                  | wgpu.BufferUsage.COPY_SRC)
-        check_limits(plan, d.limits, self.dev.description)
+        check_limits(plan, self.dev.limits, self.dev.description)
         shared = {}
         if share_state is not None:
+            if share_state.dev is not self.dev:
+                raise ValueError("share_state: the other plan runs on another device (a Dawn "
+                                 "plan with untrusted kernels runs on Device.checked())")
             theirs = {name: spec.buffer for name, spec in share_state.plan.state}
             for name, spec in plan.state:
                 if name in theirs and share_state.plan.buffers[theirs[name]].nbytes == \

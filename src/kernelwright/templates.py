@@ -37,6 +37,8 @@ from typing import NamedTuple
 from .codegen import (
     HELPERS,
     KERNEL_DIR,
+    NEG_INF,
+    POS_INF,
     Emitter,
     Index,
     KernelSource,
@@ -47,6 +49,7 @@ from .codegen import (
     literal,
     template,
     to_buffer,
+    with_f32_bits,
 )
 from .dtypes import element_type, wgsl_type
 from .ir import MOVEMENT_OPS, CompileError, Node, Value, where_band
@@ -261,8 +264,8 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     functions, key_functions = helpers + body + own_epi, helpers + key_body + epi
     # Generated slot text may itself place the store statement ("$STORE").
     slots = {k: v.replace("$STORE", store) if isinstance(v, str) else v for k, v in slots.items()}
-    source = template(tmpl).substitute(BINDINGS=src.bindings(out), FUNCTIONS=functions,
-                                       STORE=store, **slots)
+    source = with_f32_bits(template(tmpl).substitute(
+        BINDINGS=src.bindings(out), FUNCTIONS=functions, STORE=store, **slots))
     # a kernel that may skip the elements outside the band computes less than the whole
     key_functions += "band only" if band_only else ""
     key = kernel_key(kind, out, tnode, src.reads, key_functions)
@@ -503,7 +506,7 @@ def _fold_vals(xt: str) -> dict:
     operands (false for i32), written on the bits since compilers may fold `v != v`:
     nan_a / nan_b for ArgAcc operands, nan_ab a statement returning NaN when a or b is."""
     f32 = xt == "f32"
-    lims = {"f32": ("bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"),
+    lims = {"f32": (NEG_INF, POS_INF),
             "i32": ("i32(-2147483647 - 1)", "i32(2147483647)")}[xt]
     return dict(t=xt, zero=literal(0, xt), one=literal(1, xt), lowest=lims[0], highest=lims[1],
                 nan_a=is_nan("a.v") if f32 else "false",
@@ -2570,7 +2573,7 @@ def _pool(src, materialized, out, tnode, knobs=None):
             divisor = f"count{j}"
         return f"acc{j} = acc{j} / f32({divisor}); "
 
-    init = "0.0" if op == "avg" else "bitcast<f32>(0xff800000u)"
+    init = "0.0" if op == "avg" else NEG_INF
     accs = "\n".join(f"    var acc{j}: f32 = {init};\n    var best{j} = -1;\n"
                      f"    var count{j} = 0;" for j in range(opt))
     # load_x first: its text (the key's) is then the same whatever the knobs bind

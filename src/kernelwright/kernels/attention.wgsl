@@ -30,7 +30,7 @@ var<workgroup> p_tile: array<vec4<f32>, $PWORDS>;  // [row][j]; first each row's
 
 @compute @workgroup_size($WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-    let neg_inf = bitcast<f32>(0xff800000u);
+    let neg_inf = kw_f32_bits(0xff800000u);  // not a constant: WGSL forbids -inf
     let flat = i32(wid.x) + i32(wid.y) * $GRID_X;
     if (flat >= $GROUPS) {
         return;  // the whole workgroup: the barriers below stay uniform

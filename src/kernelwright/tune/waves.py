@@ -127,7 +127,7 @@ def probe(device, tiles, knobs: dict | None = None):
     with templates.waves(None):  # the fixed rules: the wide tiles where `wide`
         knobs = {**templates.matmul_knobs(4096, 4096, wide=tuple(tiles) == MATMUL_LARGE_TILES),
                  **(knobs or {})}
-    limits = device.device.limits
+    limits = device.limits
     limit = min(PROBE_MAX_BYTES, limits.get("max-storage-buffer-binding-size", PROBE_MAX_BYTES),
                 limits.get("max-buffer-size", PROBE_MAX_BYTES))
     most = min(PROBE_MAX_TILES, limit // (4 * PROBE_K * knobs["BN"]))
