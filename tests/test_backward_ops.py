@@ -151,3 +151,38 @@ def test_adaptive_avg_pool_backward(nd, size, out):
     op = aten._adaptive_avg_pool2d_backward if nd == 2 else aten._adaptive_avg_pool3d_backward
     got = _compiled(lambda gy, x: op.default(gy, x), gy, x.detach())
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dim,start,end,step", [
+    (2, 0, 4, 1), (2, 4, None, 1), (1, 1, 5, 2), (0, -2, None, 1), (2, 1, 7, 3)])
+def test_slice_scatter(dim, start, end, step):
+    """The backward of slice (a rotary embedding's halves), against autograd's."""
+    torch.manual_seed(3)
+    x = torch.randn(3, 5, 8, requires_grad=True)
+    y = x.narrow(0, 0, 3)[(slice(None),) * dim + (slice(start, end, step),)]
+    gy = torch.randn_like(y)
+    (want,) = torch.autograd.grad(y, x, gy)
+    base = torch.randn(3, 5, 8)
+
+    def scatter(base, gy):
+        return (aten.slice_scatter.default(torch.zeros_like(base), gy, dim, start, end, step),
+                aten.slice_scatter.default(base, gy, dim, start, end, step))
+    got, over = _compiled(scatter, base, gy)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(over, aten.slice_scatter.default(base, gy, dim, start, end, step))
+
+
+@pytest.mark.parametrize("dim,index", [(0, 1), (2, -1)])
+def test_select_scatter(dim, index):
+    torch.manual_seed(4)
+    x = torch.randn(3, 4, 5, requires_grad=True)
+    y = x.select(dim, index)
+    gy = torch.randn_like(y)
+    (want,) = torch.autograd.grad(y, x, gy)
+
+    def scatter(base, gy):
+        return aten.select_scatter.default(base, gy, dim, index)
+    base = torch.randn(3, 4, 5)
+    torch.testing.assert_close(_compiled(scatter, torch.zeros(3, 4, 5), gy), want)
+    torch.testing.assert_close(_compiled(scatter, base, gy),
+                               aten.select_scatter.default(base, gy, dim, index))

@@ -94,6 +94,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")
     parser.add_argument("--no-alt-shape", action="store_true",
                         help="skip the trial at another leading dimension")
+    parser.add_argument("--train", action="store_true",
+                        help="judge training instead: each training workload (SUITE: a folder "
+                             "of them; default: the bundled suite/training) compiled with "
+                             "compile_training against PyTorch eager from the same weights and "
+                             "data (bench/training.py); --size, --only, --out, --seed apply")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="with --train: training steps compared (default: 20 on a software "
+                             "driver, 200 on a hardware GPU)")
     parser.set_defaults(handler=run)
 
 
@@ -173,6 +181,10 @@ def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.train:
+        from . import training
+
+        return training.run(args)
     from . import metrics, problems, report, runner, timing
     from .worker import precision_label
 

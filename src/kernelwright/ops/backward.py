@@ -22,6 +22,10 @@ every gradient is deterministic).
   divisor_override), summed over the taps.
 * _adaptive_avg_pool2d/3d_backward: separable, one product per pooled dim by a
   constant [O, I] matrix of 1 / (window length) inside each window.
+* slice_scatter, select_scatter (the backward of slice and select, e.g. of a rotary
+  embedding's halves): the source spread to the input's size along the dim (entry k at
+  start + k * step, by a pad and reshape, as the pooling gradients spread theirs), then
+  chosen over the input where a constant mask marks the slice's positions.
 """
 
 from __future__ import annotations
@@ -220,3 +224,40 @@ def adaptive_avg_pool2d_backward(b, gy, x):
 @register("aten._adaptive_avg_pool3d_backward.default")
 def adaptive_avg_pool3d_backward(b, gy, x):
     return _adaptive_avg_pool_backward(b, 3, gy, x)
+
+
+@register("aten.slice_scatter.default")
+def slice_scatter(b: GraphBuilder, x: Value, src: Value, dim: int = 0, start=None, end=None,
+                  step: int = 1) -> Value:
+    """x with x[start:end:step] along `dim` replaced by src."""
+    dim %= len(x.shape)
+    size = x.shape[dim]
+    start = 0 if start is None else start + size if start < 0 else start
+    end = size if end is None else end + size if end < 0 else end
+    start, end = max(0, min(size, start)), max(0, min(size, end))
+    count = src.shape[dim]
+    spread = as_dtype(b, src, x.dtype)
+    if step > 1:  # entry k at k * step, zeros between
+        shape = list(spread.shape)
+        spread = b.pad(b.reshape(spread, (*shape[:dim + 1], 1, *shape[dim + 1:])),
+                       [(0, 0)] * (dim + 1) + [(0, step - 1)] + [(0, 0)] * (len(shape) - dim - 1))
+        shape[dim] *= step
+        spread = b.reshape(spread, shape)
+    pads = [(0, 0)] * len(x.shape)
+    pads[dim] = (start, size - start - spread.shape[dim])  # negative: a crop
+    spread = b.pad(spread, pads)
+    mask = np.zeros(size, np.float32)
+    mask[start:end:step][:count] = 1.0
+    view = [1] * len(x.shape)
+    view[dim] = size
+    chosen = b.ew("gt", b.const(mask.reshape(view), "f32"), b.scalar(0.5), dtype="bool")
+    return b.ew("where", b.expand(chosen, x.shape), spread, x, dtype=x.dtype)
+
+
+@register("aten.select_scatter.default")
+def select_scatter(b: GraphBuilder, x: Value, src: Value, dim: int, index: int) -> Value:
+    """x with x.select(dim, index) replaced by src."""
+    dim %= len(x.shape)
+    index %= x.shape[dim]
+    src = b.reshape(src, (*x.shape[:dim], 1, *x.shape[dim + 1:]))
+    return slice_scatter(b, x, src, dim, index, index + 1, 1)
