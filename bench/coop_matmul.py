@@ -37,7 +37,7 @@ import numpy as np
 import torch
 import wgpu
 
-from kernelwright import compiler, runtime, templates
+from kernelwright import compiler, kernels, runtime
 from kernelwright.ir import CompileError, GraphBuilder
 from kernelwright.schedule import build_plan
 
@@ -173,7 +173,7 @@ def template_plan(m: int, k: int, n: int, knobs: dict):
     x, y = b.input((m, k), "f32", "x"), b.input((k, n), "f32", "y")
     out = b.matmul(x, y)
     b.graph.outputs.append(out)
-    full = {**templates.matmul_coop_knobs(m, n), **knobs}
+    full = {**kernels.matmul_coop.matmul_coop_knobs(m, n), **knobs}
     refusal: list[str] = []
 
     def choose(request):
@@ -183,7 +183,7 @@ def template_plan(m: int, k: int, n: int, knobs: dict):
             refusal.append(str(exc))
         return full
 
-    with templates.precision("accelerated"):
+    with kernels.precision("accelerated"):
         plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
                           choose=choose)
     if refusal:

@@ -37,7 +37,7 @@ OUT's folder, suite_level2/).
 
 --matmul-variants times, for each GEMM case and the 3x3 convolution's implicit GEMM
 (MATMUL_CASES), every setting of the matmul
-template's search space for its shape (templates.matmul_space), each forced through the
+template's search space for its shape (kernels.matmul_space), each forced through the
 knob chooser hook (tune.choosing) and checked against PyTorch on the GPU, and writes
 every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
 
@@ -46,7 +46,7 @@ every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
 
 --variants does the same for the memory-bound cases (MEMORY_CASES): the knobs of their
 elementwise, row, reduction, scan and pool kernels (VEC, EPT, TPR, ORDER, OPT:
-templates.elementwise_space, rows_space, reduce_space, scan_space, pool_space, trimmed to
+kernels.elementwise_space, rows_space, reduce_space, scan_space, pool_space, trimmed to
 WG 256), and for cases that fuse into a row kernel
 also the unfused schedule (schedule.ROW_FUSION_MAX = 0: one kernel per reduction), each
 with its TB/s (bytes read + written once) and correctness against PyTorch. Rows longer
@@ -71,7 +71,7 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
-from kernelwright import schedule, templates, tune
+from kernelwright import kernels, schedule, tune
 from kernelwright.bench.timing import keep_gpu_awake, time_candidate
 from kernelwright.ops import attention as attention_ops
 from kernelwright.ops import conv as conv_ops
@@ -267,7 +267,7 @@ MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192
                 # the pool kernel's outputs per invocation (OPT) and vec4 loads (VEC)
                 "maxpool3x3s2_b32x64x256")
 # Long rows: --variants measures the default plan and the fused row kernel at longer
-# fusion limits (schedule.ROW_FUSION_MAX, with templates.ROW_CACHE elements per
+# fusion limits (schedule.ROW_FUSION_MAX, with kernels.rows.ROW_CACHE elements per
 # invocation allowed twice over), not the knob space of its first kernel.
 LONG_ROW_CASES = ("log_softmax_8192x16384", "softmax_4096x32768")
 ROW_FUSION_VARIANTS = ((16384, 32), (32768, 64))  # (ROW_FUSION_MAX, ROW_CACHE)
@@ -406,17 +406,17 @@ def memory_variants(args, dev) -> None:
             settings += [(json.dumps(k, sort_keys=True), k, None) for k in space
                          if k.get("WG", 256) == 256 and k != request.default.knobs]
         if request.kind == "rows":
-            settings.append(("unfused (ROW_FUSION_MAX = 0)", None, (0, templates.ROW_CACHE)))
+            settings.append(("unfused (ROW_FUSION_MAX = 0)", None, (0, kernels.rows.ROW_CACHE)))
         row = dict(case=name, torch_ms=round(ref_ms, 4),
                    torch_tbps=round(case["bytes"] / ref_ms / 1e9, 3), key=str(request.key),
                    default_knobs=request.default.knobs, variants=[])
         out["cases"].append(row)
         for label, knobs, fusion in settings:
             variant = dict(variant=label)
-            keep = schedule.ROW_FUSION_MAX, templates.ROW_CACHE
+            keep = schedule.ROW_FUSION_MAX, kernels.rows.ROW_CACHE
             try:
                 if fusion is not None:
-                    schedule.ROW_FUSION_MAX, templates.ROW_CACHE = fusion
+                    schedule.ROW_FUSION_MAX, kernels.rows.ROW_CACHE = fusion
                 with tune.choosing(lambda r, k=knobs, key=request.key: k if k and r.key == key
                                    else None):
                     compiled = kernelwright.compile(module, sets[0])
@@ -432,7 +432,7 @@ def memory_variants(args, dev) -> None:
             except Exception as exc:  # noqa: BLE001 - record the failure, measure the rest
                 variant["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             finally:
-                schedule.ROW_FUSION_MAX, templates.ROW_CACHE = keep
+                schedule.ROW_FUSION_MAX, kernels.rows.ROW_CACHE = keep
             row["variants"].append(variant)
             print(json.dumps(dict(case=name, **variant)), flush=True)
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)

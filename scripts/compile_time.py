@@ -51,11 +51,11 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
     generate as build_plan does them, then build_plan itself (both again, and memory
     planning); with `total`, compiler.plan_module end to end (the garbage collector
     paused: what compile runs)."""
-    from kernelwright import capture, templates
+    from kernelwright import capture, kernels
     from kernelwright.capture import fx_to_ir, lstm_state_shapes
     from kernelwright.ir import read_only_in_band
+    from kernelwright.kernels import generate
     from kernelwright.schedule import build_plan, fuse, live_nodes, readers
-    from kernelwright.templates import generate
 
     t: dict[str, float] = {}
     t0 = _now()
@@ -80,7 +80,7 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
     builder, dtypes = fx_to_ir(ep.graph_module, constants, user)
     t["fx_to_ir"] = _now() - t0
     graph = builder.graph
-    with templates.precision("strict"):
+    with kernels.precision("strict"):
         t0 = _now()
         nodes = live_nodes(graph)
         users, outputs = readers(nodes), set(graph.outputs)

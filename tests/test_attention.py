@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from conftest import Fn, check
 from torch import nn
 
+from kernelwright.kernels import attention_config
 from kernelwright.ops import attention as attention_ops
-from kernelwright.templates import attention_config
 
 
 @pytest.fixture(params=["fused", "decomposed"])
@@ -227,11 +227,11 @@ def test_transformer_encoder_layer_reaches_attention_whole(path):
 
 @pytest.mark.slow
 def test_every_setting_of_the_attention_space(monkeypatch):
-    """Each setting the tuner and the search may pick (templates.attention_space) is
+    """Each setting the tuner and the search may pick (kernels.attention_space) is
     correct: rows per invocation 4 and 8, one and two keys per invocation, the causal
     bound and a partial last block of queries and of keys."""
     from kernelwright import tune
-    from kernelwright.templates import attention_space
+    from kernelwright.kernels import attention_space
 
     monkeypatch.setattr(attention_ops, "FUSED", True)
     q, k, v = _qkv(b=1, h=2, lq=70, s=45, e=20, ev=24)

@@ -179,7 +179,7 @@ def test_conv_bias_activation_is_one_kernel():
                                                (256, 2, (32, 4, 29, 30))])
 def test_128_multiple_channels_take_the_tall_tiles(cout, stride, shape):
     """An implicit GEMM of 128 or 256 output channels over enough positions takes the
-    128 x 64 tiles (templates.matmul_tiles; positions no tile divides), fused bias and
+    128 x 64 tiles (kernels.matmul_tiles; positions no tile divides), fused bias and
     ReLU included."""
     m = nn.Sequential(_module(nn.Conv2d, 4, cout, 3, stride=stride, padding=1), nn.ReLU())
     compiled = check(m, torch.randn(*shape))

@@ -24,7 +24,7 @@ def test_reshape_permute_transpose():
 def test_transposing_copies_go_through_the_tile(case):
     """An elementwise chain that reads its input transposed (a permute made contiguous)
     computes 32 x 32 tiles along the input's contiguous dim and stores them along the
-    output's (templates.TILE 1, kernels/transpose.wgsl): odd sizes, tails of tiles."""
+    output's (kernels.TILE 1, kernels/transpose.wgsl): odd sizes, tails of tiles."""
     fn, x = case
     compiled = check(Fn(fn), x)
     (kernel,) = compiled.plan.kernels

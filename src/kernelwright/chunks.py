@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 
 from .dtypes import buffer_bytes, itemsize
 from .ir import Node, Value
+from .kernels import Generated, KnobChooser, generate
 from .plan import BindingLimits
-from .templates import Generated, KnobChooser, generate
 
 Box = tuple[tuple[int, int], ...]  # [start, stop) per dim: the part of a value a chunk needs
 MAX_CHUNKS = 4096

@@ -23,13 +23,13 @@ import pytest
 import torch
 
 from kernelwright import tune
+from kernelwright.kernels import conv_knobs
 from kernelwright.optimize import Settings, optimize_problem, search
 from kernelwright.optimize.builtin import BuiltinGenerator, nearest_first
 from kernelwright.optimize.command import render
 from kernelwright.optimize.sandbox import Sandbox
 from kernelwright.optimize.search import kernel_job
 from kernelwright.optimize.spec import capture_problem, kernel_specs
-from kernelwright.templates import conv_knobs
 
 
 class Conv(torch.nn.Module):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..ir import CompileError, GraphBuilder, Value, affine_index, broadcast_shapes, where_band
-from ..templates import (
+from ..kernels.matmul import (
     MATMUL_BK,
     MATMUL_PLAIN_TILES,
     MATMUL_SCALAR_RATE,
@@ -236,7 +236,7 @@ class WavePlan:
 
 def product_plan(x_shape, y_shape, window: bool = False) -> WavePlan:
     """How x_shape @ y_shape is cut; `window`: an operand reads a convolution's windows
-    (templates.matmul_tiles). Products of more than SPLIT_K_MAX_TILES tiles on a device
+    (kernels.matmul_tiles). Products of more than SPLIT_K_MAX_TILES tiles on a device
     whose waves are known take the plan of least modelled time (wave_plan) where no
     operand reads windows and they are large (both sides at least 512) or narrow ones on
     the plain tiles (M or N under 512: 128 x 64 tiles, whose slots are known too);
@@ -265,10 +265,10 @@ def product_plan(x_shape, y_shape, window: bool = False) -> WavePlan:
 
 
 def wave_plan(m: int, n: int, k: int, nb: int, facts: Waves) -> tuple[float, WavePlan]:
-    """The plan of least modelled time (templates.matmul_wave_cost, in its units) for nb
+    """The plan of least modelled time (kernels.matmul_wave_cost, in its units) for nb
     products of M x N x K on a device of slots `facts`, and that time:
     * K in c chunks (whole staged tiles, at least MATMUL_WIDE_MIN_K deep) on the wide or
-      the plain tiles, whichever model faster (templates.large_tiles, which the
+      the plain tiles, whichever model faster (kernels.large_tiles, which the
       chunks' product then gets), or on the plain tiles for a narrow product (M or N
       under 512; product_plan): 49152 x 8192 x 50's 384 tiles are 2.9 rounds of 132,
       the last alone on its SMs, and in 2 chunks 5.8;

@@ -3,7 +3,7 @@
 An op lowered one way can note the others (ir.Node.lowering and .alternatives): a
 convolution lowered to the direct kernel notes its implicit GEMM (one matmul over the
 whole depth), one lowered to an implicit GEMM notes the direct kernel (ops/conv.py).
-`rewrites_of(request)` builds, for the kernel of a `templates.KernelRequest`, each
+`rewrites_of(request)` builds, for the kernel of a `kernels.KernelRequest`, each
 alternative in new nodes, puts it in place of the template node's output in a copy of
 the kernel's epilogue (bias, activations: the ops between the template node and the
 stored value) and generates that kernel with the other template.
@@ -11,7 +11,7 @@ stored value) and generates that kernel with the other template.
 A rewrite replaces the kernel one for one in the plan (search.swap), so it must bind
 the same buffers: it is kept only when it reads exactly the kernel's buffers and
 stores the same output; it is then generated with the kernel's reads bound first in
-the kernel's order (templates.fill_kernel `order`), its own vec4 views after them as
+the kernel's order (kernels.fill_kernel `order`), its own vec4 views after them as
 any template's. Whether it computes the same values is the sandbox's to check, as for
 every candidate.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..codegen import NotFusable
 from ..ir import CompileError, GraphBuilder, Node, Value
-from ..templates import KernelRequest, fill_kernel
+from ..kernels import KernelRequest, fill_kernel
 from .generator import Candidate, Rewrite
 
 

@@ -3,7 +3,7 @@
 `capture_problem(model, inputs)` compiles a module the way the compile path does
 (plan_module, each kernel's knobs from the current chooser or the compiler's own
 choice: tuned knobs, never an optimized kernel), keeping each kernel's
-`templates.KernelRequest`. `kernel_specs(plan, requests, times)` then describes every
+`kernels.KernelRequest`. `kernel_specs(plan, requests, times)` then describes every
 plan kernel as a `KernelSpec`: its WGSL, its bindings with the shapes and dtypes of
 the values they hold (the plan's buffers are physical and may be larger), its grid
 and knobs, the template's search space and a `variant(knobs)` function that
@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass
 
 from ..ir import Value
+from ..kernels import KernelRequest
 from ..plan import Plan
-from ..templates import KernelRequest
 from .generator import Binding, Candidate, KernelSpec
 
 ATTRS_CHARS = 160  # attributes shown per op in a reference
@@ -118,7 +118,7 @@ def bindings_of(ids: list[int], source: str, reads: list[Value], out: Value) -> 
 
 
 def views_of(bindings: list[Binding]) -> list[int]:
-    """The reads bound again after the reads (templates.Generated.views)."""
+    """The reads bound again after the reads (kernels.Generated.views)."""
     return [b.alias for b in bindings[:-1] if b.alias is not None]
 
 

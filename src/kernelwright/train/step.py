@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import templates
+from .. import kernels
 from ..capture import decomposition_table, fx_to_ir, user_line
 from ..compiler import CompiledModule, mutations
 from ..ir import CompileError, GraphBuilder, Value
@@ -316,11 +316,11 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
         limits = dev.binding_limits
     except Exception:  # noqa: BLE001 - no adapter: plan without a device's limits
         limits = None
-    with templates.waves(device_waves(dev)):
+    with kernels.waves(device_waves(dev)):
         ep = capture_joint(model, batch, loss_fn)
         graph, names = _joint_graph(ep, optimizer, max_grad_norm, accumulate)
         b, torch_dtypes = graph
-        with templates.precision("strict"):
+        with kernels.precision("strict"):
             plan = build_plan(b.graph, "tuple", torch_dtypes, limits=limits)
     plan.scalars = {}
     compiled = CompiledModule(plan, dev)

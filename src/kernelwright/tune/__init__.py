@@ -1,9 +1,9 @@
 """The autotuner: the fastest correct knobs of each kernel, found once per device.
 
 Every template has knobs (tile sizes, workgroup size, elements per invocation, ...)
-with heuristic defaults and a small, shape-keyed search space (templates.py). The
+with heuristic defaults and a small, shape-keyed search space (kernels.py). The
 tuner takes one kernel as the compiler is about to generate it (a
-`templates.KernelRequest`: its key, the kernel with default knobs, its space),
+`kernels.KernelRequest`: its key, the kernel with default knobs, its space),
 generates the kernel for every setting of the space, runs each alone on fresh random
 inputs and checks every element against the default kernel's output (fp32: within
 1e-4 of the output's scale); a candidate that does not compile or does not match is

@@ -9,7 +9,7 @@ kernel. In order:
 3. KERNELWRIGHT_TUNE=on: a session for the whole process tunes what the cache lacks;
 4. otherwise (the default, "cache"): the cache's answer for this device, else None:
    a whole kernel found by ``kernelwright optimize`` for the request's spec key when
-   there is one (returned as a `templates.Generated`), else the tuned knobs for its
+   there is one (returned as a `kernels.Generated`), else the tuned knobs for its
    key. Without a cache file this costs one stat. `compiler_choice` is the same
    without the optimized kernels (what kernelwright optimize starts from).
 
@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from ..templates import Generated, KernelRequest, KnobChooser
+from ..kernels import Generated, KernelRequest, KnobChooser
 from .cache import TuneCache, Winner, default_cache
 from .tuner import KernelResult, TuneSettings, tune_kernel
 
