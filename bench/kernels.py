@@ -75,7 +75,6 @@ from kernelwright import kernels, schedule, tune
 from kernelwright.bench.timing import keep_gpu_awake, time_candidate
 from kernelwright.ops import attention as attention_ops
 from kernelwright.ops import conv as conv_ops
-from kernelwright.ops import linalg as linalg_ops
 
 
 class Fn(torch.nn.Module):
@@ -492,7 +491,7 @@ def main() -> None:
                     help="attention through ops/attention.py's choice (auto), or all through "
                          "the fused kernel (where its tiles fit) or the decomposition")
     ap.add_argument("--split-k-target", type=int, default=None,
-                    help="ops/linalg.SPLIT_K_TARGET (workgroups split-K aims for) for this "
+                    help="kernels/cuts.SPLIT_K_TARGET (workgroups split-K aims for) for this "
                          "run, e.g. to split a large product's K in two or three")
     ap.add_argument("--shader-checks", action="store_true",
                     help="compile every kernel with wgpu's runtime checks (index clamps, "
@@ -500,7 +499,7 @@ def main() -> None:
     args = ap.parse_args()
     kernelwright.runtime.FORCE_SHADER_CHECKS = args.shader_checks
     if args.split_k_target is not None:
-        linalg_ops.SPLIT_K_TARGET = args.split_k_target
+        kernels.cuts.SPLIT_K_TARGET = args.split_k_target
     if args.conv_lowering != "auto":
         gemm = args.conv_lowering == "gemm"
         conv_ops.GEMM_MIN_COUT = conv_ops.GEMM_MIN_K = 1 if gemm else 1 << 30

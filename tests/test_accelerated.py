@@ -19,6 +19,7 @@ import kernelwright
 from kernelwright import compiler, kernels, runtime
 from kernelwright.bench import runner, verify, worker
 from kernelwright.ir import CompileError, GraphBuilder
+from kernelwright.options import CompileOptions
 from kernelwright.schedule import build_plan, fuse, live_nodes
 
 
@@ -35,11 +36,11 @@ def matmul_graph(m, k, n, transposed_b=False, relu=False):
 
 def generated(graph, knobs=None, mode="accelerated"):
     """The template-node kernel of a one-matmul graph, generated in `mode`."""
-    with kernels.precision(mode):
-        groups = fuse(graph, live_nodes(graph))
-        materialized = {g.root for g in groups}
-        (g,) = [g for g in groups if g.template is not None]
-        return kernels.fill_kernel(g.root, g.template, materialized, lambda v: id(v), knobs)
+    groups = fuse(graph, live_nodes(graph))
+    materialized = {g.root for g in groups}
+    (g,) = [g for g in groups if g.template is not None]
+    return kernels.fill_kernel(g.root, g.template, materialized, lambda v: id(v), knobs,
+                               options=CompileOptions(mode))
 
 
 # -- selection ------------------------------------------------------------------------
@@ -84,14 +85,13 @@ def test_template_choice_by_mode_and_size():
     graph, dtypes = matmul_graph(40, 50, 72, transposed_b=True, relu=True)
     assert generated(graph).name == "matmul_coop"
     assert generated(graph, mode="strict").name == "matmul"
-    with kernels.precision("accelerated"):  # the whole pipeline, default chooser off
-        plan = build_plan(graph, "single", dtypes, choose=None)
+    # the whole pipeline, default chooser off
+    plan = build_plan(graph, "single", dtypes, CompileOptions("accelerated"))
     assert [k.key.split()[0] for k in plan.kernels] == ["matmul_coop"]
     for m, k, n in ((8, 50, 72), (40, 8, 72), (40, 50, 12)):  # less than one 16^3 tile
         assert generated(matmul_graph(m, k, n)[0]).name == "matmul"
     with pytest.raises(ValueError):
-        with kernels.precision("fast"):
-            pass
+        CompileOptions("fast")
 
 
 # -- the generated WGSL ---------------------------------------------------------------
@@ -193,9 +193,8 @@ def test_index_arithmetic_with_emulated_cooperative_ops(load):
     y = b.ew("relu", b.matmul(x, b.transpose(w, 1, 2)))
     b.graph.outputs.append(y)
     knobs = {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "BK": 32, "PAD": 8, "LOAD": load}
-    with kernels.precision("accelerated"):
-        plan = build_plan(b.graph, "single", {x: "float32", w: "float32", y: "float32"},
-                          choose=lambda request: knobs)
+    plan = build_plan(b.graph, "single", {x: "float32", w: "float32", y: "float32"},
+                      CompileOptions("accelerated", choose=lambda request: knobs))
     (kernel,) = plan.kernels
     assert kernel.key.startswith("matmul_coop") and kernel.knobs == knobs
     kernel.source = emulated(kernel.source, kernels.matmul_coop.COOP_LOADS[load][2], 4)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from conftest import Fn, check
 
 from kernelwright import tune
+from kernelwright.kernels import cuts
 from kernelwright.kernels import matmul as matmul_kernels
 from kernelwright.ops.linalg import SMALL_K, product_plan
 
@@ -257,11 +258,9 @@ def test_very_large_k_uses_split_k(m, k, n):
 
 
 def test_split_k_needs_two_chunks_of_its_least_depth(monkeypatch):
-    from kernelwright.ops import linalg
-
-    monkeypatch.setattr(linalg, "SPLIT_K_MIN", 16)  # below SPLIT_K_CHUNK: K 100 has no chunks
+    monkeypatch.setattr(cuts, "SPLIT_K_MIN", 16)  # below SPLIT_K_CHUNK: K 100 has no chunks
     assert split_k_chunks((4, 100), (100, 4)) == 1
-    assert split_k_chunks((4, 2 * linalg.SPLIT_K_CHUNK), (2 * linalg.SPLIT_K_CHUNK, 4)) == 2
+    assert split_k_chunks((4, 2 * cuts.SPLIT_K_CHUNK), (2 * cuts.SPLIT_K_CHUNK, 4)) == 2
 
 
 def test_split_k_batched_and_heuristic_off_for_big_outputs():
@@ -487,9 +486,8 @@ def test_a_large_products_prologue_is_written_once(monkeypatch):
     smaller product computes it in its loader. (Split-K's small grids rule set aside:
     one product, K whole.)"""
     from kernelwright.kernels import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES
-    from kernelwright.ops import linalg
 
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)
     torch.manual_seed(7)
     for rows, features, out, tiles in ((512, 512, 512, MATMUL_LARGE_TILES),
                                        (512, 192, 768, MATMUL_PLAIN_TILES),
@@ -510,9 +508,8 @@ def test_a_prologue_loaded_once_over_a_long_k_takes_the_plain_tiles(monkeypatch)
     column: each element loaded once) takes the plain tiles (two staged buffers) from
     kernels.matmul.MATMUL_ONCE_PLAIN_MIN_K keys on; a shorter K keeps the prologue's (one)."""
     from kernelwright import kernels
-    from kernelwright.ops import linalg
 
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # one product, not K in chunks
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)  # one product, not K in chunks
 
     for keys in (40, kernels.matmul.MATMUL_ONCE_PLAIN_MIN_K + 8):
         x, v = torch.randn(1, 64, keys), torch.randn(1, keys, 64)
@@ -548,7 +545,6 @@ def test_64_rows_take_one_tile_row_of_64_by_256(monkeypatch):
     deep along the rows, where K is at least 512 and the grid has 2048 tiles (set aside
     here); through the real kernels, with an epilogue, on a K that is no multiple of 8."""
     from kernelwright import kernels
-    from kernelwright.ops import linalg
 
     assert kernels.matmul_tiles(64, 16384, 32, window=True) == kernels.matmul.MATMUL_ROWS64_TILES
     assert kernels.matmul_tiles(64, 16384, 32, prologue=True) != kernels.matmul.MATMUL_ROWS64_TILES
@@ -556,7 +552,7 @@ def test_64_rows_take_one_tile_row_of_64_by_256(monkeypatch):
     assert kernels.matmul_tiles(64, 3136, 32, window=True) == (64, 64, 4, 4)  # 416 tiles
     monkeypatch.setattr(matmul_kernels, "MATMUL_ROWS64_MIN_WORKGROUPS", 1)
     monkeypatch.setattr(matmul_kernels, "MATMUL_TALL_MIN_WORKGROUPS", 1)
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
     conv = torch.nn.Sequential(torch.nn.Conv2d(60, 64, 3, padding=1), torch.nn.ReLU())
     compiled = check(conv, torch.randn(2, 60, 12, 20), atol=2e-4)  # K = 540
     (kernel,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
@@ -570,7 +566,6 @@ def test_192_rows_take_one_tile_row_of_192(monkeypatch):
     (set aside here, with split-K's small grids); through the real kernels, with an
     epilogue."""
     from kernelwright import kernels
-    from kernelwright.ops import linalg
 
     assert kernels.matmul_tiles(192, 4096, 32, window=True) == kernels.matmul.MATMUL_ROWS192_TILES
     assert kernels.matmul_tiles(192, 4096, 32, prologue=True) != kernels.matmul.MATMUL_ROWS192_TILES
@@ -578,7 +573,7 @@ def test_192_rows_take_one_tile_row_of_192(monkeypatch):
     assert kernels.matmul_tiles(192, 4096, 32, window=True, wide=False) == (64, 64, 4, 4)
     assert kernels.matmul_tiles(192, 256, 1, window=True) == (64, 64, 4, 4)  # 2 tiles
     monkeypatch.setattr(matmul_kernels, "MATMUL_TALL_MIN_WORKGROUPS", 1)
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
     conv = torch.nn.Sequential(torch.nn.Conv2d(64, 192, 3, padding=1), torch.nn.ReLU())
     compiled = check(conv, torch.randn(2, 64, 12, 20), atol=2e-4)  # K = 576
     (kernel,) = [k for k in compiled.plan.kernels if "matmul" in k.name]

@@ -16,6 +16,7 @@ from conftest import Fn
 import kernelwright
 from kernelwright import kernels, tune
 from kernelwright.compiler import CompiledModule
+from kernelwright.kernels import cuts
 from kernelwright.plan import Plan
 
 # The scalar settings of small products (VEC = 1, DB = 1) are run by test_tune's
@@ -196,9 +197,7 @@ def test_large_products_take_the_wide_tiles(monkeypatch):
     off: it would cut these small grids' K.)"""
     from conftest import check
 
-    from kernelwright.ops import linalg
-
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)
 
     def knobs_of(compiled):
         (knobs,) = [k.knobs for k in compiled.plan.kernels if k.key.startswith("matmul")]

@@ -252,8 +252,8 @@ def test_tune_on_tunes_missing_kernels_in_any_compile(tune_db, monkeypatch):
 def test_wrong_and_uncompilable_candidates_are_discarded(tune_db, monkeypatch):
     fill, space = kernels.TEMPLATES["matmul"]
 
-    def sabotaged(src, materialized, out, tnode, knobs=None):
-        tmpl, slots, grid, used = fill(src, materialized, out, tnode, knobs)
+    def sabotaged(src, materialized, out, tnode, knobs, options):
+        tmpl, slots, grid, used = fill(src, materialized, out, tnode, knobs, options)
         if knobs == BROKEN:  # every element's first accumulator starts at 1
             slots["ACCUMULATORS"] += "\n    acc_0_0 = 1.0;"
         if knobs == UNCOMPILABLE:

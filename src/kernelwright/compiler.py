@@ -19,21 +19,21 @@ import torch
 from torch.export.graph_signature import ConstantArgument
 from torch.utils import _pytree as pytree
 
-from . import kernels
 from .capture import export_graph, fx_to_ir, to_device_array
 from .dtypes import torch_dtype
 from .ir import GraphBuilder
+from .options import PRECISIONS, CompileOptions
 from .plan import Plan
 from .progress import QUIET, Progress
 from .runtime import Device, Executable, default_device
 from .schedule import build_plan
-from .tune import device_waves
+from .tune import choose_knobs, device_waves
 
 
 def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
                 device: Device | None = None, progress: Progress = QUIET) -> Plan:
     """Capture and schedule a module into a Plan for precision mode `precision`
-    (kernels.precision; compile() decides whether a device can run it), the waves
+    (options.CompileOptions; compile() decides whether a device can run it), the waves
     of `device` (None: the default device; tune.device_waves, measured there once per
     device, the only GPU work) and what its kernels may bind
     (Device.binding_limits; no limit where no device can be opened). `progress` reports
@@ -50,7 +50,8 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
         limits = None
     with progress.stage("measuring the device's waves"):
         waves = device_waves(device)
-    with kernels.waves(waves), _collector_paused():  # lowerings read the waves too
+    options = CompileOptions(precision, waves, limits, choose_knobs)
+    with _collector_paused():
         with progress.stage("capture"):
             ep = export_graph(module, example_inputs)
             sig = ep.graph_signature
@@ -69,11 +70,10 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
             user_outputs = [i for i, spec in enumerate(sig.output_specs)
                             if spec.kind.name == "USER_OUTPUT"]
             builder, torch_dtypes = fx_to_ir(ep.graph_module, constants, user_outputs,
-                                             mutations(sig))
-        with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"), \
-                kernels.precision(precision):
+                                             mutations(sig), options=options)
+        with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"):
             plan = build_plan(builder.graph, output_tree(ep.call_spec.out_spec), torch_dtypes,
-                              limits=limits)
+                              options)
     plan.scalars = scalars
     return plan, weights
 
@@ -296,8 +296,8 @@ def resolve_precision(precision: str | None, device: Device) -> str:
     "strict". "accelerated" stays so only on a device where accelerated_unavailable finds
     nothing against it; elsewhere a warning says why and the compile is strict."""
     mode = (precision or os.environ.get("KERNELWRIGHT_PRECISION", "") or "strict").strip().lower()
-    if mode not in kernels.PRECISIONS:
-        raise ValueError(f"precision {mode!r} is none of {kernels.PRECISIONS}")
+    if mode not in PRECISIONS:
+        raise ValueError(f"precision {mode!r} is none of {PRECISIONS}")
     if mode == "accelerated":
         why = accelerated_unavailable(device)
         if why is not None:
@@ -330,9 +330,8 @@ def _probe_accelerated(device: Device) -> str | None:
     x, y = b.input((m, k), "f32", "x"), b.input((k, n), "f32", "y")
     out = b.matmul(x, y)
     b.graph.outputs.append(out)
-    with kernels.precision("accelerated"):
-        plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
-                          choose=None)
+    plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
+                      CompileOptions("accelerated"))
     rng = np.random.default_rng(0)
     xs, ys = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
     try:

@@ -44,7 +44,6 @@ from .dtypes import buffer_bytes, default_torch_name, itemsize, numpy_type
 from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from .kernels import (
     ROW_LIMIT,
-    KnobChooser,
     Without,
     generate,
     matmul_loads_once,
@@ -54,8 +53,8 @@ from .kernels import (
     row_kernel_fits,
     row_major,
 )
-from .plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
-from .tune import choose_knobs
+from .options import CompileOptions
+from .plan import Buffer, Kernel, Plan, TensorSpec
 
 
 @dataclass(eq=False)
@@ -685,23 +684,24 @@ def large_read_cut(g: Group, materialized: set[Value], most: int) -> Value | Non
 
 
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
-               choose: KnobChooser | None = choose_knobs,
-               limits: BindingLimits | None = None) -> Plan:
+               options: CompileOptions) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
-    dtype of each graph input and output (int64 is held as i32 on the device). `choose`
-    picks each kernel's knobs (None: the templates' heuristic defaults). `limits`: what
+    dtype of each graph input and output (int64 is held as i32 on the device). `options`:
+    the precision and waves the kernels are generated for, `options.choose` picks each
+    kernel's knobs (None: the templates' heuristic defaults), `options.limits` is what
     a kernel may bind on the device (None: anything). A fused kernel that reads more
     storage buffers than allowed is fused again with one of its inline values stored
     (`binding_cut`), until every kernel fits or none can be cut; a kernel binding more
     bytes of a buffer than one binding holds is split into chunks (chunks.py). What
     still does not fit, runtime.check_limits refuses, naming the kernel or buffer."""
+    limits = options.limits
     nodes = live_nodes(graph)
     users, outputs = readers(nodes), set(graph.roots())
     store: frozenset[Value] = frozenset()
     while True:
         groups = fuse(graph, nodes, store)
         materialized = {g.root for g in groups}
-        gens = [generate(g.root, g.template, materialized, lambda v: id(v), choose,
+        gens = [generate(g.root, g.template, materialized, lambda v: id(v), options,
                          [(p.template, p.root) for p in g.phases],
                          read_only_in_band(g.root, users, outputs))
                 for g in groups]
@@ -720,7 +720,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                               limits) for i in split], limits)
             for i, hint in zip(split, hints):
                 g = groups[i]
-                parts = split_kernel(g.root, g.template, phases[i], materialized, choose,
+                parts = split_kernel(g.root, g.template, phases[i], materialized, options,
                                      space, hint)
                 if parts:
                     chunked[i] = parts

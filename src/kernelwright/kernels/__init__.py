@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, cached_property
 
 from ..codegen import HELPERS, KERNEL_DIR, KernelSource, template, to_buffer
 from ..ir import CompileError, Node, Value
+from ..options import CompileOptions
 from .attention import _attention, _attention_space, attention_config, attention_space
 from .common import (
     MAX_GRID,
@@ -43,15 +42,14 @@ from .common import (
     plain_strides,
 )
 from .conv import _conv, conv_knobs, conv_space
+from .cuts import WavePlan, product_plan
 from .elementwise import Without, _elementwise, _materialize, elementwise_space
 from .matmul import (
     MATMUL_BK,
     MATMUL_LARGE_TILES,
     MATMUL_PLAIN_TILES,
-    Waves,
     _matmul,
     _matmul_space,
-    current_waves,
     large_tiles,
     matmul_knobs,
     matmul_loads_once,
@@ -60,7 +58,6 @@ from .matmul import (
     matmul_wave_cost,
     matmul_wide,
     reads_window,
-    waves,
 )
 from .matmul_coop import COOP_TILE, _matmul_coop, _matmul_coop_space
 from .pool import _pool, pool_space
@@ -78,13 +75,13 @@ from .scan import _scan, scan_space
 
 __all__ = [
     "COOP_TILE", "Generated", "KernelKey", "KernelRequest", "KnobChooser", "MATMUL_BK",
-    "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "PRECISIONS",
-    "ROW_CACHE", "ROW_LIMIT", "TEMPLATES", "WORKGROUP_BYTES", "Waves", "Without",
-    "attention_config", "attention_space", "conv_knobs", "conv_space", "current_waves",
-    "elementwise_space", "fill_kernel", "generate", "kernel_key", "knob_space", "large_tiles",
-    "matmul_knobs", "matmul_loads_once", "matmul_space", "matmul_tiles", "matmul_wave_cost",
-    "matmul_wide", "plain_strides", "pool_space", "precision", "reads_window", "reduce_space",
-    "row_kernel_fits", "row_major", "rows_space", "scan_space", "template_kind", "waves",
+    "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE", "ROW_LIMIT",
+    "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config", "attention_space",
+    "conv_knobs", "conv_space", "elementwise_space", "fill_kernel", "generate", "kernel_key",
+    "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
+    "matmul_tiles", "matmul_wave_cost", "matmul_wide", "plain_strides", "pool_space",
+    "product_plan", "reads_window", "reduce_space", "row_kernel_fits", "row_major", "rows_space",
+    "scan_space", "template_kind",
 ]
 
 
@@ -101,6 +98,7 @@ class KernelRequest:
     phases: tuple = ()  # a row kernel's reductions (generate)
     order: tuple = ()  # values bound first, in this order (fill_kernel)
     band_only: bool = False  # only the output's elements inside its band are read
+    options: CompileOptions = CompileOptions()  # what the kernel is generated for
 
     @property
     def key(self) -> KernelKey:
@@ -125,7 +123,7 @@ class KernelRequest:
 
     def generate(self, knobs: dict | None) -> Generated:
         return fill_kernel(self.out, self.tnode, self.materialized, self.buffer_of, knobs,
-                           self.phases, self.order, self.band_only)
+                           self.phases, self.order, self.band_only, self.options)
 
 
 # A chooser returns knobs, a whole kernel (a `Generated`: an optimized kernel from the
@@ -134,21 +132,24 @@ KnobChooser = Callable[[KernelRequest], "dict | Generated | None"]
 
 
 def generate(out: Value, tnode: Node | None, materialized, buffer_of,
-             choose: KnobChooser | None = None, phases=(), band_only=False) -> Generated:
+             options: CompileOptions, phases=(), band_only=False) -> Generated:
     """The kernel that stores `out`, computed by template node `tnode` (None: a plain
     elementwise kernel, or with `phases` (pairs of a reduce node and the value its group
     stores) a row kernel: those reductions, then `out` over the same rows, or where
-    tnode is a reduction of those rows, tnode's value per row). Its knobs
-    are the template's defaults unless `choose` returns others for the kernel's request
+    tnode is a reduction of those rows, tnode's value per row), for `options` (the
+    precision, the waves). Its knobs
+    are the template's defaults unless `options.choose` returns others for the kernel's request
     (knobs that no longer fit the template, e.g. stored by an older version, are
     ignored), or a whole kernel to use instead. `band_only`: no element of `out` outside
     its band is ever read (ir.read_only_in_band), so the kernel may leave them unwritten."""
     phases = tuple(phases)
-    gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases, (), band_only)
-    if choose is None:
+    gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases, (), band_only,
+                      options)
+    if options.choose is None:
         return gen
-    request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases, (), band_only)
-    knobs = choose(request)
+    request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases, (), band_only,
+                            options)
+    knobs = options.choose(request)
     if isinstance(knobs, Generated):
         return knobs
     if knobs and knobs != gen.knobs:
@@ -160,15 +161,18 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
 
 
 def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
-                knobs: dict | None = None, phases=(), order=(), band_only=False) -> Generated:
-    """Generate the kernel with the given knobs (missing ones: the defaults). `order`:
+                knobs: dict | None = None, phases=(), order=(), band_only=False,
+                options: CompileOptions | None = None) -> Generated:
+    """Generate the kernel with the given knobs (missing ones: the defaults) for
+    `options` (None: the defaults; its chooser is not asked: generate asks it). `order`:
     values bound as its first reads in this order (another kernel's binding order, for a
     rewrite that must bind the same buffers as the kernel it replaces), whether or not
     the kernel reads them."""
+    options = options or CompileOptions()
     src = KernelSource(buffer_of)
     src.reads = list(order)
     src.band_only = band_only
-    kind = "rows" if phases else template_kind(tnode)
+    kind = "rows" if phases else template_kind(tnode, options.precision)
     if kind not in TEMPLATES:
         raise CompileError(f"no kernel template for '{kind}'")
     epi = "" if kind in ("rows", "reduce") else epilogue_function(  # row kernels write their own
@@ -179,7 +183,8 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
         tmpl, slots, grid, used = _rows(src, materialized, out, [*phases, *last],
                                         tnode is None, knobs)
     else:
-        tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs)
+        tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs,
+                                                     options)
     workgroup_bytes = slots.pop("workgroup_bytes", 0)
     own_epi = slots.pop("epilogue", epi)  # a template's own (the transposing tile's, by dims)
     result = f"epilogue({slots.pop('final', 'acc')}, gi)" if tnode else "epilogue(gi)"
@@ -231,33 +236,14 @@ def knob_space(kind: str, out: Value, tnode: Node | None, phases=()) -> list[dic
     return TEMPLATES[kind][1](out, tnode)
 
 
-# -- the accelerated precision mode: matmuls on the cooperative-matrix units -------------
-PRECISIONS = ("strict", "accelerated")
-_PRECISION: ContextVar[str] = ContextVar("kernelwright_precision", default="strict")
-
-
-@contextmanager
-def precision(mode: str) -> Iterator[None]:
-    """Within this context kernels are generated for precision `mode`: "strict" (fp32
-    everywhere) or "accelerated" (matmuls with f16 operands and f32 accumulation on the
-    cooperative-matrix units, `matmul_coop`). Which device can run accelerated kernels
-    is the compiler's decision (compiler.accelerated_unavailable)."""
-    if mode not in PRECISIONS:
-        raise ValueError(f"precision {mode!r} is none of {PRECISIONS}")
-    token = _PRECISION.set(mode)
-    try:
-        yield
-    finally:
-        _PRECISION.reset(token)
-
-
-def template_kind(tnode: Node | None) -> str:
-    """The template that computes `tnode` (None: the elementwise kernel). In the
-    accelerated mode an f32 matmul with M, N and K of at least one 16 x 16 x 16 tile goes
-    to `matmul_coop`; smaller ones stay exact (fp32 `matmul`)."""
+def template_kind(tnode: Node | None, precision: str = "strict") -> str:
+    """The template that computes `tnode` (None: the elementwise kernel) in precision
+    mode `precision` (options.PRECISIONS). In the accelerated mode an f32 matmul with M,
+    N and K of at least one 16 x 16 x 16 tile goes to `matmul_coop`; smaller ones stay
+    exact (fp32 `matmul`)."""
     if tnode is None:
         return "elementwise"
-    if tnode.op == "matmul" and _PRECISION.get() == "accelerated":
+    if tnode.op == "matmul" and precision == "accelerated":
         a, b = tnode.inputs
         if (tnode.out.dtype == "f32" and min(a.shape[1], a.shape[2], b.shape[2]) >= COOP_TILE):
             return "matmul_coop"

@@ -9,6 +9,7 @@ from ..codegen import (
     literal,
 )
 from ..ir import CompileError
+from ..options import CompileOptions
 from .common import (
     MAX_WG,
     grid_1d,
@@ -136,7 +137,7 @@ def _attention_code(cfg: dict, e: int, lq: int, ev: int, keep: str, mask: str) -
                 TOTALS="\n".join(totals), STORES="\n".join(stores))
 
 
-def _attention(src, materialized, out, tnode, knobs=None):
+def _attention(src, materialized, out, tnode, knobs, options: CompileOptions):
     q, k, v = tnode.inputs[:3]
     bh, lq, e = q.shape
     s, ev = k.shape[1], v.shape[2]

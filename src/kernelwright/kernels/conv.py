@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import string
 
+from ..options import CompileOptions
 from .common import (
     check_wg,
     dim_slots,
@@ -63,7 +64,7 @@ def _conv_direct_code(opt: int) -> dict:
     return dict(ACCUMULATORS=accs, TAP=tap, STORES=stores)
 
 
-def _conv(src, materialized, out, tnode, knobs=None):
+def _conv(src, materialized, out, tnode, knobs, options: CompileOptions):
     x, w = tnode.inputs
     c, size = x.shape[1], x.shape[2:]
     co, out_size = tnode.out.shape[1], tnode.out.shape[2:]

@@ -13,6 +13,7 @@ from ..codegen import (
 )
 from ..dtypes import element_type, wgsl_type
 from ..ir import Value
+from ..options import CompileOptions
 from .common import (
     XYZW,
     check_wg,
@@ -149,7 +150,8 @@ def _transpose_tile(src, materialized, out, dims: tuple[int, int], knobs):
         workgroup_bytes=32 * (tb + 1) * 4), grid, knobs
 
 
-def _elementwise(src, materialized, out, tnode, knobs=None, acc4: str = ""):
+def _elementwise(src, materialized, out, tnode, knobs, options: CompileOptions,
+                 acc4: str = ""):
     """A plain elementwise kernel (tnode None), or a materialize node's copy (the store
     then follows the template's epilogue: one element per step, or with VEC 4 four, the
     vec4 `acc4` their accs)."""
@@ -203,7 +205,7 @@ def _elementwise(src, materialized, out, tnode, knobs=None, acc4: str = ""):
 COPY_VEC = 4
 
 
-def _materialize(src, materialized, out, tnode, knobs=None):
+def _materialize(src, materialized, out, tnode, knobs, options: CompileOptions):
     """A copy of the node's input (computed inline by the loader) into its own buffer:
     the elementwise template with the loader's value as the epilogue's acc. VEC 4 (the
     default where the copy holds a multiple of 4 four-byte elements): `load_x4` computes
@@ -228,6 +230,7 @@ def _materialize(src, materialized, out, tnode, knobs=None):
         t = f"vec4<{wgsl_type(x.dtype)}>"
         functions = em.function("load_x4", ["gi: i32"], t, f"{t}({', '.join(vals)})")
         final = "load_x4(gi)"
-    tmpl, slots, grid, knobs = _elementwise(src, materialized, out, tnode, knobs, final)
+    tmpl, slots, grid, knobs = _elementwise(src, materialized, out, tnode, knobs, options,
+                                            final)
     return tmpl, {**slots, "functions": functions, "key_functions": key, "final": final}, \
         grid, knobs

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ..ir import MOVEMENT_OPS, CompileError, Value, where_band
+from ..options import CompileOptions, Waves
 from .common import (
     MAX_GRID,
     MAX_WG,
@@ -162,37 +160,6 @@ MATMUL_WAVE_MAX_CHUNKS = 8
 MATMUL_SCALAR_RATE = 0.92
 
 
-@dataclass(frozen=True)
-class Waves:
-    """How many workgroups of each large-product tile setting a device runs at once."""
-
-    wide: int  # MATMUL_LARGE_TILES
-    plain: int  # MATMUL_PLAIN_TILES
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.wide, int) and isinstance(self.plain, int)
-                and self.wide >= 1 and self.plain >= 1):
-            raise ValueError(f"slots must be positive integers, got {self}")
-
-
-_WAVES: ContextVar[Waves | None] = ContextVar("kernelwright_waves", default=None)
-
-
-@contextmanager
-def waves(facts: Waves | None) -> Iterator[None]:
-    """Within this context large products choose tiles and K chunks by the device's
-    slots `facts` (None: unknown, the fixed rules of matmul_tiles)."""
-    token = _WAVES.set(facts)
-    try:
-        yield
-    finally:
-        _WAVES.reset(token)
-
-
-def current_waves() -> Waves | None:
-    return _WAVES.get()
-
-
 def matmul_wave_cost(tiles: tuple[int, int, int, int], m: int, n: int, nb: int, k: int,
                      chunks: int, facts: Waves) -> float:
     """The modelled time (arbitrary units) of nb products of M x N x K over `chunks` K
@@ -209,11 +176,12 @@ def matmul_wave_cost(tiles: tuple[int, int, int, int], m: int, n: int, nb: int, 
     return rounds * slots * per_tile * split
 
 
-def large_tiles(m: int, n: int, nb: int, wide: bool) -> tuple[int, int, int, int]:
+def large_tiles(m: int, n: int, nb: int, wide: bool,
+                waves: Waves | None = None) -> tuple[int, int, int, int]:
     """A large product's tiles without a prologue or windows: the wide ones where `wide`
     allows them and, with known waves and at least one wave of them, they model faster
     than the plain ones (smaller grids keep the wide tiles, as split-K's rules expect)."""
-    facts = current_waves()
+    facts = waves
     if not wide:
         return MATMUL_PLAIN_TILES
     bm, bn = MATMUL_LARGE_TILES[:2]
@@ -231,7 +199,8 @@ def reads_window(v: Value) -> bool:
 
 
 def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
-                 window: bool = False, wide: bool = True) -> tuple[int, int, int, int]:
+                 window: bool = False, wide: bool = True,
+                 waves: Waves | None = None) -> tuple[int, int, int, int]:
     """The matmul template's (BM, BN, TM, TN) for `nb` products of M x N (ops/linalg.py
     reads the tile count to decide on split-K). Large products (both sides at least 512)
     get the wide tiles MATMUL_LARGE_TILES where `wide` (matmul_wide: M, N and K multiples
@@ -288,7 +257,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     if m >= 512 and n >= 512:
         if prologue:
             return 128, 128, 8, 8
-        return MATMUL_PLAIN_TILES if window else large_tiles(m, n, nb, wide)
+        return MATMUL_PLAIN_TILES if window else large_tiles(m, n, nb, wide, waves)
     if (m == MATMUL_ROWS192_TILES[0] and wide and not prologue
             and nb * math.ceil(n / 128) >= tall_min):
         return MATMUL_ROWS192_TILES
@@ -303,7 +272,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
 
 
 def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False,
-                 window: bool = False, wide: bool = True) -> dict:
+                 window: bool = False, wide: bool = True, waves: Waves | None = None) -> dict:
     """The default knobs: the tiles above, BK = 16, and where the blocks allow it (TM and
     TN multiples of 4) vec4 staged fragments with 16-byte loads (VEC = 4) in two staged
     buffers (DB = 2; see _matmul). Measured on the H200 (bench/results/
@@ -328,7 +297,7 @@ def matmul_knobs(m: int, n: int, nb: int = 1, prologue: bool = False,
     (0.99-1.00x). With a LayerNorm in the loader (DB 1) unrolling alone gave 1.01x, with
     ROWS 1.18x (1.009 -> 0.853 ms); ROWS on products without a prologue went either way
     (0.93-1.04x) and is left to the search."""
-    bm, bn, tm, tn = matmul_tiles(m, n, nb, prologue, window, wide)
+    bm, bn, tm, tn = matmul_tiles(m, n, nb, prologue, window, wide, waves)
     fast = tm % 4 == 0 and tn % 4 == 0
     many = tm * tn >= MATMUL_WIDE_BLOCK  # 128 accumulators: BK 8, staged along the rows
     return {"BM": bm, "BN": bn, "TM": tm, "TN": tn,
@@ -724,7 +693,7 @@ def _matmul_multiply(a: _Operand, b: _Operand, bk: int, vec: int) -> list[str]:
     return lines
 
 
-def _matmul(src, materialized, out, tnode, knobs=None):
+def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
     """The matmul kernel for the given knobs (module comment of kernels/matmul.wgsl).
     VEC = 4: each operand's staged tile holds vec4 fragments along its contiguous dim
     (A K-contiguous, as stored by a row-major A: [m][k/4], XOR-swizzled; A
@@ -743,7 +712,7 @@ def _matmul(src, materialized, out, tnode, knobs=None):
                    and not (once and k >= MATMUL_ONCE_PLAIN_MIN_K)
                    for x, once in zip((a, b), matmul_loads_once(m, n)))
     knobs = merge_knobs(matmul_knobs(m, n, nb, prologue, reads_window(a) or reads_window(b),
-                                matmul_wide(m, n, k)), knobs)
+                                matmul_wide(m, n, k), options.waves), knobs)
     bm, bn, tm, tn, bk, vec, db = (knobs[name] for name in _MATMUL_KNOBS)
     require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, tm, tn, bk)), knobs,
              "tile sizes must be positive integers")

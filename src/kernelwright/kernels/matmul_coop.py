@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ..ir import CompileError
+from ..options import CompileOptions
 from .common import (
     MAX_GRID,
     MAX_WG,
@@ -67,7 +68,7 @@ def matmul_coop_space(m: int, n: int, k: int, load: str = "col") -> list[dict]:
     return space
 
 
-def _matmul_coop(src, materialized, out, tnode, knobs=None):
+def _matmul_coop(src, materialized, out, tnode, knobs, options: CompileOptions):
     a, b = tnode.inputs
     nb, m, k = a.shape
     n = b.shape[2]

@@ -6,6 +6,7 @@ from ..codegen import (
     is_nan,
 )
 from ..ir import Node, Value
+from ..options import CompileOptions
 from .common import (
     XYZW,
     check_wg,
@@ -103,7 +104,7 @@ def _pool_columns(src, materialized, x: Value, opt: int, vec: int,
     return "\n".join(columns), "\n".join(loads), extra
 
 
-def _pool(src, materialized, out, tnode, knobs=None):
+def _pool(src, materialized, out, tnode, knobs, options: CompileOptions):
     (x,) = tnode.inputs
     size, out_size = x.shape[1:], tnode.out.shape[1:]
     at = tnode.attrs

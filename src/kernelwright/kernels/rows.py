@@ -12,6 +12,7 @@ from ..codegen import (
 )
 from ..dtypes import element_type, wgsl_type
 from ..ir import Value, where_band
+from ..options import CompileOptions
 from .common import (
     MAX_GRID,
     MAX_WG,
@@ -156,7 +157,7 @@ def _row_band_end(phases, r: int) -> str | None:
     return ends.pop() if len(ends) == 1 else None
 
 
-def _reduce(src, materialized, out, tnode, knobs=None):
+def _reduce(src, materialized, out, tnode, knobs, options: CompileOptions):
     """A reduction (and its epilogue) as the row template with one pass."""
     return _rows(src, materialized, out, [(tnode, out)], False, knobs)
 

@@ -11,6 +11,7 @@ from ..codegen import (
 )
 from ..dtypes import element_type
 from ..ir import CompileError
+from ..options import CompileOptions
 from .common import (
     MAX_GRID,
     WORKGROUP_BYTES,
@@ -164,7 +165,7 @@ def scan_workgroup_bytes(knobs: dict, acc_bytes: int = 4) -> int:
     return acc_bytes * (sums + tile + tile // 32)
 
 
-def _scan(src, materialized, out, tnode, knobs=None):
+def _scan(src, materialized, out, tnode, knobs, options: CompileOptions):
     (x,) = tnode.inputs
     _, r, inner = x.shape
     rows = x.numel // max(1, r)

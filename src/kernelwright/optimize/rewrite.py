@@ -68,12 +68,13 @@ def rewrite_of(request: KernelRequest, name: str, build) -> Rewrite:
     GraphBuilder -> the op's result); a CompileError, NotFusable or ValueError when that
     kernel cannot replace it one for one."""
     tnode = request.tnode
-    gb = GraphBuilder()
+    gb = GraphBuilder(request.options)
     gb.source = tnode.source
     new = gb.reshape(build(gb), tnode.out.shape)
     new_tnode = _template_node(new)
     out = _substitute(request.out, tnode.out, new, request.materialized)
-    natural = fill_kernel(out, new_tnode, request.materialized, request.buffer_of)
+    natural = fill_kernel(out, new_tnode, request.materialized, request.buffer_of,
+                          options=request.options)
     want = [request.buffer_of(v) for v in request.default.reads]
     got = [request.buffer_of(v) for v in natural.reads]
     if sorted(got) != sorted(want) or len(set(got)) != len(got):
@@ -81,9 +82,9 @@ def rewrite_of(request: KernelRequest, name: str, build) -> Rewrite:
                          f"{len(want)}")
     reads = tuple(request.default.reads)
     default = fill_kernel(out, new_tnode, request.materialized, request.buffer_of, None,
-                          (), reads, request.band_only)
+                          (), reads, request.band_only, request.options)
     alt = KernelRequest(default, out, new_tnode, request.materialized, request.buffer_of,
-                        (), reads, request.band_only)
+                        (), reads, request.band_only, request.options)
     ids = [id(v) for v in reads]
     replaces = tnode.lowering or request.kind
 

@@ -34,9 +34,9 @@ import statistics
 import sys
 from dataclasses import asdict
 
-from .. import kernels
 from ..ir import GraphBuilder
-from ..kernels import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, Waves
+from ..kernels import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, matmul_knobs
+from ..options import CompileOptions, Waves
 from .cache import default_cache
 
 WAVES_ENV = "KERNELWRIGHT_WAVES"
@@ -124,9 +124,9 @@ def probe(device, tiles, knobs: dict | None = None):
     from ..runtime import Executable
     from ..schedule import build_plan
 
-    with kernels.waves(None):  # the fixed rules: the wide tiles where `wide`
-        knobs = {**kernels.matmul_knobs(4096, 4096, wide=tuple(tiles) == MATMUL_LARGE_TILES),
-                 **(knobs or {})}
+    # no waves: the fixed rules, the wide tiles where `wide`
+    knobs = {**matmul_knobs(4096, 4096, wide=tuple(tiles) == MATMUL_LARGE_TILES),
+             **(knobs or {})}
     limits = device.device.limits
     limit = min(PROBE_MAX_BYTES, limits.get("max-storage-buffer-binding-size", PROBE_MAX_BYTES),
                 limits.get("max-buffer-size", PROBE_MAX_BYTES))
@@ -136,9 +136,9 @@ def probe(device, tiles, knobs: dict | None = None):
     y = b.input((PROBE_K, knobs["BN"] * most), "f32", "y")
     out = b.matmul(x, y)
     b.graph.outputs.append(out)
-    plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
-                      choose=lambda r: {**r.default.knobs, **knobs} if r.kind == "matmul"
-                      else None)
+    force = CompileOptions(choose=lambda r: {**r.default.knobs, **knobs}
+                           if r.kind == "matmul" else None)
+    plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"}, force)
     (kern,) = plan.kernels
     if tuple(kern.grid) != (most, 1, 1):
         raise RuntimeError(f"the wave probe planned {kern.grid}, not {most} workgroups")
