@@ -38,7 +38,7 @@ OUT's folder, suite_level2/).
 --matmul-variants times, for each GEMM case and the 3x3 convolution's implicit GEMM
 (MATMUL_CASES), every setting of the matmul
 template's search space for its shape (kernels.matmul_space), each forced through the
-knob chooser hook (tune.choosing) and checked against PyTorch on the GPU, and writes
+knob chooser (compile's `choose`) and checked against PyTorch on the GPU, and writes
 every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
 
 --attention-variants does the same for the fused attention kernel on the SDPA cases
@@ -57,7 +57,6 @@ the longer limits of ROW_FUSION_VARIANTS instead.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
 import math
@@ -71,7 +70,7 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
-from kernelwright import kernels, schedule, tune
+from kernelwright import kernels, schedule
 from kernelwright.bench.timing import keep_gpu_awake, time_candidate
 from kernelwright.ops import attention as attention_ops
 from kernelwright.ops import conv as conv_ops
@@ -339,9 +338,9 @@ def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
         module, sets, ref, ref_ms = case_reference(name, args.reps)
         scale = ref.abs().max().item() or 1.0
         requests = []
-        with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind == kind
-                           else None):
-            kernelwright.compile(module, sets[0])
+        kernelwright.compile(module, sets[0],
+                             choose=lambda r, seen=requests: seen.append(r) if r.kind == kind
+                                    else None)
         request = requests[0]  # several kernels of the kind (the phases of a transposed
         # convolution) share its space and each gets every setting
         row = dict(case=name, torch_ms=round(ref_ms, 4),
@@ -353,8 +352,9 @@ def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
         for knobs in space:
             variant = dict(knobs=knobs)
             try:
-                with tune.choosing(lambda r, k=knobs: k if r.kind == kind else None):
-                    compiled = kernelwright.compile(module, sets[0])
+                compiled = kernelwright.compile(module, sets[0],
+                                                choose=lambda r, k=knobs: k
+                                                       if r.kind == kind else None)
                 used = [k.knobs for k in compiled.plan.kernels if k.key.startswith(kind + " ")]
                 if len(used) != len(requests) or any(u != knobs for u in used):
                     raise RuntimeError(f"the compile used {used}")
@@ -391,9 +391,10 @@ def memory_variants(args, dev) -> None:
         module, sets, ref, ref_ms = case_reference(name, args.reps)
         scale = ref.abs().max().item() or 1.0
         requests = []
-        with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind in VARIANT_KINDS
-                           else None):
-            kernelwright.compile(module, sets[0])
+        kernelwright.compile(module, sets[0],
+                             choose=lambda r, seen=requests: seen.append(r)
+                                    if r.kind in VARIANT_KINDS
+                                    else None)
         request = requests[0]
         settings = [("default", None, None)]
         if name in LONG_ROW_CASES:
@@ -416,9 +417,10 @@ def memory_variants(args, dev) -> None:
             try:
                 if fusion is not None:
                     schedule.ROW_FUSION_MAX, kernels.rows.ROW_CACHE = fusion
-                with tune.choosing(lambda r, k=knobs, key=request.key: k if k and r.key == key
-                                   else None):
-                    compiled = kernelwright.compile(module, sets[0])
+                compiled = kernelwright.compile(module, sets[0],
+                                                choose=lambda r, k=knobs, key=request.key: k
+                                                       if k and r.key == key
+                                                       else None)
                 got = compiled(*sets[0], poison=True)
                 err = (got - ref).abs().max().item()
                 ms = time_candidate(compiled, sets).median_ms
@@ -509,11 +511,11 @@ def main() -> None:
     def conv_opt(request):
         return {**request.default.knobs, "OPT": args.conv_opt} if request.kind == "conv" \
             else None
-    with tune.choosing(conv_opt) if args.conv_opt else contextlib.nullcontext():
-        run(args)
+    run(args, conv_opt if args.conv_opt else None)
 
 
-def run(args) -> None:
+def run(args, choose=None) -> None:
+    """The cases' figures; `choose`: the compiles' knob chooser (None: compile()'s)."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = kernelwright.runtime.default_device()
@@ -550,7 +552,8 @@ def run(args) -> None:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # PyTorch's cached blocks back, for wgpu's buffers
         t0 = time.perf_counter()
-        compiled = kernelwright.compile(module, sets[0], precision=case.get("precision"))
+        compiled = kernelwright.compile(module, sets[0], precision=case.get("precision"),
+                                        choose=choose)
         compile_s = time.perf_counter() - t0
         got = compiled(*sets[0], poison=True)
         err = (got - ref).abs().max().item()

@@ -230,7 +230,6 @@ def test_every_setting_of_the_attention_space(monkeypatch):
     """Each setting the tuner and the search may pick (kernels.attention_space) is
     correct: rows per invocation 4 and 8, one and two keys per invocation, the causal
     bound and a partial last block of queries and of keys."""
-    from kernelwright import tune
     from kernelwright.kernels import attention_space
 
     monkeypatch.setattr(attention_ops, "FUSED", True)
@@ -238,8 +237,7 @@ def test_every_setting_of_the_attention_space(monkeypatch):
     space = attention_space(20, 24)
     assert len(space) >= 5 and {4, 8} <= {attention_config(20, 24, s)["RM"] for s in space}
     for knobs in space:
-        with tune.choosing(lambda r, k=knobs: k if r.kind == "attention" else None):
-            c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
-                                                                        is_causal=True)),
-                      q, k, v)
+        c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                    is_causal=True)),
+                  q, k, v, choose=lambda r, k=knobs: k if r.kind == "attention" else None)
         assert [k.knobs for k in c.plan.kernels] == [knobs]

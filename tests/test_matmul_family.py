@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from conftest import Fn, check
 
-from kernelwright import tune
 from kernelwright.kernels import cuts
 from kernelwright.kernels import matmul as matmul_kernels
 from kernelwright.ops.linalg import SMALL_K, product_plan
@@ -147,8 +146,7 @@ def test_triangular_operands_bound_each_tiles_k_loop(knobs):
         torch.tril(a) @ torch.triu(b), torch.triu(a, 3) @ b, a @ torch.tril(b, -5),
         torch.tril(a, -40) @ torch.triu(b, 20), torch.triu(a, 200) @ b,
         torch.triu(a3, -7) @ torch.triu(b3, 9), (torch.tril(a3) @ b3).relu()))
-    with tune.choosing(lambda r: knobs if r.kind == "matmul" else None):
-        compiled = check(module, a, b, a3, b3)
+    compiled = check(module, a, b, a3, b3, choose=lambda r: knobs if r.kind == "matmul" else None)
     kernels = [k for k in compiled.plan.kernels if "matmul" in k.name]
     assert len(kernels) == 7 and all(k.knobs == knobs for k in kernels)
     assert all("let khi = " in k.source for k in kernels)
@@ -181,8 +179,7 @@ def test_outputs_a_band_mask_replaces_skip_the_product(knobs):
         return torch.where(i - 50 > j, q @ k.transpose(1, 2), 2.0)
 
     for fn in (causal, upper, below):
-        with tune.choosing(lambda r: knobs if r.kind == "matmul" else None):
-            compiled = check(Fn(fn), q, k)
+        compiled = check(Fn(fn), q, k, choose=lambda r: knobs if r.kind == "matmul" else None)
         (kernel,) = compiled.plan.kernels
         assert "let khi = select(" in kernel.source, kernel.name
 

@@ -14,7 +14,7 @@ import torch
 from conftest import Fn
 
 import kernelwright
-from kernelwright import kernels, tune
+from kernelwright import kernels
 from kernelwright.compiler import CompiledModule
 from kernelwright.kernels import cuts
 from kernelwright.plan import Plan
@@ -71,8 +71,7 @@ def _compile_with_requests(module, inputs):
             requests.append(request)
         return None
 
-    with tune.choosing(keep):
-        compiled = kernelwright.compile(module, inputs)
+    compiled = kernelwright.compile(module, inputs, choose=keep)
     return compiled, requests
 
 
@@ -351,8 +350,8 @@ def test_rows_2_stages_only_a_along_its_rows():
     sources = {}
     for rows in (0, 1, 2):
         knobs = {**kernels.matmul_knobs(64, 64), "ROWS": rows}
-        with tune.choosing(lambda r, k=knobs: k if r.kind == "matmul" else None):
-            compiled = kernelwright.compile(module, inputs)
+        compiled = kernelwright.compile(module, inputs,
+                                        choose=lambda r, k=knobs: k if r.kind == "matmul" else None)
         torch.testing.assert_close(compiled(*inputs), inputs[0] @ inputs[1].t(),
                                    atol=1e-4, rtol=1e-4)
         (sources[rows],) = [k.source for k in compiled.plan.kernels if "matmul" in k.name]

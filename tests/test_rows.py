@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from conftest import Fn, check
 
-from kernelwright import schedule, tune
+from kernelwright import schedule
 from kernelwright.kernels import rows as row_kernels
 
 
@@ -85,8 +85,7 @@ def test_row_cache_counts_every_buffer_of_the_row():
     for fn, fits in ((lambda x, y: torch.softmax(x, -1) + y, False),
                      (lambda x, y: torch.softmax(x, -1), True)):
         requests = []
-        with tune.choosing(lambda r, seen=requests: seen.append(r)):
-            check(Fn(fn), x, y)
+        check(Fn(fn), x, y, choose=lambda r, seen=requests: seen.append(r))
         (request,) = [r for r in requests if r.kind == "rows"]
         knobs = {"WG": 64, "TPR": 64, "VEC": 4, "ORDER": "row"}  # 32 steps of 4
         assert kernels.ROW_CACHE == 128
@@ -240,8 +239,7 @@ def test_column_reduction_knobs_and_row_order():
     def row_order(request):
         return {"WG": 64, "TPR": 8, "VEC": 1, "ORDER": "row"}
 
-    with tune.choosing(row_order):
-        compiled = check(module, x)
+    compiled = check(module, x, choose=row_order)
     assert all(k.knobs["ORDER"] == "row" for k in compiled.plan.kernels), compiled.plan.summary()
 
 

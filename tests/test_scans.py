@@ -117,7 +117,6 @@ STAGED = [{"STAGE": 1}, {"STAGE": 1, "WG": 64, "ITEMS": 8}, {"STAGE": 1, "WG": 1
 def test_staged_scans(knobs):
     """The scan template's STAGE 1 setting (the chunk staged in workgroup memory) on
     every scan op, rows of one and of several chunks, along the last dim and others."""
-    from kernelwright import tune
 
     x = torch.rand(3, 1100) - 0.25
     y = torch.randn(4, 6, 5)
@@ -136,8 +135,7 @@ def test_staged_scans(knobs):
         seen.append(request)
         return knobs
 
-    with tune.choosing(staged):
-        compiled = kernelwright.compile(fn, [x, y, m])
+    compiled = kernelwright.compile(fn, [x, y, m], choose=staged)
     assert seen and all("tile[pad(c)]" in k.source
                         for k in compiled.plan.kernels if k.knobs.get("STAGE"))
     assert sum(k.knobs.get("STAGE") == 1 for k in compiled.plan.kernels) == len(seen)
@@ -149,13 +147,13 @@ def test_staged_scans(knobs):
 def test_staged_scan_refuses_more_workgroup_memory_than_portable():
     """A setting past 16 KiB of workgroup memory is refused (the arg scans' accumulator
     is 8 bytes); a compile given it keeps the defaults."""
-    from kernelwright import kernels, tune
+    from kernelwright import kernels
     from kernelwright.ir import CompileError
 
     x = torch.randn(2, 4096)
     requests = []
-    with tune.choosing(lambda r: requests.append(r)):
-        kernelwright.compile(Fn(lambda x: torch.cummax(x, 1)[1]), [x])
+    kernelwright.compile(Fn(lambda x: torch.cummax(x, 1)[1]), [x],
+                         choose=lambda r: requests.append(r))
     (request,) = [r for r in requests if r.kind == "scan"]
     with pytest.raises(CompileError, match="workgroup memory"):
         request.generate({"STAGE": 1, "WG": 256, "ITEMS": 8})
@@ -192,7 +190,6 @@ FEWER_BARRIERS = [{"STAGE": 1, "WG": 64, "ITEMS": 8, "SUMS": 1},
 
 def forced_scans(fn, inputs, knobs):
     """Compile fn with every scan kernel given `knobs`; returns it and the kernels."""
-    from kernelwright import tune
 
     seen = []
 
@@ -202,8 +199,7 @@ def forced_scans(fn, inputs, knobs):
         seen.append(request)
         return knobs
 
-    with tune.choosing(force):
-        compiled = kernelwright.compile(fn, inputs)
+    compiled = kernelwright.compile(fn, inputs, choose=force)
     scans = [k for k in compiled.plan.kernels if k.key.startswith("scan")]
     assert seen and len(scans) == len(seen) and all(k.knobs == knobs for k in scans), \
         [k.knobs for k in scans]
@@ -246,7 +242,6 @@ def test_register_scan_of_long_rows_in_one_pass():
     """STAGE 2 with VEC 4 and ITEMS 32 at WG 256 scans a row of 8192 in one chunk (that
     of the 16384 x 8192 benchmark); the arg scans' 8-byte totals do not fit it, and are
     refused; at ITEMS 16 they take two chunks."""
-    from kernelwright import tune
     from kernelwright.ir import CompileError
 
     knobs = {"STAGE": 2, "WG": 256, "ITEMS": 32, "VEC": 4, "SUMS": 1}
@@ -259,8 +254,8 @@ def test_register_scan_of_long_rows_in_one_pass():
                                      {**knobs, "ITEMS": 16})
     assert torch.equal(compiled(x, poison=True), torch.cummax(x, 1)[1])
     requests = []
-    with tune.choosing(lambda r: requests.append(r)):
-        kernelwright.compile(Fn(lambda x: torch.cummax(x, 1)[1]), [x])
+    kernelwright.compile(Fn(lambda x: torch.cummax(x, 1)[1]), [x],
+                         choose=lambda r: requests.append(r))
     (request,) = [r for r in requests if r.kind == "scan"]
     with pytest.raises(CompileError, match="workgroup memory"):
         request.generate(knobs)

@@ -54,8 +54,7 @@ def requests_of(module, inputs) -> tuple[CompiledModule, list[kernels.KernelRequ
         seen.append(request)
         return None
 
-    with tune.choosing(keep):
-        compiled = kernelwright.compile(module.eval(), list(inputs))
+    compiled = kernelwright.compile(module.eval(), list(inputs), choose=keep)
     return compiled, seen
 
 
@@ -155,8 +154,7 @@ def test_knobs_outside_a_template_are_errors_and_a_chooser_cannot_break_a_compil
                 {"VEC": 4}, {"DB": 3}):
         with pytest.raises(CompileError):
             request.generate(bad)
-    with tune.choosing(lambda request: {"BM": 48, "TM": 5}):
-        compiled = kernelwright.compile(module, inputs)
+    compiled = kernelwright.compile(module, inputs, choose=lambda request: {"BM": 48, "TM": 5})
     assert compiled.plan.kernels[0].knobs == request.default.knobs
     assert_matches(compiled(*inputs), inputs[0] @ inputs[1])
 
@@ -185,8 +183,8 @@ def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypa
     inputs = [torch.randn(40, 19), torch.randn(19, 33)]
     monkeypatch.setattr(tuner, "time_ms", fake_timer(WINNER))
     settings = tune.TuneSettings(reps=2, warmup=0)
-    with tune.tuning(settings) as session:
-        first = kernelwright.compile(module, inputs)
+    session = tune.TuningSession(settings)
+    first = kernelwright.compile(module, inputs, choose=session.choose)
     (result,) = session.results
     assert result.status == "tuned" and result.knobs == WINNER
     assert (result.default_ms, result.best_ms, result.gain) == (1.0, 0.5, 2.0)
@@ -207,8 +205,8 @@ def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypa
     assert kernel.knobs == WINNER and kernel.source == first.plan.kernels[0].source
     assert "tile_a: array<f32, 256>" in kernel.source  # BK * BM
     assert_matches(second(*inputs), torch.relu(inputs[0] @ inputs[1]))
-    with tune.tuning(settings) as session:
-        kernelwright.compile(module, inputs)
+    session = tune.TuningSession(settings)
+    kernelwright.compile(module, inputs, choose=session.choose)
     assert [r.status for r in session.results] == ["cached"]
 
     # A winner is used while the default it beat is today's; knobs the template gained
@@ -223,8 +221,9 @@ def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypa
     cache.store(device, key, tune.Winner(WINNER, {**default, "BK": 32}, 1.0, 0.5), 2, [])
     assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == default
     monkeypatch.setattr(choose_module, "tune_kernel", tuner.tune_kernel)
-    with tune.tuning(settings) as session:
-        assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == WINNER
+    session = tune.TuningSession(settings)
+    assert kernelwright.compile(module, inputs,
+                                choose=session.choose).plan.kernels[0].knobs == WINNER
     assert [r.status for r in session.results] == ["tuned"]
     (row,) = tune.TuneCache(tune_db).rows()
     assert row["default_knobs"] == default
@@ -267,8 +266,8 @@ def test_wrong_and_uncompilable_candidates_are_discarded(tune_db, monkeypatch):
     monkeypatch.setattr(tuner, "time_ms", fake_timer(BROKEN, ms=0.01))  # "fastest" of all
     module = Fn(lambda a, b: a @ b)
     inputs = [torch.randn(40, 19), torch.randn(19, 33)]
-    with tune.tuning(tune.TuneSettings(reps=2, warmup=0)) as session:
-        compiled = kernelwright.compile(module, inputs)
+    session = tune.TuningSession(tune.TuneSettings(reps=2, warmup=0))
+    compiled = kernelwright.compile(module, inputs, choose=session.choose)
     (result,) = session.results
     status = {json.dumps(c.knobs, sort_keys=True): c.status for c in result.candidates}
     assert status[json.dumps(BROKEN, sort_keys=True)] == "mismatch"

@@ -22,6 +22,7 @@ from torch.utils import _pytree as pytree
 from .capture import export_graph, fx_to_ir, to_device_array
 from .dtypes import torch_dtype
 from .ir import GraphBuilder
+from .kernels import KnobChooser
 from .options import PRECISIONS, CompileOptions
 from .plan import Plan
 from .progress import QUIET, Progress
@@ -31,18 +32,21 @@ from .tune import choose_knobs, device_waves
 
 
 def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
-                device: Device | None = None, progress: Progress = QUIET) -> Plan:
+                device: Device | None = None, progress: Progress = QUIET,
+                choose: KnobChooser | None = None) -> Plan:
     """Capture and schedule a module into a Plan for precision mode `precision`
     (options.CompileOptions; compile() decides whether a device can run it), the waves
     of `device` (None: the default device; tune.device_waves, measured there once per
     device, the only GPU work) and what its kernels may bind
     (Device.binding_limits; no limit where no device can be opened). `progress` reports
-    stages that run long."""
-    return _plan(module, example_inputs, precision, device, progress)[0]
+    stages that run long. `choose` picks each kernel's knobs (None: tune.choose_knobs,
+    the tuning cache's answer by KERNELWRIGHT_TUNE)."""
+    return _plan(module, example_inputs, precision, device, progress, choose)[0]
 
 
 def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Device | None,
-          progress: Progress) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
+          progress: Progress, choose: KnobChooser | None = None
+          ) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
     """The plan, and the module's tensors (parameters, buffers) it holds as constants."""
     try:
         limits = (device or default_device()).binding_limits
@@ -50,7 +54,7 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
         limits = None
     with progress.stage("measuring the device's waves"):
         waves = device_waves(device)
-    options = CompileOptions(precision, waves, limits, choose_knobs)
+    options = CompileOptions(precision, waves, limits, choose or choose_knobs)
     with _collector_paused():
         with progress.stage("capture"):
             ep = export_graph(module, example_inputs)
@@ -251,7 +255,8 @@ class CompiledModule:
 
 def compile(module: torch.nn.Module, example_inputs, device: Device | None = None,
             precision: str | None = None, progress: float | None = 2.0,
-            share_state: CompiledModule | None = None) -> CompiledModule:
+            share_state: CompiledModule | None = None,
+            choose: KnobChooser | None = None) -> CompiledModule:
     """Compile `module` for `example_inputs`' shapes. `precision`: "strict" (fp32, the
     default) or "accelerated" (matmuls with f16 operands and f32 accumulation on the
     cooperative-matrix units, where the device has them; else a warning and strict);
@@ -265,12 +270,13 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     reports on stderr (None: never). Buffers the module changes in forward carry over
     from call to call on the GPU (`CompiledModule.state`); `share_state` (a module
     compiled from the same model for other shapes) makes both read and update one copy
-    of them."""
+    of them. `choose` picks each kernel's knobs (a kernels.KnobChooser; None:
+    tune.choose_knobs, the tuning cache's answer by KERNELWRIGHT_TUNE)."""
     t0 = time.perf_counter()
     report = Progress(type(module).__name__, progress)
     dev = device or default_device()
     mode = resolve_precision(precision, dev)
-    plan, weights = _plan(module, example_inputs, mode, dev, report)
+    plan, weights = _plan(module, example_inputs, mode, dev, report, choose)
     with report.stage(f"building {len(plan.kernels)} pipelines"):
         cm = CompiledModule(plan, dev, weights=weights, share_state=share_state)
     cm.precision = PRECISION_LABELS[mode]
