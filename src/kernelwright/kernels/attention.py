@@ -147,10 +147,10 @@ def _attention(src, materialized, out, tnode, knobs, options: CompileOptions):
         raise CompileError(f"attention head dims {e}, {ev} do not fit the kernel's tiles")
     knobs = merge_knobs(default, knobs)
     require(all(isinstance(knobs[n], int) and knobs[n] >= 1 for n in knobs), knobs,
-             "block sizes must be positive integers")
+            "block sizes must be positive integers")
     cfg = attention_config(e, ev, knobs)
     require(cfg is not None, knobs, "tiles exceed workgroup memory, invocations or "
-             "registers")
+            "registers")
     functions = (loader(src, materialized, "load_q", q) + loader(src, materialized, "load_k", k)
                  + loader(src, materialized, "load_v", v))
     mask = ""

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cache
+from string import Template
 from typing import NamedTuple
 
 from ..codegen import (
+    KERNEL_DIR,
     Emitter,
     Index,
     KernelSource,
@@ -55,6 +58,17 @@ class KernelKey(NamedTuple):
         return f"{self.template} {self.bucket} #{self.digest}"
 
 
+@cache
+def snippet(name: str) -> Template:
+    """A piece of WGSL that a generator places inside a kernel, from kernels/<name>.wgsl
+    (filled by name like the templates' slots): the file without its leading comment
+    lines (what the piece is, its slots) and without its last newline."""
+    lines = (KERNEL_DIR / f"{name}.wgsl").read_text().split("\n")
+    while lines and lines[0].startswith("//"):
+        lines.pop(0)
+    return Template("\n".join(lines).rstrip("\n"))
+
+
 def grid_1d(n: int, wg: int) -> tuple[tuple[int, int, int], int]:
     """Workgroups for n invocations, folded into 2-D past the per-dimension limit;
     returns the grid and the number of invocations per grid row."""
@@ -64,7 +78,7 @@ def grid_1d(n: int, wg: int) -> tuple[tuple[int, int, int], int]:
 
 
 def loader(src: KernelSource, materialized, name: str, x: Value, dtype: str = "f32",
-            lanes: int | None = None) -> str:
+           lanes: int | None = None) -> str:
     """`fn name(i0, i1, ...)`: x's element at that index. With `lanes` (a dim of x whose
     size is a multiple of 4): a vec4 of the elements at i_lanes + 0..3, i_lanes a
     multiple of 4, written so that the lanes share their index arithmetic (a window's
@@ -86,7 +100,7 @@ def loader(src: KernelSource, materialized, name: str, x: Value, dtype: str = "f
 
 
 def epilogue_function(src: KernelSource, materialized, out: Value, root: Value | None,
-              acc_dtype: str, dims: list[str] | None = None) -> str:
+                      acc_dtype: str, dims: list[str] | None = None) -> str:
     """A template's `epilogue(acc, gi)`; a plain elementwise kernel's `epilogue(gi,
     x...)`, whose buffers read at gi are lanes (arguments the template loads). With
     `dims` (names, "0" for dims of size 1): `epilogue(gi, <dims>)`, for a template that
@@ -107,7 +121,7 @@ XYZW = "xyzw"
 
 
 def lane_args(src: KernelSource, vec: int, q: str, gi: str, loaded: dict | None = None,
-               prefix: str = "l") -> tuple[list[str], list[str]]:
+              prefix: str = "l") -> tuple[list[str], list[str]]:
     """How a template hands the lanes (codegen: buffers read at the kernel's element) to
     the generated functions for the VEC consecutive elements gi, gi + 1, ... (vector
     q = gi / VEC): statements loading them (f32 lanes through a vec4 view, 16 bytes at a

@@ -74,7 +74,7 @@ def _conv(src, materialized, out, tnode, knobs, options: CompileOptions):
     knobs = merge_knobs(conv_knobs(at["transposed"], out_size[-1]), knobs)
     opt = knobs["OPT"]
     require(opt in ((1,) if at["transposed"] else (1, 2, 4)), knobs,
-             "OPT must be 1, 2 or 4 (1 for a transposed convolution)")
+            "OPT must be 1, 2 or 4 (1 for a transposed convolution)")
     per_dim = dim_slots(OUT=out_size, IN=size, K=w.shape[2:], S=stride, P=at["padding"], DIL=dil)
     owb = -(-out_size[2] // opt)
     numel = tnode.out.numel // out_size[2] * owb

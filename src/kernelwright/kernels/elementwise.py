@@ -22,6 +22,7 @@ from .common import (
     lane_args,
     merge_knobs,
     require,
+    snippet,
 )
 
 
@@ -133,13 +134,9 @@ def _transpose_tile(src, materialized, out, dims: tuple[int, int], knobs):
                    for d, n in enumerate(names) if n != "0")
     value = to_buffer(f"epilogue(gi{args})", out.dtype)
     # the 32 columns of B an invocation row covers, EPT times
-    compute = (f"    for (var j = 0; j < 32; j += {rows}) {{\n"
-               f"        for (var h = 0; h < {tb}; h += 32) {{\n"
-               "            let a = a0 + ty + j;\n            let b = b0 + tx + h;\n"
-               f"            if (a < {size_a} && b < {size_b}) {{\n"
-               f"                let gi = base + b * {strides[b]} + a;\n"
-               f"                tile[(ty + j) * {tb + 1} + tx + h] = {value};\n"
-               "            }\n        }\n    }")
+    compute = snippet("transpose_tile").substitute(
+        ROWS=rows, TB=tb, SIZE_A=size_a, SIZE_B=size_b, STRIDE_B=strides[b], ROW=tb + 1,
+        VALUE=value)
     epilogue = epilogue_function(src, materialized, out, None, out.dtype, names)
     return "transpose", dict(
         functions="", epilogue=epilogue, TILE_T=element_type(out.dtype), TILES_A=tiles_a,
@@ -163,14 +160,14 @@ def _elementwise(src, materialized, out, tnode, knobs, options: CompileOptions,
     require(knobs["TILE"] in (0, 1), knobs, "TILE is 0 or 1")
     if knobs["TILE"]:
         require(tnode is None and vec == 1 and ept in TILE_EPTS and wg in TILE_WGS, knobs,
-                 f"TILE 1 is for plain elementwise kernels, with VEC 1, EPT in {TILE_EPTS}"
-                 f" and WG in {TILE_WGS}")
+                f"TILE 1 is for plain elementwise kernels, with VEC 1, EPT in {TILE_EPTS}"
+                f" and WG in {TILE_WGS}")
         dims = dims or _any_tile_dims(out)
         require(dims is not None, knobs, "TILE 1 needs two output dims of size > 1")
         return _transpose_tile(src, materialized, out, dims, knobs)
     require(out.numel % vec == 0, knobs, "VEC 4 needs a multiple of 4 elements")
     require(vec == 1 or tnode is None or acc4, knobs,
-             "VEC 4 only for plain elementwise kernels and copies")
+            "VEC 4 only for plain elementwise kernels and copies")
     steps = out.numel // vec
     threads = math.ceil(steps / ept)
     grid, row = grid_1d(threads, wg)
@@ -215,7 +212,7 @@ def _materialize(src, materialized, out, tnode, knobs, options: CompileOptions):
     vec4 = out.numel % 4 == 0 and x.dtype == out.dtype and x.dtype in ("f32", "i32")
     knobs = {"VEC": COPY_VEC if vec4 else 1, **(knobs or {})}
     require(knobs["VEC"] == 1 or vec4, knobs,
-             "VEC 4 copies need a multiple of 4 elements of f32 or i32")
+            "VEC 4 copies need a multiple of 4 elements of f32 or i32")
     em = Emitter(src, materialized)
     # the kernel's key (what it computes, whatever the knobs) names the scalar loader
     functions = key = em.function("load_x", ["gi: i32"], x.dtype,

@@ -18,6 +18,7 @@ from .common import (
     plain_strides,
     pow2_ceil,
     require,
+    snippet,
 )
 
 MATMUL_BK = 16  # the K depth of one staged tile in the default knobs
@@ -712,23 +713,23 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
                    and not (once and k >= MATMUL_ONCE_PLAIN_MIN_K)
                    for x, once in zip((a, b), matmul_loads_once(m, n)))
     knobs = merge_knobs(matmul_knobs(m, n, nb, prologue, reads_window(a) or reads_window(b),
-                                matmul_wide(m, n, k), options.waves), knobs)
+                                     matmul_wide(m, n, k), options.waves), knobs)
     bm, bn, tm, tn, bk, vec, db = (knobs[name] for name in _MATMUL_KNOBS)
     require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, tm, tn, bk)), knobs,
-             "tile sizes must be positive integers")
+            "tile sizes must be positive integers")
     require(bm % tm == 0 and bn % tn == 0, knobs, "TM must divide BM and TN divide BN")
     require((bm // tm) * (bn // tn) <= MAX_WG, knobs, f"more than {MAX_WG} invocations")
     require(vec in (1, 4) and db in (1, 2), knobs, "VEC must be 1 or 4 and DB 1 or 2")
     require(knobs["ROWS"] in (0, 1, 2) and knobs["UNROLL"] in (0, 1), knobs,
-             "ROWS must be 0, 1 or 2 (A only) and UNROLL 0 or 1")
+            "ROWS must be 0, 1 or 2 (A only) and UNROLL 0 or 1")
     require(isinstance(knobs["GROUP"], int) and knobs["GROUP"] >= 0, knobs,
-             "GROUP must be a non-negative integer")
+            "GROUP must be a non-negative integer")
     require(vec == 1 or (tm % 4 == 0 and tn % 4 == 0 and bk % 4 == 0
-                          and (bk // 4) & (bk // 4 - 1) == 0 and bk <= 32), knobs,
-             "VEC = 4 needs TM, TN multiples of 4 and BK 4 times a power of two, at most 32")
+                         and (bk // 4) & (bk // 4 - 1) == 0 and bk <= 32), knobs,
+            "VEC = 4 needs TM, TN multiples of 4 and BK 4 times a power of two, at most 32")
     wg_bytes = matmul_workgroup_bytes(knobs)
     require(wg_bytes <= MATMUL_WORKGROUP_BYTES, knobs,
-             f"staged tiles exceed {MATMUL_WORKGROUP_BYTES} bytes")
+            f"staged tiles exceed {MATMUL_WORKGROUP_BYTES} bytes")
     if nb > MAX_GRID:
         raise CompileError(f"matmul batch {nb} exceeds the grid limit {MAX_GRID}")
     # the scalar loaders first: they bind the operands' buffers (names in the key) before
@@ -762,10 +763,10 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
     step = 1 if vec == 1 else 4
     kv = "kk" if vec == 1 else "kq"
     if knobs["UNROLL"]:
-        inner = "\n".join(f"        {{\n            let {kv} = {i};\n{mult}\n        }}"
+        inner = "\n".join(snippet("matmul_inner_step").substitute(KV=kv, OFFSET=i, MULTIPLY=mult)
                           for i in range(0, bk, step))
     else:
-        inner = f"        for (var {kv} = 0; {kv} < {bk}; {kv} += {step}) {{\n{mult}\n        }}"
+        inner = snippet("matmul_inner_loop").substitute(KV=kv, BK=bk, STEP=step, MULTIPLY=mult)
     # A triangular operand (ops/linalg.k_range) bounds each tile's K loop: [klo, khi),
     # klo a multiple of BK; the loaders' masks still zero what lies outside the band.
     # An epilogue ending in where(mask, value, scalar) whose mask is a band of the
@@ -800,10 +801,9 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
             hi = f"select({hi}, 0, {missed})"
         ranges = f"{skip}    let klo = {klo};\n    let khi = {hi};\n"
     if db == 1:
-        loop = (f"    for (var k0 = {first}; k0 < {end}; k0 += {bk}) {{\n        let kb = k0;\n"
-                f"{fetched('        ')}\n{stored('0', '0', '        ')}\n"
-                f"        workgroupBarrier();\n        let aoff = 0;\n        let boff = 0;\n"
-                f"{inner}\n        workgroupBarrier();\n    }}")
+        loop = snippet("matmul_loop_db1").substitute(
+            FIRST=first, END=end, BK=bk, FETCH=fetched("        "),
+            STORE=stored("0", "0", "        "), INNER=inner)
     else:
         # The next tile is fetched into registers during the multiply and stored into
         # the other buffer after it, unconditionally: the step whose next tile is past K
@@ -827,10 +827,9 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
             ind = "        "
             other = f"(1 - {cur})" if not cur.isdigit() else str(1 - int(cur))
             kb = f"select({nxt}, 0, {nxt} >= {end})" if last else nxt
-            return (f"{ind}let kb = {kb};\n{fetched(ind)}\n{ind}let aoff = {cur} * {sa};\n"
-                    f"{ind}let boff = {cur} * {sb};\n{inner}\n"
-                    f"{stored(f'{other} * {sa}', f'{other} * {sb}', ind)}\n"
-                    f"{ind}workgroupBarrier();")
+            return snippet("matmul_k_step").substitute(
+                KB=kb, FETCH=fetched(ind), CUR=cur, SA=sa, SB=sb, INNER=inner,
+                STORE=stored(f"{other} * {sa}", f"{other} * {sb}", ind))
 
         if pair:  # with an odd number of steps the second runs only while there is one
             # (a K range's parity is the tile's: both steps may be the last)
@@ -838,14 +837,14 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
             two = textwrap.indent(k_step("1", f"k0 + {2 * bk}", ranged or steps % 2 == 0),
                                   "    ")
             guard = "" if steps % 2 == 0 and not ranged else f"if (k0 + {bk} < {end}) "
-            body = f"        {{\n{one}\n        }}\n        {guard}{{\n{two}\n        }}"
+            body = snippet("matmul_k_pair").substitute(FIRST_STEP=one, SECOND_STEP=two,
+                                                       GUARD=guard)
         else:
             body = (f"        let cur = ((k0 - {first}) / {bk}) % 2;\n" if ranged else
                     f"        let cur = (k0 / {bk}) % 2;\n") + k_step("cur", f"k0 + {bk}", True)
-        loop = (f"    {{\n        let kb = {first};\n{fetched('        ')}\n    }}\n"
-                f"{stored('0', '0', '    ')}\n    workgroupBarrier();\n"
-                f"    for (var k0 = {first}; k0 < {end}; k0 += {(2 if pair else 1) * bk}) {{\n"
-                f"{body}\n    }}")
+        loop = snippet("matmul_loop_db2").substitute(
+            FIRST=first, END=end, FETCH=fetched("        "), STORE=stored("0", "0", "    "),
+            STEP=(2 if pair else 1) * bk, BODY=body)
     if ranged:
         loop = ranges + loop
     a_op, b_op = ops

@@ -15,6 +15,7 @@ from .common import (
     merge_knobs,
     pow2_ceil,
     require,
+    snippet,
 )
 
 COOP_TILE = 16  # the cooperative matrices' side: 16 x 16 f16 operands, 16 x 16 f32 results
@@ -77,12 +78,12 @@ def _matmul_coop(src, materialized, out, tnode, knobs, options: CompileOptions):
     t = COOP_TILE
     require(knobs["LOAD"] in COOP_LOADS, knobs, f"LOAD must be one of {sorted(COOP_LOADS)}")
     require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, wm, wn, bk)), knobs,
-             "tile sizes must be positive integers")
+            "tile sizes must be positive integers")
     require(wm % t == 0 and wn % t == 0 and bk % t == 0, knobs,
-             f"WM, WN and BK must be multiples of {t}")
+            f"WM, WN and BK must be multiples of {t}")
     require(bm % wm == 0 and bn % wn == 0, knobs, "WM must divide BM and WN divide BN")
     require(isinstance(pad, int) and pad >= 0 and pad % 8 == 0, knobs,
-             "PAD must be a multiple of 8 (16 bytes: cooperative loads want aligned rows)")
+            "PAD must be a multiple of 8 (16 bytes: cooperative loads want aligned rows)")
     lay = _coop_layout(knobs)
     nsg, wg = lay["nsg"], lay["nsg"] * COOP_SUBGROUP
     require(wg <= MAX_WG, knobs, f"more than {MAX_WG} invocations")
@@ -124,16 +125,9 @@ def _matmul_coop(src, materialized, out, tnode, knobs, options: CompileOptions):
     stores = []
     for i in range(ti):
         for j in range(tj):
-            stores += [
-                f"    {st}(acc_{i}_{j}, &tile_c[cbase], 16u);",
-                "    workgroupBarrier();",
-                f"    for (var e = i32(lane); e < 256; e += {COOP_SUBGROUP}) {{",
-                f"        let r = e / 16; let c = e % 16;"
-                f" let m = m0 + wm + {i * t} + r; let n = n0 + wn + {j * t} + c;",
-                f"        if (m < {m} && n < {n}) {{ let gi = (b * {m} + m) * {n} + n;"
-                f" let acc = tile_c[cbase + {cell}]; $STORE }}",
-                "    }",
-                "    workgroupBarrier();"]
+            stores += snippet("matmul_coop_store").substitute(
+                STORE_OP=st, ACC=f"acc_{i}_{j}", SUBGROUP=COOP_SUBGROUP, ROW_OFF=i * t,
+                COL_OFF=j * t, M=m, N=n, CELL=cell).split("\n")
     slots = dict(functions=functions, M=m, N=n, K=k, BM=bm, BN=bn, BK=bk, WG=wg, NSG=nsg,
                  WARPS_N=bn // wn, WM=wm, WN=wn, A_WORDS=lay["a_words"], B_WORDS=lay["b_words"],
                  ACCUMULATORS="\n".join(accs), LOAD_TILES="\n".join(loads),

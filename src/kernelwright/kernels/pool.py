@@ -114,10 +114,10 @@ def _pool(src, materialized, out, tnode, knobs, options: CompileOptions):
     row = _pool_row(tnode)
     require(opt in POOL_OPTS, knobs, f"OPT must be one of {POOL_OPTS}")
     require(opt == 1 or row is not None, knobs, "OPT > 1 needs windows of a static size "
-             "and spacing along the last dim (adaptive: the output size dividing the input's)")
+            "and spacing along the last dim (adaptive: the output size dividing the input's)")
     require(vec == 1 or (vec == 4 and _pool_vec_ok(tnode, opt)), knobs,
-             "VEC must be 1, or 4 with OPT > 1, a last dim of whole vec4s and OPT * stride "
-             "a multiple of 4")
+            "VEC must be 1, or 4 with OPT > 1, a last dim of whole vec4s and OPT * stride "
+            "a multiple of 4")
     outs = ["od", "oh", "ow0"]
     taps = [f"i{a}" for a in "dhw"]
     if at["adaptive"]:  # output o of O pools [floor(o I / O), ceil((o + 1) I / O))

@@ -22,6 +22,7 @@ from .common import (
     merge_knobs,
     pow2_ceil,
     require,
+    snippet,
 )
 
 # A reduction's combine sees partials in any order, so the arg reductions compare indices:
@@ -205,7 +206,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
             functions.append(f"struct {acc_t} {{ v: {xt}, i: i32 }}\n")
         moments = acc_t == "Moments"  # alone in its kernel: stores (mean, M2) per row
         require(not moments or (len(phases) == 1 and not consumer and root is tn.out),
-                 knobs or {}, "a moments reduction is a kernel of its own")
+                knobs or {}, "a moments reduction is a kernel of its own")
         if moments:
             functions.append("struct Moments { n: f32, m: f32, q: f32 }\n")
         functions.append(f"fn combine_{j}(a: {acc_t}, b: {acc_t}) -> {acc_t} {{ {combine} }}\n"
@@ -231,7 +232,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
     wg = check_wg(knobs, pow2=True)
     tpr, vec, order = knobs["TPR"], knobs["VEC"], knobs["ORDER"]
     require(isinstance(tpr, int) and 1 <= tpr <= wg and tpr & (tpr - 1) == 0, knobs,
-             "TPR must be a power of two up to WG")
+            "TPR must be a power of two up to WG")
     require(vec in (1, 4) and r % vec == 0, knobs, "VEC is 1, or 4 when R is a multiple of 4")
     require(order in ("row", "col"), knobs, "ORDER is 'row' or 'col'")
     rv = r // vec  # steps per row
@@ -239,7 +240,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
     rpw = wg // tpr
     held = items * vec * nl
     require(not cached or held <= ROW_CACHE, knobs,
-             f"{held} elements per invocation exceed the on-chip row cache ({ROW_CACHE})")
+            f"{held} elements per invocation exceed the on-chip row cache ({ROW_CACHE})")
     for em, name, params, dtype, val, uses_lanes, n in pending:
         prior = [f"rv{k}: {wgsl_type(phases[k][1].dtype)}" for k in range(n)]
         functions.append(em.function(name, params + (lanes if uses_lanes else []) + prior,
@@ -295,11 +296,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         body += steps(step)
         if tpr > 1:
             shared.append(f"var<workgroup> partial_{j}: array<{acc_t}, {wg}>;")
-            body += [f"    partial_{j}[li] = a{j};", "    workgroupBarrier();",
-                     f"    for (var s = {tpr // 2}; s > 0; s = s / 2) {{",
-                     f"        if (t < s) {{ partial_{j}[li] = combine_{j}(partial_{j}[li],"
-                     f" partial_{j}[li + s * {ts}]); }}",
-                     "        workgroupBarrier();", "    }"]
+            body += snippet("rows_tree").substitute(J=j, HALF=tpr // 2, TS=ts).split("\n")
             total = f"partial_{j}[lead]"
         else:
             total = f"a{j}"

@@ -186,8 +186,8 @@ def _scan(src, materialized, out, tnode, knobs, options: CompileOptions):
     # the default's (settings were written before they existed)
     cols_view = vec4_view(x, materialized, 2) if inner % 4 == 0 else None  # STAGE 3, VEC 4
     knobs = merge_knobs({**SCAN_EXTRA_KNOBS,
-                    **scan_knobs(r, acc_bytes, inner, rows, cols_view is not None)},
-                   knobs and {**SCAN_EXTRA_KNOBS, **knobs})
+                         **scan_knobs(r, acc_bytes, inner, rows, cols_view is not None)},
+                        knobs and {**SCAN_EXTRA_KNOBS, **knobs})
     wg = check_wg(knobs, pow2=True)  # the scan of the invocations' totals is a tree
     items, stage, vec = knobs["ITEMS"], knobs["STAGE"], knobs["VEC"]
     require(isinstance(items, int) and items >= 1, knobs, "ITEMS must be a positive integer")
@@ -200,7 +200,7 @@ def _scan(src, materialized, out, tnode, knobs, options: CompileOptions):
     require(knobs["SUMS"] in (0, 1), knobs, "SUMS is 0 or 1")
     wg_bytes = scan_workgroup_bytes(knobs, acc_bytes)
     require(wg_bytes <= WORKGROUP_BYTES, knobs,
-             f"{wg_bytes} bytes of workgroup memory, more than {WORKGROUP_BYTES}")
+            f"{wg_bytes} bytes of workgroup memory, more than {WORKGROUP_BYTES}")
     gx = min(max(1, rows), MAX_GRID)
     chunk = wg * items
     slots = dict(functions=functions, WG=wg, ITEMS=items, R=r, B=inner, ROWS=rows, GRID_X=gx,
