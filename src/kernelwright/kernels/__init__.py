@@ -1,7 +1,12 @@
-"""Fill a WGSL template for one scheduled kernel: its loaders, epilogue and knobs.
+"""The kernel backend: fill a WGSL template for one scheduled kernel (its loaders,
+epilogue and knobs). This module is the registry the scheduler and the tuner use; each
+template family has its own module beside its .wgsl files (elementwise, rows, scan,
+matmul, matmul_coop, attention, conv, pool: knobs, search space, cost model,
+generator), common.py what they share, cuts.py how a product is cut for the matmul.
 
-`generate(group, ...)` picks the template by the group's template node (none: the
-elementwise kernel), generates the loader functions for the node's inputs and the
+`generate(out, tnode, ...)` picks the template by the group's template node (none:
+the elementwise kernel) and the compile's options (options.CompileOptions: the
+precision, the waves), generates the loader functions for the node's inputs and the
 epilogue for the stored value (codegen.Emitter), chooses the knobs (tile sizes,
 workgroup size, elements per invocation) and returns the WGSL text with its
 bindings, dispatch grid, knobs and a stable key.
@@ -9,15 +14,14 @@ bindings, dispatch grid, knobs and a stable key.
 Knobs are data. Each template's fill function takes an optional `knobs` dict (names
 as the template's slots: BM, BN, TM, TN, BK for the matmul; WG, EPT and VEC for
 elementwise kernels; WG, TPR, VEC and ORDER for reductions and row kernels; ...);
-knobs left out take the template's heuristic default (`*_knobs` below, the one place
-for defaults), and a setting the template cannot run correctly is a CompileError.
-`knob_space` lists a
-small, shape-keyed set of settings per template: the autotuner's search space
-(tune/). The key (`KernelKey`: template, operand shapes, and a digest of the
-generated functions, the template node's attributes and the template's text) names
-the computation independently of the knobs, so that the tuner's cache can say which
-knobs were fastest for it; `generate` asks a chooser (by default the tuning cache,
-tune.choose_knobs) for them.
+knobs left out take the template's heuristic default (its family's `*_knobs`, the one
+place for defaults), and a setting the template cannot run correctly is a
+CompileError. `knob_space` lists a small, shape-keyed set of settings per template:
+the autotuner's search space (tune/). The key (`KernelKey`: template, operand shapes,
+and a digest of the generated functions, the template node's attributes and the
+template's text) names the computation independently of the knobs, so that the
+tuner's cache can say which knobs were fastest for it; `generate` asks the options'
+chooser (compile()'s default: the tuning cache, tune.choose_knobs) for them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """What the kernel families share: device limits, the generated kernel and its key,
-loader and epilogue functions, lane arguments, knob checks and strided views."""
+loader and epilogue functions, lane arguments, knob checks, strided views, the fold
+names of reductions and scans, and `snippet`: the WGSL pieces (kernels/*.wgsl) that a
+generator places inside a kernel, filled by name like a template's slots."""
 
 from __future__ import annotations
 
