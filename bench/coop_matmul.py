@@ -37,8 +37,9 @@ import numpy as np
 import torch
 import wgpu
 
-from kernelwright import compiler, runtime, templates
+from kernelwright import compiler, kernels, runtime
 from kernelwright.ir import CompileError, GraphBuilder
+from kernelwright.options import CompileOptions
 from kernelwright.schedule import build_plan
 
 TOL = 1e-2  # the fp16 tolerance: |kw - ref| <= TOL + TOL * |ref|
@@ -173,7 +174,7 @@ def template_plan(m: int, k: int, n: int, knobs: dict):
     x, y = b.input((m, k), "f32", "x"), b.input((k, n), "f32", "y")
     out = b.matmul(x, y)
     b.graph.outputs.append(out)
-    full = {**templates.matmul_coop_knobs(m, n), **knobs}
+    full = {**kernels.matmul_coop.matmul_coop_knobs(m, n), **knobs}
     refusal: list[str] = []
 
     def choose(request):
@@ -183,9 +184,8 @@ def template_plan(m: int, k: int, n: int, knobs: dict):
             refusal.append(str(exc))
         return full
 
-    with templates.precision("accelerated"):
-        plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
-                          choose=choose)
+    plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
+                      CompileOptions("accelerated", choose=choose))
     if refusal:
         raise CompileError(refusal[0])
     kernel = plan.kernels[0]
@@ -274,7 +274,7 @@ def template_variants(dev: runtime.Device, sizes: list[int], quick: bool, cuda: 
             o = b.matmul(x, y)
             b.graph.outputs.append(o)
             plan = build_plan(b.graph, "single", {x: "float32", y: "float32", o: "float32"},
-                              choose=None)
+                              CompileOptions())
             ms = time_kw(runtime.Executable(plan, dev), sets, max(5, reps // 2))
             srec["kw_strict_fp32"] = {"ms": ms, "tflops": 2 * s ** 3 / ms / 1e9}
         except Exception as exc:  # noqa: BLE001

@@ -37,8 +37,8 @@ OUT's folder, suite_level2/).
 
 --matmul-variants times, for each GEMM case and the 3x3 convolution's implicit GEMM
 (MATMUL_CASES), every setting of the matmul
-template's search space for its shape (templates.matmul_space), each forced through the
-knob chooser hook (tune.choosing) and checked against PyTorch on the GPU, and writes
+template's search space for its shape (kernels.matmul_space), each forced through the
+knob chooser (compile's `choose`) and checked against PyTorch on the GPU, and writes
 every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
 
 --attention-variants does the same for the fused attention kernel on the SDPA cases
@@ -46,7 +46,7 @@ every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
 
 --variants does the same for the memory-bound cases (MEMORY_CASES): the knobs of their
 elementwise, row, reduction, scan and pool kernels (VEC, EPT, TPR, ORDER, OPT:
-templates.elementwise_space, rows_space, reduce_space, scan_space, pool_space, trimmed to
+kernels.elementwise_space, rows_space, reduce_space, scan_space, pool_space, trimmed to
 WG 256), and for cases that fuse into a row kernel
 also the unfused schedule (schedule.ROW_FUSION_MAX = 0: one kernel per reduction), each
 with its TB/s (bytes read + written once) and correctness against PyTorch. Rows longer
@@ -57,7 +57,6 @@ the longer limits of ROW_FUSION_VARIANTS instead.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
 import math
@@ -71,11 +70,10 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
-from kernelwright import schedule, templates, tune
+from kernelwright import kernels, schedule
 from kernelwright.bench.timing import keep_gpu_awake, time_candidate
 from kernelwright.ops import attention as attention_ops
 from kernelwright.ops import conv as conv_ops
-from kernelwright.ops import linalg as linalg_ops
 
 
 class Fn(torch.nn.Module):
@@ -267,7 +265,7 @@ MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192
                 # the pool kernel's outputs per invocation (OPT) and vec4 loads (VEC)
                 "maxpool3x3s2_b32x64x256")
 # Long rows: --variants measures the default plan and the fused row kernel at longer
-# fusion limits (schedule.ROW_FUSION_MAX, with templates.ROW_CACHE elements per
+# fusion limits (schedule.ROW_FUSION_MAX, with kernels.rows.ROW_CACHE elements per
 # invocation allowed twice over), not the knob space of its first kernel.
 LONG_ROW_CASES = ("log_softmax_8192x16384", "softmax_4096x32768")
 ROW_FUSION_VARIANTS = ((16384, 32), (32768, 64))  # (ROW_FUSION_MAX, ROW_CACHE)
@@ -340,9 +338,9 @@ def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
         module, sets, ref, ref_ms = case_reference(name, args.reps)
         scale = ref.abs().max().item() or 1.0
         requests = []
-        with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind == kind
-                           else None):
-            kernelwright.compile(module, sets[0])
+        kernelwright.compile(module, sets[0],
+                             choose=lambda r, seen=requests: seen.append(r) if r.kind == kind
+                                    else None)
         request = requests[0]  # several kernels of the kind (the phases of a transposed
         # convolution) share its space and each gets every setting
         row = dict(case=name, torch_ms=round(ref_ms, 4),
@@ -354,8 +352,9 @@ def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
         for knobs in space:
             variant = dict(knobs=knobs)
             try:
-                with tune.choosing(lambda r, k=knobs: k if r.kind == kind else None):
-                    compiled = kernelwright.compile(module, sets[0])
+                compiled = kernelwright.compile(module, sets[0],
+                                                choose=lambda r, k=knobs: k
+                                                       if r.kind == kind else None)
                 used = [k.knobs for k in compiled.plan.kernels if k.key.startswith(kind + " ")]
                 if len(used) != len(requests) or any(u != knobs for u in used):
                     raise RuntimeError(f"the compile used {used}")
@@ -392,9 +391,10 @@ def memory_variants(args, dev) -> None:
         module, sets, ref, ref_ms = case_reference(name, args.reps)
         scale = ref.abs().max().item() or 1.0
         requests = []
-        with tune.choosing(lambda r, seen=requests: seen.append(r) if r.kind in VARIANT_KINDS
-                           else None):
-            kernelwright.compile(module, sets[0])
+        kernelwright.compile(module, sets[0],
+                             choose=lambda r, seen=requests: seen.append(r)
+                                    if r.kind in VARIANT_KINDS
+                                    else None)
         request = requests[0]
         settings = [("default", None, None)]
         if name in LONG_ROW_CASES:
@@ -406,20 +406,21 @@ def memory_variants(args, dev) -> None:
             settings += [(json.dumps(k, sort_keys=True), k, None) for k in space
                          if k.get("WG", 256) == 256 and k != request.default.knobs]
         if request.kind == "rows":
-            settings.append(("unfused (ROW_FUSION_MAX = 0)", None, (0, templates.ROW_CACHE)))
+            settings.append(("unfused (ROW_FUSION_MAX = 0)", None, (0, kernels.rows.ROW_CACHE)))
         row = dict(case=name, torch_ms=round(ref_ms, 4),
                    torch_tbps=round(case["bytes"] / ref_ms / 1e9, 3), key=str(request.key),
                    default_knobs=request.default.knobs, variants=[])
         out["cases"].append(row)
         for label, knobs, fusion in settings:
             variant = dict(variant=label)
-            keep = schedule.ROW_FUSION_MAX, templates.ROW_CACHE
+            keep = schedule.ROW_FUSION_MAX, kernels.rows.ROW_CACHE
             try:
                 if fusion is not None:
-                    schedule.ROW_FUSION_MAX, templates.ROW_CACHE = fusion
-                with tune.choosing(lambda r, k=knobs, key=request.key: k if k and r.key == key
-                                   else None):
-                    compiled = kernelwright.compile(module, sets[0])
+                    schedule.ROW_FUSION_MAX, kernels.rows.ROW_CACHE = fusion
+                compiled = kernelwright.compile(module, sets[0],
+                                                choose=lambda r, k=knobs, key=request.key: k
+                                                       if k and r.key == key
+                                                       else None)
                 got = compiled(*sets[0], poison=True)
                 err = (got - ref).abs().max().item()
                 ms = time_candidate(compiled, sets).median_ms
@@ -432,7 +433,7 @@ def memory_variants(args, dev) -> None:
             except Exception as exc:  # noqa: BLE001 - record the failure, measure the rest
                 variant["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             finally:
-                schedule.ROW_FUSION_MAX, templates.ROW_CACHE = keep
+                schedule.ROW_FUSION_MAX, kernels.rows.ROW_CACHE = keep
             row["variants"].append(variant)
             print(json.dumps(dict(case=name, **variant)), flush=True)
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -492,7 +493,7 @@ def main() -> None:
                     help="attention through ops/attention.py's choice (auto), or all through "
                          "the fused kernel (where its tiles fit) or the decomposition")
     ap.add_argument("--split-k-target", type=int, default=None,
-                    help="ops/linalg.SPLIT_K_TARGET (workgroups split-K aims for) for this "
+                    help="kernels/cuts.SPLIT_K_TARGET (workgroups split-K aims for) for this "
                          "run, e.g. to split a large product's K in two or three")
     ap.add_argument("--shader-checks", action="store_true",
                     help="compile every kernel with wgpu's runtime checks (index clamps, "
@@ -500,7 +501,7 @@ def main() -> None:
     args = ap.parse_args()
     kernelwright.runtime.FORCE_SHADER_CHECKS = args.shader_checks
     if args.split_k_target is not None:
-        linalg_ops.SPLIT_K_TARGET = args.split_k_target
+        kernels.cuts.SPLIT_K_TARGET = args.split_k_target
     if args.conv_lowering != "auto":
         gemm = args.conv_lowering == "gemm"
         conv_ops.GEMM_MIN_COUT = conv_ops.GEMM_MIN_K = 1 if gemm else 1 << 30
@@ -510,11 +511,11 @@ def main() -> None:
     def conv_opt(request):
         return {**request.default.knobs, "OPT": args.conv_opt} if request.kind == "conv" \
             else None
-    with tune.choosing(conv_opt) if args.conv_opt else contextlib.nullcontext():
-        run(args)
+    run(args, conv_opt if args.conv_opt else None)
 
 
-def run(args) -> None:
+def run(args, choose=None) -> None:
+    """The cases' figures; `choose`: the compiles' knob chooser (None: compile()'s)."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = kernelwright.runtime.default_device()
@@ -551,7 +552,8 @@ def run(args) -> None:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # PyTorch's cached blocks back, for wgpu's buffers
         t0 = time.perf_counter()
-        compiled = kernelwright.compile(module, sets[0], precision=case.get("precision"))
+        compiled = kernelwright.compile(module, sets[0], precision=case.get("precision"),
+                                        choose=choose)
         compile_s = time.perf_counter() - t0
         got = compiled(*sets[0], poison=True)
         err = (got - ref).abs().max().item()

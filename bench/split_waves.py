@@ -7,7 +7,7 @@ tiles: the measurements behind the choice by waves (ops/linalg.product_plan).
 A CASE not in bench/kernels.py named gemm_MxKxN is the product of an M x K and a K x N
 matrix (any shape, e.g. gemm_24576x8192x100).
 
-For each case of bench/kernels.py and each of the wide (templates.MATMUL_LARGE_TILES)
+For each case of bench/kernels.py and each of the wide (kernels.matmul.MATMUL_LARGE_TILES)
 and the plain (MATMUL_PLAIN_TILES) tiles, every chunk count and every tail: the plan
 ops.linalg.product_plan returns forced to WavePlan(chunks=c) or WavePlan(tail=r) (chunks
 1: the compiler's own rule), with aligned copies of the operands where --align; waves
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernels import CASES, case_reference, gemm  # noqa: E402
 
 import kernelwright  # noqa: E402
-from kernelwright import templates  # noqa: E402
+from kernelwright import kernels  # noqa: E402
 from kernelwright.bench.timing import keep_gpu_awake, time_candidate  # noqa: E402
 from kernelwright.ops import linalg  # noqa: E402
 
@@ -54,7 +54,7 @@ def main() -> int:
         print(f"split_waves: no case {unknown} in bench/kernels.py", file=sys.stderr)
         return 2
     keep_gpu_awake()
-    rule, wide_tiles = linalg.product_plan, templates.MATMUL_LARGE_TILES
+    rule, wide_tiles = linalg.product_plan, kernels.matmul.MATMUL_LARGE_TILES
     plans = [linalg.WavePlan(chunks=int(c), align=args.align) for c in args.chunks.split(",")]
     plans += [linalg.WavePlan(tail=int(r), align=args.align) for r in args.tails.split(",") if r]
     out = []
@@ -64,8 +64,8 @@ def main() -> int:
             scale = ref.abs().max().item() or 1.0
             for tiles in args.tiles.split(","):
                 for plan in plans:
-                    templates.MATMUL_LARGE_TILES = (wide_tiles if tiles == "wide"
-                                                    else templates.MATMUL_PLAIN_TILES)
+                    kernels.matmul.MATMUL_LARGE_TILES = (wide_tiles if tiles == "wide"
+                                                    else kernels.matmul.MATMUL_PLAIN_TILES)
                     forced = plan != linalg.WavePlan()
                     linalg.product_plan = _forced(rule, plan) if forced else rule
                     row = dict(case=name, tiles=tiles, chunks=plan.chunks, tail=plan.tail,
@@ -86,7 +86,7 @@ def main() -> int:
                     out.append(row)
                     Path(args.out).write_text(json.dumps(out, indent=1))
     finally:
-        linalg.product_plan, templates.MATMUL_LARGE_TILES = rule, wide_tiles
+        linalg.product_plan, kernels.matmul.MATMUL_LARGE_TILES = rule, wide_tiles
     return 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import kernelwright
 from kernelwright.bench.timing import keep_gpu_awake
-from kernelwright.templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES
+from kernelwright.kernels import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES
 from kernelwright.tune import waves
 
 

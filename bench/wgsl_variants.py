@@ -73,7 +73,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernels import case_reference  # noqa: E402
 
 import kernelwright  # noqa: E402
-from kernelwright import tune  # noqa: E402
 from kernelwright.bench.timing import keep_gpu_awake, time_candidate  # noqa: E402
 from kernelwright.compiler import CompiledModule  # noqa: E402
 
@@ -536,9 +535,9 @@ def main() -> int:
                                                      for o in args.only.split(",")):
                 continue
             module, sets, ref, ref_ms = case_reference(name, args.reps)
-            with tune.choosing(lambda r: {**r.default.knobs, **force}
-                               if force and r.kind == "matmul" else None):
-                base = kernelwright.compile(module, sets[0])
+            base = kernelwright.compile(module, sets[0],
+                                        choose=lambda r: {**r.default.knobs, **force}
+                                               if force and r.kind == "matmul" else None)
             row = dict(case=name, torch_ms=ref_ms, variants=[])
             out["cases"].append(row)
             for vname, fn in variants.items():

@@ -51,11 +51,13 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
     generate as build_plan does them, then build_plan itself (both again, and memory
     planning); with `total`, compiler.plan_module end to end (the garbage collector
     paused: what compile runs)."""
-    from kernelwright import capture, templates
+    from kernelwright import capture
     from kernelwright.capture import fx_to_ir, lstm_state_shapes
     from kernelwright.ir import read_only_in_band
+    from kernelwright.kernels import generate
+    from kernelwright.options import CompileOptions
     from kernelwright.schedule import build_plan, fuse, live_nodes, readers
-    from kernelwright.templates import generate
+    from kernelwright.tune import choose_knobs
 
     t: dict[str, float] = {}
     t0 = _now()
@@ -80,22 +82,21 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
     builder, dtypes = fx_to_ir(ep.graph_module, constants, user)
     t["fx_to_ir"] = _now() - t0
     graph = builder.graph
-    with templates.precision("strict"):
-        t0 = _now()
-        nodes = live_nodes(graph)
-        users, outputs = readers(nodes), set(graph.outputs)
-        groups = fuse(graph, nodes)
-        t["fuse"] = _now() - t0
-        t0 = _now()
-        materialized = {g.root for g in groups}
-        for g in groups:
-            generate(g.root, g.template, materialized, lambda v: id(v), None,
-                     [(p.template, p.root) for p in g.phases],
-                     read_only_in_band(g.root, users, outputs))
-        t["generate"] = _now() - t0
-        t0 = _now()
-        plan = build_plan(graph, "tuple", dtypes)
-        t["build_plan"] = _now() - t0  # fuse and generate again, memory
+    t0 = _now()
+    nodes = live_nodes(graph)
+    users, outputs = readers(nodes), set(graph.outputs)
+    groups = fuse(graph, nodes)
+    t["fuse"] = _now() - t0
+    t0 = _now()
+    materialized = {g.root for g in groups}
+    for g in groups:
+        generate(g.root, g.template, materialized, lambda v: id(v), CompileOptions(),
+                 [(p.template, p.root) for p in g.phases],
+                 read_only_in_band(g.root, users, outputs))
+    t["generate"] = _now() - t0
+    t0 = _now()
+    plan = build_plan(graph, "tuple", dtypes, CompileOptions(choose=choose_knobs))
+    t["build_plan"] = _now() - t0  # fuse and generate again, memory
     t["kernels"] = len(plan.kernels)
     t["sources"] = len({k.source for k in plan.kernels})
     if total:

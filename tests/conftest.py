@@ -57,14 +57,15 @@ def leaves(out) -> list:
 
 
 def check(module: torch.nn.Module, *inputs, atol: float = 1e-4, rtol: float = 1e-4,
-          equal_nan: bool = False):
+          equal_nan: bool = False, choose=None):
     """Compile `module`, run it on poisoned buffers and assert that every output leaf
     (nested tuples and lists flattened) matches PyTorch eager; returns the compiled
-    module. `equal_nan` accepts NaN where PyTorch has NaN (tests of NaN inputs)."""
+    module. `equal_nan` accepts NaN where PyTorch has NaN (tests of NaN inputs);
+    `choose`: the knob chooser of the compile (kernelwright.compile)."""
     module = module.eval()
     with torch.no_grad():
         expected = module(*inputs)
-    compiled = kernelwright.compile(module, list(inputs))
+    compiled = kernelwright.compile(module, list(inputs), choose=choose)
     got = compiled(*inputs, poison=True)
     exp = leaves(expected)
     out = leaves(got)

@@ -16,9 +16,10 @@ import pytest
 import torch
 
 import kernelwright
-from kernelwright import compiler, runtime, templates
+from kernelwright import compiler, kernels, runtime
 from kernelwright.bench import runner, verify, worker
 from kernelwright.ir import CompileError, GraphBuilder
+from kernelwright.options import CompileOptions
 from kernelwright.schedule import build_plan, fuse, live_nodes
 
 
@@ -35,11 +36,11 @@ def matmul_graph(m, k, n, transposed_b=False, relu=False):
 
 def generated(graph, knobs=None, mode="accelerated"):
     """The template-node kernel of a one-matmul graph, generated in `mode`."""
-    with templates.precision(mode):
-        groups = fuse(graph, live_nodes(graph))
-        materialized = {g.root for g in groups}
-        (g,) = [g for g in groups if g.template is not None]
-        return templates.fill_kernel(g.root, g.template, materialized, lambda v: id(v), knobs)
+    groups = fuse(graph, live_nodes(graph))
+    materialized = {g.root for g in groups}
+    (g,) = [g for g in groups if g.template is not None]
+    return kernels.fill_kernel(g.root, g.template, materialized, lambda v: id(v), knobs,
+                               options=CompileOptions(mode))
 
 
 # -- selection ------------------------------------------------------------------------
@@ -84,14 +85,13 @@ def test_template_choice_by_mode_and_size():
     graph, dtypes = matmul_graph(40, 50, 72, transposed_b=True, relu=True)
     assert generated(graph).name == "matmul_coop"
     assert generated(graph, mode="strict").name == "matmul"
-    with templates.precision("accelerated"):  # the whole pipeline, default chooser off
-        plan = build_plan(graph, "single", dtypes, choose=None)
+    # the whole pipeline, default chooser off
+    plan = build_plan(graph, "single", dtypes, CompileOptions("accelerated"))
     assert [k.key.split()[0] for k in plan.kernels] == ["matmul_coop"]
     for m, k, n in ((8, 50, 72), (40, 8, 72), (40, 50, 12)):  # less than one 16^3 tile
         assert generated(matmul_graph(m, k, n)[0]).name == "matmul"
     with pytest.raises(ValueError):
-        with templates.precision("fast"):
-            pass
+        CompileOptions("fast")
 
 
 # -- the generated WGSL ---------------------------------------------------------------
@@ -104,12 +104,12 @@ def test_wgsl_structure(knobs):
     graph, _ = matmul_graph(300, 200, 260, transposed_b=True, relu=True)
     gen = generated(graph, knobs)
     src, used = gen.source, gen.knobs
-    lay = templates._coop_layout(used)
+    lay = kernels.matmul_coop._coop_layout(used)
     ti, tj = used["WM"] // 16, used["WN"] // 16
     assert src.startswith("// ") and "enable f16;\nenable wgpu_cooperative_matrix;\n" in src
     assert f"@workgroup_size({lay['nsg'] * 32})" in src
     assert src.count("coopMultiplyAdd(") == ti * tj
-    load, store = templates.COOP_LOADS[used["LOAD"]][:2]
+    load, store = kernels.matmul_coop.COOP_LOADS[used["LOAD"]][:2]
     assert src.count(f"{load}<coop_mat16x16<f16, A>>") == ti
     assert src.count(f"{load}<coop_mat16x16<f16, B>>") == tj
     assert src.count(f"{store}(acc_") == ti * tj
@@ -132,12 +132,13 @@ def test_bad_knobs_are_compile_errors(bad):
 
 def test_knob_space_is_valid():
     graph, _ = matmul_graph(1000, 700, 900)
-    space = templates.matmul_coop_space(1000, 900, 700)
+    space = kernels.matmul_coop.matmul_coop_space(1000, 900, 700)
     assert space and all(k["LOAD"] == "col" for k in space)
     for knobs in space:
         gen = generated(graph, knobs)
         assert gen.knobs == knobs
-        assert templates._coop_layout(knobs)["bytes"] <= templates.COOP_WORKGROUP_BYTES
+        coop = kernels.matmul_coop
+        assert coop._coop_layout(knobs)["bytes"] <= coop.COOP_WORKGROUP_BYTES
 
 
 # The cooperative builtins emulated in plain WGSL. A fragment is (base, stride) into its
@@ -192,12 +193,11 @@ def test_index_arithmetic_with_emulated_cooperative_ops(load):
     y = b.ew("relu", b.matmul(x, b.transpose(w, 1, 2)))
     b.graph.outputs.append(y)
     knobs = {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "BK": 32, "PAD": 8, "LOAD": load}
-    with templates.precision("accelerated"):
-        plan = build_plan(b.graph, "single", {x: "float32", w: "float32", y: "float32"},
-                          choose=lambda request: knobs)
+    plan = build_plan(b.graph, "single", {x: "float32", w: "float32", y: "float32"},
+                      CompileOptions("accelerated", choose=lambda request: knobs))
     (kernel,) = plan.kernels
     assert kernel.key.startswith("matmul_coop") and kernel.knobs == knobs
-    kernel.source = emulated(kernel.source, templates.COOP_LOADS[load][2], 4)
+    kernel.source = emulated(kernel.source, kernels.matmul_coop.COOP_LOADS[load][2], 4)
     rng = np.random.default_rng(3)
     xs = rng.standard_normal((bsz, m, k)).astype(np.float32)
     ws = rng.standard_normal((bsz, n, k)).astype(np.float32)

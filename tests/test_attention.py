@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from conftest import Fn, check
 from torch import nn
 
+from kernelwright.kernels import attention_config
 from kernelwright.ops import attention as attention_ops
-from kernelwright.templates import attention_config
 
 
 @pytest.fixture(params=["fused", "decomposed"])
@@ -227,19 +227,17 @@ def test_transformer_encoder_layer_reaches_attention_whole(path):
 
 @pytest.mark.slow
 def test_every_setting_of_the_attention_space(monkeypatch):
-    """Each setting the tuner and the search may pick (templates.attention_space) is
+    """Each setting the tuner and the search may pick (kernels.attention_space) is
     correct: rows per invocation 4 and 8, one and two keys per invocation, the causal
     bound and a partial last block of queries and of keys."""
-    from kernelwright import tune
-    from kernelwright.templates import attention_space
+    from kernelwright.kernels import attention_space
 
     monkeypatch.setattr(attention_ops, "FUSED", True)
     q, k, v = _qkv(b=1, h=2, lq=70, s=45, e=20, ev=24)
     space = attention_space(20, 24)
     assert len(space) >= 5 and {4, 8} <= {attention_config(20, 24, s)["RM"] for s in space}
     for knobs in space:
-        with tune.choosing(lambda r, k=knobs: k if r.kind == "attention" else None):
-            c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
-                                                                        is_causal=True)),
-                      q, k, v)
+        c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                    is_causal=True)),
+                  q, k, v, choose=lambda r, k=knobs: k if r.kind == "attention" else None)
         assert [k.knobs for k in c.plan.kernels] == [knobs]

@@ -14,7 +14,6 @@ import torch.nn.functional as F
 from conftest import Fn, check
 from torch import nn
 
-from kernelwright import tune
 from kernelwright.ir import CompileError, GraphBuilder
 from kernelwright.ops import conv as conv_ops
 
@@ -146,8 +145,8 @@ def test_direct_kernel_with_several_outputs_per_invocation(cfg, opt):
     cfg = dict(cfg)
     nd, cin, cout, k = cfg.pop("nd"), cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
     module = _module(CONV[nd], cin, cout, k, **cfg)
-    with tune.choosing(lambda r: {"WG": 64, "OPT": opt} if r.kind == "conv" else None):
-        compiled = check(module, torch.randn(2, cin, *SIZE[nd]))
+    compiled = check(module, torch.randn(2, cin, *SIZE[nd]),
+                     choose=lambda r: {"WG": 64, "OPT": opt} if r.kind == "conv" else None)
     (kernel,) = [k for k in compiled.plan.kernels if k.name.startswith("conv")]
     assert kernel.knobs == {"WG": 64, "OPT": opt}, kernel.knobs
 
@@ -179,7 +178,7 @@ def test_conv_bias_activation_is_one_kernel():
                                                (256, 2, (32, 4, 29, 30))])
 def test_128_multiple_channels_take_the_tall_tiles(cout, stride, shape):
     """An implicit GEMM of 128 or 256 output channels over enough positions takes the
-    128 x 64 tiles (templates.matmul_tiles; positions no tile divides), fused bias and
+    128 x 64 tiles (kernels.matmul_tiles; positions no tile divides), fused bias and
     ReLU included."""
     m = nn.Sequential(_module(nn.Conv2d, 4, cout, 3, stride=stride, padding=1), nn.ReLU())
     compiled = check(m, torch.randn(*shape))
@@ -313,9 +312,8 @@ def test_copies_store_16_bytes_at_a_time_their_lanes_sharing_the_index():
     assert copies and all(k.knobs["VEC"] == 4 and "fn load_x4" in k.source for k in copies)
     assert any(k.source.count(" / 5)") == 1 and " % 5)" in k.source for k in copies), [
         k.source for k in copies]
-    with tune.choosing(lambda r: {**r.default.knobs, "VEC": 1} if r.kind == "materialize"
-                       else None):
-        scalar = check(m, x)
+    scalar = check(m, x, choose=lambda r: {**r.default.knobs, "VEC": 1} if r.kind == "materialize"
+                                 else None)
     copies = [k for k in scalar.plan.kernels if "materialize" in k.name]
     assert copies and all(k.knobs["VEC"] == 1 and "fn load_x(" in k.source for k in copies)
 

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from conftest import Fn, check
 
-from kernelwright import tune
+from kernelwright.kernels import cuts
+from kernelwright.kernels import matmul as matmul_kernels
 from kernelwright.ops.linalg import SMALL_K, product_plan
 
 
@@ -42,7 +43,7 @@ def test_a_shared_weight_folds_the_batch_into_rows():
 
 
 # an invocation's fetch of four consecutive k (A) or n (B) in one loader call, at its
-# row r.. and K offset q.. in the tile (templates._matmul_tile_code)
+# row r.. and K offset q.. in the tile (kernels.matmul._matmul_tile_code)
 A_ALONG_K = r"load_a4\(b, m0 \+ ra\d+, kb \+ qa\d+ \+ 0\)"
 B_ALONG_N = r"load_b4\(b, kb \+ qb\d+, n0 \+ rb\d+ \* 4 \+ 0\)"
 
@@ -145,8 +146,7 @@ def test_triangular_operands_bound_each_tiles_k_loop(knobs):
         torch.tril(a) @ torch.triu(b), torch.triu(a, 3) @ b, a @ torch.tril(b, -5),
         torch.tril(a, -40) @ torch.triu(b, 20), torch.triu(a, 200) @ b,
         torch.triu(a3, -7) @ torch.triu(b3, 9), (torch.tril(a3) @ b3).relu()))
-    with tune.choosing(lambda r: knobs if r.kind == "matmul" else None):
-        compiled = check(module, a, b, a3, b3)
+    compiled = check(module, a, b, a3, b3, choose=lambda r: knobs if r.kind == "matmul" else None)
     kernels = [k for k in compiled.plan.kernels if "matmul" in k.name]
     assert len(kernels) == 7 and all(k.knobs == knobs for k in kernels)
     assert all("let khi = " in k.source for k in kernels)
@@ -179,8 +179,7 @@ def test_outputs_a_band_mask_replaces_skip_the_product(knobs):
         return torch.where(i - 50 > j, q @ k.transpose(1, 2), 2.0)
 
     for fn in (causal, upper, below):
-        with tune.choosing(lambda r: knobs if r.kind == "matmul" else None):
-            compiled = check(Fn(fn), q, k)
+        compiled = check(Fn(fn), q, k, choose=lambda r: knobs if r.kind == "matmul" else None)
         (kernel,) = compiled.plan.kernels
         assert "let khi = select(" in kernel.source, kernel.name
 
@@ -256,11 +255,9 @@ def test_very_large_k_uses_split_k(m, k, n):
 
 
 def test_split_k_needs_two_chunks_of_its_least_depth(monkeypatch):
-    from kernelwright.ops import linalg
-
-    monkeypatch.setattr(linalg, "SPLIT_K_MIN", 16)  # below SPLIT_K_CHUNK: K 100 has no chunks
+    monkeypatch.setattr(cuts, "SPLIT_K_MIN", 16)  # below SPLIT_K_CHUNK: K 100 has no chunks
     assert split_k_chunks((4, 100), (100, 4)) == 1
-    assert split_k_chunks((4, 2 * linalg.SPLIT_K_CHUNK), (2 * linalg.SPLIT_K_CHUNK, 4)) == 2
+    assert split_k_chunks((4, 2 * cuts.SPLIT_K_CHUNK), (2 * cuts.SPLIT_K_CHUNK, 4)) == 2
 
 
 def test_split_k_batched_and_heuristic_off_for_big_outputs():
@@ -268,7 +265,7 @@ def test_split_k_batched_and_heuristic_off_for_big_outputs():
     assert split_k_chunks((256, 4096), (4096, 256)) > 1  # 16 tiles: too few
     assert split_k_chunks((16, 256), (256, 16)) == 1  # shallow enough
     assert split_k_chunks((32, 1024), (1024, 4096)) == 8  # a recurrent step: 64 tiles
-    # a GRU's step: 96 tiles of 128 x 64 (templates.MATMUL_TALL_MIN_WORKGROUPS_PLAIN); as
+    # a GRU's step: 96 tiles of 128 x 64 (kernels.matmul.MATMUL_TALL_MIN_WORKGROUPS_PLAIN); as
     # a convolution's implicit GEMM 192 tiles of 64 x 64, more than 128
     assert split_k_chunks((256, 1024), (1024, 3072)) == 4
     assert split_k_chunks((256, 1024), (1024, 3072), window=True) == 1
@@ -458,11 +455,10 @@ def test_sums_through_reshapes_and_biases_reduce_the_operands():
 
 
 def test_a_product_with_one_tile_column_computes_its_operand(monkeypatch):
-    """exp(x - max) read by a product with v of at most templates.MATMUL_ONCE_SIDE
+    """exp(x - max) read by a product with v of at most kernels.matmul.MATMUL_ONCE_SIDE
     columns and by a sum: the product loads each exponential once, so it computes them
     in its loader as the sum does in its own (no kernel stores them); with wider v, or
     the side set to 0, they are stored once and read by both."""
-    from kernelwright import templates
 
     def stored_exp(compiled):
         return [k.name for k in compiled.plan.kernels if k.name.startswith("sub+exp")]
@@ -475,7 +471,7 @@ def test_a_product_with_one_tile_column_computes_its_operand(monkeypatch):
     compiled = check(Fn(f), x, v)
     assert not stored_exp(compiled), [k.name for k in compiled.plan.kernels]
     assert stored_exp(check(Fn(f), x, torch.randn(3, 50, 100)))
-    monkeypatch.setattr(templates, "MATMUL_ONCE_SIDE", 0)
+    monkeypatch.setattr(matmul_kernels, "MATMUL_ONCE_SIDE", 0)
     assert stored_exp(check(Fn(f), x, v))
 
 
@@ -486,10 +482,9 @@ def test_a_large_products_prologue_is_written_once(monkeypatch):
     wide ones, or the plain 128 x 64 where K is under 512; schedule.heavy_prologues); a
     smaller product computes it in its loader. (Split-K's small grids rule set aside:
     one product, K whole.)"""
-    from kernelwright.ops import linalg
-    from kernelwright.templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES
+    from kernelwright.kernels import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES
 
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)
     torch.manual_seed(7)
     for rows, features, out, tiles in ((512, 512, 512, MATMUL_LARGE_TILES),
                                        (512, 192, 768, MATMUL_PLAIN_TILES),
@@ -508,17 +503,16 @@ def test_a_large_products_prologue_is_written_once(monkeypatch):
 def test_a_prologue_loaded_once_over_a_long_k_takes_the_plain_tiles(monkeypatch):
     """The product by V of attention's probabilities computed in its loader (one tile
     column: each element loaded once) takes the plain tiles (two staged buffers) from
-    templates.MATMUL_ONCE_PLAIN_MIN_K keys on; a shorter K keeps the prologue's (one)."""
-    from kernelwright import templates
-    from kernelwright.ops import linalg
+    kernels.matmul.MATMUL_ONCE_PLAIN_MIN_K keys on; a shorter K keeps the prologue's (one)."""
+    from kernelwright import kernels
 
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # one product, not K in chunks
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)  # one product, not K in chunks
 
-    for keys in (40, templates.MATMUL_ONCE_PLAIN_MIN_K + 8):
+    for keys in (40, kernels.matmul.MATMUL_ONCE_PLAIN_MIN_K + 8):
         x, v = torch.randn(1, 64, keys), torch.randn(1, keys, 64)
         compiled = check(Fn(lambda x, v: torch.softmax(x, -1) @ v), x, v)
         (product,) = [k for k in compiled.plan.kernels if k.name.endswith("matmul")]
-        long_k = keys >= templates.MATMUL_ONCE_PLAIN_MIN_K
+        long_k = keys >= kernels.matmul.MATMUL_ONCE_PLAIN_MIN_K
         assert "exp(" in product.source, compiled.plan.summary()
         assert product.knobs["DB"] == (2 if long_k else 1), product.knobs
 
@@ -547,16 +541,15 @@ def test_64_rows_take_one_tile_row_of_64_by_256(monkeypatch):
     """A convolution's 64 output channels take 64 x 256 tiles of 8 x 16 blocks staged 8
     deep along the rows, where K is at least 512 and the grid has 2048 tiles (set aside
     here); through the real kernels, with an epilogue, on a K that is no multiple of 8."""
-    from kernelwright import templates
-    from kernelwright.ops import linalg
+    from kernelwright import kernels
 
-    assert templates.matmul_tiles(64, 16384, 32, window=True) == templates.MATMUL_ROWS64_TILES
-    assert templates.matmul_tiles(64, 16384, 32, prologue=True) != templates.MATMUL_ROWS64_TILES
-    assert templates.matmul_tiles(64, 16384, 32, window=True, wide=False) == (64, 64, 4, 4)
-    assert templates.matmul_tiles(64, 3136, 32, window=True) == (64, 64, 4, 4)  # 416 tiles
-    monkeypatch.setattr(templates, "MATMUL_ROWS64_MIN_WORKGROUPS", 1)
-    monkeypatch.setattr(templates, "MATMUL_TALL_MIN_WORKGROUPS", 1)
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
+    assert kernels.matmul_tiles(64, 16384, 32, window=True) == kernels.matmul.MATMUL_ROWS64_TILES
+    assert kernels.matmul_tiles(64, 16384, 32, prologue=True) != kernels.matmul.MATMUL_ROWS64_TILES
+    assert kernels.matmul_tiles(64, 16384, 32, window=True, wide=False) == (64, 64, 4, 4)
+    assert kernels.matmul_tiles(64, 3136, 32, window=True) == (64, 64, 4, 4)  # 416 tiles
+    monkeypatch.setattr(matmul_kernels, "MATMUL_ROWS64_MIN_WORKGROUPS", 1)
+    monkeypatch.setattr(matmul_kernels, "MATMUL_TALL_MIN_WORKGROUPS", 1)
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
     conv = torch.nn.Sequential(torch.nn.Conv2d(60, 64, 3, padding=1), torch.nn.ReLU())
     compiled = check(conv, torch.randn(2, 60, 12, 20), atol=2e-4)  # K = 540
     (kernel,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
@@ -569,16 +562,15 @@ def test_192_rows_take_one_tile_row_of_192(monkeypatch):
     of 12 x 8 blocks, staged 8 deep, where K is at least 512 and the grid is large enough
     (set aside here, with split-K's small grids); through the real kernels, with an
     epilogue."""
-    from kernelwright import templates
-    from kernelwright.ops import linalg
+    from kernelwright import kernels
 
-    assert templates.matmul_tiles(192, 4096, 32, window=True) == templates.MATMUL_ROWS192_TILES
-    assert templates.matmul_tiles(192, 4096, 32, prologue=True) != templates.MATMUL_ROWS192_TILES
+    assert kernels.matmul_tiles(192, 4096, 32, window=True) == kernels.matmul.MATMUL_ROWS192_TILES
+    assert kernels.matmul_tiles(192, 4096, 32, prologue=True) != kernels.matmul.MATMUL_ROWS192_TILES
     # K under 512 (matmul_wide false: MobileNetV2's 32-deep expansions) keeps 64 x 64
-    assert templates.matmul_tiles(192, 4096, 32, window=True, wide=False) == (64, 64, 4, 4)
-    assert templates.matmul_tiles(192, 256, 1, window=True) == (64, 64, 4, 4)  # 2 tiles
-    monkeypatch.setattr(templates, "MATMUL_TALL_MIN_WORKGROUPS", 1)
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
+    assert kernels.matmul_tiles(192, 4096, 32, window=True, wide=False) == (64, 64, 4, 4)
+    assert kernels.matmul_tiles(192, 256, 1, window=True) == (64, 64, 4, 4)  # 2 tiles
+    monkeypatch.setattr(matmul_kernels, "MATMUL_TALL_MIN_WORKGROUPS", 1)
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)  # no split-K for the small grid
     conv = torch.nn.Sequential(torch.nn.Conv2d(64, 192, 3, padding=1), torch.nn.ReLU())
     compiled = check(conv, torch.randn(2, 64, 12, 20), atol=2e-4)  # K = 576
     (kernel,) = [k for k in compiled.plan.kernels if "matmul" in k.name]

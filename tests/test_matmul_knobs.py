@@ -1,4 +1,4 @@
-"""Every setting of the matmul template's knobs (templates.matmul_space: tile shapes,
+"""Every setting of the matmul template's knobs (kernels.matmul_space: tile shapes,
 BK, vec4 fragments, double buffering) against PyTorch, at shapes no tile divides:
 operands stored plain and transposed (so that both staged layouts and the vec4 global
 loads are used), batched, with an elementwise prologue (scalar loads) and a fused
@@ -14,16 +14,17 @@ import torch
 from conftest import Fn
 
 import kernelwright
-from kernelwright import templates, tune
+from kernelwright import kernels
 from kernelwright.compiler import CompiledModule
+from kernelwright.kernels import cuts
 from kernelwright.plan import Plan
 
 # The scalar settings of small products (VEC = 1, DB = 1) are run by test_tune's
 # test_every_knob_setting_matches_pytorch; here every other setting of the space.
 SETTINGS = list({tuple(sorted(s.items())): s for s in
-                 templates.matmul_space(1 << 12, 1 << 12, 1 << 12)
-                 + templates.matmul_space(64, 64, 64) + templates.matmul_space(512, 64, 64)
-                 + templates.matmul_space(64, 512, 64)
+                 kernels.matmul_space(1 << 12, 1 << 12, 1 << 12)
+                 + kernels.matmul_space(64, 64, 64) + kernels.matmul_space(512, 64, 64)
+                 + kernels.matmul_space(64, 512, 64)
                  if s["VEC"] != 1 or s["DB"] != 1 or s["BM"] * s["BN"] >= 128 * 128}.values())
 
 
@@ -70,15 +71,14 @@ def _compile_with_requests(module, inputs):
             requests.append(request)
         return None
 
-    with tune.choosing(keep):
-        compiled = kernelwright.compile(module, inputs)
+    compiled = kernelwright.compile(module, inputs, choose=keep)
     return compiled, requests
 
 
 def _settings_of(case: str) -> list[dict]:
     """The settings a case runs: all of them, but at tile multiples only those whose
     tiles divide M, N and K. A bounds test is written or not per operand and per dim
-    (M, N, K: templates._matmul_tile_code, the stores), each on its own: where a tile
+    (M, N, K: kernels.matmul._matmul_tile_code, the stores), each on its own: where a tile
     crosses a dim here, that setting's test of it is the one "aligned" runs (there every
     dim is crossed; BK 32 takes two K steps there as here)."""
     if case != "tile_multiples":
@@ -136,7 +136,7 @@ def test_bounds_are_tested_only_where_a_tile_can_cross_them():
 
 def test_default_tiles_follow_the_product_shape():
     """128 x 128 tiles of 8 x 16 blocks staged 8 deep along the rows for large products
-    (templates.matmul_wide: M, N and K multiples of 4, K of MATMUL_WIDE_MIN_K or more, no
+    (kernels.matmul_wide: M, N and K multiples of 4, K of MATMUL_WIDE_MIN_K or more, no
     convolution windows), else 128 x 64 tiles of 8 x 4 blocks; 128 x 128 of 8 x 8 where an
     operand's loader computes (one staged buffer); under 512 rows, 128 x 64 tiles only where the
     rows are a multiple of 128 and the grid keeps MATMUL_TALL_MIN_WORKGROUPS workgroups
@@ -145,23 +145,23 @@ def test_default_tiles_follow_the_product_shape():
     products get thin tiles, 17-32 rows 32 x 128 tiles staged 8 deep where the grid
     keeps MATMUL_TALL_MIN_WORKGROUPS workgroups; many rows and 17-511 columns 128 x 64
     tiles where the grid keeps as many (a tall, skinny product)."""
-    tall = templates.MATMUL_TALL_MIN_WORKGROUPS
-    plain = templates.MATMUL_TALL_MIN_WORKGROUPS_PLAIN
-    assert templates.matmul_tiles(4096, 4096) == (128, 128, 8, 16)
-    wide = templates.matmul_knobs(4096, 4096)
+    tall = kernels.matmul.MATMUL_TALL_MIN_WORKGROUPS
+    plain = kernels.matmul.MATMUL_TALL_MIN_WORKGROUPS_PLAIN
+    assert kernels.matmul_tiles(4096, 4096) == (128, 128, 8, 16)
+    wide = kernels.matmul_knobs(4096, 4096)
     assert (wide["BK"], wide["ROWS"], wide["DB"], wide["VEC"]) == (8, 1, 2, 4), wide
-    assert templates.matmul_wide(4096, 4096, templates.MATMUL_WIDE_MIN_K)
+    assert kernels.matmul_wide(4096, 4096, kernels.matmul.MATMUL_WIDE_MIN_K)
     for m, n, k in ((3001, 2999, 4093), (4096, 4096, 4093),
-                    (4096, 4096, templates.MATMUL_WIDE_MIN_K - 4)):
-        assert not templates.matmul_wide(m, n, k)
-        assert templates.matmul_tiles(m, n, wide=False) == (128, 64, 8, 4)
-        assert templates.matmul_knobs(m, n, wide=False)["BK"] == templates.MATMUL_BK
-    assert templates.matmul_tiles(4096, 4096, window=True) == (128, 64, 8, 4)
-    assert templates.matmul_tiles(4096, 4096, prologue=True) == (128, 128, 8, 8)
-    assert templates.matmul_knobs(512, 512, prologue=True)["BN"] == 128
+                    (4096, 4096, kernels.matmul.MATMUL_WIDE_MIN_K - 4)):
+        assert not kernels.matmul_wide(m, n, k)
+        assert kernels.matmul_tiles(m, n, wide=False) == (128, 64, 8, 4)
+        assert kernels.matmul_knobs(m, n, wide=False)["BK"] == kernels.MATMUL_BK
+    assert kernels.matmul_tiles(4096, 4096, window=True) == (128, 64, 8, 4)
+    assert kernels.matmul_tiles(4096, 4096, prologue=True) == (128, 128, 8, 8)
+    assert kernels.matmul_knobs(512, 512, prologue=True)["BN"] == 128
 
     def tiles(*args, window=True):
-        return templates.matmul_tiles(*args, window=window)
+        return kernels.matmul_tiles(*args, window=window)
 
     assert tiles(128, 64 * tall) == (128, 64, 8, 4)
     assert tiles(256, 64 * tall // 4, 2) == (128, 64, 8, 4)
@@ -172,18 +172,18 @@ def test_default_tiles_follow_the_product_shape():
     assert tiles(192, 64 * tall) == (64, 64, 4, 4)
     assert tiles(8, 4096) == (16, 64, 1, 4)
     assert tiles(32, 128 * tall) == (32, 128, 4, 4)  # 32 channels
-    assert templates.matmul_knobs(32, 128 * tall, window=True)["BK"] == 8
+    assert kernels.matmul_knobs(32, 128 * tall, window=True)["BK"] == 8
     assert tiles(32, 128 * tall - 128) == (64, 64, 4, 4)  # too few workgroups
     assert tiles(32, 128 * plain, window=False) == (32, 128, 4, 4)
     assert tiles(32, 128 * plain - 128, window=False) == (64, 64, 4, 4)
-    knobs = templates.matmul_knobs(128, 3136, 64, window=True)
+    knobs = kernels.matmul_knobs(128, 3136, 64, window=True)
     assert (knobs["BM"], knobs["BN"], knobs["VEC"], knobs["DB"]) == (128, 64, 4, 2)
     assert tiles(262144, 384) == (128, 64, 8, 4)  # tall and skinny
     assert tiles(128 * tall // 6, 384) == (128, 64, 8, 4)
     assert tiles(128 * tall // 6 - 128, 384) == (64, 64, 4, 4)
-    assert templates.matmul_tiles(262144, 384, prologue=True) == (64, 64, 4, 4)
-    assert templates.matmul_tiles(49152, 50) == (128, 64, 8, 4)  # a classifier's 50
-    assert templates.matmul_tiles(49152, 16) == (64, 16, 4, 1)  # thin tiles still
+    assert kernels.matmul_tiles(262144, 384, prologue=True) == (64, 64, 4, 4)
+    assert kernels.matmul_tiles(49152, 50) == (128, 64, 8, 4)  # a classifier's 50
+    assert kernels.matmul_tiles(49152, 16) == (64, 16, 4, 1)  # thin tiles still
 
 
 @pytest.mark.slow
@@ -196,17 +196,15 @@ def test_large_products_take_the_wide_tiles(monkeypatch):
     off: it would cut these small grids' K.)"""
     from conftest import check
 
-    from kernelwright.ops import linalg
-
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)
 
     def knobs_of(compiled):
         (knobs,) = [k.knobs for k in compiled.plan.kernels if k.key.startswith("matmul")]
         return (knobs["BM"], knobs["BN"], knobs["TM"], knobs["TN"], knobs["BK"],
                 knobs["ROWS"])
 
-    k = templates.MATMUL_WIDE_MIN_K
-    wide = (*templates.MATMUL_LARGE_TILES, 8, 1)
+    k = kernels.matmul.MATMUL_WIDE_MIN_K
+    wide = (*kernels.MATMUL_LARGE_TILES, 8, 1)
     assert knobs_of(check(Fn(torch.matmul), torch.randn(516, k), torch.randn(k, 520),
                           atol=1e-3)) == wide
     linear = Fn(lambda x, w, b: torch.relu(x @ w.t() + b))
@@ -218,7 +216,7 @@ def test_large_products_take_the_wide_tiles(monkeypatch):
                           torch.randn(2, 520, 516), atol=1e-3)) == wide
     compiled = kernelwright.compile(Fn(torch.matmul), [torch.randn(512, 4093),
                                                        torch.randn(4093, 512)])
-    assert knobs_of(compiled) == (128, 64, 8, 4, templates.MATMUL_BK, 0)
+    assert knobs_of(compiled) == (128, 64, 8, 4, kernels.MATMUL_BK, 0)
 
 
 
@@ -287,8 +285,8 @@ def test_vec4_tiles_write_the_k_step_out():
     assert all(f"let kq = {q};" in src for q in range(0, knobs["BK"], 4))
     _, knobs = source(8, 4096, 16)
     assert (knobs["VEC"], knobs["UNROLL"]) == (1, 0), knobs
-    space = templates.matmul_space(4096, 4096, 4096)
-    default = templates.matmul_knobs(4096, 4096)
+    space = kernels.matmul_space(4096, 4096, 4096)
+    default = kernels.matmul_knobs(4096, 4096)
     assert default["UNROLL"] == 1 and {**default, "UNROLL": 0} in space
 
 
@@ -304,7 +302,7 @@ def test_products_of_32_rows_take_32_row_tiles():
         (knobs,) = [k.knobs for k in compiled.plan.kernels if k.key.startswith("matmul")]
         return knobs
 
-    nb = templates.MATMUL_TALL_MIN_WORKGROUPS_PLAIN
+    nb = kernels.matmul.MATMUL_TALL_MIN_WORKGROUPS_PLAIN
     a, w = torch.randn(nb, 20, 37), torch.randn(nb, 37, 128)
     knobs = knobs_of(check(Fn(torch.bmm), a, w))
     assert (knobs["BM"], knobs["BN"], knobs["BK"], knobs["DB"]) == (32, 128, 8, 2), knobs
@@ -351,9 +349,9 @@ def test_rows_2_stages_only_a_along_its_rows():
     inputs = [torch.randn(64, 32), torch.randn(64, 32)]
     sources = {}
     for rows in (0, 1, 2):
-        knobs = {**templates.matmul_knobs(64, 64), "ROWS": rows}
-        with tune.choosing(lambda r, k=knobs: k if r.kind == "matmul" else None):
-            compiled = kernelwright.compile(module, inputs)
+        knobs = {**kernels.matmul_knobs(64, 64), "ROWS": rows}
+        compiled = kernelwright.compile(module, inputs,
+                                        choose=lambda r, k=knobs: k if r.kind == "matmul" else None)
         torch.testing.assert_close(compiled(*inputs), inputs[0] @ inputs[1].t(),
                                    atol=1e-4, rtol=1e-4)
         (sources[rows],) = [k.source for k in compiled.plan.kernels if "matmul" in k.name]

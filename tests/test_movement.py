@@ -24,7 +24,7 @@ def test_reshape_permute_transpose():
 def test_transposing_copies_go_through_the_tile(case):
     """An elementwise chain that reads its input transposed (a permute made contiguous)
     computes 32 x 32 tiles along the input's contiguous dim and stores them along the
-    output's (templates.TILE 1, kernels/transpose.wgsl): odd sizes, tails of tiles."""
+    output's (kernels.TILE 1, kernels/transpose.wgsl): odd sizes, tails of tiles."""
     fn, x = case
     compiled = check(Fn(fn), x)
     (kernel,) = compiled.plan.kernels
@@ -38,13 +38,11 @@ def test_transposing_tiles(ept, wg):
     the longer one), by 32 x WG / 32 invocations (EPT 1, WG 128 the default), tails of
     tiles on both dims, other dims in between. The epilogue takes each element's index
     along every dim: a permute's read divides nothing."""
-    from kernelwright import tune
 
     knobs = {"WG": wg, "EPT": ept, "VEC": 1, "TILE": 1}
     for fn, x in ((lambda x: x.permute(0, 2, 3, 1).contiguous(), torch.randn(2, 70, 5, 45)),
                   (lambda x: torch.relu(x.transpose(1, 2)).contiguous(), torch.randn(3, 33, 100))):
-        with tune.choosing(lambda r: knobs if r.kind == "elementwise" else None):
-            compiled = check(Fn(fn), x)
+        compiled = check(Fn(fn), x, choose=lambda r: knobs if r.kind == "elementwise" else None)
         (kernel,) = compiled.plan.kernels
         assert kernel.knobs == knobs and f"h < {32 * ept}" in kernel.source
         assert f"@workgroup_size(32, {wg // 32})" in kernel.source
@@ -57,7 +55,6 @@ def test_transposing_tiles(ept, wg):
 def test_tile_setting_on_a_kernel_read_in_its_own_layout():
     """TILE 1 forced where nothing is read transposed (the search may try it): still
     correct; by default such a kernel is not tiled."""
-    from kernelwright import tune
 
     x, y = torch.randn(3, 20, 45), torch.randn(3, 20, 45)
     assert check(Fn(lambda x, y: x * y + 1.0), x, y).plan.kernels[0].knobs["TILE"] == 0
@@ -65,8 +62,8 @@ def test_tile_setting_on_a_kernel_read_in_its_own_layout():
     broadcast = check(Fn(lambda b: b.unsqueeze(1).expand(40, 64) * 2.0), torch.randn(40))
     assert broadcast.plan.kernels[0].knobs["TILE"] == 0
     tiled = {"WG": 128, "EPT": 1, "VEC": 1, "TILE": 1}
-    with tune.choosing(lambda r: tiled if r.kind == "elementwise" else None):
-        compiled = check(Fn(lambda x, y: x * y + 1.0), x, y)
+    compiled = check(Fn(lambda x, y: x * y + 1.0), x, y,
+                     choose=lambda r: tiled if r.kind == "elementwise" else None)
     assert compiled.plan.kernels[0].knobs == tiled
 
 

@@ -112,7 +112,7 @@ def test_layer_norm():
 
 @pytest.mark.slow
 def test_long_rows_take_their_statistics_from_one_read():
-    """Rows longer than a row kernel holds on chip (templates.ROW_LIMIT) take their mean
+    """Rows longer than a row kernel holds on chip (kernels.ROW_LIMIT) take their mean
     and variance from one read of x (GraphBuilder.moments: Welford's update per element,
     Chan's combine between invocations and between the pieces of a split row), then the
     normalization reads x again: two kernels read x, not three. Many rows (no split) and

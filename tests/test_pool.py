@@ -8,7 +8,6 @@ import torch.nn.functional as F
 from conftest import Fn, check
 
 import kernelwright
-from kernelwright import tune
 from kernelwright.ir import CompileError, GraphBuilder
 from kernelwright.ops import pool as pool_ops
 
@@ -188,8 +187,7 @@ def _forced(knobs: dict, f, x: torch.Tensor):
     """f compiled with the pool kernels' knobs forced (the knob chooser hook), checked
     against PyTorch (NaN where PyTorch has NaN, indices exactly); asserts that every pool
     kernel took the knobs (a refused setting falls back to the defaults silently)."""
-    with tune.choosing(lambda r: knobs if r.kind == "pool" else None):
-        compiled = check(Fn(f), x, equal_nan=True)
+    compiled = check(Fn(f), x, equal_nan=True, choose=lambda r: knobs if r.kind == "pool" else None)
     used = [k.knobs for k in compiled.plan.kernels if k.key.startswith("pool ")]
     assert used and all(u == knobs for u in used), used
     return compiled
@@ -268,9 +266,9 @@ def test_varying_adaptive_windows_take_one_output_per_invocation():
     only and a forced OPT 2 is refused (the compile keeps the default knobs)."""
     x = torch.randn(*SIZE[2])
     requests = []
-    with tune.choosing(lambda r: (requests.append(r), {"WG": 64, "OPT": 2, "VEC": 1})[1]
-                       if r.kind == "pool" else None):
-        compiled = check(Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 4))), x)
+    compiled = check(Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 4))), x,
+                     choose=lambda r: (requests.append(r), {"WG": 64, "OPT": 2, "VEC": 1})[1]
+                                 if r.kind == "pool" else None)
     assert {k["OPT"] for k in requests[0].space} == {1}
     assert [k.knobs for k in compiled.plan.kernels] == [{"WG": 256, "OPT": 1, "VEC": 1}]
     with pytest.raises(CompileError, match="OPT > 1"):

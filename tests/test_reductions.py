@@ -120,7 +120,7 @@ def test_column_reductions_split_into_pieces_side_by_side(monkeypatch):
 def test_many_strided_rows_take_one_invocation_each():
     """A column reduction of COL_MANY_ROWS rows or more reduces each row in one invocation
     (TPR 1): 12 elements per row left one of four invocations idle at TPR 4."""
-    from kernelwright.templates import COL_MANY_ROWS, rows_knobs
+    from kernelwright.kernels.rows import COL_MANY_ROWS, rows_knobs
 
     assert rows_knobs(COL_MANY_ROWS, 12, col=True)["TPR"] == 1
     assert rows_knobs(COL_MANY_ROWS // 2, 12, col=True)["TPR"] == 4

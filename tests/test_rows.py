@@ -1,13 +1,14 @@
 """Memory-bound kernels: vec4 elementwise kernels, row kernels (a row's reductions and
 the elementwise work over the same row in one kernel: schedule.fuse_rows,
-templates._rows) and reductions through the row template, against PyTorch eager."""
+kernels._rows) and reductions through the row template, against PyTorch eager."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import Fn, check
 
-from kernelwright import schedule, tune
+from kernelwright import schedule
+from kernelwright.kernels import rows as row_kernels
 
 
 def _kinds(compiled) -> list[str]:
@@ -77,18 +78,17 @@ def test_row_cache_counts_every_buffer_of_the_row():
     """A fused row kernel holds at most ROW_CACHE elements per invocation across all the
     buffers it reads at the row's elements: 128 of one buffer fit, 128 of each of two do
     not (a compile given such knobs keeps the defaults)."""
-    from kernelwright import templates
+    from kernelwright import kernels
     from kernelwright.ir import CompileError
 
     x, y = torch.randn(3, 8188), torch.randn(3, 8188)  # too short to split
     for fn, fits in ((lambda x, y: torch.softmax(x, -1) + y, False),
                      (lambda x, y: torch.softmax(x, -1), True)):
         requests = []
-        with tune.choosing(lambda r, seen=requests: seen.append(r)):
-            check(Fn(fn), x, y)
+        check(Fn(fn), x, y, choose=lambda r, seen=requests: seen.append(r))
         (request,) = [r for r in requests if r.kind == "rows"]
         knobs = {"WG": 64, "TPR": 64, "VEC": 4, "ORDER": "row"}  # 32 steps of 4
-        assert templates.ROW_CACHE == 128
+        assert kernels.ROW_CACHE == 128
         if fits:
             request.generate(knobs)
         else:
@@ -161,8 +161,7 @@ def test_row_kernel_takes_more_invocations_per_row_to_fit_its_buffers(monkeypatc
     """A row kernel holds at most ROW_CACHE elements per invocation, of all the buffers
     it reads at the row's elements: its default TPR doubles until they fit, and rows of
     too many buffers keep a kernel per reduction (they failed to compile before)."""
-    from kernelwright import templates
-    monkeypatch.setattr(templates, "ROW_CACHE", 8)
+    monkeypatch.setattr(row_kernels, "ROW_CACHE", 8)
     x, y = torch.randn(6, 1100), torch.randn(6, 1100)
     compiled = check(Fn(lambda x: torch.softmax(x, -1)), x)
     (kernel,) = compiled.plan.kernels
@@ -240,8 +239,7 @@ def test_column_reduction_knobs_and_row_order():
     def row_order(request):
         return {"WG": 64, "TPR": 8, "VEC": 1, "ORDER": "row"}
 
-    with tune.choosing(row_order):
-        compiled = check(module, x)
+    compiled = check(module, x, choose=row_order)
     assert all(k.knobs["ORDER"] == "row" for k in compiled.plan.kernels), compiled.plan.summary()
 
 

@@ -15,6 +15,7 @@ import kernelwright
 from kernelwright import codegen, runtime, runtimes
 from kernelwright.ir import GraphBuilder
 from kernelwright.plan import Plan
+from kernelwright.options import CompileOptions
 from kernelwright.schedule import build_plan
 
 
@@ -75,7 +76,7 @@ def _inf_plan():
     y = b.ew("where", keep, b.ew("relu", x), b.scalar(float("-inf")))
     out = b.reduce(y, "max", [1])
     b.graph.outputs.append(out)
-    return build_plan(b.graph, "single", {x: "float32", out: "float32"}, choose=None)
+    return build_plan(b.graph, "single", {x: "float32", out: "float32"}, CompileOptions())
 
 
 def _check_inf_plan(dev):

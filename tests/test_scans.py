@@ -117,7 +117,6 @@ STAGED = [{"STAGE": 1}, {"STAGE": 1, "WG": 64, "ITEMS": 8}, {"STAGE": 1, "WG": 1
 def test_staged_scans(knobs):
     """The scan template's STAGE 1 setting (the chunk staged in workgroup memory) on
     every scan op, rows of one and of several chunks, along the last dim and others."""
-    from kernelwright import tune
 
     x = torch.rand(3, 1100) - 0.25
     y = torch.randn(4, 6, 5)
@@ -136,8 +135,7 @@ def test_staged_scans(knobs):
         seen.append(request)
         return knobs
 
-    with tune.choosing(staged):
-        compiled = kernelwright.compile(fn, [x, y, m])
+    compiled = kernelwright.compile(fn, [x, y, m], choose=staged)
     assert seen and all("tile[pad(c)]" in k.source
                         for k in compiled.plan.kernels if k.knobs.get("STAGE"))
     assert sum(k.knobs.get("STAGE") == 1 for k in compiled.plan.kernels) == len(seen)
@@ -149,18 +147,18 @@ def test_staged_scans(knobs):
 def test_staged_scan_refuses_more_workgroup_memory_than_portable():
     """A setting past 16 KiB of workgroup memory is refused (the arg scans' accumulator
     is 8 bytes); a compile given it keeps the defaults."""
-    from kernelwright import templates, tune
+    from kernelwright import kernels
     from kernelwright.ir import CompileError
 
     x = torch.randn(2, 4096)
     requests = []
-    with tune.choosing(lambda r: requests.append(r)):
-        kernelwright.compile(Fn(lambda x: torch.cummax(x, 1)[1]), [x])
+    kernelwright.compile(Fn(lambda x: torch.cummax(x, 1)[1]), [x],
+                         choose=lambda r: requests.append(r))
     (request,) = [r for r in requests if r.kind == "scan"]
     with pytest.raises(CompileError, match="workgroup memory"):
         request.generate({"STAGE": 1, "WG": 256, "ITEMS": 8})
     assert request.generate({"STAGE": 1, "WG": 256, "ITEMS": 4}).workgroup_bytes == \
-        templates.scan_workgroup_bytes({"WG": 256, "ITEMS": 4, "STAGE": 1}, 8)
+        kernels.scan.scan_workgroup_bytes({"WG": 256, "ITEMS": 4, "STAGE": 1}, 8)
 
 
 def test_default_scan_settings_follow_the_row_length():
@@ -192,7 +190,6 @@ FEWER_BARRIERS = [{"STAGE": 1, "WG": 64, "ITEMS": 8, "SUMS": 1},
 
 def forced_scans(fn, inputs, knobs):
     """Compile fn with every scan kernel given `knobs`; returns it and the kernels."""
-    from kernelwright import tune
 
     seen = []
 
@@ -202,8 +199,7 @@ def forced_scans(fn, inputs, knobs):
         seen.append(request)
         return knobs
 
-    with tune.choosing(force):
-        compiled = kernelwright.compile(fn, inputs)
+    compiled = kernelwright.compile(fn, inputs, choose=force)
     scans = [k for k in compiled.plan.kernels if k.key.startswith("scan")]
     assert seen and len(scans) == len(seen) and all(k.knobs == knobs for k in scans), \
         [k.knobs for k in scans]
@@ -246,7 +242,6 @@ def test_register_scan_of_long_rows_in_one_pass():
     """STAGE 2 with VEC 4 and ITEMS 32 at WG 256 scans a row of 8192 in one chunk (that
     of the 16384 x 8192 benchmark); the arg scans' 8-byte totals do not fit it, and are
     refused; at ITEMS 16 they take two chunks."""
-    from kernelwright import tune
     from kernelwright.ir import CompileError
 
     knobs = {"STAGE": 2, "WG": 256, "ITEMS": 32, "VEC": 4, "SUMS": 1}
@@ -259,8 +254,8 @@ def test_register_scan_of_long_rows_in_one_pass():
                                      {**knobs, "ITEMS": 16})
     assert torch.equal(compiled(x, poison=True), torch.cummax(x, 1)[1])
     requests = []
-    with tune.choosing(lambda r: requests.append(r)):
-        kernelwright.compile(Fn(lambda x: torch.cummax(x, 1)[1]), [x])
+    kernelwright.compile(Fn(lambda x: torch.cummax(x, 1)[1]), [x],
+                         choose=lambda r: requests.append(r))
     (request,) = [r for r in requests if r.kind == "scan"]
     with pytest.raises(CompileError, match="workgroup memory"):
         request.generate(knobs)
@@ -271,13 +266,13 @@ def test_register_scan_of_long_rows_in_one_pass():
 def test_scan_space_of_long_rows():
     """The settings measured on rows of 8192 (bench/kernels.py --variants takes those of
     WG 256): each fits 16 KiB of f32 totals, and the default stays first."""
-    from kernelwright import templates
+    from kernelwright import kernels
 
-    space = templates.scan_space(8192)
+    space = kernels.scan_space(8192)
     assert len(space) <= 16 and len({json.dumps(k, sort_keys=True) for k in space}) == len(space)
-    assert templates.scan_knobs(8192) in space
+    assert kernels.scan.scan_knobs(8192) in space
     assert {"WG": 256, "ITEMS": 32, "STAGE": 2, "VEC": 4, "SUMS": 1} in space
-    assert all(templates.scan_workgroup_bytes(k) <= templates.WORKGROUP_BYTES for k in space)
+    assert all(kernels.scan.scan_workgroup_bytes(k) <= kernels.WORKGROUP_BYTES for k in space)
 
 
 def test_column_scans_take_an_invocation_per_column():
@@ -285,7 +280,7 @@ def test_column_scans_take_an_invocation_per_column():
     elements and enough of them, takes one invocation per column (STAGE 3) by default,
     per 4 adjacent columns (VEC 4) where they are loaded 16 bytes at a time, and matches
     PyTorch on every op; a scan with fewer columns keeps the row kernels."""
-    from kernelwright import templates
+    from kernelwright import kernels
 
     x = torch.rand(2, 9, 16384) - 0.25
     few = torch.rand(3, 40, 24) - 0.25
@@ -294,17 +289,17 @@ def test_column_scans_take_an_invocation_per_column():
                                         torch.cumsum(few, 1))), x, few, atol=2e-4)
     stages = sorted(k.knobs["STAGE"] for k in compiled.plan.kernels if k.key.startswith("scan"))
     assert stages == [0, 3, 3, 3, 3], stages
-    assert templates.scan_knobs(9, 4, 16384, 2 * 16384, True) == {"WG": 256, "ITEMS": 8,
+    assert kernels.scan.scan_knobs(9, 4, 16384, 2 * 16384, True) == {"WG": 256, "ITEMS": 8,
                                                                   "STAGE": 3, "VEC": 4}
-    assert templates.scan_knobs(9, 4, 16384, 2 * 16384) == {"WG": 256, "ITEMS": 4, "STAGE": 3}
-    assert templates.scan_knobs(3, 4, 16386, 2 * 16386, True) == {"WG": 256, "ITEMS": 3,
+    assert kernels.scan.scan_knobs(9, 4, 16384, 2 * 16384) == {"WG": 256, "ITEMS": 4, "STAGE": 3}
+    assert kernels.scan.scan_knobs(3, 4, 16386, 2 * 16386, True) == {"WG": 256, "ITEMS": 3,
                                                                   "STAGE": 3}
     # 16-byte loads of x: four columns an invocation; cumprod's loader computes: one
     vec = sorted((k.knobs.get("VEC", 1), k.name) for k in compiled.plan.kernels
                  if k.key.startswith("scan") and k.knobs["STAGE"] == 3)
     assert [v for v, _ in vec] == [1, 4, 4, 4] and vec[0][1] != "scan", vec
-    assert templates.scan_space(9, 16384, 2 * 16384)[0]["STAGE"] == 3
-    assert all(k["STAGE"] != 3 for k in templates.scan_space(9, 8, 1 << 20))
+    assert kernels.scan_space(9, 16384, 2 * 16384)[0]["STAGE"] == 3
+    assert all(k["STAGE"] != 3 for k in kernels.scan_space(9, 8, 1 << 20))
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ the new value after the call, so the next call reads it."""
 import numpy as np
 
 from kernelwright.ir import GraphBuilder
+from kernelwright.options import CompileOptions
 from kernelwright.runtime import Executable
 from kernelwright.schedule import build_plan
 
@@ -16,7 +17,7 @@ def test_an_update_is_read_by_the_next_call():
     out = b.ew("mul", new, b.scalar(2.0))
     b.graph.outputs.append(out)
     b.graph.updates.append((total, new))
-    plan = build_plan(b.graph, "single", {x: "float32", out: "float32"}, choose=None)
+    plan = build_plan(b.graph, "single", {x: "float32", out: "float32"}, CompileOptions())
     assert len(plan.updates) == 1
     exe = Executable(plan)
     xs = [np.random.default_rng(i).standard_normal((5, 3)).astype(np.float32) for i in range(3)]
@@ -34,7 +35,7 @@ def test_a_state_no_kernel_reads_is_still_written():
     out = b.ew("neg", x)
     b.graph.outputs.append(out)
     b.graph.updates.append((seen, b.ew("exp", x)))
-    plan = build_plan(b.graph, "single", {x: "float32", out: "float32"}, choose=None)
+    plan = build_plan(b.graph, "single", {x: "float32", out: "float32"}, CompileOptions())
     exe = Executable(plan)
     a = np.arange(4, dtype=np.float32)
     exe.run([a])
@@ -52,7 +53,7 @@ def test_a_permuted_state_is_read_as_updated():
     out = b.matmul(x, b.permute(w, [1, 0]))
     b.graph.outputs.append(out)
     b.graph.updates.append((w, b.ew("add", w, b.scalar(1.0))))
-    plan = build_plan(b.graph, "single", {x: "float32", out: "float32"}, choose=None)
+    plan = build_plan(b.graph, "single", {x: "float32", out: "float32"}, CompileOptions())
     exe = Executable(plan)
     a = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
     weight = np.arange(12, dtype=np.float32).reshape(4, 3)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from conftest import Fn
 
 import kernelwright
-from kernelwright import cli, templates, tune
+from kernelwright import cli, kernels, tune
 from kernelwright.compiler import CompiledModule
 from kernelwright.ir import CompileError
 from kernelwright.ops import attention as attention_ops
@@ -46,7 +46,7 @@ def tune_db(tmp_path, monkeypatch):
     return path
 
 
-def requests_of(module, inputs) -> tuple[CompiledModule, list[templates.KernelRequest]]:
+def requests_of(module, inputs) -> tuple[CompiledModule, list[kernels.KernelRequest]]:
     """Compile with the default knobs, keeping every kernel's request."""
     seen = []
 
@@ -54,12 +54,11 @@ def requests_of(module, inputs) -> tuple[CompiledModule, list[templates.KernelRe
         seen.append(request)
         return None
 
-    with tune.choosing(keep):
-        compiled = kernelwright.compile(module.eval(), list(inputs))
+    compiled = kernelwright.compile(module.eval(), list(inputs), choose=keep)
     return compiled, seen
 
 
-def with_kernel(plan: Plan, gen: templates.Generated) -> Plan:
+def with_kernel(plan: Plan, gen: kernels.Generated) -> Plan:
     """The plan with every kernel of gen's key replaced by gen (same bindings)."""
     kernels = [dataclasses.replace(k, source=gen.source, grid=gen.grid, knobs=gen.knobs,
                                    bindings=gen.binding_ids(k.bindings[:len(gen.reads)],
@@ -85,36 +84,36 @@ CASES = {
     # name: (kind, module, input shapes, settings the space must hold at least)
     # (the settings for large products: tests/test_matmul_knobs.py)
     "matmul": ("matmul", Fn(lambda a, b: torch.relu(a @ b)), [(130, 37), (37, 131)],
-               templates.matmul_space(256, 256, 64)),
+               kernels.matmul_space(256, 256, 64)),
     "matmul_transposed_b": ("matmul", Fn(lambda a, b: a @ b.t()), [(130, 37), (131, 37)],
-                            templates.matmul_space(256, 256, 64)),
+                            kernels.matmul_space(256, 256, 64)),
     "elementwise": ("elementwise", Fn(lambda x: F.gelu(x) * 2), [(8, 1025)],
-                    templates.elementwise_space(1 << 24)),
+                    kernels.elementwise_space(1 << 24)),
     "elementwise_odd": ("elementwise", Fn(lambda x: F.gelu(x) * 2), [(3, 1001)],
-                        templates.elementwise_space(3)),
+                        kernels.elementwise_space(3)),
     "reduce_rows": ("reduce", Fn(lambda x: x.sum(-1)), [(37, 300)],
-                    templates.reduce_space(1, 300)),
+                    kernels.reduce_space(1, 300)),
     "reduce_argmax": ("reduce", Fn(lambda x: x.argmax(-1)), [(37, 300)],
-                      templates.reduce_space(1, 300)),
+                      kernels.reduce_space(1, 300)),
     "reduce_short_rows": ("reduce", Fn(lambda x: x.amax(-1)), [(1500, 7)],
-                          templates.reduce_space(1500, 7)),
+                          kernels.reduce_space(1500, 7)),
     "reduce_columns": ("reduce", Fn(lambda x: x.sum(0)), [(300, 37)],
-                       templates.reduce_space(37, 300)),
+                       kernels.reduce_space(37, 300)),
     "rows_softmax": ("rows", Fn(lambda x: torch.softmax(x, -1)), [(37, 300)],
-                     templates.rows_space(300, 3)),
-    "scan": ("scan", Fn(lambda x: torch.cumsum(x, 1)), [(5, 700)], templates.scan_space(700)),
+                     kernels.rows_space(300, 3)),
+    "scan": ("scan", Fn(lambda x: torch.cumsum(x, 1)), [(5, 700)], kernels.scan_space(700)),
     # depthwise and 2 output channels: the direct kernels (ops/conv.implicit_gemm)
     "conv": ("conv", torch.nn.Conv2d(3, 3, 3, padding=1, groups=3), [(2, 3, 11, 13)],
-             templates.conv_space(False)),
+             kernels.conv_space(False)),
     "conv_transpose": ("conv", torch.nn.ConvTranspose2d(3, 2, 3, stride=2), [(1, 3, 5, 7)],
-                       templates.conv_space(True)),
+                       kernels.conv_space(True)),
     "pool": ("pool", Fn(lambda x: F.max_pool2d(x, 3, 2)), [(2, 3, 15, 17)],
              [{"WG": wg, "OPT": opt, "VEC": 1} for wg in (128, 256) for opt in (1, 2, 4, 8)]),
     # rows of whole vec4s: the settings with vec4 loads too
     "pool_vec4": ("pool", Fn(lambda x: F.avg_pool2d(x, 3, 2, 1)), [(2, 3, 9, 16)],
                   [{"WG": wg, "OPT": opt, "VEC": 4} for wg in (128, 256) for opt in (2, 4, 8)]),
     "attention": ("attention", Fn(_sdpa), [(1, 2, 37, 16)] * 3,
-                  templates.attention_space(16, 16)),
+                  kernels.attention_space(16, 16)),
     # a strided transposed convolution's taps copied (one phase has taps; rows of 10: the
     # lanes wrap rows)
     "materialize": ("materialize",
@@ -155,8 +154,7 @@ def test_knobs_outside_a_template_are_errors_and_a_chooser_cannot_break_a_compil
                 {"VEC": 4}, {"DB": 3}):
         with pytest.raises(CompileError):
             request.generate(bad)
-    with tune.choosing(lambda request: {"BM": 48, "TM": 5}):
-        compiled = kernelwright.compile(module, inputs)
+    compiled = kernelwright.compile(module, inputs, choose=lambda request: {"BM": 48, "TM": 5})
     assert compiled.plan.kernels[0].knobs == request.default.knobs
     assert_matches(compiled(*inputs), inputs[0] @ inputs[1])
 
@@ -185,18 +183,18 @@ def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypa
     inputs = [torch.randn(40, 19), torch.randn(19, 33)]
     monkeypatch.setattr(tuner, "time_ms", fake_timer(WINNER))
     settings = tune.TuneSettings(reps=2, warmup=0)
-    with tune.tuning(settings) as session:
-        first = kernelwright.compile(module, inputs)
+    session = tune.TuningSession(settings)
+    first = kernelwright.compile(module, inputs, choose=session.choose)
     (result,) = session.results
     assert result.status == "tuned" and result.knobs == WINNER
     assert (result.default_ms, result.best_ms, result.gain) == (1.0, 0.5, 2.0)
     assert not result.rejected and len(result.candidates) == len(
-        templates.matmul_space(40, 33, 19)) >= 2
+        kernels.matmul_space(40, 33, 19)) >= 2
     assert first.plan.kernels[0].knobs == WINNER
     (row,) = tune.TuneCache(tune_db).rows()
     assert row["knobs"] == WINNER and row["key"] == first.plan.kernels[0].key
     assert row["device"] == kernelwright.runtime.default_device().description
-    assert row["default_knobs"] == templates.matmul_knobs(40, 33)
+    assert row["default_knobs"] == kernels.matmul_knobs(40, 33)
 
     def no_tuning(*args, **kwargs):
         raise AssertionError("tuned again")
@@ -207,35 +205,36 @@ def test_tuning_stores_the_winner_and_the_next_compile_uses_it(tune_db, monkeypa
     assert kernel.knobs == WINNER and kernel.source == first.plan.kernels[0].source
     assert "tile_a: array<f32, 256>" in kernel.source  # BK * BM
     assert_matches(second(*inputs), torch.relu(inputs[0] @ inputs[1]))
-    with tune.tuning(settings) as session:
-        kernelwright.compile(module, inputs)
+    session = tune.TuningSession(settings)
+    kernelwright.compile(module, inputs, choose=session.choose)
     assert [r.status for r in session.results] == ["cached"]
 
     # A winner is used while the default it beat is today's; knobs the template gained
     # since count as their defaults. One tuned against another default is ignored by a
     # compile and tuned again by a session.
     cache, device = tune.TuneCache(tune_db), row["device"]
-    key = templates.KernelKey(row["template"], row["bucket"], row["digest"])
-    default = templates.matmul_knobs(40, 33)
+    key = kernels.KernelKey(row["template"], row["bucket"], row["digest"])
+    default = kernels.matmul_knobs(40, 33)
     older = {k: v for k, v in default.items() if k != "UNROLL"}  # before UNROLL existed
     cache.store(device, key, tune.Winner(WINNER, older, 1.0, 0.5), 2, [])
     assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == WINNER
     cache.store(device, key, tune.Winner(WINNER, {**default, "BK": 32}, 1.0, 0.5), 2, [])
     assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == default
     monkeypatch.setattr(choose_module, "tune_kernel", tuner.tune_kernel)
-    with tune.tuning(settings) as session:
-        assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == WINNER
+    session = tune.TuningSession(settings)
+    assert kernelwright.compile(module, inputs,
+                                choose=session.choose).plan.kernels[0].knobs == WINNER
     assert [r.status for r in session.results] == ["tuned"]
     (row,) = tune.TuneCache(tune_db).rows()
     assert row["default_knobs"] == default
 
     monkeypatch.setenv("KERNELWRIGHT_TUNE", "off")
     assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == \
-        templates.matmul_knobs(40, 33)
+        kernels.matmul_knobs(40, 33)
     monkeypatch.setenv("KERNELWRIGHT_TUNE_DB", str(tune_db.with_name("other.sqlite")))
     monkeypatch.delenv("KERNELWRIGHT_TUNE")
     assert kernelwright.compile(module, inputs).plan.kernels[0].knobs == \
-        templates.matmul_knobs(40, 33)
+        kernels.matmul_knobs(40, 33)
 
 
 @pytest.mark.slow
@@ -250,10 +249,10 @@ def test_tune_on_tunes_missing_kernels_in_any_compile(tune_db, monkeypatch):
 
 
 def test_wrong_and_uncompilable_candidates_are_discarded(tune_db, monkeypatch):
-    fill, space = templates.TEMPLATES["matmul"]
+    fill, space = kernels.TEMPLATES["matmul"]
 
-    def sabotaged(src, materialized, out, tnode, knobs=None):
-        tmpl, slots, grid, used = fill(src, materialized, out, tnode, knobs)
+    def sabotaged(src, materialized, out, tnode, knobs, options):
+        tmpl, slots, grid, used = fill(src, materialized, out, tnode, knobs, options)
         if knobs == BROKEN:  # every element's first accumulator starts at 1
             slots["ACCUMULATORS"] += "\n    acc_0_0 = 1.0;"
         if knobs == UNCOMPILABLE:
@@ -263,12 +262,12 @@ def test_wrong_and_uncompilable_candidates_are_discarded(tune_db, monkeypatch):
     def with_invalid(out, tnode):
         return space(out, tnode) + [{"BM": 48, "BN": 32, "TM": 5, "TN": 2, "BK": 8}]
 
-    monkeypatch.setitem(templates.TEMPLATES, "matmul", (sabotaged, with_invalid))
+    monkeypatch.setitem(kernels.TEMPLATES, "matmul", (sabotaged, with_invalid))
     monkeypatch.setattr(tuner, "time_ms", fake_timer(BROKEN, ms=0.01))  # "fastest" of all
     module = Fn(lambda a, b: a @ b)
     inputs = [torch.randn(40, 19), torch.randn(19, 33)]
-    with tune.tuning(tune.TuneSettings(reps=2, warmup=0)) as session:
-        compiled = kernelwright.compile(module, inputs)
+    session = tune.TuningSession(tune.TuneSettings(reps=2, warmup=0))
+    compiled = kernelwright.compile(module, inputs, choose=session.choose)
     (result,) = session.results
     status = {json.dumps(c.knobs, sort_keys=True): c.status for c in result.candidates}
     assert status[json.dumps(BROKEN, sort_keys=True)] == "mismatch"

@@ -1,5 +1,5 @@
 """Waves: the device's slots (tune/waves.py) and the large products' plans by them: tiles,
-K chunks, a tail of rows, aligned copies (ops/linalg.product_plan, templates.matmul_tiles)."""
+K chunks, a tail of rows, aligned copies (ops/linalg.product_plan, kernels.matmul_tiles)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import torch
 from conftest import Fn, check
 
 import kernelwright
-from kernelwright import runtime, templates
-from kernelwright.ops import linalg
+from kernelwright import kernels, runtime
+from kernelwright.kernels import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, cuts
+from kernelwright.kernels import matmul as matmul_kernels
 from kernelwright.ops.linalg import WavePlan, product_plan
-from kernelwright.templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, Waves
+from kernelwright.options import Waves
 from kernelwright.tune import cache as cache_module
 from kernelwright.tune import waves as waves_module
 
@@ -45,70 +46,68 @@ def test_a_clean_staircase_gives_its_step_and_an_unclear_one_nothing():
 
 
 def test_waves_choose_tiles_and_chunks_by_the_modelled_time():
-    with templates.waves(H200):
-        # 4096 x 4096 by 2560 (level1/011): 640 wide tiles are 2.42 waves; in two
-        # chunks 1280 fill 4.85; the plain tiles 1280 in 9.7 waves of 132
-        assert product_plan((4096, 4096), (4096, 2560)) == WavePlan(chunks=2)
-        # convolutions' windows keep split-K's rules, and so do products under 512 a
-        # side on other tiles than the plain ones (64 x 64: slots unknown)
-        assert product_plan((4096, 4096), (4096, 2560), window=True) == WavePlan()
-        assert templates.matmul_tiles(200, 2560, 8)[:2] == (64, 64)
-        assert product_plan((8, 200, 4096), (8, 4096, 2560)) == WavePlan()
-        # narrow products on the plain tiles: 384 tiles are 2.9 rounds of 132, the last
-        # one alone on its SMs (MATMUL_PLAIN_LONE); in 2 K chunks 768 fill 5.8 rounds
-        # (B copied 52 wide, so that it loads 16 bytes at a time); 512 tiles fill 3.9
-        assert product_plan((49152, 8192), (8192, 50)) == WavePlan(chunks=2, align=True)
-        assert product_plan((24576, 8192), (8192, 100)) == WavePlan(chunks=2)
-        assert product_plan((65536, 4096), (4096, 64)) == WavePlan()
-        # in one piece, B loaded by scalars costs nothing (N = 50, K a multiple of 4)
-        assert product_plan((65536, 4096), (4096, 50)) == WavePlan()
-        assert templates.matmul_tiles(4096, 2560, 2) == MATMUL_LARGE_TILES
-        assert product_plan((4096, 4096), (4096, 4096)) == WavePlan()  # 3.88 waves
-        assert templates.matmul_tiles(4096, 4096, 1) == MATMUL_LARGE_TILES
-        # K = 768 cannot be split into chunks of 512: 384 wide tiles (1.45 waves) lose
-        assert product_plan((8192, 768), (768, 768)) == WavePlan()
-        assert templates.matmul_tiles(8192, 768, 1) == MATMUL_PLAIN_TILES
-        # under a wave of wide tiles the fixed rules hold (split-K's small grids)
-        assert templates.matmul_tiles(512, 512, 16) == MATMUL_LARGE_TILES
-        # unaligned operands never get the wide tiles
-        assert templates.matmul_tiles(3001, 2999, 1, wide=False) == MATMUL_PLAIN_TILES
-        # 576 wide tiles are 2.2 waves: the top 2748 rows fill two, the last 256 rows
-        # (2 x 47 plain tiles in 4 K chunks) most of one plain wave
-        assert product_plan((3004, 4096), (4096, 3000)) == WavePlan(tail=256)
-        # the irregular shape: copied into the aligned one first
-        assert product_plan((3001, 4093), (4093, 2999)) == WavePlan(tail=256, align=True)
-    with templates.waves(None):
-        assert product_plan((4096, 4096), (4096, 2560)) == WavePlan()
-        assert product_plan((3001, 4093), (4093, 2999)) == WavePlan()
-        assert templates.matmul_tiles(8192, 768, 1) == MATMUL_LARGE_TILES
+    # 4096 x 4096 by 2560 (level1/011): 640 wide tiles are 2.42 waves; in two
+    # chunks 1280 fill 4.85; the plain tiles 1280 in 9.7 waves of 132
+    assert product_plan((4096, 4096), (4096, 2560), waves=H200) == WavePlan(chunks=2)
+    # convolutions' windows keep split-K's rules, and so do products under 512 a
+    # side on other tiles than the plain ones (64 x 64: slots unknown)
+    assert product_plan((4096, 4096), (4096, 2560), window=True, waves=H200) == WavePlan()
+    assert kernels.matmul_tiles(200, 2560, 8, waves=H200)[:2] == (64, 64)
+    assert product_plan((8, 200, 4096), (8, 4096, 2560), waves=H200) == WavePlan()
+    # narrow products on the plain tiles: 384 tiles are 2.9 rounds of 132, the last
+    # one alone on its SMs (MATMUL_PLAIN_LONE); in 2 K chunks 768 fill 5.8 rounds
+    # (B copied 52 wide, so that it loads 16 bytes at a time); 512 tiles fill 3.9
+    assert product_plan((49152, 8192), (8192, 50), waves=H200) == WavePlan(2, align=True)
+    assert product_plan((24576, 8192), (8192, 100), waves=H200) == WavePlan(chunks=2)
+    assert product_plan((65536, 4096), (4096, 64), waves=H200) == WavePlan()
+    # in one piece, B loaded by scalars costs nothing (N = 50, K a multiple of 4)
+    assert product_plan((65536, 4096), (4096, 50), waves=H200) == WavePlan()
+    assert kernels.matmul_tiles(4096, 2560, 2, waves=H200) == MATMUL_LARGE_TILES
+    assert product_plan((4096, 4096), (4096, 4096), waves=H200) == WavePlan()  # 3.88 waves
+    assert kernels.matmul_tiles(4096, 4096, 1, waves=H200) == MATMUL_LARGE_TILES
+    # K = 768 cannot be split into chunks of 512: 384 wide tiles (1.45 waves) lose
+    assert product_plan((8192, 768), (768, 768), waves=H200) == WavePlan()
+    assert kernels.matmul_tiles(8192, 768, 1, waves=H200) == MATMUL_PLAIN_TILES
+    # under a wave of wide tiles the fixed rules hold (split-K's small grids)
+    assert kernels.matmul_tiles(512, 512, 16, waves=H200) == MATMUL_LARGE_TILES
+    # unaligned operands never get the wide tiles
+    assert kernels.matmul_tiles(3001, 2999, 1, False, False, False, H200) == MATMUL_PLAIN_TILES
+    # 576 wide tiles are 2.2 waves: the top 2748 rows fill two, the last 256 rows
+    # (2 x 47 plain tiles in 4 K chunks) most of one plain wave
+    assert product_plan((3004, 4096), (4096, 3000), waves=H200) == WavePlan(tail=256)
+    # the irregular shape: copied into the aligned one first
+    assert product_plan((3001, 4093), (4093, 2999), waves=H200) == WavePlan(1, 256, True)
+    # unknown waves: the fixed rules
+    assert product_plan((4096, 4096), (4096, 2560), waves=None) == WavePlan()
+    assert product_plan((3001, 4093), (4093, 2999), waves=None) == WavePlan()
+    assert kernels.matmul_tiles(8192, 768, 1, waves=None) == MATMUL_LARGE_TILES
 
 
 def test_every_chunk_count_keeps_its_modelled_tiles():
     """The chunks' product gets the tiles that wave_plan costed it with."""
     for facts in (H200, Waves(96, 48), Waves(160, 80)):
-        with templates.waves(facts):
-            for m, n, k in ((4096, 2560, 4096), (3004, 3000, 4096), (8192, 768, 3072),
-                            (2048, 1024, 8192)):
-                c = product_plan((m, k), (k, n)).chunks
-                tiles = templates.matmul_tiles(m, n, c, wide=templates.matmul_wide(m, n, k // c))
-                costs = {t: templates.matmul_wave_cost(t, m, n, 1, k, c, facts)
-                         for t in (MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES)}
-                wide_tiles = c * (-(-m // 128)) * (-(-n // 128))
-                if wide_tiles >= facts.wide:
-                    assert costs[tiles] == min(costs.values()), (facts, m, n, k, c)
+        for m, n, k in ((4096, 2560, 4096), (3004, 3000, 4096), (8192, 768, 3072),
+                        (2048, 1024, 8192)):
+            c = product_plan((m, k), (k, n), waves=facts).chunks
+            wide = kernels.matmul_wide(m, n, k // c)
+            tiles = kernels.matmul_tiles(m, n, c, wide=wide, waves=facts)
+            costs = {t: kernels.matmul_wave_cost(t, m, n, 1, k, c, facts)
+                     for t in (MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES)}
+            wide_tiles = c * (-(-m // 128)) * (-(-n // 128))
+            if wide_tiles >= facts.wide:
+                assert costs[tiles] == min(costs.values()), (facts, m, n, k, c)
 
 
 def test_a_product_split_by_waves_matches_pytorch(monkeypatch):
     """Small slots make a 512 x 1024 x 512 product split by waves (split-K's small grids
     rule set aside), through the real kernels."""
     monkeypatch.setenv("KERNELWRIGHT_WAVES", "12,24")
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)
     a, b = torch.randn(512, 1024), torch.randn(1024, 512)
     compiled = check(Fn(torch.matmul), a, b, atol=1e-3)
     names = [k.name for k in compiled.plan.kernels]
     assert any("reduce" in n for n in names), names
-    with templates.waves(Waves(12, 24)):
-        chunks = product_plan((512, 1024), (1024, 512)).chunks
+    chunks = product_plan((512, 1024), (1024, 512), waves=Waves(12, 24)).chunks
     assert chunks == 2
     (matmul,) = [k for k in compiled.plan.kernels if "matmul" in k.name]
     assert matmul.grid[2] == chunks and matmul.knobs["BN"] == MATMUL_LARGE_TILES[1]
@@ -120,19 +119,18 @@ def test_a_narrow_product_in_chunks_over_an_aligned_copy_matches_pytorch(monkeyp
     rounds of half the depth), over B copied 52 wide, the chunks summed by the slice
     back to 50 columns; through the real kernels."""
     monkeypatch.setenv("KERNELWRIGHT_WAVES", "10,5")
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
-    monkeypatch.setattr(templates, "MATMUL_TALL_MIN_WORKGROUPS_PLAIN", 1)
-    with templates.waves(Waves(10, 5)):
-        assert product_plan((640, 2048), (2048, 50)) == WavePlan(chunks=2, align=True)
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)
+    monkeypatch.setattr(matmul_kernels, "MATMUL_TALL_MIN_WORKGROUPS_PLAIN", 1)
+    assert product_plan((640, 2048), (2048, 50), waves=Waves(10, 5)) == WavePlan(2, align=True)
     a, b = torch.randn(640, 2048), torch.randn(2048, 50)
     compiled = check(Fn(torch.matmul), a, b, atol=1e-3)
-    kernels = [(k.name, k.grid, k.knobs.get("BM"), k.knobs.get("BN"))
+    launched = [(k.name, k.grid, k.knobs.get("BM"), k.knobs.get("BN"))
                for k in compiled.plan.kernels]
-    assert [k[1:] for k in kernels if "matmul" in k[0]] == [((1, 5, 2), 128, 64)], kernels
-    assert [k[0] for k in kernels if "pad" in k[0]] == ["pad+materialize"], kernels  # B's
+    assert [k[1:] for k in launched if "matmul" in k[0]] == [((1, 5, 2), 128, 64)], launched
+    assert [k[0] for k in launched if "pad" in k[0]] == ["pad+materialize"], launched  # B's
     # the two chunks' sum is added by the kernel that slices the 52 columns back to 50
     # (ir.inline_sum): no reduce kernel
-    assert [k[0] for k in kernels] == ["pad+materialize", "matmul", "slice"], kernels
+    assert [k[0] for k in launched] == ["pad+materialize", "matmul", "slice"], launched
 
 
 def test_a_tail_of_rows_over_aligned_copies_matches_pytorch(monkeypatch):
@@ -143,19 +141,18 @@ def test_a_tail_of_rows_over_aligned_copies_matches_pytorch(monkeypatch):
     kernels. (Split-K's small grids rule and the plain tiles' least grid set aside, as
     for the H200's 3001 x 4093 x 2999.)"""
     monkeypatch.setenv("KERNELWRIGHT_WAVES", "26,13")
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
-    monkeypatch.setattr(templates, "MATMUL_TALL_MIN_WORKGROUPS_PLAIN", 1)
-    with templates.waves(Waves(26, 13)):
-        assert product_plan((644, 2051), (2051, 515)) == WavePlan(tail=128, align=True)
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)
+    monkeypatch.setattr(matmul_kernels, "MATMUL_TALL_MIN_WORKGROUPS_PLAIN", 1)
+    assert product_plan((644, 2051), (2051, 515), waves=Waves(26, 13)) == WavePlan(1, 128, True)
     a, b, c = torch.randn(644, 2051), torch.randn(2051, 515), torch.randn(515)
     compiled = check(Fn(lambda a, b, c: torch.relu(a @ b + c)), a, b, c, atol=1e-3)
-    kernels = [(k.name, k.grid, k.knobs.get("BM"), k.knobs.get("BN"))
+    launched = [(k.name, k.grid, k.knobs.get("BM"), k.knobs.get("BN"))
                for k in compiled.plan.kernels]
     # the top 516 rows on 5 x 5 wide tiles, the last 128 on 9 plain ones
-    assert [k[1:] for k in kernels if "matmul" in k[0]] == [
-        ((5, 5, 1), 128, 128), ((9, 1, 1), 128, 64)], kernels
-    assert [k[0] for k in kernels if "pad" in k[0]] == ["pad+materialize"] * 2, kernels
-    assert any("cat" in k[0] and "relu" in k[0] for k in kernels), kernels
+    assert [k[1:] for k in launched if "matmul" in k[0]] == [
+        ((5, 5, 1), 128, 128), ((9, 1, 1), 128, 64)], launched
+    assert [k[0] for k in launched if "pad" in k[0]] == ["pad+materialize"] * 2, launched
+    assert any("cat" in k[0] and "relu" in k[0] for k in launched), launched
 
 
 def test_device_waves_reads_the_environment_the_cache_and_measures_once(tmp_path, monkeypatch):
@@ -230,9 +227,9 @@ def test_the_probe_times_fewer_workgroups_of_one_kernel(monkeypatch):
 def test_compile_plans_with_the_waves_of_its_device(monkeypatch):
     monkeypatch.setenv("KERNELWRIGHT_WAVES", "264,132")
     seen = []
-    real = linalg.wave_plan
-    monkeypatch.setattr(linalg, "wave_plan",
-                        lambda *a: seen.append(templates.current_waves()) or real(*a))
-    monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
+    real = cuts.wave_plan
+    monkeypatch.setattr(cuts, "wave_plan",
+                        lambda *a: seen.append(a[-1]) or real(*a))
+    monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)
     kernelwright.plan_module(Fn(torch.matmul), [torch.empty(512, 512), torch.empty(512, 512)])
     assert seen == [H200]

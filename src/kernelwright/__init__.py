@@ -11,7 +11,7 @@
     tokens = kernelwright.generate(causal_lm, input_ids, max_new_tokens=32)
 
 The pipeline, one module per stage (docs/ARCHITECTURE.md draws it):
-capture -> ir (+ ops registry) -> schedule (fusion, memory) -> templates/codegen
+capture -> ir (+ ops registry) -> schedule (fusion, memory) -> kernels/codegen
 -> plan -> runtime.
 """
 

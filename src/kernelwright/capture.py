@@ -28,6 +28,7 @@ from .dtypes import default_torch_name
 from .ir import CompileError, GraphBuilder, Value
 from .ops import lookup
 from .ops.elementwise import device_dtype
+from .options import CompileOptions
 
 
 def user_line(node: torch.fx.Node) -> str:
@@ -266,7 +267,7 @@ def to_device_array(t: torch.Tensor) -> np.ndarray:
 def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
              keep_outputs: list[int] | None = None,
              mutations: dict[int, tuple[str, str]] | None = None,
-             state: frozenset[str] = frozenset()
+             state: frozenset[str] = frozenset(), options: CompileOptions | None = None
              ) -> tuple[GraphBuilder, dict[Value, str]]:
     """Lower an ATen FX graph. `constants` maps placeholder names to tensors that are
     part of the model (parameters, buffers); every other placeholder is an input.
@@ -277,8 +278,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
     input's a write back into the caller's tensor (`Graph.writes`). `state` names more
     constant placeholders that the caller will update (a training step's parameters):
     like those, they are read from their buffers at each call, never folded.
-    Returns the builder holding the graph and each input/output's torch dtype."""
-    b = GraphBuilder()
+    `options`: what the compile generates for (GraphBuilder.options). Returns the
+    builder holding the graph and each input/output's torch dtype."""
+    b = GraphBuilder(options)
     env: dict[torch.fx.Node, object] = {}
     torch_dtypes: dict[Value, str] = {}
     doubles: list[str] = []  # float64 inputs and weights, computed in float32

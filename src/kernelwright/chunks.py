@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 
 from .dtypes import buffer_bytes, itemsize
 from .ir import Node, Value
+from .kernels import Generated, generate
+from .options import CompileOptions
 from .plan import BindingLimits
-from .templates import Generated, KnobChooser, generate
 
 Box = tuple[tuple[int, int], ...]  # [start, stop) per dim: the part of a value a chunk needs
 MAX_CHUNKS = 4096
@@ -226,7 +227,7 @@ def range_box(shape, a: int, b: int) -> Box | None:
 
 
 def split_kernel(root: Value, tnode: Node | None, phases: list[tuple[Node, Value]],
-                 materialized: set[Value], choose: KnobChooser | None,
+                 materialized: set[Value], options: CompileOptions,
                  space: Space, hints: list[int] = ()) -> list[Chunk] | None:
     """The chunks of the kernel storing `root` (template `tnode`, row-kernel `phases`),
     each binding at most space.limits.max_bytes; None when it cannot be split. `hints`:
@@ -254,7 +255,7 @@ def split_kernel(root: Value, tnode: Node | None, phases: list[tuple[Node, Value
                     continue
                 tried.add(length)
                 try:
-                    return _chunks(root, tnode, phases, materialized, choose, space, level,
+                    return _chunks(root, tnode, phases, materialized, options, space, level,
                                    length)
                 except _TooLarge:
                     continue
@@ -264,7 +265,7 @@ def split_kernel(root: Value, tnode: Node | None, phases: list[tuple[Node, Value
     return None
 
 
-def _chunks(root, tnode, phases, materialized, choose, space: Space, level: int,
+def _chunks(root, tnode, phases, materialized, options, space: Space, level: int,
             length: int) -> list[Chunk]:
     shape = root.shape
     size = shape[level]
@@ -276,7 +277,7 @@ def _chunks(root, tnode, phases, materialized, choose, space: Space, level: int,
             rest //= shape[d]
         for a in range(0, size, length):
             boxes.append((*reversed(lead), (a, min(size, a + length)), *full(shape[level + 1:])))
-    return [_chunk(root, tnode, phases, materialized, choose, space, box,
+    return [_chunk(root, tnode, phases, materialized, options, space, box,
                    f"{i + 1}/{len(boxes)}") for i, box in enumerate(boxes)]
 
 
@@ -310,14 +311,14 @@ def _aligned_lengths(base: int, size: int, row_bytes: int, align: int) -> list[i
     return [n for n in dict.fromkeys(out) if 0 < n <= size]
 
 
-def _chunk(root, tnode, phases, materialized, choose, space: Space, box: Box,
+def _chunk(root, tnode, phases, materialized, options, space: Space, box: Box,
            label: str) -> Chunk:
     r = _Restrictor(materialized, root, space)
     new_root = r.value(root, box)
     out = _window(root, box, space)
     new_tnode = r.template(tnode)
     new_phases = [(r.template(t), r.rebuilt(v)) for t, v in phases]
-    gen = generate(new_root, new_tnode, set(materialized) | {new_root}, id, choose,
+    gen = generate(new_root, new_tnode, set(materialized) | {new_root}, id, options,
                    new_phases, False)
     for v in gen.reads:
         if v not in r.windows and nbytes(v) > space.limits.max_bytes:

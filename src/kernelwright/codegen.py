@@ -315,7 +315,7 @@ class Emitter:
         self.lines: list[str] = []
         self.cache: dict = {}
         self.count = 0
-        # Lanes of a vec4 loader (templates._loader with `lanes`): a flat index that is
+        # Lanes of a vec4 loader (kernels.common.loader with `lanes`): a flat index that is
         # `base + e`, base a multiple of 4 -> (base, e); its dims are base's, the
         # innermost plus e, so the four lanes share one division of the index
         self.aligned: dict[str, tuple[str, int]] = {}

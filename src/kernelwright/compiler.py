@@ -19,30 +19,34 @@ import torch
 from torch.export.graph_signature import ConstantArgument
 from torch.utils import _pytree as pytree
 
-from . import templates
 from .capture import export_graph, fx_to_ir, to_device_array
 from .dtypes import torch_dtype
 from .ir import GraphBuilder
+from .kernels import KnobChooser
+from .options import PRECISIONS, CompileOptions
 from .plan import Plan
 from .progress import QUIET, Progress
 from .runtime import Device, Executable, default_device
 from .schedule import build_plan
-from .tune import device_waves
+from .tune import choose_knobs, device_waves
 
 
 def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
-                device: Device | None = None, progress: Progress = QUIET) -> Plan:
+                device: Device | None = None, progress: Progress = QUIET,
+                choose: KnobChooser | None = None) -> Plan:
     """Capture and schedule a module into a Plan for precision mode `precision`
-    (templates.precision; compile() decides whether a device can run it), the waves
+    (options.CompileOptions; compile() decides whether a device can run it), the waves
     of `device` (None: the default device; tune.device_waves, measured there once per
     device, the only GPU work) and what its kernels may bind
     (Device.binding_limits; no limit where no device can be opened). `progress` reports
-    stages that run long."""
-    return _plan(module, example_inputs, precision, device, progress)[0]
+    stages that run long. `choose` picks each kernel's knobs (None: tune.choose_knobs,
+    the tuning cache's answer by KERNELWRIGHT_TUNE)."""
+    return _plan(module, example_inputs, precision, device, progress, choose)[0]
 
 
 def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Device | None,
-          progress: Progress) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
+          progress: Progress, choose: KnobChooser | None = None
+          ) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
     """The plan, and the module's tensors (parameters, buffers) it holds as constants."""
     try:
         limits = (device or default_device()).binding_limits
@@ -50,7 +54,8 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
         limits = None
     with progress.stage("measuring the device's waves"):
         waves = device_waves(device)
-    with templates.waves(waves), _collector_paused():  # lowerings read the waves too
+    options = CompileOptions(precision, waves, limits, choose or choose_knobs)
+    with _collector_paused():
         with progress.stage("capture"):
             ep = export_graph(module, example_inputs)
             sig = ep.graph_signature
@@ -69,11 +74,10 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
             user_outputs = [i for i, spec in enumerate(sig.output_specs)
                             if spec.kind.name == "USER_OUTPUT"]
             builder, torch_dtypes = fx_to_ir(ep.graph_module, constants, user_outputs,
-                                             mutations(sig))
-        with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"), \
-                templates.precision(precision):
+                                             mutations(sig), options=options)
+        with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"):
             plan = build_plan(builder.graph, output_tree(ep.call_spec.out_spec), torch_dtypes,
-                              limits=limits)
+                              options)
     plan.scalars = scalars
     return plan, weights
 
@@ -252,7 +256,8 @@ class CompiledModule:
 def compile(module: torch.nn.Module, example_inputs, device: Device | None = None,
             precision: str | None = None, progress: float | None = 2.0,
             share_state: CompiledModule | None = None,
-            runtime: str | None = None) -> CompiledModule:
+            runtime: str | None = None,
+            choose: KnobChooser | None = None) -> CompiledModule:
     """Compile `module` for `example_inputs`' shapes. `precision`: "strict" (fp32, the
     default) or "accelerated" (matmuls with f16 operands and f32 accumulation on the
     cooperative-matrix units, where the device has them; else a warning and strict);
@@ -267,12 +272,14 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     from call to call on the GPU (`CompiledModule.state`); `share_state` (a module
     compiled from the same model for other shapes) makes both read and update one copy
     of them. Without a `device`, the default one of `runtime` ("wgpu": wgpu-native,
-    "dawn": Dawn; None reads KERNELWRIGHT_RUNTIME, else wgpu-native; runtimes.py)."""
+    "dawn": Dawn; None reads KERNELWRIGHT_RUNTIME, else wgpu-native; runtimes.py).
+    `choose` picks each kernel's knobs (a kernels.KnobChooser; None:
+    tune.choose_knobs, the tuning cache's answer by KERNELWRIGHT_TUNE)."""
     t0 = time.perf_counter()
     report = Progress(type(module).__name__, progress)
     dev = device or default_device(runtime)
     mode = resolve_precision(precision, dev)
-    plan, weights = _plan(module, example_inputs, mode, dev, report)
+    plan, weights = _plan(module, example_inputs, mode, dev, report, choose)
     with report.stage(f"building {len(plan.kernels)} pipelines"):
         cm = CompiledModule(plan, dev, weights=weights, share_state=share_state)
     cm.precision = PRECISION_LABELS[mode]
@@ -298,8 +305,8 @@ def resolve_precision(precision: str | None, device: Device) -> str:
     "strict". "accelerated" stays so only on a device where accelerated_unavailable finds
     nothing against it; elsewhere a warning says why and the compile is strict."""
     mode = (precision or os.environ.get("KERNELWRIGHT_PRECISION", "") or "strict").strip().lower()
-    if mode not in templates.PRECISIONS:
-        raise ValueError(f"precision {mode!r} is none of {templates.PRECISIONS}")
+    if mode not in PRECISIONS:
+        raise ValueError(f"precision {mode!r} is none of {PRECISIONS}")
     if mode == "accelerated":
         why = accelerated_unavailable(device)
         if why is not None:
@@ -332,9 +339,8 @@ def _probe_accelerated(device: Device) -> str | None:
     x, y = b.input((m, k), "f32", "x"), b.input((k, n), "f32", "y")
     out = b.matmul(x, y)
     b.graph.outputs.append(out)
-    with templates.precision("accelerated"):
-        plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
-                          choose=None)
+    plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
+                      CompileOptions("accelerated"))
     rng = np.random.default_rng(0)
     xs, ys = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
     try:

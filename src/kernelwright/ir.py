@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .dtypes import DTYPES
+from .options import CompileOptions
 
 MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat", "gather", "window")
 TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "materialize")
@@ -196,8 +197,11 @@ def _producers_first(nodes: list) -> list:
 class GraphBuilder:
     """Creates primitive nodes; each method is one primitive's shape rule."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: CompileOptions | None = None) -> None:
         self.graph = Graph()
+        # what the compile generates for: lowerings that choose a formulation read it
+        # (a large product's cut reads the device's waves: ops/linalg.product_plan)
+        self.options = options or CompileOptions()
         self.source = ""  # set by capture to the user's line of the op being lowered
         self._count = 0
         # rewrites that hold only while nothing else reads what they skip computing,

@@ -11,7 +11,7 @@ the caller vouches for the file.
 Buffers are physical: the memory planner has already folded intermediates whose
 lifetimes do not overlap into one buffer, so `Buffer.size` is the largest tensor it
 ever holds. Each kernel binds buffers by id: its inputs in order (then vec4 views of
-some of them, templates.Generated.views), then its output. A binding may be a
+some of them, kernels.Generated.views), then its output. A binding may be a
 window of its buffer (`Kernel.windows`): a kernel over a tensor larger than one
 binding is dispatched once per chunk, each binding its chunk's bytes (chunks.py).
 """
@@ -70,7 +70,7 @@ class Kernel:
     bindings: list[int]  # buffer ids: inputs..., vec4 views of some of them, then the output
     grid: tuple[int, int, int]  # workgroups dispatched
     source_lines: list[str] = field(default_factory=list)  # user lines it came from
-    key: str = ""  # what it computes, independent of knobs (templates.KernelKey)
+    key: str = ""  # what it computes, independent of knobs (kernels.KernelKey)
     knobs: dict = field(default_factory=dict)  # the template knobs it was generated with
     workgroup_bytes: int = 0  # workgroup memory it declares (runtime checks the device allows it)
     trusted: bool = True  # written by kernelwright's templates: no runtime checks (runtime.py)

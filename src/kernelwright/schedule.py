@@ -42,10 +42,8 @@ from .chunks import (
 from .codegen import contiguous_strides, used_bindings
 from .dtypes import buffer_bytes, default_torch_name, itemsize, numpy_type
 from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
-from .plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
-from .templates import (
+from .kernels import (
     ROW_LIMIT,
-    KnobChooser,
     Without,
     generate,
     matmul_loads_once,
@@ -55,7 +53,8 @@ from .templates import (
     row_kernel_fits,
     row_major,
 )
-from .tune import choose_knobs
+from .options import CompileOptions
+from .plan import Buffer, Kernel, Plan, TensorSpec
 
 
 @dataclass(eq=False)
@@ -210,7 +209,7 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
     A template's loader computes its operand's prologue at every load, and a tiled
     template loads each operand element many times: a matmul's A [.., M, K] once per
     tile column, ceil(N / BN) times, B once per tile row, ceil(M / BM) (the default
-    tiles with a prologue, templates.matmul_tiles; tuned knobs or the cooperative
+    tiles with a prologue, kernels.matmul_tiles; tuned knobs or the cooperative
     template may tile otherwise); the direct convolution loads x and w
     (C / G) * vol(K) times per output ((C / G) * vol(K) / prod(stride) transposed).
     For the plain tiles a prologue of views, casts or a LayerNorm's arithmetic costs
@@ -278,7 +277,7 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
 
 def _large_product(t: Node) -> bool:
     """Whether matmul node `t` is a large product (at least 512 a side, no convolution
-    windows: templates.matmul_tiles), whose tiles a prologue changes (heavy_prologues)."""
+    windows: kernels.matmul_tiles), whose tiles a prologue changes (heavy_prologues)."""
     a, b = t.inputs
     return (a.shape[1] >= 512 and b.shape[2] >= 512
             and not (reads_window(a) or reads_window(b)))
@@ -355,7 +354,7 @@ def _reads_once(t: Node | None, v: Value, roots: set[Value]) -> bool:
     """Whether the kernel of template `t` (None: an elementwise kernel) computes each
     element of v once: a reduction or a scan, or a matmul that reads v, in its own
     element order (through reshapes and same-size elementwise ops), only as an operand
-    whose elements its loader loads once (templates.matmul_loads_once: A where the output
+    whose elements its loader loads once (kernels.matmul_loads_once: A where the output
     is one tile column, the product of attention's probabilities by V; B likewise)."""
     if t is None or t.op in READS_EACH_ELEMENT_ONCE:
         return True
@@ -421,7 +420,7 @@ ROW_FUSION_MAX = ROW_LIMIT  # rows longer than this keep a kernel per reduction 
 
 def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
     """Row kernels: an elementwise kernel over O x R elements that reads reductions of
-    rows of R (in the same O rows) computes them itself (templates._rows): for each
+    rows of R (in the same O rows) computes them itself (kernels._rows): for each
     row, the reductions one after the other, then its own elements, all in one kernel
     that reads the row from memory once (softmax, log_softmax, layer and RMS norm: the
     max, the sum of exp(x - max), then exp(x - max) / sum).
@@ -482,7 +481,7 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
 def _row_lanes(c: Group, phases: list[Group], roots, shape) -> int:
     """How many buffers a row kernel of c and `phases` reads at its rows' elements (those
     of O * R elements): each invocation holds its share of the row of each on chip
-    (templates.row_kernel_fits)."""
+    (kernels.row_kernel_fits)."""
     inside = {c.root, *(p.root for p in phases)}
     found, seen, stack = set(), set(), list(inside)
     while stack:
@@ -685,23 +684,24 @@ def large_read_cut(g: Group, materialized: set[Value], most: int) -> Value | Non
 
 
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
-               choose: KnobChooser | None = choose_knobs,
-               limits: BindingLimits | None = None) -> Plan:
+               options: CompileOptions) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
-    dtype of each graph input and output (int64 is held as i32 on the device). `choose`
-    picks each kernel's knobs (None: the templates' heuristic defaults). `limits`: what
+    dtype of each graph input and output (int64 is held as i32 on the device). `options`:
+    the precision and waves the kernels are generated for, `options.choose` picks each
+    kernel's knobs (None: the templates' heuristic defaults), `options.limits` is what
     a kernel may bind on the device (None: anything). A fused kernel that reads more
     storage buffers than allowed is fused again with one of its inline values stored
     (`binding_cut`), until every kernel fits or none can be cut; a kernel binding more
     bytes of a buffer than one binding holds is split into chunks (chunks.py). What
     still does not fit, runtime.check_limits refuses, naming the kernel or buffer."""
+    limits = options.limits
     nodes = live_nodes(graph)
     users, outputs = readers(nodes), set(graph.roots())
     store: frozenset[Value] = frozenset()
     while True:
         groups = fuse(graph, nodes, store)
         materialized = {g.root for g in groups}
-        gens = [generate(g.root, g.template, materialized, lambda v: id(v), choose,
+        gens = [generate(g.root, g.template, materialized, lambda v: id(v), options,
                          [(p.template, p.root) for p in g.phases],
                          read_only_in_band(g.root, users, outputs))
                 for g in groups]
@@ -720,7 +720,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                               limits) for i in split], limits)
             for i, hint in zip(split, hints):
                 g = groups[i]
-                parts = split_kernel(g.root, g.template, phases[i], materialized, choose,
+                parts = split_kernel(g.root, g.template, phases[i], materialized, options,
                                      space, hint)
                 if parts:
                     chunked[i] = parts

@@ -80,10 +80,9 @@ def problem(workdir):
 @pytest.fixture(scope="module")
 def optimized(workdir, problem, tune_db):
     lines = []
-    with tune.choosing(slow_elementwise):
-        report = optimize_problem(problem, [BuiltinGenerator()], attempts=2,
-                                  out=workdir / "run", settings=Settings(**SETTINGS),
-                                  progress=lines.append)
+    report = optimize_problem(problem, [BuiltinGenerator()], attempts=2,
+                              out=workdir / "run", settings=Settings(**SETTINGS),
+                              progress=lines.append, choose=slow_elementwise)
     return report, lines
 
 
@@ -159,8 +158,9 @@ def test_the_winner_is_cached_and_a_later_compile_uses_it(optimized, tune_db):
     assert not compiled.plan.kernels[0].trusted
     torch.testing.assert_close(compiled(x, poison=True), torch.relu(x * 2.0 + 1.0) * 0.5,
                                atol=1e-4, rtol=1e-4)
-    with tune.choosing(tune.compiler_choice):  # what optimize starts from: no winner
-        assert "// found by optimize" not in kernelwright.compile(model, [x]).plan.kernels[0].source
+    # what optimize starts from (the compiler's choice): no winner
+    start = kernelwright.compile(model, [x], choose=tune.compiler_choice)
+    assert "// found by optimize" not in start.plan.kernels[0].source
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KERNELWRIGHT_TUNE", "off")
         assert "// found by optimize" not in compiled_source()
@@ -190,8 +190,9 @@ class Interrupting:
 def test_an_interrupted_run_resumes_with_what_it_found(workdir, problem, tune_db):
     out = workdir / "resume"
     first = Interrupting(stop_at=2)
-    with tune.choosing(slow_elementwise), pytest.raises(KeyboardInterrupt):
-        optimize_problem(problem, [first], attempts=3, out=out, settings=Settings(**SETTINGS))
+    with pytest.raises(KeyboardInterrupt):
+        optimize_problem(problem, [first], attempts=3, out=out, settings=Settings(**SETTINGS),
+                         choose=slow_elementwise)
     state = RunState(out)
     (spec_key,) = {k for (k,) in state.db.execute("SELECT spec_key FROM attempts")}
     kept = state.kernel("fused_ew", spec_key)
@@ -200,9 +201,8 @@ def test_an_interrupted_run_resumes_with_what_it_found(workdir, problem, tune_db
     state.close()
 
     second = Interrupting(stop_at=None)
-    with tune.choosing(slow_elementwise):
-        report = optimize_problem(problem, [second], attempts=2, out=out,
-                                  settings=Settings(**SETTINGS), resume=True)
+    report = optimize_problem(problem, [second], attempts=2, out=out,
+                              settings=Settings(**SETTINGS), resume=True, choose=slow_elementwise)
     assert second.seen[0] == ["improved"]  # the earlier attempt is in the history
     (kernel,) = report.kernels
     assert kernel.attempts == 2 and kernel.tries == {"builtin": 2}
@@ -213,10 +213,11 @@ def test_an_interrupted_run_resumes_with_what_it_found(workdir, problem, tune_db
 
 
 @pytest.mark.slow
-def test_cli_runs_end_to_end_and_reports(workdir, problem, tune_db, capsys):
+def test_cli_runs_end_to_end_and_reports(workdir, problem, tune_db, capsys, monkeypatch):
     out = workdir / "cli"
-    with tune.choosing(slow_elementwise):
-        code = cli.main(["optimize", str(problem), "--attempts", "1", "--out", str(out)])
+    # the CLI's search starts from the compiler's choice: slow elementwise knobs here
+    monkeypatch.setattr(tune, "compiler_choice", slow_elementwise)
+    code = cli.main(["optimize", str(problem), "--attempts", "1", "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr()
     assert "fused_ew: 1 of 1 searched kernels improved" in printed.out
@@ -232,19 +233,17 @@ def test_cli_runs_end_to_end_and_reports(workdir, problem, tune_db, capsys):
     # report this run's
     other = problem.with_name("other_scaled.py")
     other.write_text(problem.read_text().replace("* 0.5", "* 0.25"))
-    with tune.choosing(slow_elementwise):
-        assert cli.main(["optimize", str(other), "--attempts", "1", "--out", str(out),
-                         "--resume"]) == 0
+    assert cli.main(["optimize", str(other), "--attempts", "1", "--out", str(out),
+                     "--resume"]) == 0
     assert "1 problems;" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert [p["name"] for p in summary["problems"]] == [problem.stem, "other_scaled"]
     assert summary["this_run"] == ["other_scaled"]
 
     # --redo: with --resume, the matching problems are searched again, the others not
-    with tune.choosing(slow_elementwise):
-        assert cli.main(["optimize", str(workdir), "--only", "*scaled*", "--only",
-                         problem.stem, "--attempts", "1", "--out", str(out), "--resume",
-                         "--redo", "other_*"]) == 0
+    assert cli.main(["optimize", str(workdir), "--only", "*scaled*", "--only",
+                     problem.stem, "--attempts", "1", "--out", str(out), "--resume",
+                     "--redo", "other_*"]) == 0
     err = capsys.readouterr().err
     assert f"{problem.stem}: done in an earlier run" in err
     assert "other_scaled: done in an earlier run" not in err
@@ -278,10 +277,9 @@ def test_a_problems_time_budget_is_its_search(workdir, problem, tune_db, monkeyp
         return slow_profile(*args, **kwargs)
 
     monkeypatch.setattr(spec_module, "kernel_specs", kernel_specs)
-    with tune.choosing(slow_elementwise):
-        report = optimize_problem(problem, [BuiltinGenerator()], attempts=3,
-                                  out=workdir / "budgeted", budget=Budget(problem_s=1.0),
-                                  settings=Settings(**SETTINGS))
+    report = optimize_problem(problem, [BuiltinGenerator()], attempts=3,
+                              out=workdir / "budgeted", budget=Budget(problem_s=1.0),
+                              settings=Settings(**SETTINGS), choose=slow_elementwise)
     (kernel,) = report.kernels
     assert kernel.attempts >= 1 and report.seconds > 2.0, (kernel, report.seconds)
 
@@ -378,9 +376,9 @@ def test_a_winner_that_leaves_the_module_no_faster_is_dropped(workdir, problem, 
 
     monkeypatch.setattr(search, "check_module", scripted)
     monkeypatch.setattr(search, "time_module", timed)
-    with tune.choosing(slow_elementwise):
-        report = optimize_problem(problem, [BuiltinGenerator()], attempts=1,
-                                  out=workdir / "no_faster", settings=Settings(**SETTINGS))
+    report = optimize_problem(problem, [BuiltinGenerator()], attempts=1,
+                              out=workdir / "no_faster", settings=Settings(**SETTINGS),
+                              choose=slow_elementwise)
     (kernel,) = report.kernels
     assert kernel.status == "dropped" and "not faster" in kernel.note, kernel
     assert "1.2 ms against 1 ms, interleaved" in kernel.note

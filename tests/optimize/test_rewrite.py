@@ -23,13 +23,13 @@ import pytest
 import torch
 
 from kernelwright import tune
+from kernelwright.kernels import conv_knobs
 from kernelwright.optimize import Settings, optimize_problem, search
 from kernelwright.optimize.builtin import BuiltinGenerator, nearest_first
 from kernelwright.optimize.command import render
 from kernelwright.optimize.sandbox import Sandbox
 from kernelwright.optimize.search import kernel_job
 from kernelwright.optimize.spec import capture_problem, kernel_specs
-from kernelwright.templates import conv_knobs
 
 
 class Conv(torch.nn.Module):
@@ -55,8 +55,7 @@ def conv_spec(args):
     torch.manual_seed(0)
     model = Conv(*args)
     x = torch.randn(2, args[0], 6, 6)
-    with tune.choosing(tune.compiler_choice):
-        captured = capture_problem(model, [x])
+    captured = capture_problem(model, [x], choose=tune.compiler_choice)
     (spec,) = kernel_specs(captured.plan, captured.requests)
     return spec
 
@@ -204,11 +203,10 @@ def test_the_search_keeps_a_faster_rewrite(tmp_path, monkeypatch):
     path = tmp_path / "dense_conv.py"
     path.write_text(PROBLEM)
     lines = []
-    with tune.choosing(slow_gemm):
-        report = optimize_problem(path, [BuiltinGenerator()], attempts=3, out=tmp_path / "run",
-                                  settings=Settings(reps=2, warmup=1, module_trials=2,
-                                                    profile_runs=2),
-                                  progress=lines.append)
+    report = optimize_problem(path, [BuiltinGenerator()], attempts=3, out=tmp_path / "run",
+                              settings=Settings(reps=2, warmup=1, module_trials=2,
+                                                profile_runs=2),
+                              progress=lines.append, choose=slow_gemm)
     assert report.error is None, report.error
     (kernel,) = report.kernels
     assert kernel.kind == "matmul" and kernel.status == "improved", (kernel, lines)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes
-from ..templates import attention_config
+from ..kernels import attention_config
 from . import register
 from .elementwise import as_dtype, binary, unary_float
 from .linalg import lse_probabilities, product
@@ -127,7 +127,7 @@ def _decomposed(b, q, k, v, mask, causal, scale) -> Value:
     dim = len(scores.shape) - 1
     # the max's input says again that the masked scores are -inf, so that the row kernel
     # of the max and the log-sum-exp loads each row only up to its diagonal
-    # (templates._row_band_end)
+    # (kernels.rows._row_band_end)
     m = b.reduce(masked(scores, NEG_INF), "max", [dim], True)
     m = b.ew("where", b.ew("eq", m, b.scalar(NEG_INF), dtype="bool"), b.scalar(0.0), m)
     ex = masked(unary_float(b, "exp", binary(b, "sub", scores, m)), 0.0)

@@ -30,14 +30,14 @@ import math
 import weakref
 
 from ..ir import CompileError, GraphBuilder, Value
-from ..templates import MAX_GRID
+from ..kernels import MAX_GRID
 from . import register
 from .elementwise import binary
 from .linalg import _unexpanded, product
 
 # When the implicit GEMM replaces the direct kernel. The matmul template spends a
 # tile's work on every (output channel, output position) pair of a group, the smallest
-# tile being 16 output channels by 64 positions deep 16 (templates.matmul_tiles): with
+# tile being 16 output channels by 64 positions deep 16 (kernels.matmul_tiles): with
 # fewer output channels per group than GEMM_MIN_COUT, or a reduction shallower than
 # GEMM_MIN_K (input channels per group times kernel volume), part of that tile is
 # padding, and the direct kernel (4 outputs per invocation, no staging) wins. Measured

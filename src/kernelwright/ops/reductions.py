@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..ir import GraphBuilder, Value
-from ..templates import ROW_LIMIT
+from ..kernels import ROW_LIMIT
 from . import register
 from .elementwise import as_dtype, binary, device_dtype, unary_float
 from .linalg import summed_product
@@ -105,7 +105,7 @@ def var(b, x, dim=None, correction=None, keepdim=False, unbiased=None):
 @register("aten.var_mean.correction")
 def var_mean(b, x, dim=None, correction=None, keepdim=False, unbiased=None):
     """The variance and the mean: where a row kernel can hold the rows on chip (up to
-    templates.ROW_LIMIT elements), the mean, then the sum of squared deviations from it,
+    kernels.ROW_LIMIT elements), the mean, then the sum of squared deviations from it,
     which schedule.fuse_rows makes one kernel reading the row once; longer rows (a
     LayerNorm over C x H x W, an instance or group norm of large images) take both from
     one read of x (GraphBuilder.moments: Welford's update), where the mean and then the

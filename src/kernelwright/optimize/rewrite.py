@@ -3,7 +3,7 @@
 An op lowered one way can note the others (ir.Node.lowering and .alternatives): a
 convolution lowered to the direct kernel notes its implicit GEMM (one matmul over the
 whole depth), one lowered to an implicit GEMM notes the direct kernel (ops/conv.py).
-`rewrites_of(request)` builds, for the kernel of a `templates.KernelRequest`, each
+`rewrites_of(request)` builds, for the kernel of a `kernels.KernelRequest`, each
 alternative in new nodes, puts it in place of the template node's output in a copy of
 the kernel's epilogue (bias, activations: the ops between the template node and the
 stored value) and generates that kernel with the other template.
@@ -11,7 +11,7 @@ stored value) and generates that kernel with the other template.
 A rewrite replaces the kernel one for one in the plan (search.swap), so it must bind
 the same buffers: it is kept only when it reads exactly the kernel's buffers and
 stores the same output; it is then generated with the kernel's reads bound first in
-the kernel's order (templates.fill_kernel `order`), its own vec4 views after them as
+the kernel's order (kernels.fill_kernel `order`), its own vec4 views after them as
 any template's. Whether it computes the same values is the sandbox's to check, as for
 every candidate.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..codegen import NotFusable
 from ..ir import CompileError, GraphBuilder, Node, Value
-from ..templates import KernelRequest, fill_kernel
+from ..kernels import KernelRequest, fill_kernel
 from .generator import Candidate, Rewrite
 
 
@@ -68,12 +68,13 @@ def rewrite_of(request: KernelRequest, name: str, build) -> Rewrite:
     GraphBuilder -> the op's result); a CompileError, NotFusable or ValueError when that
     kernel cannot replace it one for one."""
     tnode = request.tnode
-    gb = GraphBuilder()
+    gb = GraphBuilder(request.options)
     gb.source = tnode.source
     new = gb.reshape(build(gb), tnode.out.shape)
     new_tnode = _template_node(new)
     out = _substitute(request.out, tnode.out, new, request.materialized)
-    natural = fill_kernel(out, new_tnode, request.materialized, request.buffer_of)
+    natural = fill_kernel(out, new_tnode, request.materialized, request.buffer_of,
+                          options=request.options)
     want = [request.buffer_of(v) for v in request.default.reads]
     got = [request.buffer_of(v) for v in natural.reads]
     if sorted(got) != sorted(want) or len(set(got)) != len(got):
@@ -81,9 +82,9 @@ def rewrite_of(request: KernelRequest, name: str, build) -> Rewrite:
                          f"{len(want)}")
     reads = tuple(request.default.reads)
     default = fill_kernel(out, new_tnode, request.materialized, request.buffer_of, None,
-                          (), reads, request.band_only)
+                          (), reads, request.band_only, request.options)
     alt = KernelRequest(default, out, new_tnode, request.materialized, request.buffer_of,
-                        (), reads, request.band_only)
+                        (), reads, request.band_only, request.options)
     ids = [id(v) for v in reads]
     replaces = tnode.lowering or request.kind
 

@@ -242,7 +242,8 @@ class Search:
                  budget: Budget | None = None, settings: Settings | None = None,
                  resume: bool = False, cache=None,
                  progress: Callable[[str], None] | None = None,
-                 redo: set[str] | frozenset[str] = frozenset()) -> None:
+                 redo: set[str] | frozenset[str] = frozenset(),
+                 choose: Callable | None = None) -> None:
         from ..tune import default_cache
 
         self.generators = generators
@@ -252,6 +253,7 @@ class Search:
         self.settings = settings or Settings()
         self.resume = resume
         self.redo = redo  # problems searched from the start even when resuming
+        self.choose = choose  # the compile's knob chooser (spec.capture_problem)
         self.cache = cache or default_cache()
         self.progress = progress or (lambda line: None)
         self.state = RunState(self.out)
@@ -325,7 +327,7 @@ class Search:
             if not device.has_timestamps:
                 raise RuntimeError(f"{device.description} has no timestamp queries")
             loaded_s = time.monotonic() - phase
-            captured = capture_problem(model, inputs)
+            captured = capture_problem(model, inputs, self.choose)
             plan = captured.plan
             lock = GpuLock.from_env()  # set when problems run side by side (--jobs)
             with lock.shared():
@@ -667,12 +669,15 @@ def summary_line(report: ProblemReport) -> str:
 def optimize_problem(path: str | Path, generators: list[Generator | str], attempts: int = 5,
                      out: str | Path = "out/optimize", budget: Budget | None = None,
                      settings: Settings | None = None, resume: bool = False, cache=None,
-                     progress: Callable[[str], None] | None = None) -> ProblemReport:
+                     progress: Callable[[str], None] | None = None,
+                     choose: Callable | None = None) -> ProblemReport:
     """Search faster kernels for the problem file at `path` (see the module docstring):
     `generators` are Generator objects or registered names, each asked for up to
-    `attempts` candidates per hot kernel; state and files go to `out`."""
+    `attempts` candidates per hot kernel; state and files go to `out`; `choose`: the
+    knob chooser of the compile the search starts from (None: tune.compiler_choice)."""
     from .generator import make
 
     gens = [make(g) if isinstance(g, str) else g for g in generators]
-    with Search(gens, attempts, out, budget, settings, resume, cache, progress) as search:
+    with Search(gens, attempts, out, budget, settings, resume, cache, progress,
+                choose=choose) as search:
         return search.problem(path)

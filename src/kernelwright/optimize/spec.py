@@ -1,9 +1,9 @@
 """Kernel specs: what the search knows about each kernel of a compiled problem.
 
-`capture_problem(model, inputs)` compiles a module the way the compile path does
-(plan_module, each kernel's knobs from the current chooser or the compiler's own
+`capture_problem(model, inputs, choose)` compiles a module the way the compile path does
+(plan_module, each kernel's knobs from `choose` or the compiler's own
 choice: tuned knobs, never an optimized kernel), keeping each kernel's
-`templates.KernelRequest`. `kernel_specs(plan, requests, times)` then describes every
+`kernels.KernelRequest`. `kernel_specs(plan, requests, times)` then describes every
 plan kernel as a `KernelSpec`: its WGSL, its bindings with the shapes and dtypes of
 the values they hold (the plan's buffers are physical and may be larger), its grid
 and knobs, the template's search space and a `variant(knobs)` function that
@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass
 
 from ..ir import Value
+from ..kernels import KernelRequest, KnobChooser
 from ..plan import Plan
-from ..templates import KernelRequest
 from .generator import Binding, Candidate, KernelSpec
 
 ATTRS_CHARS = 160  # attributes shown per op in a reference
@@ -33,22 +33,21 @@ class Captured:
     requests: list[KernelRequest]
 
 
-def capture_problem(model, inputs) -> Captured:
-    """Compile `model` for `inputs`, keeping each kernel's request. Knobs come from the
-    chooser set for this context when there is one, else from the compiler's choice
-    (tune.compiler_choice): the search starts from what the compiler makes by itself."""
+def capture_problem(model, inputs, choose: KnobChooser | None = None) -> Captured:
+    """Compile `model` for `inputs`, keeping each kernel's request. Knobs come from
+    `choose` when given, else from the compiler's choice (tune.compiler_choice): the
+    search starts from what the compiler makes by itself."""
+    from .. import tune
     from ..compiler import plan_module
-    from ..tune import choosing, compiler_choice, current_chooser
 
-    inner = current_chooser() or compiler_choice
+    inner = choose or tune.compiler_choice
     requests: list[KernelRequest] = []
 
     def keep(request: KernelRequest):
         requests.append(request)
         return inner(request)
 
-    with choosing(keep):
-        plan = plan_module(model, inputs)
+    plan = plan_module(model, inputs, choose=keep)
     if len(requests) != len(plan.kernels) or any(
             str(r.key) != k.key for r, k in zip(requests, plan.kernels)):
         raise RuntimeError("the plan's kernels and the compiler's requests do not line up")
@@ -118,7 +117,7 @@ def bindings_of(ids: list[int], source: str, reads: list[Value], out: Value) -> 
 
 
 def views_of(bindings: list[Binding]) -> list[int]:
-    """The reads bound again after the reads (templates.Generated.views)."""
+    """The reads bound again after the reads (kernels.Generated.views)."""
     return [b.alias for b in bindings[:-1] if b.alias is not None]
 
 

@@ -23,15 +23,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import templates
 from ..capture import decomposition_table, fx_to_ir, user_line
 from ..compiler import CompiledModule, mutations
 from ..ir import CompileError, GraphBuilder, Value
 from ..ops import lookup
+from ..options import CompileOptions
 from ..plan import Plan
 from ..runtime import Device, default_device
 from ..schedule import build_plan
-from ..tune import device_waves
+from ..tune import choose_knobs, device_waves
 from .optim import Optimizer
 
 # the torch versions whose private joint export (_export_forward_backward) is tested here
@@ -316,12 +316,11 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
         limits = dev.binding_limits
     except Exception:  # noqa: BLE001 - no adapter: plan without a device's limits
         limits = None
-    with templates.waves(device_waves(dev)):
-        ep = capture_joint(model, batch, loss_fn)
-        graph, names = _joint_graph(ep, optimizer, max_grad_norm, accumulate)
-        b, torch_dtypes = graph
-        with templates.precision("strict"):
-            plan = build_plan(b.graph, "tuple", torch_dtypes, limits=limits)
+    options = CompileOptions("strict", device_waves(dev), limits, choose_knobs)
+    ep = capture_joint(model, batch, loss_fn)
+    graph, names = _joint_graph(ep, optimizer, max_grad_norm, accumulate, options)
+    b, torch_dtypes = graph
+    plan = build_plan(b.graph, "tuple", torch_dtypes, options)
     plan.scalars = {}
     compiled = CompiledModule(plan, dev)
     params, optim_state, buffers = names
@@ -335,13 +334,14 @@ def _strip(target: str) -> str:
 
 
 def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
-                 max_grad_norm: float | None, accumulate: int = 1):
+                 max_grad_norm: float | None, accumulate: int = 1,
+                 options: CompileOptions | None = None):
     """The IR graph of a training step from the joint export: outputs (loss, global
     gradient norm, whether the loss and gradient were finite) and the state updates of
     parameters, optimizer state and buffers. With `accumulate` > 1 the gradient is
     added, divided by `accumulate`, to a state sum per parameter, and parameters and
     optimizer state change only where the last per-step scalar ("apply") is 1, which
-    also restarts the sums."""
+    also restarts the sums. `options`: what the step's kernels are generated for."""
     sig = ep.graph_signature
     constants: dict[str, torch.Tensor] = {}
     param_of: dict[str, str] = {}  # placeholder -> parameter name
@@ -359,7 +359,7 @@ def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
     loss_i = [i for i, s in enumerate(outs) if s.kind.name == "LOSS_OUTPUT"]
     grad_i = [i for i, s in enumerate(outs) if s.kind.name == "GRADIENT_TO_PARAMETER"]
     b, torch_dtypes = fx_to_ir(ep.graph_module, constants, loss_i + grad_i, mutations(sig),
-                               state=frozenset(param_of))
+                               state=frozenset(param_of), options=options)
     loss, *grads = b.graph.outputs
     b.graph.outputs = []
     by_name = {v.name: v for n in b.graph.nodes for v in n.inputs if v.kind == "const"}

@@ -38,7 +38,7 @@ DEFAULT_DB = "~/.cache/kernelwright/tune.sqlite"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS winners (
     device TEXT NOT NULL,         -- runtime.Device.description
-    template TEXT NOT NULL,       -- templates.KernelKey: template,
+    template TEXT NOT NULL,       -- kernels.KernelKey: template,
     bucket TEXT NOT NULL,         --   operand shapes (the exact shapes for now),
     digest TEXT NOT NULL,         --   digest of functions, attributes, template text
     knobs TEXT NOT NULL,          -- JSON: the winner's knobs
@@ -103,7 +103,7 @@ class KernelWinner:
     baseline_ms: float | None
     best_ms: float | None
     problem: str = ""
-    views: list[int] = field(default_factory=list)  # templates.Generated.views
+    views: list[int] = field(default_factory=list)  # kernels.Generated.views
     baseline_knobs: dict | None = None  # the compiler's kernel's; None: not recorded
 
     @property
@@ -127,7 +127,7 @@ class TuneCache:
         return self.path.exists()
 
     def lookup(self, device: str, key: str) -> Winner | None:
-        """The winner for `key` (str of a templates.KernelKey) on `device`, if any."""
+        """The winner for `key` (str of a kernels.KernelKey) on `device`, if any."""
         return self._winners.get((device, key)) if self._fresh() else None
 
     def lookup_kernel(self, device: str, spec_key: str) -> KernelWinner | None:
@@ -203,7 +203,7 @@ class TuneCache:
 
     def store(self, device: str, key, winner: Winner, candidates: int,
               rejected: list[dict]) -> None:
-        """Record the winner for `key` (a templates.KernelKey) on `device`."""
+        """Record the winner for `key` (a kernels.KernelKey) on `device`."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute(

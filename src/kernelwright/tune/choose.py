@@ -1,15 +1,14 @@
-"""Which knobs each kernel gets: the hook build_plan calls, and tuning sessions.
+"""Which knobs each kernel gets: compile()'s default chooser, and tuning sessions.
 
-`choose_knobs(request)` is schedule.build_plan's default chooser, asked once per
-kernel. In order:
+`choose_knobs(request)` is the chooser compile() passes down (CompileOptions.choose)
+unless its caller passes another (a tuning session's, a test forcing knobs), asked
+once per kernel. In order:
 
-1. a chooser set for the current context with `choosing(fn)` decides (a tuning
-   session, or a test forcing knobs);
-2. KERNELWRIGHT_TUNE=off: None, the heuristic defaults, without opening the cache;
-3. KERNELWRIGHT_TUNE=on: a session for the whole process tunes what the cache lacks;
-4. otherwise (the default, "cache"): the cache's answer for this device, else None:
+1. KERNELWRIGHT_TUNE=off: None, the heuristic defaults, without opening the cache;
+2. KERNELWRIGHT_TUNE=on: a session for the whole process tunes what the cache lacks;
+3. otherwise (the default, "cache"): the cache's answer for this device, else None:
    a whole kernel found by ``kernelwright optimize`` for the request's spec key when
-   there is one (returned as a `templates.Generated`), else the tuned knobs for its
+   there is one (returned as a `kernels.Generated`), else the tuned knobs for its
    key. Without a cache file this costs one stat. `compiler_choice` is the same
    without the optimized kernels (what kernelwright optimize starts from).
 
@@ -19,7 +18,7 @@ those it beat, an optimized kernel while the knobs it beat are the ones chosen w
 it. A winner of an earlier default is ignored (and, in a tuning session, tuned again):
 it was never shown faster than the new default.
 
-`tuning(...)` opens a session: within it every compile uses the cache's winners and
+A `TuningSession`'s `choose`, passed to a compile, uses the cache's winners and
 tunes each kernel whose key the cache lacks, stores the winner and uses it. A kernel
 that fails to tune keeps its defaults; tuning never makes a compile fail.
 """
@@ -29,16 +28,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 
-from ..templates import Generated, KernelRequest, KnobChooser
+from ..kernels import Generated, KernelRequest
 from .cache import TuneCache, Winner, default_cache
 from .tuner import KernelResult, TuneSettings, tune_kernel
 
 MODES = ("off", "cache", "on")
-_CHOOSER: ContextVar[KnobChooser | None] = ContextVar("kernelwright_knob_chooser", default=None)
 _PROCESS_SESSION: TuningSession | None = None
 
 
@@ -54,9 +50,6 @@ def tune_mode() -> str:
 
 def choose_knobs(request: KernelRequest) -> dict | Generated | None:
     """The knobs for one kernel (None: the template's defaults)."""
-    chooser = _CHOOSER.get()
-    if chooser is not None:
-        return chooser(request)
     mode = tune_mode()
     if mode == "off":
         return None
@@ -106,11 +99,6 @@ def fresh(beaten: dict | None, current: dict) -> bool:
     return beaten is not None and {**current, **beaten} == current
 
 
-def current_chooser() -> KnobChooser | None:
-    """The chooser set with `choosing` for this context, if any."""
-    return _CHOOSER.get()
-
-
 def _device_description() -> str | None:
     from .. import runtime
 
@@ -118,16 +106,6 @@ def _device_description() -> str | None:
         return runtime.default_device().description
     except Exception:  # noqa: BLE001 - no adapter: no tuned knobs either
         return None
-
-
-@contextmanager
-def choosing(chooser: KnobChooser) -> Iterator[None]:
-    """Within this context, `chooser` picks every kernel's knobs."""
-    token = _CHOOSER.set(chooser)
-    try:
-        yield
-    finally:
-        _CHOOSER.reset(token)
 
 
 class TuningSession:
@@ -173,12 +151,3 @@ class TuningSession:
         if self.report is not None:
             self.report(result)
         return result.knobs if result.status in ("tuned", "cached") else None
-
-
-@contextmanager
-def tuning(settings: TuneSettings | None = None, cache: TuneCache | None = None, device=None,
-           report: Callable[[KernelResult], None] | None = None) -> Iterator[TuningSession]:
-    """Within this context, compiles tune every kernel the cache has no winner for."""
-    session = TuningSession(settings, cache, device, report)
-    with choosing(session.choose):
-        yield session

@@ -113,7 +113,7 @@ def tune_problem(problem, size: str, settings: TuneSettings, cache, device) -> P
     """Compile one problem in a tuning session, then check the tuned plan against PyTorch."""
     from ..bench import problems
     from ..compiler import plan_module
-    from .choose import choosing, tuning
+    from .choose import TuningSession
 
     start = time.perf_counter()
     outcome = ProblemOutcome(problem.name)
@@ -125,13 +125,12 @@ def tune_problem(problem, size: str, settings: TuneSettings, cache, device) -> P
         loaded = problems.load(problem, size)
         model = problems.call_user("reference", lambda: loaded.build_model(settings.seed))
         inputs = problems.call_user("reference", lambda: loaded.inputs(settings.seed))
-        with tuning(settings, cache, device, report) as session:
-            plan = plan_module(model, inputs, device=device)
+        session = TuningSession(settings, cache, device, report)
+        plan = plan_module(model, inputs, device=device, choose=session.choose)
         outcome.results = session.results
         outcome.mismatch = check_plan(plan, model, inputs, device)
         if outcome.mismatch:
-            with choosing(lambda request: None):
-                heuristic = plan_module(model, inputs, device=device)
+            heuristic = plan_module(model, inputs, device=device, choose=lambda request: None)
             if check_plan(heuristic, model, inputs, device):
                 outcome.mismatch = None  # the compiler's, not the tuner's: bench reports it
                 outcome.error = "the compiled plan does not match PyTorch, with or without tuning"

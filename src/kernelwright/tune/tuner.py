@@ -1,6 +1,6 @@
 """Tune one kernel: generate every candidate, check it, time the survivors, pick one.
 
-`tune_kernel(request, device, settings)` takes a `templates.KernelRequest` (the
+`tune_kernel(request, device, settings)` takes a `kernels.KernelRequest` (the
 kernel with default knobs, its search space and a generator for any other knobs)
 and runs each candidate as a plan of its own: one kernel, one input buffer per
 buffer it reads (the same bindings, in the same order, as in the compiled plan) and
@@ -31,9 +31,9 @@ import numpy as np
 
 from ..dtypes import buffer_bytes, default_torch_name, numpy_type
 from ..ir import CompileError, Value
+from ..kernels import Generated, KernelKey, KernelRequest
 from ..plan import Buffer, Kernel, Plan, TensorSpec
 from ..runtime import Device, Executable
-from ..templates import Generated, KernelKey, KernelRequest
 
 TOLERANCE = 1e-4  # fp32, relative to the scale of the output (KernelBench's 1e-4)
 

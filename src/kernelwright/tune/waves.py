@@ -1,16 +1,16 @@
 """A device's waves: how many workgroups of each large-product tile setting it runs at
-once (templates.Waves), measured once per device and kept in the tune cache.
+once (kernels.Waves), measured once per device and kept in the tune cache.
 
 WebGPU does not say how many SMs (compute units) a device has, nor how many workgroups
 of a kernel fit in one, and a large product's choice of tiles and K chunks depends on
-it (templates.matmul_wave_cost). So it is measured: the product of one tile row and
+it (kernels.matmul_wave_cost). So it is measured: the product of one tile row and
 PROBE_MAX_TILES tile columns (K = PROBE_K, operands left at zero) is built once per tile
 setting, and its first T workgroups alone are timed (GPU timestamps) for T = 4, 8, ...:
 with S slots the time stays flat while T <= S and steps up by a wave at every multiple
 of S. The steps are the rises of more than half the largest rise; every one of them
 must fall at a multiple of the first, at least two must be seen, and the first is then
 found to the workgroup. A staircase that is not this clean measures nothing (None:
-the fixed rules of templates.matmul_tiles).
+the fixed rules of kernels.matmul_tiles).
 
 Measured on the H200 (2026-12-02e, bench/results/wave_probe_k4096_h200_2026-12-02e.json,
 K 4096): the wide tiles step after 264, 528 and 792 workgroups (rises of 0.59 ms;
@@ -34,9 +34,9 @@ import statistics
 import sys
 from dataclasses import asdict
 
-from .. import templates
 from ..ir import GraphBuilder
-from ..templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, Waves
+from ..kernels import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, matmul_knobs
+from ..options import CompileOptions, Waves
 from .cache import default_cache
 
 WAVES_ENV = "KERNELWRIGHT_WAVES"
@@ -104,7 +104,7 @@ def measure_waves(device) -> Waves | None:
 
 
 def probe_slots(device, tiles) -> int | None:
-    """The slots of the default large-product knobs on `tiles` (templates.matmul_knobs)."""
+    """The slots of the default large-product knobs on `tiles` (kernels.matmul_knobs)."""
     time_tiles, most = probe(device, tiles)
     counts = list(range(PROBE_STEP, most + 1, PROBE_STEP))
     if len(counts) < 8:  # the device cannot bind enough tiles to show a staircase
@@ -124,9 +124,9 @@ def probe(device, tiles, knobs: dict | None = None):
     from ..runtime import Executable
     from ..schedule import build_plan
 
-    with templates.waves(None):  # the fixed rules: the wide tiles where `wide`
-        knobs = {**templates.matmul_knobs(4096, 4096, wide=tuple(tiles) == MATMUL_LARGE_TILES),
-                 **(knobs or {})}
+    # no waves: the fixed rules, the wide tiles where `wide`
+    knobs = {**matmul_knobs(4096, 4096, wide=tuple(tiles) == MATMUL_LARGE_TILES),
+             **(knobs or {})}
     limits = device.limits
     limit = min(PROBE_MAX_BYTES, limits.get("max-storage-buffer-binding-size", PROBE_MAX_BYTES),
                 limits.get("max-buffer-size", PROBE_MAX_BYTES))
@@ -136,9 +136,9 @@ def probe(device, tiles, knobs: dict | None = None):
     y = b.input((PROBE_K, knobs["BN"] * most), "f32", "y")
     out = b.matmul(x, y)
     b.graph.outputs.append(out)
-    plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
-                      choose=lambda r: {**r.default.knobs, **knobs} if r.kind == "matmul"
-                      else None)
+    force = CompileOptions(choose=lambda r: {**r.default.knobs, **knobs}
+                           if r.kind == "matmul" else None)
+    plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"}, force)
     (kern,) = plan.kernels
     if tuple(kern.grid) != (most, 1, 1):
         raise RuntimeError(f"the wave probe planned {kern.grid}, not {most} workgroups")

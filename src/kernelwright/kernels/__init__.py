@@ -1,0 +1,276 @@
+"""The kernel backend: fill a WGSL template for one scheduled kernel (its loaders,
+epilogue and knobs). This module is the registry the scheduler and the tuner use; each
+template family has its own module beside its .wgsl files (elementwise, rows, scan,
+matmul, matmul_coop, attention, conv, pool: knobs, search space, cost model,
+generator), common.py what they share, cuts.py how a product is cut for the matmul.
+
+`generate(out, tnode, ...)` picks the template by the group's template node (none:
+the elementwise kernel) and the compile's options (options.CompileOptions: the
+precision, the waves), generates the loader functions for the node's inputs and the
+epilogue for the stored value (codegen.Emitter), chooses the knobs (tile sizes,
+workgroup size, elements per invocation) and returns the WGSL text with its
+bindings, dispatch grid, knobs and a stable key.
+
+Knobs are data. Each template's fill function takes an optional `knobs` dict (names
+as the template's slots: BM, BN, TM, TN, BK for the matmul; WG, EPT and VEC for
+elementwise kernels; WG, TPR, VEC and ORDER for reductions and row kernels; ...);
+knobs left out take the template's heuristic default (its family's `*_knobs`, the one
+place for defaults), and a setting the template cannot run correctly is a
+CompileError. `knob_space` lists a small, shape-keyed set of settings per template:
+the autotuner's search space (tune/). The key (`KernelKey`: template, operand shapes,
+and a digest of the generated functions, the template node's attributes and the
+template's text) names the computation independently of the knobs, so that the
+tuner's cache can say which knobs were fastest for it; `generate` asks the options'
+chooser (compile()'s default: the tuning cache, tune.choose_knobs) for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, cached_property
+
+from ..codegen import HELPERS, KERNEL_DIR, KernelSource, template, to_buffer, with_f32_bits
+from ..ir import CompileError, Node, Value
+from ..options import CompileOptions
+from .attention import _attention, _attention_space, attention_config, attention_space
+from .common import (
+    MAX_GRID,
+    MAX_WG,
+    WORKGROUP_BYTES,
+    Generated,
+    KernelKey,
+    epilogue_function,
+    plain_strides,
+)
+from .conv import _conv, conv_knobs, conv_space
+from .cuts import WavePlan, product_plan
+from .elementwise import Without, _elementwise, _materialize, elementwise_space
+from .matmul import (
+    MATMUL_BK,
+    MATMUL_LARGE_TILES,
+    MATMUL_PLAIN_TILES,
+    _matmul,
+    _matmul_space,
+    large_tiles,
+    matmul_knobs,
+    matmul_loads_once,
+    matmul_space,
+    matmul_tiles,
+    matmul_wave_cost,
+    matmul_wide,
+    reads_window,
+)
+from .matmul_coop import COOP_TILE, _matmul_coop, _matmul_coop_space
+from .pool import _pool, pool_space
+from .rows import (
+    ROW_CACHE,
+    ROW_LIMIT,
+    _reduce,
+    _rows,
+    reduce_space,
+    row_kernel_fits,
+    row_major,
+    rows_space,
+)
+from .scan import _scan, scan_space
+
+__all__ = [
+    "COOP_TILE", "Generated", "KernelKey", "KernelRequest", "KnobChooser", "MATMUL_BK",
+    "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE", "ROW_LIMIT",
+    "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config", "attention_space",
+    "conv_knobs", "conv_space", "elementwise_space", "fill_kernel", "generate", "kernel_key",
+    "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
+    "matmul_tiles", "matmul_wave_cost", "matmul_wide", "plain_strides", "pool_space",
+    "product_plan", "reads_window", "reduce_space", "row_kernel_fits", "row_major", "rows_space",
+    "scan_space", "template_kind",
+]
+
+
+@dataclass(eq=False)
+class KernelRequest:
+    """A kernel about to be generated, as a knob chooser sees it: its key, the kernel
+    with default knobs, its search space, and `generate(knobs)` for any other setting."""
+
+    default: Generated
+    out: Value
+    tnode: Node | None
+    materialized: set
+    buffer_of: Callable
+    phases: tuple = ()  # a row kernel's reductions (generate)
+    order: tuple = ()  # values bound first, in this order (fill_kernel)
+    band_only: bool = False  # only the output's elements inside its band are read
+    options: CompileOptions = CompileOptions()  # what the kernel is generated for
+
+    @property
+    def key(self) -> KernelKey:
+        return self.default.key
+
+    @property
+    def kind(self) -> str:
+        return self.default.name
+
+    @property
+    def spec_key(self) -> str:
+        """The key and the shape of every binding (reads, then the output): what a whole
+        kernel written for this request (kernelwright optimize) is stored under."""
+        shapes = [v.shape for v in self.default.reads] + [self.out.shape]
+        return f"{self.key} | " + " ".join(f"[{','.join(map(str, s))}]" for s in shapes)
+
+    @cached_property
+    def space(self) -> list[dict]:
+        """The default knobs first, then the template's other settings for this shape."""
+        rest = knob_space(self.kind, self.out, self.tnode, self.phases)
+        return [self.default.knobs] + [k for k in rest if k != self.default.knobs]
+
+    def generate(self, knobs: dict | None) -> Generated:
+        return fill_kernel(self.out, self.tnode, self.materialized, self.buffer_of, knobs,
+                           self.phases, self.order, self.band_only, self.options)
+
+
+# A chooser returns knobs, a whole kernel (a `Generated`: an optimized kernel from the
+# tuning cache), or None for the template's defaults.
+KnobChooser = Callable[[KernelRequest], "dict | Generated | None"]
+
+
+def generate(out: Value, tnode: Node | None, materialized, buffer_of,
+             options: CompileOptions, phases=(), band_only=False) -> Generated:
+    """The kernel that stores `out`, computed by template node `tnode` (None: a plain
+    elementwise kernel, or with `phases` (pairs of a reduce node and the value its group
+    stores) a row kernel: those reductions, then `out` over the same rows, or where
+    tnode is a reduction of those rows, tnode's value per row), for `options` (the
+    precision, the waves). Its knobs
+    are the template's defaults unless `options.choose` returns others for the kernel's request
+    (knobs that no longer fit the template, e.g. stored by an older version, are
+    ignored), or a whole kernel to use instead. `band_only`: no element of `out` outside
+    its band is ever read (ir.read_only_in_band), so the kernel may leave them unwritten."""
+    phases = tuple(phases)
+    gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases, (), band_only,
+                      options)
+    if options.choose is None:
+        return gen
+    request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases, (), band_only,
+                            options)
+    knobs = options.choose(request)
+    if isinstance(knobs, Generated):
+        return knobs
+    if knobs and knobs != gen.knobs:
+        try:
+            gen = request.generate(knobs)
+        except CompileError:
+            pass
+    return gen
+
+
+def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
+                knobs: dict | None = None, phases=(), order=(), band_only=False,
+                options: CompileOptions | None = None) -> Generated:
+    """Generate the kernel with the given knobs (missing ones: the defaults) for
+    `options` (None: the defaults; its chooser is not asked: generate asks it). `order`:
+    values bound as its first reads in this order (another kernel's binding order, for a
+    rewrite that must bind the same buffers as the kernel it replaces), whether or not
+    the kernel reads them."""
+    options = options or CompileOptions()
+    src = KernelSource(buffer_of)
+    src.reads = list(order)
+    src.band_only = band_only
+    kind = "rows" if phases else template_kind(tnode, options.precision)
+    if kind not in TEMPLATES:
+        raise CompileError(f"no kernel template for '{kind}'")
+    epi = "" if kind in ("rows", "reduce") else epilogue_function(  # row kernels write their own
+        src, materialized, out, tnode.out if tnode else None,
+        tnode.out.dtype if tnode else out.dtype)
+    if phases:  # a reduction (tnode) reading reductions of its rows is the last phase
+        last = [] if tnode is None else [(tnode, out)]
+        tmpl, slots, grid, used = _rows(src, materialized, out, [*phases, *last],
+                                        tnode is None, knobs)
+    else:
+        tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs,
+                                                     options)
+    workgroup_bytes = slots.pop("workgroup_bytes", 0)
+    own_epi = slots.pop("epilogue", epi)  # a template's own (the transposing tile's, by dims)
+    result = f"epilogue({slots.pop('final', 'acc')}, gi)" if tnode else "epilogue(gi)"
+    store = f"out[gi] = {to_buffer(result, out.dtype)};"
+    helpers = "".join(HELPERS[h] for h in sorted(src.helpers))
+    body = slots.pop("functions")
+    # the key is what the kernel computes, whatever the knobs: a template whose functions
+    # vary with its knobs (the matmul's vec4 loaders) passes knob-free ones for it
+    key_body = slots.pop("key_functions", body)
+    functions, key_functions = helpers + body + own_epi, helpers + key_body + epi
+    # Generated slot text may itself place the store statement ("$STORE").
+    slots = {k: v.replace("$STORE", store) if isinstance(v, str) else v for k, v in slots.items()}
+    source = with_f32_bits(template(tmpl).substitute(
+        BINDINGS=src.bindings(out), FUNCTIONS=functions, STORE=store, **slots))
+    # a kernel that may skip the elements outside the band computes less than the whole
+    key_functions += "band only" if band_only else ""
+    key = kernel_key(kind, out, tnode, src.reads, key_functions)
+    return Generated(kind, source, list(src.reads), grid, key, used, list(src.views),
+                     workgroup_bytes)
+
+
+def kernel_key(kind: str, out: Value, tnode: Node | None, reads: list[Value],
+               functions: str) -> KernelKey:
+    """Template, operand shapes (a template's inputs, else the buffers read) and a digest
+    of everything else that decides what the kernel computes: the generated functions
+    (loaders, epilogue), the template node's attributes and the template files."""
+    operands = tnode.inputs if tnode else reads
+    bucket = " ".join(f"{v.dtype}[{','.join(map(str, v.shape))}]" for v in operands)
+    bucket += f" -> {out.dtype}[{','.join(map(str, out.shape))}]"
+    attrs = json.dumps(tnode.attrs, sort_keys=True, default=str) if tnode else ""
+    text = "\n".join((functions, attrs, _template_text(kind)))
+    return KernelKey(kind, bucket.strip(), hashlib.sha1(text.encode()).hexdigest()[:16])
+
+
+@cache
+def _template_text(kind: str) -> str:
+    names = {"reduce": ("rows",), "conv": ("conv", "conv_transpose"),
+             "scan": ("scan", "scan_staged", "scan_regs", "scan_sums", "scan_rake",
+                      "scan_cols"),
+             "elementwise": ("elementwise", "transpose"),
+             "materialize": ("elementwise",)}.get(kind, (kind,))
+    return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
+
+
+def knob_space(kind: str, out: Value, tnode: Node | None, phases=()) -> list[dict]:
+    """The settings the tuner tries for one kernel (besides its defaults)."""
+    if phases:
+        return rows_space(phases[0][0].inputs[0].shape[1], len(phases) + 1)
+    return TEMPLATES[kind][1](out, tnode)
+
+
+def template_kind(tnode: Node | None, precision: str = "strict") -> str:
+    """The template that computes `tnode` (None: the elementwise kernel) in precision
+    mode `precision` (options.PRECISIONS). In the accelerated mode an f32 matmul with M,
+    N and K of at least one 16 x 16 x 16 tile goes to `matmul_coop`; smaller ones stay
+    exact (fp32 `matmul`)."""
+    if tnode is None:
+        return "elementwise"
+    if tnode.op == "matmul" and precision == "accelerated":
+        a, b = tnode.inputs
+        if (tnode.out.dtype == "f32" and min(a.shape[1], a.shape[2], b.shape[2]) >= COOP_TILE):
+            return "matmul_coop"
+    return tnode.op
+
+
+# Each template: its fill function (knobs -> template name, slots, grid, knobs used)
+# and its search space for one kernel.
+TEMPLATES = {
+    "elementwise": (_elementwise, lambda out, tnode: elementwise_space(
+        out.numel, tiled=sum(size > 1 for size in out.shape) >= 2)),
+    "materialize": (_materialize, lambda out, tnode: [
+        k for k in elementwise_space(out.numel) if k["VEC"] == 1 or (
+            tnode.inputs[0].dtype == out.dtype and out.dtype in ("f32", "i32"))]),
+    "reduce": (_reduce, lambda out, tnode: reduce_space(*tnode.inputs[0].shape)),
+    "rows": (None, None),  # a row kernel: generated with its phases (fill_kernel)
+    "scan": (_scan, lambda out, tnode: scan_space(tnode.inputs[0].shape[1],
+                                                  tnode.inputs[0].shape[2],
+                                                  tnode.inputs[0].numel
+                                                  // max(1, tnode.inputs[0].shape[1]))),
+    "matmul": (_matmul, _matmul_space),
+    "matmul_coop": (_matmul_coop, _matmul_coop_space),
+    "attention": (_attention, _attention_space),
+    "conv": (_conv, lambda out, tnode: conv_space(tnode.attrs["transposed"])),
+    "pool": (_pool, lambda out, tnode: pool_space(tnode)),
+}

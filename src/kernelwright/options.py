@@ -1,0 +1,51 @@
+"""The options of one compile, decided once and passed explicitly to whoever reads them.
+
+`compile()`, `plan_module`, `compile_training` and `generate` make one `CompileOptions`
+and hand it down: to the lowering (GraphBuilder.options: a large product's cut reads the
+device's waves), to the scheduler (build_plan: the binding limits) and to the kernel
+generators (kernels.generate: the precision picks the matmul template, the waves its
+tiles, the chooser each kernel's knobs). No global or context variable carries them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .plan import BindingLimits
+
+PRECISIONS = ("strict", "accelerated")
+
+
+@dataclass(frozen=True)
+class Waves:
+    """How many workgroups of each large-product tile setting a device runs at once."""
+
+    wide: int  # kernels.matmul.MATMUL_LARGE_TILES
+    plain: int  # kernels.matmul.MATMUL_PLAIN_TILES
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.wide, int) and isinstance(self.plain, int)
+                and self.wide >= 1 and self.plain >= 1):
+            raise ValueError(f"slots must be positive integers, got {self}")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What one compile generates for. `precision`: "strict" (fp32 everywhere) or
+    "accelerated" (f32 matmuls with f16 operands and f32 accumulation on the
+    cooperative-matrix units, kernels.matmul_coop; which device can run them is
+    compiler.resolve_precision's decision). `waves`: the device's slots for the large
+    products' tiles (tune.device_waves; None: unknown, the fixed rules of
+    kernels.matmul_tiles). `limits`: what one kernel may bind (Device.binding_limits;
+    None: no limit). `choose`: a kernels.KnobChooser asked for each kernel's knobs
+    (None: the templates' heuristic defaults; compile() passes tune.choose_knobs)."""
+
+    precision: str = "strict"
+    waves: Waves | None = None
+    limits: BindingLimits | None = None
+    choose: Callable | None = None
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r} is none of {PRECISIONS}")
