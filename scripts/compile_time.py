@@ -51,8 +51,9 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
     generate as build_plan does them, then build_plan itself (both again, and memory
     planning); with `total`, compiler.plan_module end to end (the garbage collector
     paused: what compile runs)."""
-    from kernelwright import capture, templates
-    from kernelwright.capture import fx_to_ir, lstm_state_shapes
+    from kernelwright import templates
+    from kernelwright.frontend import capture
+    from kernelwright.frontend.capture import fx_to_ir, lstm_state_shapes
     from kernelwright.ir import read_only_in_band
     from kernelwright.schedule import build_plan, fuse, live_nodes, readers
     from kernelwright.templates import generate

@@ -19,7 +19,7 @@ import torch
 from conftest import check
 from torch import nn
 
-from kernelwright.capture import export_graph, fx_to_ir
+from kernelwright.frontend.capture import export_graph, fx_to_ir
 from kernelwright.schedule import live_nodes
 
 

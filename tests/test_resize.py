@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from conftest import Fn, check
 
-from kernelwright import capture
+from kernelwright.frontend import capture
 from kernelwright.ir import GraphBuilder
 from kernelwright.ops import lookup
 from kernelwright.ops.resize import index_formula, nearest_index, source_scale

@@ -25,6 +25,6 @@ from .train import TrainingStep, compile_training, optim
 __all__ = ["CompileError", "CompiledModule", "Plan", "PlanFileError", "TrainingStep", "compile",
            "compile_training", "generate", "optim", "plan_module", "runtime"]
 
-from .dynamo import register as _register_dynamo  # noqa: E402
+from .frontend.dynamo import register as _register_dynamo  # noqa: E402
 
 _register_dynamo()

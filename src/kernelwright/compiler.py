@@ -20,8 +20,8 @@ from torch.export.graph_signature import ConstantArgument
 from torch.utils import _pytree as pytree
 
 from . import templates
-from .capture import export_graph, fx_to_ir, to_device_array
 from .dtypes import torch_dtype
+from .frontend.capture import export_graph, fx_to_ir, to_device_array
 from .ir import GraphBuilder
 from .plan import Plan
 from .progress import QUIET, Progress

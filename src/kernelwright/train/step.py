@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from .. import templates
-from ..capture import decomposition_table, fx_to_ir, user_line
 from ..compiler import CompiledModule, mutations
+from ..frontend.capture import decomposition_table, fx_to_ir, user_line
 from ..ir import CompileError, GraphBuilder, Value
 from ..ops import lookup
 from ..plan import Plan

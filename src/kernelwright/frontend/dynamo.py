@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from .compiler import CompiledModule, plan_module
-from .progress import Progress
+from ..compiler import CompiledModule, plan_module
+from ..progress import Progress
 
 
 def kernelwright_backend(gm: torch.fx.GraphModule, example_inputs):

@@ -24,10 +24,10 @@ import torch._decomp.decompositions
 import torch.fx
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
-from .dtypes import default_torch_name
-from .ir import CompileError, GraphBuilder, Value
-from .ops import lookup
-from .ops.elementwise import device_dtype
+from ..dtypes import default_torch_name
+from ..ir import CompileError, GraphBuilder, Value
+from ..ops import lookup
+from ..ops.elementwise import device_dtype
 
 
 def user_line(node: torch.fx.Node) -> str:
