@@ -54,7 +54,7 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
     from kernelwright import templates
     from kernelwright.frontend import capture
     from kernelwright.frontend.capture import fx_to_ir, lstm_state_shapes
-    from kernelwright.ir import read_only_in_band
+    from kernelwright.ir.ir import read_only_in_band
     from kernelwright.schedule import build_plan, fuse, live_nodes, readers
     from kernelwright.templates import generate
 

@@ -18,7 +18,7 @@ import torch
 import kernelwright
 from kernelwright import compiler, runtime, templates
 from kernelwright.bench import runner, verify, worker
-from kernelwright.ir import CompileError, GraphBuilder
+from kernelwright.ir.ir import CompileError, GraphBuilder
 from kernelwright.schedule import build_plan, fuse, live_nodes
 
 

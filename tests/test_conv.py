@@ -15,7 +15,7 @@ from conftest import Fn, check
 from torch import nn
 
 from kernelwright import tune
-from kernelwright.ir import CompileError, GraphBuilder
+from kernelwright.ir.ir import CompileError, GraphBuilder
 from kernelwright.ops import conv as conv_ops
 
 

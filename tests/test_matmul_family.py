@@ -283,7 +283,7 @@ def test_split_k_sum_is_added_by_the_kernels_that_read_it():
     element it stores (a recurrent step's gates: slices of one product) or by a row
     kernel is summed in their loads (ir.inline_sum): no reduce kernel, no buffer of the
     sum. A product that is returned keeps its reduce kernel."""
-    from kernelwright.ir import INLINE_SUM_MAX
+    from kernelwright.ir.ir import INLINE_SUM_MAX
 
     assert 1 < split_k_chunks((8, 512), (512, 64)) <= INLINE_SUM_MAX
     a, b, bias = torch.rand(8, 512) - 0.5, torch.rand(512, 64) - 0.5, torch.randn(64)

@@ -78,7 +78,7 @@ def test_few_long_rows_reduce_in_two_steps():
     """A few long rows are split (ir.reduce_split): partials first, then the partials;
     a row length with no suitable divisor (a prime) stays one step."""
     import kernelwright as kw
-    from kernelwright.ir import reduce_split
+    from kernelwright.ir.ir import reduce_split
 
     assert reduce_split(1, 1 << 28) == 2048 and reduce_split(4, 1 << 20) == 256
     assert reduce_split(1, 65537) == 1 and reduce_split(1024, 1 << 20) == 1
@@ -99,7 +99,7 @@ def test_column_reductions_split_into_pieces_side_by_side(monkeypatch):
     order); NaN still propagates through the split max, and a row length with no
     divisor into pieces of COL_MIN_PIECE stays one step."""
     import kernelwright as kw
-    from kernelwright import ir
+    from kernelwright.ir import ir
 
     monkeypatch.setattr(ir, "COL_SPLIT_MIN", 1)  # small enough for the software driver
     assert ir.reduce_split(96, 16384, col=True) == 4 and ir.reduce_split(96, 9001, col=True) == 1

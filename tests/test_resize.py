@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from conftest import Fn, check
 
 from kernelwright.frontend import capture
-from kernelwright.ir import GraphBuilder
+from kernelwright.ir.ir import GraphBuilder
 from kernelwright.ops import lookup
 from kernelwright.ops.resize import index_formula, nearest_index, source_scale
 

@@ -78,7 +78,7 @@ def test_row_cache_counts_every_buffer_of_the_row():
     buffers it reads at the row's elements: 128 of one buffer fit, 128 of each of two do
     not (a compile given such knobs keeps the defaults)."""
     from kernelwright import templates
-    from kernelwright.ir import CompileError
+    from kernelwright.ir.ir import CompileError
 
     x, y = torch.randn(3, 8188), torch.randn(3, 8188)  # too short to split
     for fn, fits in ((lambda x, y: torch.softmax(x, -1) + y, False),

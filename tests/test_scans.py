@@ -150,7 +150,7 @@ def test_staged_scan_refuses_more_workgroup_memory_than_portable():
     """A setting past 16 KiB of workgroup memory is refused (the arg scans' accumulator
     is 8 bytes); a compile given it keeps the defaults."""
     from kernelwright import templates, tune
-    from kernelwright.ir import CompileError
+    from kernelwright.ir.ir import CompileError
 
     x = torch.randn(2, 4096)
     requests = []
@@ -247,7 +247,7 @@ def test_register_scan_of_long_rows_in_one_pass():
     of the 16384 x 8192 benchmark); the arg scans' 8-byte totals do not fit it, and are
     refused; at ITEMS 16 they take two chunks."""
     from kernelwright import tune
-    from kernelwright.ir import CompileError
+    from kernelwright.ir.ir import CompileError
 
     knobs = {"STAGE": 2, "WG": 256, "ITEMS": 32, "VEC": 4, "SUMS": 1}
     x = torch.randn(2, 8192)

@@ -3,7 +3,7 @@ the new value after the call, so the next call reads it."""
 
 import numpy as np
 
-from kernelwright.ir import GraphBuilder
+from kernelwright.ir.ir import GraphBuilder
 from kernelwright.runtime import Executable
 from kernelwright.schedule import build_plan
 

@@ -22,7 +22,7 @@ from conftest import Fn
 import kernelwright
 from kernelwright import cli, templates, tune
 from kernelwright.compiler import CompiledModule
-from kernelwright.ir import CompileError
+from kernelwright.ir.ir import CompileError
 from kernelwright.ops import attention as attention_ops
 from kernelwright.plan import Plan
 from kernelwright.tune import choose as choose_module

@@ -18,7 +18,7 @@ capture -> ir (+ ops registry) -> schedule (fusion, memory) -> templates/codegen
 from . import runtime
 from .compiler import CompiledModule, compile, plan_module
 from .generate import generate
-from .ir import CompileError
+from .ir.ir import CompileError
 from .plan import Plan, PlanFileError
 from .train import TrainingStep, compile_training, optim
 

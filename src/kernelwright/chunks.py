@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .dtypes import buffer_bytes, itemsize
-from .ir import Node, Value
+from .ir.ir import Node, Value
 from .plan import BindingLimits
 from .templates import Generated, KnobChooser, generate
 

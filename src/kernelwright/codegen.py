@@ -28,7 +28,7 @@ from string import Template
 import numpy as np
 
 from .dtypes import DEVICE_DTYPES, element_type, wgsl_type
-from .ir import MOVEMENT_OPS, CompileError, Value, inline_sum
+from .ir.ir import MOVEMENT_OPS, CompileError, Value, inline_sum
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 

@@ -22,7 +22,7 @@ from torch.utils import _pytree as pytree
 from . import templates
 from .dtypes import torch_dtype
 from .frontend.capture import export_graph, fx_to_ir, to_device_array
-from .ir import GraphBuilder
+from .ir.ir import GraphBuilder
 from .plan import Plan
 from .progress import QUIET, Progress
 from .runtime import Device, Executable, default_device

@@ -41,7 +41,7 @@ from .chunks import (
 )
 from .codegen import contiguous_strides, used_bindings
 from .dtypes import buffer_bytes, default_torch_name, itemsize, numpy_type
-from .ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
+from .ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from .plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
 from .templates import (
     ROW_LIMIT,

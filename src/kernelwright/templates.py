@@ -49,7 +49,7 @@ from .codegen import (
     to_buffer,
 )
 from .dtypes import element_type, wgsl_type
-from .ir import MOVEMENT_OPS, CompileError, Node, Value, where_band
+from .ir.ir import MOVEMENT_OPS, CompileError, Node, Value, where_band
 
 MAX_GRID = 65535
 MAX_WG = 256  # WebGPU's default maxComputeInvocationsPerWorkgroup: every space keeps to it

@@ -25,7 +25,7 @@ import torch.fx
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
 from ..dtypes import default_torch_name
-from ..ir import CompileError, GraphBuilder, Value
+from ..ir.ir import CompileError, GraphBuilder, Value
 from ..ops import lookup
 from ..ops.elementwise import device_dtype
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes
+from ..ir.ir import CompileError, GraphBuilder, Value, broadcast_shapes
 from ..templates import attention_config
 from . import register
 from .elementwise import as_dtype, binary, unary_float

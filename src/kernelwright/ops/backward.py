@@ -31,7 +31,7 @@ import math
 import numpy as np
 import torch
 
-from ..ir import CompileError, GraphBuilder, Value
+from ..ir.ir import CompileError, GraphBuilder, Value
 from . import register
 from .conv import convolution, per_dim
 from .elementwise import as_dtype

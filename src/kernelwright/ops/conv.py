@@ -29,7 +29,7 @@ import itertools
 import math
 import weakref
 
-from ..ir import CompileError, GraphBuilder, Value
+from ..ir.ir import CompileError, GraphBuilder, Value
 from ..templates import MAX_GRID
 from . import register
 from .elementwise import binary

@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 
 from ..dtypes import device_dtype_of_torch
-from ..ir import GraphBuilder, Value, promote
+from ..ir.ir import GraphBuilder, Value, promote
 from . import register
 
 
 def device_dtype(torch_dtype) -> str:
-    from ..ir import CompileError
+    from ..ir.ir import CompileError
 
     dt = device_dtype_of_torch(torch_dtype)
     if dt is None:
@@ -250,7 +250,7 @@ def leaky_relu(b, x, negative_slope=0.01):
 @register("aten.rrelu_with_noise_functional.default", "aten.rrelu_with_noise.default")
 def rrelu_with_noise(b, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
     if training:
-        from ..ir import CompileError
+        from ..ir.ir import CompileError
 
         raise CompileError("rrelu in training mode is random; call model.eval() first")
     return leaky_relu(b, x, (lower + upper) / 2), noise
@@ -311,7 +311,7 @@ def identity(b, x, **_):
 @register("aten.dropout.default", "aten.native_dropout.default")
 def dropout(b, x, p, train):
     if train and p > 0:
-        from ..ir import CompileError
+        from ..ir.ir import CompileError
 
         raise CompileError("dropout in training mode is random; call model.eval() first")
     return x
@@ -343,7 +343,7 @@ def arange(b, *args, dtype=None, **_):
     else:
         dt = "f32" if any(isinstance(a, float) for a in (start, end, step)) else "i32"
     if step == 0:
-        from ..ir import CompileError
+        from ..ir.ir import CompileError
 
         raise CompileError("arange step must be nonzero")
     n = max(0, math.ceil((end - start) / step))

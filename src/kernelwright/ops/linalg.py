@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..ir import CompileError, GraphBuilder, Value, affine_index, broadcast_shapes, where_band
+from ..ir.ir import CompileError, GraphBuilder, Value, affine_index, broadcast_shapes, where_band
 from ..templates import (
     MATMUL_BK,
     MATMUL_PLAIN_TILES,

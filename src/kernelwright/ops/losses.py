@@ -12,7 +12,7 @@ consuming kernel.
 
 from __future__ import annotations
 
-from ..ir import CompileError
+from ..ir.ir import CompileError
 from . import register
 from .elementwise import as_dtype, binary
 

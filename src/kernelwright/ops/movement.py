@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir import CompileError, GraphBuilder, Value, broadcast_shapes
+from ..ir.ir import CompileError, GraphBuilder, Value, broadcast_shapes
 from . import register
 from .elementwise import as_dtype, binary, div_mode
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir import CompileError, GraphBuilder
+from ..ir.ir import CompileError, GraphBuilder
 from . import register
 from .elementwise import as_dtype, binary, device_dtype, unary_float
 from .reductions import _dims, var_mean

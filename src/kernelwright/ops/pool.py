@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir import CompileError, GraphBuilder, Value
+from ..ir.ir import CompileError, GraphBuilder, Value
 from . import register
 from .conv import per_dim, pooled_convolution
 from .elementwise import as_dtype

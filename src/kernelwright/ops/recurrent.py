@@ -14,7 +14,7 @@ stacked.
 
 from __future__ import annotations
 
-from ..ir import GraphBuilder, Value
+from ..ir.ir import GraphBuilder, Value
 from . import lookup, register
 
 

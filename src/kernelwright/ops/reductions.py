@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir import GraphBuilder, Value
+from ..ir.ir import GraphBuilder, Value
 from ..templates import ROW_LIMIT
 from . import register
 from .elementwise import as_dtype, binary, device_dtype, unary_float

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from ..ir import CompileError, GraphBuilder, Value
+from ..ir.ir import CompileError, GraphBuilder, Value
 from . import register
 
 CUBIC_A = -0.75  # the cubic convolution's parameter in PyTorch's bicubic mode

@@ -10,7 +10,7 @@ dim). What users build from them needs no op of its own once exported:
 
 from __future__ import annotations
 
-from ..ir import GraphBuilder, Value
+from ..ir.ir import GraphBuilder, Value
 from . import register
 from .elementwise import as_dtype, device_dtype
 

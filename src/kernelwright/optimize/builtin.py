@@ -41,7 +41,7 @@ import statistics
 from collections.abc import Callable, Iterator
 
 from ..codegen import NotFusable
-from ..ir import CompileError
+from ..ir.ir import CompileError
 from .generator import Attempt, Candidate, KernelSpec, Measured, register
 
 SLOWER = 0.9  # a setting predicted at most this fast relative to the kernel goes last

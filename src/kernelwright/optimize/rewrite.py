@@ -19,7 +19,7 @@ every candidate.
 from __future__ import annotations
 
 from ..codegen import NotFusable
-from ..ir import CompileError, GraphBuilder, Node, Value
+from ..ir.ir import CompileError, GraphBuilder, Node, Value
 from ..templates import KernelRequest, fill_kernel
 from .generator import Candidate, Rewrite
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..ir import Value
+from ..ir.ir import Value
 from ..plan import Plan
 from ..templates import KernelRequest
 from .generator import Binding, Candidate, KernelSpec

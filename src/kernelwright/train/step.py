@@ -26,7 +26,7 @@ import torch
 from .. import templates
 from ..compiler import CompiledModule, mutations
 from ..frontend.capture import decomposition_table, fx_to_ir, user_line
-from ..ir import CompileError, GraphBuilder, Value
+from ..ir.ir import CompileError, GraphBuilder, Value
 from ..ops import lookup
 from ..plan import Plan
 from ..runtime import Device, default_device

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..dtypes import buffer_bytes, default_torch_name, numpy_type
-from ..ir import CompileError, Value
+from ..ir.ir import CompileError, Value
 from ..plan import Buffer, Kernel, Plan, TensorSpec
 from ..runtime import Device, Executable
 from ..templates import Generated, KernelKey, KernelRequest

@@ -35,7 +35,7 @@ import sys
 from dataclasses import asdict
 
 from .. import templates
-from ..ir import GraphBuilder
+from ..ir.ir import GraphBuilder
 from ..templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, Waves
 from .cache import default_cache
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .dtypes import DTYPES
+from ..dtypes import DTYPES
 
 MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat", "gather", "window")
 TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "materialize")
