@@ -73,9 +73,9 @@ import torch.nn.functional as F
 import kernelwright
 from kernelwright import schedule, templates, tune
 from kernelwright.bench.timing import keep_gpu_awake, time_candidate
-from kernelwright.ops import attention as attention_ops
-from kernelwright.ops import conv as conv_ops
-from kernelwright.ops import linalg as linalg_ops
+from kernelwright.lower import attention as attention_ops
+from kernelwright.lower import conv as conv_ops
+from kernelwright.lower import linalg as linalg_ops
 
 
 class Fn(torch.nn.Module):

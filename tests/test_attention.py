@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from conftest import Fn, check
 from torch import nn
 
-from kernelwright.ops import attention as attention_ops
+from kernelwright.lower import attention as attention_ops
 from kernelwright.templates import attention_config
 
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from kernelwright import tune
 from kernelwright.ir.ir import CompileError, GraphBuilder
-from kernelwright.ops import conv as conv_ops
+from kernelwright.lower import conv as conv_ops
 
 
 @pytest.fixture(params=["gemm", "direct"])

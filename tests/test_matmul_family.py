@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from conftest import Fn, check
 
 from kernelwright import tune
-from kernelwright.ops.linalg import SMALL_K, product_plan
+from kernelwright.lower.linalg import SMALL_K, product_plan
 
 
 def _templates(compiled):
@@ -256,7 +256,7 @@ def test_very_large_k_uses_split_k(m, k, n):
 
 
 def test_split_k_needs_two_chunks_of_its_least_depth(monkeypatch):
-    from kernelwright.ops import linalg
+    from kernelwright.lower import linalg
 
     monkeypatch.setattr(linalg, "SPLIT_K_MIN", 16)  # below SPLIT_K_CHUNK: K 100 has no chunks
     assert split_k_chunks((4, 100), (100, 4)) == 1
@@ -486,7 +486,7 @@ def test_a_large_products_prologue_is_written_once(monkeypatch):
     wide ones, or the plain 128 x 64 where K is under 512; schedule.heavy_prologues); a
     smaller product computes it in its loader. (Split-K's small grids rule set aside:
     one product, K whole.)"""
-    from kernelwright.ops import linalg
+    from kernelwright.lower import linalg
     from kernelwright.templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES
 
     monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
@@ -510,7 +510,7 @@ def test_a_prologue_loaded_once_over_a_long_k_takes_the_plain_tiles(monkeypatch)
     column: each element loaded once) takes the plain tiles (two staged buffers) from
     templates.MATMUL_ONCE_PLAIN_MIN_K keys on; a shorter K keeps the prologue's (one)."""
     from kernelwright import templates
-    from kernelwright.ops import linalg
+    from kernelwright.lower import linalg
 
     monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)  # one product, not K in chunks
 
@@ -548,7 +548,7 @@ def test_64_rows_take_one_tile_row_of_64_by_256(monkeypatch):
     deep along the rows, where K is at least 512 and the grid has 2048 tiles (set aside
     here); through the real kernels, with an epilogue, on a K that is no multiple of 8."""
     from kernelwright import templates
-    from kernelwright.ops import linalg
+    from kernelwright.lower import linalg
 
     assert templates.matmul_tiles(64, 16384, 32, window=True) == templates.MATMUL_ROWS64_TILES
     assert templates.matmul_tiles(64, 16384, 32, prologue=True) != templates.MATMUL_ROWS64_TILES
@@ -570,7 +570,7 @@ def test_192_rows_take_one_tile_row_of_192(monkeypatch):
     (set aside here, with split-K's small grids); through the real kernels, with an
     epilogue."""
     from kernelwright import templates
-    from kernelwright.ops import linalg
+    from kernelwright.lower import linalg
 
     assert templates.matmul_tiles(192, 4096, 32, window=True) == templates.MATMUL_ROWS192_TILES
     assert templates.matmul_tiles(192, 4096, 32, prologue=True) != templates.MATMUL_ROWS192_TILES

@@ -196,7 +196,7 @@ def test_large_products_take_the_wide_tiles(monkeypatch):
     off: it would cut these small grids' K.)"""
     from conftest import check
 
-    from kernelwright.ops import linalg
+    from kernelwright.lower import linalg
 
     monkeypatch.setattr(linalg, "SPLIT_K_MAX_TILES", 0)
 

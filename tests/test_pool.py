@@ -10,7 +10,7 @@ from conftest import Fn, check
 import kernelwright
 from kernelwright import tune
 from kernelwright.ir.ir import CompileError, GraphBuilder
-from kernelwright.ops import pool as pool_ops
+from kernelwright.lower import pool as pool_ops
 
 MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 AVG = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}

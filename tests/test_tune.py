@@ -23,7 +23,7 @@ import kernelwright
 from kernelwright import cli, templates, tune
 from kernelwright.compiler import CompiledModule
 from kernelwright.ir.ir import CompileError
-from kernelwright.ops import attention as attention_ops
+from kernelwright.lower import attention as attention_ops
 from kernelwright.plan import Plan
 from kernelwright.tune import choose as choose_module
 from kernelwright.tune import tuner

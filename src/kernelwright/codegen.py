@@ -160,7 +160,7 @@ EW = {
     # NaN and infinity tests on the bits: `x != x` may be folded away by the compiler.
     "isnan": lambda a, p: is_nan(a),
     "isinf": lambda a, p: f"((bitcast<u32>({a}) & 0x7fffffffu) == 0x7f800000u)",
-    # the same 32 bits read as the node's dtype (f32 <-> i32): ops/pool.py orders f32
+    # the same 32 bits read as the node's dtype (f32 <-> i32): lower/pool.py orders f32
     # values as integers
     "bitcast": lambda a, p: f"bitcast<{wgsl_type(p['dtype'])}>({a})",
 }

@@ -26,8 +26,8 @@ from torch.nn.modules.module import register_module_buffer_registration_hook
 
 from ..dtypes import default_torch_name
 from ..ir.ir import CompileError, GraphBuilder, Value
-from ..ops import lookup
-from ..ops.elementwise import device_dtype
+from ..lower.elementwise import device_dtype
+from ..lower.registry import lookup
 
 
 def user_line(node: torch.fx.Node) -> str:
@@ -45,8 +45,8 @@ def user_line(node: torch.fx.Node) -> str:
 def export_graph(module: torch.nn.Module, example_inputs,
                  keep_recurrent: bool = True) -> torch.export.ExportedProgram:
     """The module's core ATen graph. With `keep_recurrent`, the recurrent layers' ops
-    (RECURRENT) stay whole, lowered by ops/recurrent.py; else torch's decomposition
-    unrolls them here (what ops/recurrent.py reproduces: tests/test_recurrent.py compares
+    (RECURRENT) stay whole, lowered by lower/recurrent.py; else torch's decomposition
+    unrolls them here (what lower/recurrent.py reproduces: tests/test_recurrent.py compares
     the two). Plain tensor attributes (neither parameters nor registered
     buffers) become buffers of a shallow copy first (`with_state_buffers`), so that a
     forward that assigns to one (an RNN cell's `self.hidden = tanh(...)`) or changes it in
@@ -223,11 +223,11 @@ def lstm_state_shapes():
 
 
 # ATen ops kept whole through decomposition: the registry lowers each onto a template
-# of its own (SDPA: the fused attention kernel, ops/attention.py) or a primitive
-# (im2col, F.unfold: the window view, ops/conv.py), or whose decomposition loses what
-# they know (max_unpool: each plane's indices stay in that plane, ops/pool.py; the
+# of its own (SDPA: the fused attention kernel, lower/attention.py) or a primitive
+# (im2col, F.unfold: the window view, lower/conv.py), or whose decomposition loses what
+# they know (max_unpool: each plane's indices stay in that plane, lower/pool.py; the
 # decomposed index_put would search all planes; interpolation: torch's decomposition
-# of nearest-exact rounds differently from its own kernel, and ops/resize.py reads the
+# of nearest-exact rounds differently from its own kernel, and lower/resize.py reads the
 # source positions as views or gathers of computed indices). Every overload of each.
 KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unpool3d",
               "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",

@@ -1,7 +1,7 @@
 """The graph IR: tensors with shapes and dtypes, and the primitive ops that kernels implement.
 
 Capture (capture.py) walks an ATen-level FX graph and, through the op registry
-(ops/), rewrites every ATen op into a handful of *primitives* built with
+(lower/), rewrites every ATen op into a handful of *primitives* built with
 `GraphBuilder`. The primitives are all that the rest of the pipeline knows:
 
     elementwise  ew        one output element from the same element of each input
@@ -511,7 +511,7 @@ class GraphBuilder:
 
     def matmul(self, a: Value, b: Value, bounds: dict | None = None) -> Value:
         """Batched matrix product of a [..., M, K] and b [..., K, N], batch dims broadcast.
-        `bounds` (ops/linalg.k_range): the K range outside which an operand is zero, as
+        `bounds` (lower/linalg.k_range): the K range outside which an operand is zero, as
         `k_from` / `k_to` terms; the kernel's tiles skip the rest of K."""
         if a.shape[-1] != b.shape[-2]:
             raise CompileError(f"matmul shapes {list(a.shape)} @ {list(b.shape)}")
@@ -670,7 +670,7 @@ class GraphBuilder:
 
 # -- index analysis ------------------------------------------------------------------
 # Masks built from aranges (tril, triu, diag, causal attention) compare affine functions
-# of a matrix's row and column index; ops/linalg (operands zero outside a band) and the
+# of a matrix's row and column index; lower/linalg (operands zero outside a band) and the
 # matmul template (outputs a mask replaces whole tiles of) read them off the graph.
 _FLIP = {"eq": "eq", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 
@@ -769,7 +769,7 @@ def read_only_in_band(v: Value, users: dict[Value, list[Node]], outputs) -> bool
     for which the same holds (recursively; a reader through a view, a reduction or a
     template, or a where that keeps the elements, fails). A kernel that stores v may then
     leave the elements outside the band unwritten: causal attention's scores, which the
-    row max and the probabilities by V each mask again (ops/attention)."""
+    row max and the probabilities by V each mask again (lower/attention)."""
     band = where_band(v)
     if band is None:
         return False

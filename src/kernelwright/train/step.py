@@ -4,7 +4,7 @@ as one plan, one submission of kernels per step.
 `compile_training` exports the model with its loss (`capture_joint`: torch.export, then
 torch's joint forward-backward export, which appends the gradients of the loss with
 respect to every parameter to the graph), lowers that graph through the op registry
-(backward ATen ops included: ops/backward.py) and appends the optimizer's update
+(backward ATen ops included: lower/backward.py) and appends the optimizer's update
 (train/optim.py) for every parameter that has a gradient. Parameters and optimizer
 state are constants of the graph that the graph updates (`Graph.updates`): they live
 in GPU buffers, each step reads the values the step before left there, and nothing
@@ -27,7 +27,7 @@ from .. import templates
 from ..compiler import CompiledModule, mutations
 from ..frontend.capture import decomposition_table, fx_to_ir, user_line
 from ..ir.ir import CompileError, GraphBuilder, Value
-from ..ops import lookup
+from ..lower.registry import lookup
 from ..plan import Plan
 from ..runtime import Device, default_device
 from ..schedule import build_plan

@@ -6,15 +6,15 @@ ranking) or norms (triplet margin, cosine similarity: linalg_vector_norm, in nor
 What is left is picking each sample's class: cross-entropy and NLL decompose to
 `aten.gather` on the log-probabilities, and some decomposition tables keep
 `aten.nll_loss_forward` whole. Both lower to the `gather` movement primitive
-(ops/movement.py), whose index tensor is read inside the index arithmetic of the
+(lower/movement.py), whose index tensor is read inside the index arithmetic of the
 consuming kernel.
 """
 
 from __future__ import annotations
 
 from ..ir.ir import CompileError
-from . import register
 from .elementwise import as_dtype, binary
+from .registry import register
 
 
 def _nll(b, x, target, weight, reduction, ignore_index):

@@ -15,7 +15,7 @@ stacked.
 from __future__ import annotations
 
 from ..ir.ir import GraphBuilder, Value
-from . import lookup, register
+from .registry import lookup, register
 
 
 def _aten(b: GraphBuilder, name: str, *args):

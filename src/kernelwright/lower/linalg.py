@@ -24,8 +24,8 @@ from ..templates import (
     matmul_wide,
     reads_window,
 )
-from . import register
 from .elementwise import binary, unary_float
+from .registry import register
 
 # Depth heuristics of the matrix product (see `product`).
 SMALL_K = 3  # up to this K, a sum of K broadcast outer products in one elementwise kernel
@@ -172,7 +172,7 @@ def _row_stat(v: Value, op: str) -> tuple[Value, Value] | None:
 
 
 def softmax_rows(p: Value) -> tuple[Value, Value, Value] | None:
-    """(z, m, total) when p is softmax(z) along its last dim as ops/reductions.softmax
+    """(z, m, total) when p is softmax(z) along its last dim as lower/reductions.softmax
     writes it, exp(z - m) / total with m the rows' max of z and total the rows' sum of
     that exp, else None."""
     node = p.node

@@ -25,7 +25,7 @@ the flat position its index names within its own plane: a scatter. When the indi
 those of a max pool whose windows tile its input without overlap (stride = kernel, no
 padding, no dilation) and the output plane is that input's, each index lies in its own
 window, so every output element reads just its window's index and value: one elementwise
-kernel (`_unpool_windows`). Other indices take the gather-form of ops/movement.py
+kernel (`_unpool_windows`). Other indices take the gather-form of lower/movement.py
 (every output element searches its plane's indices: planes * J * K comparisons, 33 ms
 against PyTorch's 1.9 ms for level1/115 on the H200).
 """
@@ -35,10 +35,10 @@ from __future__ import annotations
 import math
 
 from ..ir.ir import CompileError, GraphBuilder, Value
-from . import register
 from .conv import per_dim, pooled_convolution
 from .elementwise import as_dtype
 from .movement import scatter_rows
+from .registry import register
 
 
 def _args(nd: int, kernel_size, stride, padding, dilation=1):

@@ -12,9 +12,9 @@ import math
 
 from ..ir.ir import GraphBuilder, Value
 from ..templates import ROW_LIMIT
-from . import register
 from .elementwise import as_dtype, binary, device_dtype, unary_float
 from .linalg import summed_product
+from .registry import register
 
 
 def _dims(x: Value, dims) -> list[int]:

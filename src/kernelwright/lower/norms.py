@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 
 from ..ir.ir import CompileError, GraphBuilder
-from . import register
 from .elementwise import as_dtype, binary, device_dtype, unary_float
 from .reductions import _dims, var_mean
+from .registry import register
 
 
 @register("aten.native_layer_norm.default")

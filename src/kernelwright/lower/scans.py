@@ -11,8 +11,8 @@ dim). What users build from them needs no op of its own once exported:
 from __future__ import annotations
 
 from ..ir.ir import GraphBuilder, Value
-from . import register
 from .elementwise import as_dtype, device_dtype
+from .registry import register
 
 
 def _scan(b: GraphBuilder, x: Value, op: str, dim: int, dtype=None) -> Value:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 from ..ir.ir import CompileError, GraphBuilder, Value, broadcast_shapes
-from . import register
 from .elementwise import as_dtype, binary, div_mode
+from .registry import register
 
 
 @register("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",

@@ -20,9 +20,9 @@ import math
 
 from ..ir.ir import CompileError, GraphBuilder, Value, broadcast_shapes
 from ..templates import attention_config
-from . import register
 from .elementwise import as_dtype, binary, unary_float
 from .linalg import lse_probabilities, product
+from .registry import register
 
 FUSED: bool | None = None  # None: chosen by `fused`; True / False force a path (tests)
 # The decomposition stores the scores of every batch and head (nb * L * S floats) and

@@ -10,7 +10,7 @@ import math
 
 from ..dtypes import device_dtype_of_torch
 from ..ir.ir import GraphBuilder, Value, promote
-from . import register
+from .registry import register
 
 
 def device_dtype(torch_dtype) -> str:

@@ -31,9 +31,9 @@ import weakref
 
 from ..ir.ir import CompileError, GraphBuilder, Value
 from ..templates import MAX_GRID
-from . import register
 from .elementwise import binary
 from .linalg import _unexpanded, product
+from .registry import register
 
 # When the implicit GEMM replaces the direct kernel. The matmul template spends a
 # tile's work on every (output channel, output position) pair of a group, the smallest

@@ -32,10 +32,10 @@ import numpy as np
 import torch
 
 from ..ir.ir import CompileError, GraphBuilder, Value
-from . import register
 from .conv import convolution, per_dim
 from .elementwise import as_dtype
 from .linalg import product
+from .registry import register
 
 
 @register("aten.convolution_backward.default")

@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from ..ir.ir import CompileError, GraphBuilder, Value
-from . import register
+from .registry import register
 
 CUBIC_A = -0.75  # the cubic convolution's parameter in PyTorch's bicubic mode
 
