@@ -39,7 +39,7 @@ import wgpu
 
 from kernelwright import compiler, runtime, templates
 from kernelwright.ir.ir import CompileError, GraphBuilder
-from kernelwright.schedule import build_plan
+from kernelwright.schedule.schedule import build_plan
 
 TOL = 1e-2  # the fp16 tolerance: |kw - ref| <= TOL + TOL * |ref|
 

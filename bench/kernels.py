@@ -71,11 +71,12 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
-from kernelwright import schedule, templates, tune
+from kernelwright import templates, tune
 from kernelwright.bench.timing import keep_gpu_awake, time_candidate
 from kernelwright.lower import attention as attention_ops
 from kernelwright.lower import conv as conv_ops
 from kernelwright.lower import linalg as linalg_ops
+from kernelwright.schedule import schedule
 
 
 class Fn(torch.nn.Module):

@@ -55,7 +55,7 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
     from kernelwright.frontend import capture
     from kernelwright.frontend.capture import fx_to_ir, lstm_state_shapes
     from kernelwright.ir.ir import read_only_in_band
-    from kernelwright.schedule import build_plan, fuse, live_nodes, readers
+    from kernelwright.schedule.schedule import build_plan, fuse, live_nodes, readers
     from kernelwright.templates import generate
 
     t: dict[str, float] = {}

@@ -19,7 +19,7 @@ import kernelwright
 from kernelwright import compiler, runtime, templates
 from kernelwright.bench import runner, verify, worker
 from kernelwright.ir.ir import CompileError, GraphBuilder
-from kernelwright.schedule import build_plan, fuse, live_nodes
+from kernelwright.schedule.schedule import build_plan, fuse, live_nodes
 
 
 def matmul_graph(m, k, n, transposed_b=False, relu=False):

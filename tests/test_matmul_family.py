@@ -352,7 +352,7 @@ def test_transcendental_prologues_recomputed_per_tile_are_materialized(monkeypat
     inlined. Under the threshold, and for cheap prologues (a LayerNorm's arithmetic)
     at any tile count, the prologue stays in the loader."""
 
-    from kernelwright import schedule
+    from kernelwright.schedule import schedule
 
     def kernels(compiled):
         return [k.name for k in compiled.plan.kernels]
@@ -386,7 +386,7 @@ def test_cats_read_per_tile_are_materialized(monkeypatch):
     PROLOGUE_RECOMPUTE_MIN times or more, not read through a branch over the pieces at
     every load; with one tile column, or with PROLOGUE_CAT_PIECES raised, it stays in
     the loader."""
-    from kernelwright import schedule
+    from kernelwright.schedule import schedule
 
     def kernels(fn, *xs):
         return [k.name for k in check(Fn(fn), *xs).plan.kernels]

@@ -20,7 +20,7 @@ from conftest import check
 from torch import nn
 
 from kernelwright.frontend.capture import export_graph, fx_to_ir
-from kernelwright.schedule import live_nodes
+from kernelwright.schedule.schedule import live_nodes
 
 
 class Flat(nn.Module):

@@ -43,7 +43,7 @@ def test_softmax_long_rows():
 def test_softmax_recomputes_exp_instead_of_storing_it():
     # rows too long for one row kernel (schedule.ROW_FUSION_MAX): max, sum of
     # exp(x - max), and exp(x - max) / sum: three kernels, no stored exp
-    from kernelwright.schedule import ROW_FUSION_MAX
+    from kernelwright.schedule.schedule import ROW_FUSION_MAX
 
     compiled = check(Fn(lambda x: torch.softmax(x, -1)), torch.randn(2, ROW_FUSION_MAX + 5))
     assert len(compiled.plan.kernels) == 3, compiled.plan.summary()

@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 from conftest import Fn, check
 
-from kernelwright import schedule, tune
+from kernelwright import tune
+from kernelwright.schedule import schedule
 
 
 def _kinds(compiled) -> list[str]:

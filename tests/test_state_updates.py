@@ -5,7 +5,7 @@ import numpy as np
 
 from kernelwright.ir.ir import GraphBuilder
 from kernelwright.runtime import Executable
-from kernelwright.schedule import build_plan
+from kernelwright.schedule.schedule import build_plan
 
 
 def test_an_update_is_read_by_the_next_call():

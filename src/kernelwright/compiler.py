@@ -26,7 +26,7 @@ from .ir.ir import GraphBuilder
 from .plan import Plan
 from .progress import QUIET, Progress
 from .runtime import Device, Executable, default_device
-from .schedule import build_plan
+from .schedule.schedule import build_plan
 from .tune import device_waves
 
 

@@ -30,7 +30,7 @@ from ..ir.ir import CompileError, GraphBuilder, Value
 from ..lower.registry import lookup
 from ..plan import Plan
 from ..runtime import Device, default_device
-from ..schedule import build_plan
+from ..schedule.schedule import build_plan
 from ..tune import device_waves
 from .optim import Optimizer
 

@@ -122,7 +122,7 @@ def probe(device, tiles, knobs: dict | None = None):
     knobs) built for `most` tile columns, and a function giving the median GPU ms of its
     first T workgroups."""
     from ..runtime import Executable
-    from ..schedule import build_plan
+    from ..schedule.schedule import build_plan
 
     with templates.waves(None):  # the fixed rules: the wide tiles where `wide`
         knobs = {**templates.matmul_knobs(4096, 4096, wide=tuple(tiles) == MATMUL_LARGE_TILES),

@@ -30,20 +30,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .chunks import (
-    Chunk,
-    Space,
-    Window,
-    needs_split,
-    plan_segments,
-    split_kernel,
-    unit_windows,
-)
-from .codegen import contiguous_strides, used_bindings
-from .dtypes import buffer_bytes, default_torch_name, itemsize, numpy_type
-from .ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
-from .plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
-from .templates import (
+from ..codegen import contiguous_strides, used_bindings
+from ..dtypes import buffer_bytes, default_torch_name, itemsize, numpy_type
+from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
+from ..plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
+from ..templates import (
     ROW_LIMIT,
     KnobChooser,
     Without,
@@ -55,7 +46,8 @@ from .templates import (
     row_kernel_fits,
     row_major,
 )
-from .tune import choose_knobs
+from ..tune import choose_knobs
+from .chunks import Chunk, Space, Window, needs_split, plan_segments, split_kernel, unit_windows
 
 
 @dataclass(eq=False)

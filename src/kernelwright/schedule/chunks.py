@@ -39,10 +39,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .dtypes import buffer_bytes, itemsize
-from .ir.ir import Node, Value
-from .plan import BindingLimits
-from .templates import Generated, KnobChooser, generate
+from ..dtypes import buffer_bytes, itemsize
+from ..ir.ir import Node, Value
+from ..plan import BindingLimits
+from ..templates import Generated, KnobChooser, generate
 
 Box = tuple[tuple[int, int], ...]  # [start, stop) per dim: the part of a value a chunk needs
 MAX_CHUNKS = 4096
