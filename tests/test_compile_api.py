@@ -142,7 +142,7 @@ def test_a_kernel_binding_more_buffers_than_the_device_allows_is_a_clear_error()
     vec4 view of each read, and this kernel reads only the views): five reads and the
     output. A device that allows fewer storage buffers per shader stage is refused before
     any pipeline is built, naming the kernel; one that allows six runs it."""
-    from kernelwright.codegen import declared_bindings, used_bindings
+    from kernelwright.codegen.codegen import declared_bindings, used_bindings
     from kernelwright.runtime import check_limits
 
     xs = [torch.randn(4, 8) for _ in range(5)]
@@ -166,7 +166,7 @@ def test_fusion_stays_within_the_devices_binding_limit():
     the compiler stores the smallest inline value that reads two of them, the
     per-channel scale g * rsqrt(v + eps) (8 floats), and fuses the rest: two kernels
     of five bindings or fewer, and the same result. On the full device: one kernel."""
-    from kernelwright.codegen import used_bindings
+    from kernelwright.codegen.codegen import used_bindings
     from kernelwright.runtime import open_device
 
     fn = Fn(lambda x, m, g, v, b: (x - m) * (g * torch.rsqrt(v + 1e-5)) + b)
@@ -189,7 +189,7 @@ def test_fusion_stays_within_the_devices_binding_limit():
 
 
 def test_used_bindings_follow_the_calls_from_main():
-    from kernelwright.codegen import used_bindings
+    from kernelwright.codegen.codegen import used_bindings
 
     src = """@group(0) @binding(0) var<storage, read> in0: array<f32>;
 @group(0) @binding(1) var<storage, read> in0v4: array<vec4<f32>>;

@@ -232,7 +232,7 @@ def validate(plan: Plan) -> None:
     and of their dtypes; the output structure holding as many tensors as the outputs.
     (What the WGSL itself indexes stays with wgpu's runtime checks, and the grid with
     the device's dispatch limit, runtime.check_limits.)"""
-    from .codegen import BINDING, used_bindings
+    from .codegen.codegen import BINDING, used_bindings
 
     n = len(plan.buffers)
     for i, b in enumerate(plan.buffers):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .codegen import used_bindings
+from .codegen.codegen import used_bindings
 from .dtypes import numpy_type
 from .plan import BindingLimits, Plan
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import NamedTuple
 
-from .codegen import (
+from .codegen.codegen import (
     HELPERS,
     KERNEL_DIR,
     Emitter,

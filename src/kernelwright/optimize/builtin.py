@@ -40,7 +40,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterator
 
-from ..codegen import NotFusable
+from ..codegen.codegen import NotFusable
 from ..ir.ir import CompileError
 from .generator import Attempt, Candidate, KernelSpec, Measured, register
 

@@ -18,7 +18,7 @@ every candidate.
 
 from __future__ import annotations
 
-from ..codegen import NotFusable
+from ..codegen.codegen import NotFusable
 from ..ir.ir import CompileError, GraphBuilder, Node, Value
 from ..templates import KernelRequest, fill_kernel
 from .generator import Candidate, Rewrite

@@ -45,7 +45,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..codegen import declared_bindings
+from ..codegen.codegen import declared_bindings
 
 START_TIMEOUT_S = 180.0  # imports and opening the device
 

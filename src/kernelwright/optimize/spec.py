@@ -95,7 +95,7 @@ def bindings_of(ids: list[int], source: str, reads: list[Value], out: Value) -> 
     """A kernel's bindings from the buffer id of each (`ids`): its reads in order, then
     further views of those buffers (vec4 arrays: `alias` names the read), then `out`;
     names as the WGSL declares them."""
-    from ..codegen import declared_bindings
+    from ..codegen.codegen import declared_bindings
 
     names = {b: name for g, b, _, _, name in declared_bindings(source) if g == 0}
     last = len(ids) - 1

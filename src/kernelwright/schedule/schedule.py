@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..codegen import contiguous_strides, used_bindings
+from ..codegen.codegen import contiguous_strides, used_bindings
 from ..dtypes import buffer_bytes, default_torch_name, itemsize, numpy_type
 from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from ..plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec

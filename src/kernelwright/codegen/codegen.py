@@ -27,10 +27,10 @@ from string import Template
 
 import numpy as np
 
-from .dtypes import DEVICE_DTYPES, element_type, wgsl_type
-from .ir.ir import MOVEMENT_OPS, CompileError, Value, inline_sum
+from ..dtypes import DEVICE_DTYPES, element_type, wgsl_type
+from ..ir.ir import MOVEMENT_OPS, CompileError, Value, inline_sum
 
-KERNEL_DIR = Path(__file__).parent / "kernels"
+KERNEL_DIR = Path(__file__).parent.parent / "kernels"
 
 
 def template(name: str) -> Template:
