@@ -37,8 +37,9 @@ import numpy as np
 import torch
 import wgpu
 
-from kernelwright import compiler, runtime, templates
+from kernelwright import compiler, templates
 from kernelwright.ir.ir import CompileError, GraphBuilder
+from kernelwright.runtime import runtime
 from kernelwright.schedule.schedule import build_plan
 
 TOL = 1e-2  # the fp16 tolerance: |kw - ref| <= TOL + TOL * |ref|

@@ -332,7 +332,7 @@ def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
     PyTorch's result on the GPU. The JSON is rewritten after each variant, so that a run
     cut short keeps what it measured."""
     out = dict(device=dev.description, torch=torch.__version__,
-               shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
+               shader_checks=kernelwright.runtime.runtime.FORCE_SHADER_CHECKS,
                precision="strict fp32 (TF32 off)", cases=[])
     for name in cases:
         if args.only and not any(o in name for o in args.only.split(",")):
@@ -384,7 +384,7 @@ def memory_variants(args, dev) -> None:
     fuses a row kernel, the schedule without row fusion. The JSON is rewritten after
     each variant."""
     out = dict(device=dev.description, torch=torch.__version__,
-               shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
+               shader_checks=kernelwright.runtime.runtime.FORCE_SHADER_CHECKS,
                precision="strict fp32 (TF32 off)", cases=[])
     for name in MEMORY_CASES:
         if args.only and not any(o in name for o in args.only.split(",")):
@@ -499,7 +499,7 @@ def main() -> None:
                     help="compile every kernel with wgpu's runtime checks (index clamps, "
                          "loop counters), as before kernels were trusted (runtime.py)")
     args = ap.parse_args()
-    kernelwright.runtime.FORCE_SHADER_CHECKS = args.shader_checks
+    kernelwright.runtime.runtime.FORCE_SHADER_CHECKS = args.shader_checks
     if args.split_k_target is not None:
         linalg_ops.SPLIT_K_TARGET = args.split_k_target
     if args.conv_lowering != "auto":
@@ -536,7 +536,7 @@ def run(args) -> None:
     args.out = args.out or "bench/results/kernels.json"
     rows = []
     out = dict(device=dev.description, torch=torch.__version__,
-               shader_checks=kernelwright.runtime.FORCE_SHADER_CHECKS,
+               shader_checks=kernelwright.runtime.runtime.FORCE_SHADER_CHECKS,
                precision="strict fp32 (TF32 off), except the cases labelled accelerated",
                cases=rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -105,7 +105,7 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
         plan_module(module, [x])
         t["plan_module"] = _now() - t0
     if pipelines:
-        from kernelwright.runtime import default_device
+        from kernelwright.runtime.runtime import default_device
         dev = default_device()
         t0 = _now()
         dev.pipelines([(k.source, k.trusted) for k in plan.kernels])

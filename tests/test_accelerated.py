@@ -16,9 +16,10 @@ import pytest
 import torch
 
 import kernelwright
-from kernelwright import compiler, runtime, templates
+from kernelwright import compiler, templates
 from kernelwright.bench import runner, verify, worker
 from kernelwright.ir.ir import CompileError, GraphBuilder
+from kernelwright.runtime import runtime
 from kernelwright.schedule.schedule import build_plan, fuse, live_nodes
 
 

@@ -4,7 +4,7 @@ the new value after the call, so the next call reads it."""
 import numpy as np
 
 from kernelwright.ir.ir import GraphBuilder
-from kernelwright.runtime import Executable
+from kernelwright.runtime.runtime import Executable
 from kernelwright.schedule.schedule import build_plan
 
 

@@ -327,7 +327,7 @@ def test_gpu_compare_agrees_with_compare(monkeypatch):
     import numpy as np
     import wgpu
 
-    from kernelwright import runtime
+    from kernelwright.runtime import runtime
     from kernelwright.tune import gpucheck
 
     monkeypatch.setattr(gpucheck, "MAX_GROUPS", 3)  # the grid-stride loop goes round

@@ -10,9 +10,10 @@ import torch
 from conftest import Fn, check
 
 import kernelwright
-from kernelwright import runtime, templates
+from kernelwright import templates
 from kernelwright.lower import linalg
 from kernelwright.lower.linalg import WavePlan, product_plan
+from kernelwright.runtime import runtime
 from kernelwright.templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, Waves
 from kernelwright.tune import cache as cache_module
 from kernelwright.tune import waves as waves_module

@@ -25,7 +25,7 @@ from .frontend.capture import export_graph, fx_to_ir, to_device_array
 from .ir.ir import GraphBuilder
 from .plan import Plan
 from .progress import QUIET, Progress
-from .runtime import Device, Executable, default_device
+from .runtime.runtime import Device, Executable, default_device
 from .schedule.schedule import build_plan
 from .tune import device_waves
 

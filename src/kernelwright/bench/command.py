@@ -100,7 +100,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def no_hardware_gpu() -> str | None:
     """Why there is no hardware GPU to run on (a software driver, no adapter), or None."""
     try:
-        from kernelwright import runtime
+        from kernelwright.runtime import runtime
 
         device = runtime.default_device()
     except Exception as exc:  # noqa: BLE001 - no adapter at all
@@ -117,7 +117,7 @@ def default_size() -> tuple[str, str]:
     why = no_hardware_gpu()
     if why:
         return "small", why
-    from kernelwright import runtime
+    from kernelwright.runtime import runtime
 
     return "full", runtime.default_device().description
 

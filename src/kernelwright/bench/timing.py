@@ -129,7 +129,7 @@ def side_by_side_caveat() -> str | None:
     if not torch.cuda.is_available():
         return "the reference is timed on the CPU, beside the other jobs' CPU work"
     try:
-        from .. import runtime
+        from ..runtime import runtime
 
         if runtime.default_device().is_software:
             return "the GPU is a software driver: its timed calls share the CPU with the " \

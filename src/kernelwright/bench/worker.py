@@ -128,7 +128,7 @@ def describe_device(spec: str) -> str:
     if spec != "kernelwright":
         return f"none: candidates from {spec} (not kernelwright)"
     try:
-        from kernelwright import runtime
+        from kernelwright.runtime import runtime
 
         return runtime.default_device().description
     except Exception as exc:  # noqa: BLE001

@@ -93,9 +93,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import runtime
     from ..bench import problems
     from ..bench.command import bundled_suite, select
+    from ..runtime import runtime
     from .generator import make
     from .search import Budget, ProblemReport, Search, Settings
 

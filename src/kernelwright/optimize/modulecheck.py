@@ -144,12 +144,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--result", required=True, type=Path)
     args = parser.parse_args(argv)
-    from .. import runtime
     from ..bench import problems
     from ..bench.gpulock import GpuLock
     from ..bench.timing import keep_gpu_awake, warm_up
     from ..compiler import CompiledModule
     from ..plan import Plan
+    from ..runtime import runtime
 
     loaded = problems.load(problems.Problem(args.problem.stem, args.problem, 0), args.size)
     inputs = loaded.inputs(args.seed)

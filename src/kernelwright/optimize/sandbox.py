@@ -74,7 +74,7 @@ def binding_problem(source: str, bindings: list[dict]) -> str | None:
 def evaluate(job: dict, device) -> dict:
     """Check and time one candidate (see the module docstring)."""
     from ..bench.gpulock import GpuLock
-    from ..runtime import Executable
+    from ..runtime.runtime import Executable
     from ..tune.gpucheck import check_kernel
     from ..tune.tuner import TuneSettings, random_input_set, time_ms
 
@@ -144,8 +144,8 @@ def serve() -> int:
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything else written to stdout (drivers, prints) goes to the log
     sys.stdout = sys.stderr
-    from .. import runtime
     from ..bench.timing import keep_gpu_awake
+    from ..runtime import runtime
 
     device = runtime.default_device()
     keep_gpu_awake()  # timings 1.6-3.6x apart without (bench/timing.py)

@@ -295,11 +295,11 @@ class Search:
         return self.run_problem(problem)
 
     def run_problem(self, problem) -> ProblemReport:
-        from .. import runtime
         from ..bench import problems
         from ..bench.gpulock import GpuLock
         from ..bench.timing import keep_gpu_awake, warm_up
         from ..compiler import CompiledModule
+        from ..runtime import runtime
         from .spec import capture_problem, kernel_specs
 
         s = self.settings

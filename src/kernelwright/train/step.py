@@ -29,7 +29,7 @@ from ..frontend.capture import decomposition_table, fx_to_ir, user_line
 from ..ir.ir import CompileError, GraphBuilder, Value
 from ..lower.registry import lookup
 from ..plan import Plan
-from ..runtime import Device, default_device
+from ..runtime.runtime import Device, default_device
 from ..schedule.schedule import build_plan
 from ..tune import device_waves
 from .optim import Optimizer

@@ -112,7 +112,7 @@ def current_chooser() -> KnobChooser | None:
 
 
 def _device_description() -> str | None:
-    from .. import runtime
+    from ..runtime import runtime
 
     try:
         return runtime.default_device().description
@@ -136,7 +136,7 @@ class TuningSession:
 
     def __init__(self, settings: TuneSettings | None = None, cache: TuneCache | None = None,
                  device=None, report: Callable[[KernelResult], None] | None = None) -> None:
-        from .. import runtime
+        from ..runtime import runtime
 
         self.settings = settings or TuneSettings()
         self.cache = cache or default_cache()

@@ -64,10 +64,10 @@ class ProblemOutcome:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import runtime
     from ..bench import problems
     from ..bench.command import bundled_suite, select
     from ..bench.timing import keep_gpu_awake
+    from ..runtime import runtime
     from .cache import TuneCache, default_cache
 
     suite = args.suite or bundled_suite()

@@ -32,7 +32,7 @@ import numpy as np
 from ..dtypes import buffer_bytes, default_torch_name, numpy_type
 from ..ir.ir import CompileError, Value
 from ..plan import Buffer, Kernel, Plan, TensorSpec
-from ..runtime import Device, Executable
+from ..runtime.runtime import Device, Executable
 from ..templates import Generated, KernelKey, KernelRequest
 
 TOLERANCE = 1e-4  # fp32, relative to the scale of the output (KernelBench's 1e-4)

@@ -52,7 +52,7 @@ _MEMO: dict[str, Waves | None] = {}
 
 def device_waves(device=None) -> Waves | None:
     """The waves of `device` (None: the default device), or None where unknown."""
-    from .. import runtime
+    from ..runtime import runtime
     from .choose import tune_mode
 
     env = os.environ.get(WAVES_ENV, "").strip().lower()
@@ -121,7 +121,7 @@ def probe(device, tiles, knobs: dict | None = None):
     """(time_tiles, most): the probe product on `tiles` (with `knobs` over their default
     knobs) built for `most` tile columns, and a function giving the median GPU ms of its
     first T workgroups."""
-    from ..runtime import Executable
+    from ..runtime.runtime import Executable
     from ..schedule.schedule import build_plan
 
     with templates.waves(None):  # the fixed rules: the wide tiles where `wide`

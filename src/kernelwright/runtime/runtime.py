@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .codegen.codegen import used_bindings
-from .dtypes import numpy_type
-from .plan import BindingLimits, Plan
+from ..codegen.codegen import used_bindings
+from ..dtypes import numpy_type
+from ..plan import BindingLimits, Plan
 
 
 def _runtime_dir() -> None:
