@@ -78,8 +78,8 @@ def main() -> int:
 
     import kernelwright
     from kernelwright import suite
-    from kernelwright.bench import problems
-    from kernelwright.bench.timing import keep_gpu_awake
+    from kernelwright.harness import problems
+    from kernelwright.harness.timing import keep_gpu_awake
 
     cuda = torch.cuda.is_available()
     # strict fp32 as the suite's reference (bench.worker): cuDNN's convolutions and RNNs

@@ -72,7 +72,7 @@ import torch.nn.functional as F
 
 import kernelwright
 from kernelwright import templates, tune
-from kernelwright.bench.timing import keep_gpu_awake, time_candidate
+from kernelwright.harness.timing import keep_gpu_awake, time_candidate
 from kernelwright.lower import attention as attention_ops
 from kernelwright.lower import conv as conv_ops
 from kernelwright.lower import linalg as linalg_ops

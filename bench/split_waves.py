@@ -31,7 +31,7 @@ from kernels import CASES, case_reference, gemm  # noqa: E402
 
 import kernelwright  # noqa: E402
 from kernelwright import templates  # noqa: E402
-from kernelwright.bench.timing import keep_gpu_awake, time_candidate  # noqa: E402
+from kernelwright.harness.timing import keep_gpu_awake, time_candidate  # noqa: E402
 from kernelwright.lower import linalg  # noqa: E402
 
 

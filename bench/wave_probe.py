@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import kernelwright
-from kernelwright.bench.timing import keep_gpu_awake
+from kernelwright.harness.timing import keep_gpu_awake
 from kernelwright.templates import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES
 from kernelwright.tune import waves
 

@@ -74,8 +74,8 @@ from kernels import case_reference  # noqa: E402
 
 import kernelwright  # noqa: E402
 from kernelwright import tune  # noqa: E402
-from kernelwright.bench.timing import keep_gpu_awake, time_candidate  # noqa: E402
 from kernelwright.compiler import CompiledModule  # noqa: E402
+from kernelwright.harness.timing import keep_gpu_awake, time_candidate  # noqa: E402
 
 WINDOW_CASES = ("conv3x3_128ch_56x56_b64", "conv3x3_128to192_64x64_b32",
                 "conv3x3_64ch_128x128_b32")

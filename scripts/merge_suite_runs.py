@@ -19,8 +19,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from kernelwright.bench import metrics, report
-from kernelwright.bench.runner import ResultStore
+from kernelwright.harness import metrics, report
+from kernelwright.harness.runner import ResultStore
 
 
 def stored_rows(run: Path, results: list[dict]) -> dict[str, tuple]:

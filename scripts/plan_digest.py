@@ -38,8 +38,8 @@ def digest_suite(suite: str | None, size: str, only: list[str]) -> dict[str, str
     warnings.filterwarnings("ignore")
     import torch
 
-    from kernelwright.bench import problems
     from kernelwright.compiler import plan_module
+    from kernelwright.harness import problems
 
     if suite is None:
         from kernelwright import suite as bundled

@@ -17,7 +17,7 @@ import torch
 
 import kernelwright
 from kernelwright import compiler, templates
-from kernelwright.bench import runner, verify, worker
+from kernelwright.harness import runner, verify, worker
 from kernelwright.ir.ir import CompileError, GraphBuilder
 from kernelwright.runtime import runtime
 from kernelwright.schedule.schedule import build_plan, fuse, live_nodes

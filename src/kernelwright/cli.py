@@ -12,7 +12,7 @@ import argparse
 import importlib
 
 SUBCOMMANDS = [
-    "kernelwright.bench.command",  # kernelwright bench
+    "kernelwright.harness.command",  # kernelwright bench
     "kernelwright.tune.command",  # kernelwright tune
     "kernelwright.optimize.command",  # kernelwright optimize
 ]

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from kernelwright import cli
-from kernelwright.bench import command
-from kernelwright.bench.problems import Problem
-from kernelwright.bench.progress import Progress
+from kernelwright.harness import command
+from kernelwright.harness.problems import Problem
+from kernelwright.harness.progress import Progress
 
 
 def test_bench_is_a_subcommand_and_others_can_join() -> None:
@@ -43,7 +43,7 @@ def test_default_size_without_cuda_is_small() -> None:
 
 
 def test_the_quick_sample_is_of_the_bundled_suite_and_covers_every_level() -> None:
-    from kernelwright.bench import problems
+    from kernelwright.harness import problems
 
     found = problems.discover(command.bundled_suite())
     quick = command.quick_sample(found)

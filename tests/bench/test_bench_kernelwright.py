@@ -43,7 +43,7 @@ def test_a_compiled_softmax_over_a_long_row_passes_with_a_scaled_tolerance() -> 
     flagged; on the software driver too."""
     import torch
 
-    from kernelwright.bench.verify import verify
+    from kernelwright.harness.verify import verify
 
     def own(seed: int) -> list:
         torch.manual_seed(seed)

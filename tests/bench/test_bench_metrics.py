@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kernelwright.bench import metrics
+from kernelwright.harness import metrics
 
 
 def result(name: str, level: int, correct: bool, eager: float | None = None,

@@ -14,9 +14,9 @@ import bench_suite as s
 import pytest
 import torch
 
-from kernelwright.bench import budget, problems, runner, worker
-from kernelwright.bench.oom import OOM_REASON, OutOfMemory, is_out_of_memory, reraise_oom
-from kernelwright.bench.progress import Progress, status_of
+from kernelwright.harness import budget, problems, runner, worker
+from kernelwright.harness.oom import OOM_REASON, OutOfMemory, is_out_of_memory, reraise_oom
+from kernelwright.harness.progress import Progress, status_of
 
 GIB = 1 << 30
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import bench_suite as s
 import pytest
 
-from kernelwright.bench import problems, worker
+from kernelwright.harness import problems, worker
 
 
 @pytest.fixture

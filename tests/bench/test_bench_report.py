@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench_browser import dump_dom, needs_chromium
 
-from kernelwright.bench import metrics, report
+from kernelwright.harness import metrics, report
 
 VOID = {"meta", "br", "img", "input", "link", "hr", "col", "area", "base", "wbr", "source"}
 

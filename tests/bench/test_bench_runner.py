@@ -19,9 +19,9 @@ import pytest
 from bench_browser import dump_dom, needs_chromium
 
 from kernelwright import cli
-from kernelwright.bench import gpulock, problems, runner
-from kernelwright.bench.gpulock import GpuLock
-from kernelwright.bench.progress import Progress
+from kernelwright.harness import gpulock, problems, runner
+from kernelwright.harness.gpulock import GpuLock
+from kernelwright.harness.progress import Progress
 
 FIELDS = ("name", "level", "compiled", "correct", "error", "compile_s", "time_ms",
           "ref_eager_ms", "speedup_eager")

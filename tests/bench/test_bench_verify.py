@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from kernelwright.bench import verify as v
+from kernelwright.harness import verify as v
 
 
 def test_tolerances_by_dtype_and_mode() -> None:
@@ -182,7 +182,7 @@ def test_the_float64_fallback_runs_in_verification(monkeypatch: pytest.MonkeyPat
 
 
 def test_timing_rotates_small_input_sets_and_makes_one_large_one() -> None:
-    from kernelwright.bench import timing
+    from kernelwright.harness import timing
 
     made = []
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from kernelwright.bench.verify import REASONS, Tolerance, compare, verify
+from kernelwright.harness.verify import REASONS, Tolerance, compare, verify
 
 
 def model_of(cls: type, seed: int = 0) -> torch.nn.Module:

@@ -7,8 +7,8 @@ import runpy
 import sqlite3
 from pathlib import Path
 
-from kernelwright.bench import runner
-from kernelwright.bench.worker import WorkerConfig, new_result
+from kernelwright.harness import runner
+from kernelwright.harness.worker import WorkerConfig, new_result
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "merge_suite_runs.py"
 

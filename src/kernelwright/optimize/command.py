@@ -93,8 +93,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bench import problems
-    from ..bench.command import bundled_suite, select
+    from ..harness import problems
+    from ..harness.command import bundled_suite, select
     from ..runtime import runtime
     from .generator import make
     from .search import Budget, ProblemReport, Search, Settings
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
               f"{', '.join(g.name for g in generators)}, {args.attempts} attempts each per "
               f"kernel, {args.jobs} at once, out {args.out}", file=sys.stderr)
     if args.jobs > 1 and len(chosen) > 1:
-        from ..bench.timing import side_by_side_caveat
+        from ..harness.timing import side_by_side_caveat
 
         caveat = side_by_side_caveat()
         if caveat:
@@ -203,8 +203,8 @@ def run_parallel(args, target: Path, chosen, size: str, budget, progress, redo: 
     cost as the state records them for the problems started. Returns the reports of the
     problems that finished, in order, and whether the run was interrupted. With --resume,
     problems that OUT's state has finished (and that `redo` does not name) start no child."""
-    from ..bench.gpulock import ENV as GPU_LOCK_ENV
-    from ..bench.runner import worker_env
+    from ..harness.gpulock import ENV as GPU_LOCK_ENV
+    from ..harness.runner import worker_env
     from .search import ProblemReport
     from .store import RunState
 

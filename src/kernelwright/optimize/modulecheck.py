@@ -62,8 +62,8 @@ def check_plan(plan, folder: Path, problem, size: str | None, seed: int, trials:
                timeout_s: float) -> dict:
     """Verify and time `plan` for `problem` in a bench worker; the worker's result dict
     (correct, reason, error, time_ms, ref_eager_ms, speedup_eager, ...)."""
-    from ..bench.runner import default_rss_limit_gb, run_worker
-    from ..bench.worker import WorkerConfig
+    from ..harness.runner import default_rss_limit_gb, run_worker
+    from ..harness.worker import WorkerConfig
 
     folder.mkdir(parents=True, exist_ok=True)
     plan.save(folder / "plan")
@@ -100,7 +100,7 @@ def time_plans(before, after, folder: Path, problem, size: str | None, seed: int
     """Time the compiled module with plan `before` and with plan `after` on the
     problem's own inputs of `seed`, interleaved, in a subprocess (`main`); the
     `interleaved_times` dict, or ``{"error": ...}`` when it failed."""
-    from ..bench.runner import worker_env
+    from ..harness.runner import worker_env
 
     folder.mkdir(parents=True, exist_ok=True)
     before.save(folder / "before")
@@ -144,10 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--result", required=True, type=Path)
     args = parser.parse_args(argv)
-    from ..bench import problems
-    from ..bench.gpulock import GpuLock
-    from ..bench.timing import keep_gpu_awake, warm_up
     from ..compiler import CompiledModule
+    from ..harness import problems
+    from ..harness.gpulock import GpuLock
+    from ..harness.timing import keep_gpu_awake, warm_up
     from ..plan import Plan
     from ..runtime import runtime
 

@@ -73,7 +73,7 @@ def binding_problem(source: str, bindings: list[dict]) -> str | None:
 
 def evaluate(job: dict, device) -> dict:
     """Check and time one candidate (see the module docstring)."""
-    from ..bench.gpulock import GpuLock
+    from ..harness.gpulock import GpuLock
     from ..runtime.runtime import Executable
     from ..tune.gpucheck import check_kernel
     from ..tune.tuner import TuneSettings, random_input_set, time_ms
@@ -144,7 +144,7 @@ def serve() -> int:
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything else written to stdout (drivers, prints) goes to the log
     sys.stdout = sys.stderr
-    from ..bench.timing import keep_gpu_awake
+    from ..harness.timing import keep_gpu_awake
     from ..runtime import runtime
 
     device = runtime.default_device()
@@ -182,7 +182,7 @@ class Sandbox:
         self.close()
 
     def _start(self) -> None:
-        from ..bench.runner import worker_env
+        from ..harness.runner import worker_env
 
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:

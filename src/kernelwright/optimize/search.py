@@ -287,7 +287,7 @@ class Search:
 
     # -- one problem ---------------------------------------------------------------------
     def problem(self, path: str | Path) -> ProblemReport:
-        from ..bench import problems
+        from ..harness import problems
 
         (problem,) = problems.discover(path) if Path(path).is_file() else [None]
         if problem is None:
@@ -295,10 +295,10 @@ class Search:
         return self.run_problem(problem)
 
     def run_problem(self, problem) -> ProblemReport:
-        from ..bench import problems
-        from ..bench.gpulock import GpuLock
-        from ..bench.timing import keep_gpu_awake, warm_up
         from ..compiler import CompiledModule
+        from ..harness import problems
+        from ..harness.gpulock import GpuLock
+        from ..harness.timing import keep_gpu_awake, warm_up
         from ..runtime import runtime
         from .spec import capture_problem, kernel_specs
 

@@ -64,9 +64,9 @@ class ProblemOutcome:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bench import problems
-    from ..bench.command import bundled_suite, select
-    from ..bench.timing import keep_gpu_awake
+    from ..harness import problems
+    from ..harness.command import bundled_suite, select
+    from ..harness.timing import keep_gpu_awake
     from ..runtime import runtime
     from .cache import TuneCache, default_cache
 
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernelwright tune: no problems in {suite} match", file=sys.stderr)
         return 2
     device = runtime.default_device()
-    keep_gpu_awake()  # the candidates' times: see bench/timing.py
+    keep_gpu_awake()  # the candidates' times: see harness/timing.py
     size = args.size or ("small" if device.is_software else "full")
     cache = TuneCache(args.db) if args.db else default_cache()
     deadline = time.monotonic() + args.budget if args.budget is not None else None
@@ -111,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
 def tune_problem(problem, size: str, settings: TuneSettings, cache, device) -> ProblemOutcome:
     """Compile one problem in a tuning session, then check the tuned plan against PyTorch."""
-    from ..bench import problems
     from ..compiler import plan_module
+    from ..harness import problems
     from .choose import choosing, tuning
 
     start = time.perf_counter()

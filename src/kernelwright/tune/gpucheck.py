@@ -202,7 +202,7 @@ def check_kernel(device, reference, candidate, input_set: Callable[[int], list],
     module docstring); `lock` a bench.gpulock.GpuLock held shared around the GPU work
     (default: the harness's, from the environment)."""
     if lock is None:
-        from ..bench.gpulock import GpuLock
+        from ..harness.gpulock import GpuLock
 
         lock = GpuLock.from_env()
     out_r, out_c = reference.plan.outputs[0], candidate.plan.outputs[0]

@@ -19,7 +19,7 @@ intermediates. JOB_OVERHEAD_BYTES is a CUDA context and its allocator's slack. A
 estimate is a guess, so an out-of-memory error of a job run beside others is retried
 alone (runner.py).
 
-``python -m kernelwright.bench.budget [--size S] [--seed N] FILE...`` prints one JSON
+``python -m kernelwright.harness.budget [--size S] [--seed N] FILE...`` prints one JSON
 object: ``capacity`` (free bytes of CUDA device 0, null without CUDA) and, when there
 is a capacity, ``budgets`` (problem file -> `Estimate` fields, or null where the
 problem cannot be sized this way). The runner calls it in a subprocess: problem files
@@ -105,7 +105,7 @@ def cuda_capacity() -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelwright.bench.budget",
+    parser = argparse.ArgumentParser(prog="python -m kernelwright.harness.budget",
                                      description="GPU memory budgets of problems (JSON).")
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--size")

@@ -167,7 +167,7 @@ def gpu_budgets(problems: list[Problem], size: str | None,
     """The CUDA GPU's free memory and each problem's `budget.Estimate` (as a dict, None
     where unknown), from budget.py in a subprocess; (None, {}) without CUDA or when it
     fails."""
-    command = [sys.executable, "-m", "kernelwright.bench.budget", "--seed", str(seed)]
+    command = [sys.executable, "-m", "kernelwright.harness.budget", "--seed", str(seed)]
     if size:
         command += ["--size", size]
     command += [str(p.path) for p in problems]
@@ -387,7 +387,7 @@ def run_worker(cfg: WorkerConfig, workdir: Path, timeout_s: float, max_rss_gb: f
     log_path = workdir / f"{stem}.log"
     config_path.write_text(cfg.to_json())
     result_path.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "kernelwright.bench.worker",
+    command = [sys.executable, "-m", "kernelwright.harness.worker",
                "--config", f"@{config_path}", "--result", str(result_path)]
     limit_bytes = max_rss_gb * 2**30
     killed_for = None

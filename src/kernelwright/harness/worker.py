@@ -1,6 +1,6 @@
 """Worker: evaluate one problem, in a process of its own.
 
-``python -m kernelwright.bench.worker --config CONFIG.json --result RESULT.json``
+``python -m kernelwright.harness.worker --config CONFIG.json --result RESULT.json``
 loads the problem, runs its reference, makes and verifies a candidate with the
 configured factory, and, when the candidate is correct, times it and the
 reference. The result (a flat JSON object, see `new_result`) is rewritten after
@@ -338,7 +338,7 @@ def measure(cfg: WorkerConfig, result: dict[str, Any], candidate: Any, model: An
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelwright.bench.worker",
+    parser = argparse.ArgumentParser(prog="python -m kernelwright.harness.worker",
                                      description="Evaluate one problem (used by the runner).")
     parser.add_argument("--config", required=True, help="WorkerConfig as JSON, or @FILE")
     parser.add_argument("--result", required=True, type=Path, help="where to write the result")

@@ -1,4 +1,4 @@
-"""Benchmark and verification harness: `kernelwright bench`.
+"""The benchmark and verification harness: `kernelwright bench`.
 
 problems.py loads KernelBench-format files; verify.py judges any candidate
 against the PyTorch reference (the same checks for the compiler, the autotuner
