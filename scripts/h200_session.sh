@@ -127,7 +127,7 @@ run_task() {
         limit "$secs" sh bench/optimize_suite.sh "${opt[@]}" >> "$LOG" 2>&1
       tail -3 "$R/optimize/optimize.log" >> "$LOG" ;;
     tests) limit "$secs" python3 -m pytest -q -p no:cacheprovider -p no:timeout tests \
-             --ignore=tests/bench --ignore=tests/optimize > "$R/tests.log" 2>&1
+             --ignore=tests/harness --ignore=tests/optimize > "$R/tests.log" 2>&1
            tail -5 "$R/tests.log" >> "$LOG" ;;
     ab) if [ ! -f .ab_base.tar.gz ]; then
           echo "ab: no .ab_base.tar.gz (run scripts/ab_base.sh REV here, carry it)" >> "$LOG"
