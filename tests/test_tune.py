@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from conftest import Fn
 
 import kernelwright
-from kernelwright import cli, templates, tune
+from kernelwright import templates, tune
+from kernelwright.cli import main as cli
 from kernelwright.compiler import CompiledModule
 from kernelwright.ir.ir import CompileError
 from kernelwright.lower import attention as attention_ops

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelwright import cli
+from kernelwright.cli import main as cli
+from kernelwright.cli import options
 from kernelwright.harness import command
 from kernelwright.harness.problems import Problem
 from kernelwright.harness.progress import Progress
@@ -28,12 +29,12 @@ def test_bench_is_a_subcommand_and_others_can_join() -> None:
 def test_filters() -> None:
     found = [Problem("level1/1_relu", Path("a"), 1), Problem("level2/3_conv_relu", Path("b"), 2),
              Problem("level2/4_linear", Path("c"), 2)]
-    assert [p.name for p in command.select(found, ["conv"], None)] == ["level2/3_conv_relu"]
-    assert [p.name for p in command.select(found, ["*relu"], None)] == [
+    assert [p.name for p in options.select(found, ["conv"], None)] == ["level2/3_conv_relu"]
+    assert [p.name for p in options.select(found, ["*relu"], None)] == [
         "level1/1_relu", "level2/3_conv_relu"]
-    assert [p.name for p in command.select(found, ["level1/1_*", "linear"], None)] == [
+    assert [p.name for p in options.select(found, ["level1/1_*", "linear"], None)] == [
         "level1/1_relu", "level2/4_linear"]
-    assert [p.name for p in command.select(found, None, [2])] == [
+    assert [p.name for p in options.select(found, None, [2])] == [
         "level2/3_conv_relu", "level2/4_linear"]
 
 
@@ -45,7 +46,7 @@ def test_default_size_without_cuda_is_small() -> None:
 def test_the_quick_sample_is_of_the_bundled_suite_and_covers_every_level() -> None:
     from kernelwright.harness import problems
 
-    found = problems.discover(command.bundled_suite())
+    found = problems.discover(options.bundled_suite())
     quick = command.quick_sample(found)
     assert sorted(p.name for p in quick) == sorted(command.QUICK)  # every name exists
     assert {p.level for p in quick} == {p.level for p in found}
@@ -65,8 +66,8 @@ def test_the_sample_is_quick_only_without_a_hardware_gpu_and_named_problems(
 
 
 def test_bundled_suite_is_the_default() -> None:
-    assert command.bundled_suite().name == "suite"
-    assert command.bundled_suite().parent.name == "kernelwright"
+    assert options.bundled_suite().name == "suite"
+    assert options.bundled_suite().parent.name == "kernelwright"
 
 
 def test_progress_lines() -> None:

@@ -10,7 +10,7 @@ import bench_suite as s
 import pytest
 
 import kernelwright
-from kernelwright import cli
+from kernelwright.cli import main as cli
 
 pytestmark = pytest.mark.skipif(not hasattr(kernelwright, "compile"),
                                 reason="kernelwright.compile does not exist yet")

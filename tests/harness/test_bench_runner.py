@@ -18,7 +18,7 @@ import bench_suite as s
 import pytest
 from bench_browser import dump_dom, needs_chromium
 
-from kernelwright import cli
+from kernelwright.cli import main as cli
 from kernelwright.harness import gpulock, problems, runner
 from kernelwright.harness.gpulock import GpuLock
 from kernelwright.harness.progress import Progress

@@ -420,7 +420,7 @@ price_output_per_mtok = 4.0
 
 
 def test_cli_llm_config_reaches_the_generators(tmp_path, monkeypatch, capsys):
-    from kernelwright.cli import main
+    from kernelwright.cli.main import main
 
     monkeypatch.setenv(llm.CONFIG_ENV, "")  # restored after the test; the CLI sets it
     problem = tmp_path / "p.py"

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import fnmatch
 import json
 import signal
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from ..cli.options import add_suite_options, bundled_suite, select
 
 DEFAULT_OUT = Path("out/bench")
 
@@ -39,10 +40,6 @@ QUICK = (
 )
 
 
-def bundled_suite() -> Path:
-    return Path(__file__).resolve().parents[1] / "suite"
-
-
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench", help="verify and time a suite of KernelBench-format problems",
@@ -51,9 +48,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("suite", nargs="?", type=Path,
                         help="folder (or file) of KernelBench-format problems, e.g. a KernelBench "
                              "checkout; default: the bundled suite")
-    parser.add_argument("--size", choices=("small", "full"),
-                        help="problem sizes for files that define SIZES; default: small on a "
-                             "software GPU driver or without CUDA, else full")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help=f"output folder (default: {DEFAULT_OUT})")
     parser.add_argument("--trials", type=int, default=5, help="correctness trials (default: 5)")
@@ -79,11 +73,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help=f"the bundled suite's quick sample of {len(QUICK)} problems, each "
                              "family at each level (the default on a software GPU driver or "
                              "without a GPU)")
-    parser.add_argument("--only", metavar="PATTERN", action="append",
-                        help="only problems whose name matches this glob, or contains it "
-                        "(repeatable: any of them)")
-    parser.add_argument("--level", type=int, action="append",
-                        help="only this level (repeatable)")
+    add_suite_options(parser)
     parser.add_argument("--candidate", default="kernelwright",
                         help="candidate factory: 'kernelwright' (default), 'module:function' or "
                              "'file.py:function', called as make(model, example_inputs)")
@@ -137,18 +127,6 @@ def quick_sample(problems: list) -> list:
     """The problems of QUICK, in the suite's order."""
     names = set(QUICK)
     return [p for p in problems if p.name in names]
-
-
-def select(problems: list, only: list[str] | None, levels: list[int] | None) -> list:
-    """The problems of `levels` (all when None) that match any pattern of `only`."""
-    chosen = problems
-    if levels:
-        chosen = [p for p in chosen if p.level in levels]
-    if only:
-        chosen = [p for p in chosen
-                  if any(fnmatch.fnmatch(p.name, pattern) or pattern in p.name
-                         for pattern in only)]
-    return chosen
 
 
 def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,

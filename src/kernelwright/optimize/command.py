@@ -26,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 
+from ..cli.options import add_suite_options, bundled_suite, select
+
 DEFAULT_OUT = Path("out/optimize")
 
 
@@ -74,13 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="with --resume, search the problems whose name matches this "
                              "glob, or contains it, again from the start, their earlier "
                              "state dropped (repeatable)")
-    parser.add_argument("--size", choices=("small", "full"),
-                        help="problem sizes for files that define SIZES; default: small on a "
-                             "software GPU driver, else full")
-    parser.add_argument("--only", metavar="PATTERN", action="append",
-                        help="only problems whose name matches this glob, or contains it "
-                        "(repeatable: any of them)")
-    parser.add_argument("--level", type=int, action="append", help="only this level (repeatable)")
+    add_suite_options(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of weights and inputs")
     parser.add_argument("--jobs", type=int, default=1,
                         help="problems searched at once, each in a process of its own; they "
@@ -94,7 +90,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..harness import problems
-    from ..harness.command import bundled_suite, select
     from ..runtime import runtime
     from .generator import make
     from .search import Budget, ProblemReport, Search, Settings

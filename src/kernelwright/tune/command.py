@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cli.options import add_suite_options, bundled_suite, select
 from .tuner import KernelResult, TuneSettings, format_knobs, short_key
 
 
@@ -33,14 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("suite", nargs="?", type=Path,
                         help="folder (or file) of KernelBench-format problems; default: the "
                              "bundled suite")
-    parser.add_argument("--size", choices=("small", "full"),
-                        help="problem sizes for files that define SIZES; default: small on a "
-                             "software GPU driver, else full")
-    parser.add_argument("--only", metavar="PATTERN", action="append",
-                        help="only problems whose name matches this glob, or contains it "
-                        "(repeatable: any of them)")
-    parser.add_argument("--level", type=int, action="append",
-                        help="only this level (repeatable)")
+    add_suite_options(parser)
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="stop tuning after this many seconds (default: no limit); "
                              "kernels not reached keep their defaults and are tuned next time")
@@ -65,7 +59,6 @@ class ProblemOutcome:
 
 def run(args: argparse.Namespace) -> int:
     from ..harness import problems
-    from ..harness.command import bundled_suite, select
     from ..harness.timing import keep_gpu_awake
     from ..runtime import runtime
     from .cache import TuneCache, default_cache

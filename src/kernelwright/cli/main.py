@@ -3,18 +3,22 @@
 Each subcommand lives in a module of its own that provides
 ``add_parser(subparsers)``; the parser it adds sets ``handler``, a function of the
 parsed arguments that returns the exit code. To add a subcommand (``tune``,
-``optimize``, ...), write its module and list it in SUBCOMMANDS.
+``optimize``, ...), write its module and list it in SUBCOMMANDS. The options that
+select problems of a suite are defined once, in options.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+
+from ..harness import command as bench_command
+from ..optimize import command as optimize_command
+from ..tune import command as tune_command
 
 SUBCOMMANDS = [
-    "kernelwright.harness.command",  # kernelwright bench
-    "kernelwright.tune.command",  # kernelwright tune
-    "kernelwright.optimize.command",  # kernelwright optimize
+    bench_command,  # kernelwright bench
+    tune_command,  # kernelwright tune
+    optimize_command,  # kernelwright optimize
 ]
 
 
@@ -23,8 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kernelwright",
         description="Compile PyTorch modules into verified WGSL kernels, and measure them.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in SUBCOMMANDS:
-        importlib.import_module(module_name).add_parser(subparsers)
+    for module in SUBCOMMANDS:
+        module.add_parser(subparsers)
     return parser
 
 
@@ -36,7 +40,3 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     return int(handler(args) or 0)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
