@@ -72,6 +72,7 @@ import torch.nn.functional as F
 
 import kernelwright
 from kernelwright import templates, tune
+from kernelwright.check.tolerance import kernel_atol
 from kernelwright.harness.timing import keep_gpu_awake, time_candidate
 from kernelwright.lower import attention as attention_ops
 from kernelwright.lower import conv as conv_ops
@@ -588,8 +589,9 @@ def run(args) -> None:
 
 def matches(err: float, scale: float, tol: float = 1e-4) -> bool:
     """Whether a largest absolute error `err` is within `tol` x max(1, the reference's
-    largest magnitude `scale`): fp32's 1e-4, the f16 cases' 1e-2 (the harness's by dtype)."""
-    return bool(err <= tol * max(1.0, scale))
+    largest magnitude `scale`): fp32's 1e-4, the f16 cases' 1e-2 (check.tolerance's
+    kernel rule; the harness's tolerances by dtype)."""
+    return bool(err <= kernel_atol(scale, tol))
 
 
 def copy_tbps(reps: int, numel: int = 1 << 28) -> float:

@@ -9,7 +9,7 @@ matrix (any shape, e.g. gemm_24576x8192x100).
 
 For each case of bench/kernels.py and each of the wide (templates.MATMUL_LARGE_TILES)
 and the plain (MATMUL_PLAIN_TILES) tiles, every chunk count and every tail: the plan
-ops.linalg.product_plan returns forced to WavePlan(chunks=c) or WavePlan(tail=r) (chunks
+lower.linalg.product_plan returns forced to WavePlan(chunks=c) or WavePlan(tail=r) (chunks
 1: the compiler's own rule), with aligned copies of the operands where --align; waves
 off (the tiles forced through MATMUL_LARGE_TILES); GPU ms of the whole call and of each
 kernel, PyTorch's in the same run, the error against PyTorch's result. The JSON is

@@ -8,7 +8,7 @@ both large-product tile settings, and the slots each step says.
 (e.g. '[{"BK": 8}, {"DB": 1}]'), probed after the two default settings: how many
 workgroups of each setting run at once (its workgroup memory, registers).
 
-kernelwright measures the same staircase once per device (tune.device_waves) to choose
+kernelwright measures the same staircase once per device (tune.waves.device_waves) to choose
 the tiles and K chunks of large products; this script shows it, over a longer K and a
 wider range where asked. Run on the GPU machine; on the software driver it only checks
 that the script runs (--tiles 4:12:4 --k 32)."""

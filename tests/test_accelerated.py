@@ -17,7 +17,8 @@ import torch
 
 import kernelwright
 from kernelwright import compiler, templates
-from kernelwright.harness import runner, verify, worker
+from kernelwright.check.tolerance import Tolerance
+from kernelwright.harness import runner, worker
 from kernelwright.ir.ir import CompileError, GraphBuilder
 from kernelwright.runtime import runtime
 from kernelwright.schedule.schedule import build_plan, fuse, live_nodes
@@ -238,10 +239,10 @@ def test_refused_feature_never_breaks_opening_the_device():
 
 
 def test_tolerance_and_labels():
-    tol = verify.Tolerance(accelerated=True)
+    tol = Tolerance(accelerated=True)
     assert tol.label == "accelerated-f16"
     assert tol.for_dtype(torch.float32) == (1e-2, 1e-2)
-    assert verify.Tolerance().for_dtype(torch.float32) == (1e-4, 1e-4)
+    assert Tolerance().for_dtype(torch.float32) == (1e-4, 1e-4)
     assert worker.precision_label(False, True) == "accelerated-f16"
     assert worker.precision_label(True, False) == "loose(1e-2)"
     fast, strict = runner.BenchSettings(accelerated=True), runner.BenchSettings()

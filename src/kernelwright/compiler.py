@@ -27,14 +27,14 @@ from .plan import Plan
 from .progress import QUIET, Progress
 from .runtime.runtime import Device, Executable, default_device
 from .schedule.schedule import build_plan
-from .tune import device_waves
+from .tune.waves import device_waves
 
 
 def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
                 device: Device | None = None, progress: Progress = QUIET) -> Plan:
     """Capture and schedule a module into a Plan for precision mode `precision`
     (templates.precision; compile() decides whether a device can run it), the waves
-    of `device` (None: the default device; tune.device_waves, measured there once per
+    of `device` (None: the default device; tune.waves.device_waves, measured there once per
     device, the only GPU work) and what its kernels may bind
     (Device.binding_limits; no limit where no device can be opened). `progress` reports
     stages that run long."""

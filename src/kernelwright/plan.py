@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .codegen.codegen import BINDING, used_bindings
 from .dtypes import DEVICE_DTYPE_OF, DEVICE_DTYPES, element_type, itemsize, numpy_type
 
 # 2: output_tree may be a pytree spec ({"pytree": ...}); Python numbers baked in (scalars)
@@ -232,8 +233,6 @@ def validate(plan: Plan) -> None:
     and of their dtypes; the output structure holding as many tensors as the outputs.
     (What the WGSL itself indexes stays with wgpu's runtime checks, and the grid with
     the device's dispatch limit, runtime.check_limits.)"""
-    from .codegen.codegen import BINDING, used_bindings
-
     n = len(plan.buffers)
     for i, b in enumerate(plan.buffers):
         if b.id != i or b.kind not in BUFFER_KINDS or b.dtype not in DEVICE_DTYPES \

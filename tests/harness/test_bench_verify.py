@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from kernelwright.check import inputs as check_inputs
 from kernelwright.harness import verify as v
 
 
@@ -38,7 +39,7 @@ def test_heavy_tails_are_heavier_than_normal() -> None:
     normal = v.synthesize(own, "normal", 3)[0]
     heavy = v.synthesize(own, "heavy", 3)[0]
     assert float(heavy.abs().max()) > 2 * float(normal.abs().max())
-    assert float(heavy.abs().max()) <= v.HEAVY_TAIL_CLIP * float(own[0].std()) * 1.01
+    assert float(heavy.abs().max()) <= check_inputs.HEAVY_TAIL_CLIP * float(own[0].std()) * 1.01
 
 
 def test_trial_plan_cycles_distributions_and_ends_with_reuse() -> None:
@@ -201,7 +202,7 @@ def test_timing_rotates_small_input_sets_and_makes_one_large_one() -> None:
 def test_draws_depend_on_the_seed_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """Drawn chunk by chunk on several threads, the values are the same for the same seed
     whatever the number of threads, and differ between seeds and between tensors."""
-    monkeypatch.setattr(v, "DRAW_CHUNK", 1000)  # many chunks, on the pool
+    monkeypatch.setattr(check_inputs, "DRAW_CHUNK", 1000)  # many chunks, on the pool
     own = [torch.randn(40, 100), torch.randn(40, 100)]
     for distribution in ("normal", "heavy"):
         first, second = v.synthesize(own, distribution, 5)
@@ -217,13 +218,13 @@ def test_draws_depend_on_the_seed_alone(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_heavy_draws_are_student_t_with_2_degrees_of_freedom() -> None:
-    t = v.draw("heavy", [3, 0], (200_000,)).abs()
+    t = check_inputs.draw("heavy", [3, 0], (200_000,)).abs()
     # P(|t| <= x) = x / sqrt(2 + x^2) for 2 degrees of freedom
     assert abs(float(t.median()) - (2 / 3) ** 0.5) < 0.02
     assert abs(float((t <= 1).float().mean()) - 3 ** -0.5) < 0.01
-    clipped = float((t >= v.HEAVY_TAIL_CLIP).float().mean())
-    assert float(t.max()) == v.HEAVY_TAIL_CLIP and 0.001 < clipped < 0.005
-    z = v.draw("normal", [3, 0], (200_000,))
+    clipped = float((t >= check_inputs.HEAVY_TAIL_CLIP).float().mean())
+    assert float(t.max()) == check_inputs.HEAVY_TAIL_CLIP and 0.001 < clipped < 0.005
+    z = check_inputs.draw("normal", [3, 0], (200_000,))
     assert abs(float(z.mean())) < 0.01 and abs(float(z.std()) - 1) < 0.01
 
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from kernelwright.harness.verify import REASONS, Tolerance, compare, verify
+from kernelwright.check.tolerance import Tolerance
+from kernelwright.harness.verify import REASONS, compare, verify
 
 
 def model_of(cls: type, seed: int = 0) -> torch.nn.Module:

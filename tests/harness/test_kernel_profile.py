@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_profile_of_a_problem_under_two_settings(tmp_path):
     out = tmp_path / "profile.json"
-    variants = {"default": {}, "split": {"ops.linalg.SPLIT_K_MIN": 16,
-                                         "ops.linalg.SPLIT_K_CHUNK": 8}}
+    variants = {"default": {}, "split": {"lower.linalg.SPLIT_K_MIN": 16,
+                                         "lower.linalg.SPLIT_K_CHUNK": 8}}
     run = profile(variants, out)
     assert run.returncode == 0, run.stderr[-2000:]
     row = json.loads(out.read_text())["problems"]["level2/001_linear_gelu_scale_residual"]
@@ -27,7 +27,7 @@ def test_profile_of_a_problem_under_two_settings(tmp_path):
 
 
 def test_a_misspelt_setting_is_refused_before_any_work(tmp_path):
-    run = profile({"bad": {"ops.linalg.NO_SUCH_CONSTANT": 1}}, tmp_path / "p.json")
+    run = profile({"bad": {"lower.linalg.NO_SUCH_CONSTANT": 1}}, tmp_path / "p.json")
     assert run.returncode != 0 and "has no constant NO_SUCH_CONSTANT" in run.stderr
     assert not (tmp_path / "p.json").exists()
 

@@ -10,7 +10,7 @@ import pytest
 from fake_llm import FakeLLM, tokens_of
 
 from kernelwright.dtypes import element_type
-from kernelwright.optimize import generator as gen_mod
+from kernelwright.optimize import generators as gen_mod
 from kernelwright.optimize import llm
 from kernelwright.optimize.generator import Attempt, Binding, KernelSpec, ProposalFailed
 

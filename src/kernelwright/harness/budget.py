@@ -35,6 +35,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .problems import Problem, load
+from .verify import describe_inputs
+
 BUDGET_FACTOR = 4
 JOB_OVERHEAD_BYTES = 1 << 30
 
@@ -73,9 +76,6 @@ def estimate(path: Path, size: str | None, seed: int = 0) -> Estimate:
     """The sizes of the problem file at `path` with SIZES[size] applied, found on the
     meta device; raises where the problem cannot run there at all."""
     import torch
-
-    from .problems import Problem, load
-    from .verify import describe_inputs
 
     loaded = load(Problem(path.stem, path, 0), size)
     inputs = loaded.inputs(seed, "meta")

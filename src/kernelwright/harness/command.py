@@ -18,7 +18,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kernelwright.runtime import runtime
+
 from ..cli.options import add_suite_options, bundled_suite, select
+from ..tune.waves import device_waves
+from . import metrics, problems, report, runner, timing
+from .timing import reference_label
+from .worker import precision_label
 
 DEFAULT_OUT = Path("out/bench")
 
@@ -90,8 +96,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def no_hardware_gpu() -> str | None:
     """Why there is no hardware GPU to run on (a software driver, no adapter), or None."""
     try:
-        from kernelwright.runtime import runtime
-
         device = runtime.default_device()
     except Exception as exc:  # noqa: BLE001 - no adapter at all
         return f"no wgpu device ({type(exc).__name__})"
@@ -107,7 +111,6 @@ def default_size() -> tuple[str, str]:
     why = no_hardware_gpu()
     if why:
         return "small", why
-    from kernelwright.runtime import runtime
 
     return "full", runtime.default_device().description
 
@@ -131,9 +134,6 @@ def quick_sample(problems: list) -> list:
 
 def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,
              results: list[dict[str, Any]]) -> dict[str, Any]:
-    from .timing import reference_label
-    from .worker import precision_label
-
     devices = [r["device"] for r in results if r.get("device")]
     references = [r["reference"] for r in results if r.get("reference")]
     return {
@@ -151,9 +151,6 @@ def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import metrics, problems, report, runner, timing
-    from .worker import precision_label
-
     suite = args.suite or bundled_suite()
     try:
         found = problems.discover(suite)
@@ -192,7 +189,6 @@ def run(args: argparse.Namespace) -> int:
 
     waves = None
     if args.candidate == "kernelwright":  # measured here once, not by workers side by side
-        from ..tune.waves import device_waves
 
         waves = device_waves()
         print("kernelwright bench: waves: " + (

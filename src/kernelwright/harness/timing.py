@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from ..runtime import runtime
+
 TARGET_S = 0.2  # aim for this much measured time per figure
 MIN_REPS = 5
 MAX_REPS = 1000
@@ -129,8 +131,6 @@ def side_by_side_caveat() -> str | None:
     if not torch.cuda.is_available():
         return "the reference is timed on the CPU, beside the other jobs' CPU work"
     try:
-        from ..runtime import runtime
-
         if runtime.default_device().is_software:
             return "the GPU is a software driver: its timed calls share the CPU with the " \
                    "other jobs' work"

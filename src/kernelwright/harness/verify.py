@@ -66,7 +66,6 @@ import math
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
@@ -75,6 +74,8 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..check.inputs import draw, seed_key
+from ..check.tolerance import Tolerance, all_within, outside
 from .oom import reraise_oom
 
 Candidate = Callable[..., Any]
@@ -113,11 +114,9 @@ ALLOWED_TORCH_OPS = frozenset({
 DISTRIBUTIONS = ("own", "normal", "heavy")
 PROBE_DISTRIBUTIONS = ("normal*100", "normal*10000")
 EXAMPLE_SEED_OFFSET = 7919  # example inputs for the factory never equal a trial's
-HEAVY_TAIL_CLIP = 20.0
 NEAR_ZERO_FACTOR = 10.0  # max|ref| <= this * atol: a zero output would nearly pass
 SIGNAL_FRACTION = 0.1  # near-zero outputs must match to this fraction of max|ref|
 CHUNK = 1 << 22  # elements compared at a time, to bound temporary memory
-DRAW_CHUNK = 1 << 20  # elements drawn with one generator (on one thread) at a time
 # A float output outside the tolerance is judged again against a float64 run of the
 # reference: it passes when every element is within the tolerance of the float64
 # result, or within FP32_NOISE_FACTOR times PyTorch's own float32 error (the largest
@@ -135,28 +134,6 @@ class Rejected(Exception):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """atol = rtol by dtype: fp32 1e-4 (strict) or 1e-2 (loose, and accelerated: the fp16
-    tolerance for kernels whose matmuls round their operands to f16); fp16/bf16 1e-2."""
-
-    loose: bool = False
-    accelerated: bool = False
-
-    @property
-    def label(self) -> str:
-        if self.accelerated:
-            return "accelerated-f16"
-        return "loose(1e-2)" if self.loose else "strict"
-
-    def for_dtype(self, dtype: torch.dtype) -> tuple[float, float]:
-        if dtype in (torch.float16, torch.bfloat16):
-            return 1e-2, 1e-2
-        if dtype.is_floating_point or dtype.is_complex:
-            return (1e-2, 1e-2) if self.loose or self.accelerated else (1e-4, 1e-4)
-        return 0.0, 0.0
 
 
 @dataclass
@@ -214,60 +191,6 @@ def describe_inputs(inputs: list) -> str:
         else:
             parts.append(repr(x))
     return "(" + ", ".join(parts) + ")"
-
-
-def seed_key(*parts: int) -> list[int]:
-    """Non-negative entropy for numpy's SeedSequence, from seeds and indices."""
-    return [part % 2**64 for part in parts]
-
-
-def fill_random(out: torch.Tensor, kind: str, key: list[int]) -> None:
-    """Fill the contiguous float32 tensor `out` with standard normal (`kind` "normal") or
-    uniform [-1, 1) ("uniform") samples; the values depend on `key` alone. On a GPU one
-    generator seeded from `key` fills it. On the CPU each DRAW_CHUNK elements have a
-    torch.Generator of their own, seeded from `key` and the chunk's index, and the
-    chunks are drawn on a pool of threads (PyTorch's CPU generators are sequential), so
-    the values never depend on how many threads drew them."""
-    def sample(part: torch.Tensor, seed: int) -> None:
-        generator = torch.Generator(part.device).manual_seed(seed)
-        if kind == "normal":
-            part.normal_(generator=generator)
-        else:
-            part.uniform_(-1.0, 1.0, generator=generator)
-
-    if out.device.type != "cpu":
-        sample(out, int(np.random.SeedSequence(key).generate_state(1)[0]))
-        return
-    parts = out.view(-1).split(DRAW_CHUNK)
-    seeds = np.random.SeedSequence(key).generate_state(len(parts))  # uint32 each
-
-    def fill(i: int) -> None:
-        sample(parts[i], int(seeds[i]))
-
-    threads = min(len(parts), torch.get_num_threads())
-    if threads <= 1:
-        for i in range(len(parts)):
-            fill(i)
-        return
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(fill, range(len(parts))))
-
-
-def draw(distribution: str, key: list[int], shape: tuple,
-         device: torch.device | str = "cpu") -> torch.Tensor:
-    """Standardised float32 samples of one distribution, the same for the same `key`
-    (and device)."""
-    z = torch.empty(shape, dtype=torch.float32, device=device)
-    if distribution == "heavy":  # Student-t with 2 degrees of freedom, clipped
-        # by its inverse CDF: for w = 2 F(t) - 1, uniform in (-1, 1),
-        # t = w * sqrt(2 / (1 - w^2)) = sqrt(2) * sinh(atanh(w)), computed in place
-        fill_random(z, "uniform", key)
-        z.atanh_().sinh_().mul_(math.sqrt(2.0))
-        return z.clamp_(-HEAVY_TAIL_CLIP, HEAVY_TAIL_CLIP)
-    fill_random(z, "normal", key)
-    if distribution.startswith("normal*"):
-        z.mul_(float(distribution.removeprefix("normal*")))
-    return z
 
 
 def value_stats(own: torch.Tensor) -> tuple[float, float, float, float, int]:
@@ -509,7 +432,7 @@ def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
     for start in range(0, n, CHUNK):
         cc = cf[start:start + CHUNK].to(dev, work)
         rr = rf[start:start + CHUNK].to(dev, work)
-        passed = chunk_within(cc, rr, atol, rtol) if exact is None else None
+        passed = all_within(cc, rr, atol, rtol) if exact is None else None
         if passed is not None:  # the common case, in fewer passes over the chunk
             stats.max_abs_err = max(stats.max_abs_err, passed[0])
             stats.max_ref = max(stats.max_ref, passed[1])
@@ -524,10 +447,10 @@ def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
             both = both & torch.isfinite(ee)
             err = torch.where(both, (cc - ee).abs(), zero)
             bound = torch.clamp(atol + rtol * torch.where(both, ee.abs(), zero), min=noise_bound)
+            bad = (both & (err > bound)) | (~r_finite & ~same_nonfinite)
         else:
             err = torch.where(both, (cc - rr).abs(), zero)
-            bound = atol + rtol * torch.where(r_finite, rr.abs(), zero)
-        bad = (both & (err > bound)) | (~r_finite & ~same_nonfinite)
+            bad = outside(cc, rr, atol, rtol) & ~lost
         if lost.any():
             nan_count += int(lost.sum())
             if first_nan < 0:
@@ -559,21 +482,6 @@ def compare_leaf(c: Any, r: Any, tol: Tolerance, where: str,
         raise Rejected("mismatch", f"{where}: near-zero reference (max |ref| "
                        f"{stats.max_ref:.3g}) matched only to {stats.max_abs_err:.3g}")
     return stats
-
-
-def chunk_within(cc: torch.Tensor, rr: torch.Tensor, atol: float,
-                 rtol: float) -> tuple[float, float, float] | None:
-    """(max |c - r|, max |r|, max |c|) of a chunk whose reference values are all finite
-    and whose candidate values are all within ``atol + rtol * |r|`` of them (so finite:
-    NaN compares false); None otherwise, and `compare_leaf` looks at every element."""
-    r_lo, r_hi = (float(v) for v in torch.aminmax(rr))  # NaN if any value is NaN
-    if not (math.isfinite(r_lo) and math.isfinite(r_hi)):
-        return None
-    err = (cc - rr).abs_()
-    if not bool((err <= rr.abs().mul_(rtol).add_(atol)).all()):
-        return None
-    c_lo, c_hi = (float(v) for v in torch.aminmax(cc))
-    return float(err.max()), max(abs(r_lo), abs(r_hi)), max(abs(c_lo), abs(c_hi))
 
 
 def compare(cand_out: Any, ref_leaves: list, tol: Tolerance,

@@ -35,8 +35,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import kernelwright
+from kernelwright.runtime import runtime
+
+from ..check.tolerance import Tolerance
+from . import problems, timing, verify
 from .gpulock import GpuLock
 from .oom import OOM_REASON, OutOfMemory, gib, is_out_of_memory, reraise_oom
+from .problems import import_file
 
 PROCESS_START = time.perf_counter()
 SPEEDUP_REVIEW = 10.0  # speedups above this are flagged for review
@@ -88,9 +94,7 @@ def new_result(cfg: WorkerConfig) -> dict[str, Any]:
 
 
 def precision_label(loose: bool, accelerated: bool) -> str:
-    """The precision mode of a run, as verify.Tolerance labels it."""
-    from .verify import Tolerance
-
+    """The precision mode of a run, as check.tolerance.Tolerance labels it."""
     return Tolerance(loose, accelerated).label
 
 
@@ -104,8 +108,6 @@ def write_json(path: Path, data: dict) -> None:
 def load_factory(spec: str, precision: str = "strict"):  # returns a Factory
     """The candidate factory named by `spec` (see the module docstring)."""
     if spec == "kernelwright":
-        import kernelwright
-
         def make(model, example_inputs):
             return kernelwright.compile(model, example_inputs, precision=precision)
 
@@ -114,8 +116,6 @@ def load_factory(spec: str, precision: str = "strict"):  # returns a Factory
     if not target or not attr:
         raise ValueError(f"candidate spec {spec!r} is not 'module:function' or 'file.py:function'")
     if target.endswith(".py"):
-        from .problems import import_file
-
         module = import_file(Path(target), "kernelwright_candidate_" + Path(target).stem)
     else:
         import importlib
@@ -128,8 +128,6 @@ def describe_device(spec: str) -> str:
     if spec != "kernelwright":
         return f"none: candidates from {spec} (not kernelwright)"
     try:
-        from kernelwright.runtime import runtime
-
         return runtime.default_device().description
     except Exception as exc:  # noqa: BLE001
         return f"unknown ({type(exc).__name__}: {exc})"
@@ -187,8 +185,6 @@ def evaluate_stages(cfg: WorkerConfig, result: dict[str, Any],
                     result_path: Path) -> dict[str, Any]:
     """The stages of `evaluate`: load, reference, compile and verify, time."""
     import torch
-
-    from . import problems, verify
 
     started = time.perf_counter()
     lock = GpuLock.from_env()
@@ -294,8 +290,6 @@ def measure(cfg: WorkerConfig, result: dict[str, Any], candidate: Any, model: An
     overlaps them; torch.compile's compile (its first call) takes no lock: it is CPU
     work, and a timer waiting behind it stalled every worker.
     """
-    from . import timing, verify
-
     with lock.shared():  # inputs may be drawn on the GPU
         input_sets = timing.timing_sets(lambda i: own_inputs(cfg.seed + 1000 + i),
                                         TIMING_INPUT_SETS)

@@ -9,13 +9,11 @@ from __future__ import annotations
 import math
 
 from ..dtypes import device_dtype_of_torch
-from ..ir.ir import GraphBuilder, Value, promote
+from ..ir.ir import CompileError, GraphBuilder, Value, promote
 from .registry import register
 
 
 def device_dtype(torch_dtype) -> str:
-    from ..ir.ir import CompileError
-
     dt = device_dtype_of_torch(torch_dtype)
     if dt is None:
         raise CompileError(f"dtype {torch_dtype} is not supported")
@@ -250,8 +248,6 @@ def leaky_relu(b, x, negative_slope=0.01):
 @register("aten.rrelu_with_noise_functional.default", "aten.rrelu_with_noise.default")
 def rrelu_with_noise(b, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
     if training:
-        from ..ir.ir import CompileError
-
         raise CompileError("rrelu in training mode is random; call model.eval() first")
     return leaky_relu(b, x, (lower + upper) / 2), noise
 
@@ -311,8 +307,6 @@ def identity(b, x, **_):
 @register("aten.dropout.default", "aten.native_dropout.default")
 def dropout(b, x, p, train):
     if train and p > 0:
-        from ..ir.ir import CompileError
-
         raise CompileError("dropout in training mode is random; call model.eval() first")
     return x
 
@@ -343,8 +337,6 @@ def arange(b, *args, dtype=None, **_):
     else:
         dt = "f32" if any(isinstance(a, float) for a in (start, end, step)) else "i32"
     if step == 0:
-        from ..ir.ir import CompileError
-
         raise CompileError("arange step must be nonzero")
     n = max(0, math.ceil((end - start) / step))
     return b.iota((n,), 0, _convert(start, dt), _convert(step, dt), dt)

@@ -49,9 +49,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..compiler import CompiledModule
+from ..harness import problems
+from ..harness.gpulock import GpuLock
+from ..harness.timing import keep_gpu_awake, warm_up
+from ..runtime import runtime
+from ..tune import KernelWinner, default_cache
 from ..tune.cache import TRUSTED_GENERATORS
 from .generator import Attempt, Binding, Candidate, Generator, KernelSpec, ProposalFailed
+from .generators import make
+from .modulecheck import check_plan, time_plans
 from .sandbox import Sandbox
+from .spec import capture_problem, kernel_specs
 from .store import RunState
 
 CORRECT = ("slower", "improved")
@@ -243,8 +252,6 @@ class Search:
                  resume: bool = False, cache=None,
                  progress: Callable[[str], None] | None = None,
                  redo: set[str] | frozenset[str] = frozenset()) -> None:
-        from ..tune import default_cache
-
         self.generators = generators
         self.attempts = attempts
         self.out = Path(out)
@@ -287,21 +294,12 @@ class Search:
 
     # -- one problem ---------------------------------------------------------------------
     def problem(self, path: str | Path) -> ProblemReport:
-        from ..harness import problems
-
         (problem,) = problems.discover(path) if Path(path).is_file() else [None]
         if problem is None:
             raise FileNotFoundError(f"not a problem file: {path}")
         return self.run_problem(problem)
 
     def run_problem(self, problem) -> ProblemReport:
-        from ..compiler import CompiledModule
-        from ..harness import problems
-        from ..harness.gpulock import GpuLock
-        from ..harness.timing import keep_gpu_awake, warm_up
-        from ..runtime import runtime
-        from .spec import capture_problem, kernel_specs
-
         s = self.settings
         if self.resume and problem.name not in self.redo:
             done = self.state.report(problem.name)
@@ -611,22 +609,16 @@ def _not_faster(timed: dict) -> str | None:
 def time_module(plan, swapped, folder: Path, problem, s: Settings) -> dict:
     """The module's GPU time with `plan` and with `swapped`, interleaved in a subprocess
     (modulecheck.time_plans)."""
-    from .modulecheck import time_plans
-
     return time_plans(plan, swapped, folder, problem, s.size, s.seed, s.gain_rounds, s.reps,
                       s.module_timeout_s)
 
 
 def check_module(plan, folder: Path, problem, s: Settings) -> dict:
-    from .modulecheck import check_plan
-
     return check_plan(plan, folder, problem, s.size, s.seed, s.module_trials,
                       s.module_timeout_s)
 
 
 def _winner(kr: KernelReport, problem: str):
-    from ..tune import KernelWinner
-
     return KernelWinner(kr.source, tuple(kr.grid), kr.knobs, kr.generator or "",
                         kr.baseline_ms, kr.best_ms, problem,
                         [a for a in kr.layout[:-1] if a is not None], kr.baseline_knobs)
@@ -671,8 +663,6 @@ def optimize_problem(path: str | Path, generators: list[Generator | str], attemp
     """Search faster kernels for the problem file at `path` (see the module docstring):
     `generators` are Generator objects or registered names, each asked for up to
     `attempts` candidates per hot kernel; state and files go to `out`."""
-    from .generator import make
-
     gens = [make(g) if isinstance(g, str) else g for g in generators]
     with Search(gens, attempts, out, budget, settings, resume, cache, progress) as search:
         return search.problem(path)

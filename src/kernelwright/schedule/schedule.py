@@ -46,7 +46,7 @@ from ..templates import (
     row_kernel_fits,
     row_major,
 )
-from ..tune import choose_knobs
+from ..tune.choose import choose_knobs
 from .chunks import Chunk, Space, Window, needs_split, plan_segments, split_kernel, unit_windows
 
 

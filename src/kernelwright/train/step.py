@@ -31,7 +31,7 @@ from ..lower.registry import lookup
 from ..plan import Plan
 from ..runtime.runtime import Device, default_device
 from ..schedule.schedule import build_plan
-from ..tune import device_waves
+from ..tune.waves import device_waves
 from .optim import Optimizer
 
 # the torch versions whose private joint export (_export_forward_backward) is tested here

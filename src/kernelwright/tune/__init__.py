@@ -24,7 +24,8 @@ missing kernels in any compile; KERNELWRIGHT_TUNE_DB moves the database.
 Modules: cache.py (the SQLite store), tuner.py (one kernel: candidates, checks,
 timing), choose.py (the build_plan hook and tuning sessions), command.py
 (``kernelwright tune``), waves.py (the device's waves, measured once and kept in the
-cache: which tiles and K chunks large products take).
+cache: which tiles and K chunks large products take; it builds a plan to measure them,
+so it is imported as tune.waves, not from this package, which schedule imports).
 """
 
 from .cache import KernelWinner, TuneCache, Winner, db_path, default_cache
@@ -38,9 +39,8 @@ from .choose import (
            tuning,
 )
 from .tuner import Candidate, KernelResult, TuneSettings, tune_kernel
-from .waves import device_waves
 
 __all__ = ["Candidate", "KernelResult", "KernelWinner", "TuneCache", "TuneSettings",
            "TuningSession", "Winner", "choose_knobs", "choosing", "compiler_choice",
-           "current_chooser", "db_path", "default_cache", "device_waves", "tune_kernel",
+           "current_chooser", "db_path", "default_cache", "tune_kernel",
            "tune_mode", "tuning"]

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from ..runtime import runtime
 from ..templates import Generated, KernelRequest, KnobChooser
 from .cache import TuneCache, Winner, default_cache
 from .tuner import KernelResult, TuneSettings, tune_kernel
@@ -112,8 +113,6 @@ def current_chooser() -> KnobChooser | None:
 
 
 def _device_description() -> str | None:
-    from ..runtime import runtime
-
     try:
         return runtime.default_device().description
     except Exception:  # noqa: BLE001 - no adapter: no tuned knobs either
@@ -136,8 +135,6 @@ class TuningSession:
 
     def __init__(self, settings: TuneSettings | None = None, cache: TuneCache | None = None,
                  device=None, report: Callable[[KernelResult], None] | None = None) -> None:
-        from ..runtime import runtime
-
         self.settings = settings or TuneSettings()
         self.cache = cache or default_cache()
         self.device = device or runtime.default_device()

@@ -22,6 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cli.options import add_suite_options, bundled_suite, select
+from ..compiler import CompiledModule, plan_module
+from ..harness import problems
+from ..harness.timing import keep_gpu_awake
+from ..runtime import runtime
+from .cache import TuneCache, default_cache
+from .choose import choosing, tuning
 from .tuner import KernelResult, TuneSettings, format_knobs, short_key
 
 
@@ -58,11 +64,6 @@ class ProblemOutcome:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..harness import problems
-    from ..harness.timing import keep_gpu_awake
-    from ..runtime import runtime
-    from .cache import TuneCache, default_cache
-
     suite = args.suite or bundled_suite()
     try:
         chosen = select(problems.discover(suite), args.only, args.level)
@@ -104,10 +105,6 @@ def run(args: argparse.Namespace) -> int:
 
 def tune_problem(problem, size: str, settings: TuneSettings, cache, device) -> ProblemOutcome:
     """Compile one problem in a tuning session, then check the tuned plan against PyTorch."""
-    from ..compiler import plan_module
-    from ..harness import problems
-    from .choose import choosing, tuning
-
     start = time.perf_counter()
     outcome = ProblemOutcome(problem.name)
 
@@ -143,8 +140,6 @@ def tune_problem(problem, size: str, settings: TuneSettings, cache, device) -> P
 def check_plan(plan, model, inputs, device) -> str | None:
     """None when the plan's outputs match the model's on `inputs`, else why not."""
     import torch
-
-    from ..compiler import CompiledModule
 
     compiled = CompiledModule(plan, device)
     got = compiled(*inputs, poison=True)
