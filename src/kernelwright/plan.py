@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save_file
+from torch.utils import _pytree as pytree
 
 from .codegen.codegen import BINDING, used_bindings
 from .dtypes import DEVICE_DTYPE_OF, DEVICE_DTYPES, element_type, itemsize, numpy_type
@@ -138,13 +141,9 @@ class Plan:
 
     def save(self, folder: str | Path) -> None:
         """Write plan.json and constants.safetensors into `folder`."""
-        from safetensors.numpy import save_file
-
         folder = Path(folder)
         tree = self.output_tree
         if not isinstance(tree, str):
-            from torch.utils import _pytree as pytree
-
             try:
                 tree = {"pytree": pytree.treespec_dumps(tree)}
             except Exception as e:  # noqa: BLE001 - a type pytree cannot serialize
@@ -172,9 +171,6 @@ class Plan:
         (wgpu's runtime checks on) unless `trust` is True, which keeps each kernel's saved
         `trusted` flag: only for a plan this program wrote itself. A file that cannot be
         read or fails validation is a PlanFileError naming it."""
-        from safetensors import SafetensorError
-        from safetensors.numpy import load_file
-
         folder = Path(folder)
         path = folder / "plan.json"
         try:
@@ -219,8 +215,6 @@ def _load_tree(tree) -> str | Any:
     if tree in ("single", "tuple"):
         return tree
     if isinstance(tree, dict) and isinstance(tree.get("pytree"), str):
-        from torch.utils import _pytree as pytree
-
         return pytree.treespec_loads(tree["pytree"])
     raise ValueError(f"output_tree {tree!r} is none of 'single', 'tuple' or a pytree spec")
 

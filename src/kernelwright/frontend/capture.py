@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch._decomp.decompositions
 import torch.fx
+from torch._decomp import decomposition_table as torch_table
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
 from ..dtypes import default_torch_name
@@ -167,7 +168,6 @@ def recurrent_shapes(active: bool = True):
     """While tracing, the RECURRENT ops compute only their outputs' shapes (empty
     tensors): their CompositeImplicitAutograd kernels and torch._decomp entries are
     replaced, then restored. Nothing changes when not `active`."""
-    from torch._decomp import decomposition_table as torch_table
     if not active:
         yield
         return

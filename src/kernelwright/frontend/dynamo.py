@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 import torch
+from torch._dynamo.backends import registry
 
 from ..compiler import CompiledModule, plan_module
 from ..progress import Progress
@@ -44,8 +45,6 @@ def register() -> None:
     where the package is installed, torch finds it through the entry point
     (pyproject's torch_dynamo_backends) and registers it itself when it loads it, which
     imports this package; registering it here too would make that a duplicate."""
-    from torch._dynamo.backends import registry
-
     known = set(getattr(registry, "_BACKENDS", {})) | set(getattr(registry, "_COMPILER_FNS", {}))
     if "kernelwright" not in known:
         registry.register_backend(name="kernelwright")(kernelwright_backend)

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .problems import Problem, load
 from .verify import describe_inputs
 
@@ -56,8 +58,6 @@ class Estimate:
 
 def tensor_bytes(value: Any) -> int:
     """Bytes of every tensor in `value` (nested lists, tuples and dicts too)."""
-    import torch
-
     if isinstance(value, torch.Tensor):
         return value.numel() * value.element_size()
     if isinstance(value, (list, tuple)):
@@ -75,8 +75,6 @@ def budget_bytes(input_bytes: int, param_bytes: int, output_bytes: int) -> int:
 def estimate(path: Path, size: str | None, seed: int = 0) -> Estimate:
     """The sizes of the problem file at `path` with SIZES[size] applied, found on the
     meta device; raises where the problem cannot run there at all."""
-    import torch
-
     loaded = load(Problem(path.stem, path, 0), size)
     inputs = loaded.inputs(seed, "meta")
     input_bytes = tensor_bytes(inputs)
@@ -96,8 +94,6 @@ def estimate(path: Path, size: str | None, seed: int = 0) -> Estimate:
 
 def cuda_capacity() -> int | None:
     """Free bytes on CUDA device 0 now, or None without CUDA."""
-    import torch
-
     if not torch.cuda.is_available():
         return None
     free, _total = torch.cuda.mem_get_info(0)

@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from kernelwright.runtime import runtime
 
 from ..cli.options import add_suite_options, bundled_suite, select
@@ -104,8 +106,6 @@ def no_hardware_gpu() -> str | None:
 
 def default_size() -> tuple[str, str]:
     """"full" on a real GPU with CUDA beside it to time the reference, else "small"."""
-    import torch
-
     if not torch.cuda.is_available():
         return "small", "no CUDA for the reference"
     why = no_hardware_gpu()

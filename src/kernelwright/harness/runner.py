@@ -47,6 +47,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .gpulock import ENV as GPU_LOCK_ENV
 from .oom import OOM_REASON, gib
 from .problems import Problem
@@ -187,8 +189,6 @@ def gpu_budgets(problems: list[Problem], size: str | None,
 
 def cuda_present() -> bool:
     """Whether PyTorch sees a CUDA GPU (without opening a context in this process)."""
-    import torch
-
     return torch.cuda.is_available()
 
 

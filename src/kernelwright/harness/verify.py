@@ -72,6 +72,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+import torch._dynamo  # noqa: F401 - before any snapshot: see TamperGuard
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..check.inputs import draw, seed_key
@@ -571,10 +572,8 @@ class TamperGuard:
 
     def __init__(self, model: torch.nn.Module) -> None:
         # Importing dynamo wraps some of torch's functions (torch.manual_seed, ...); it
-        # happens lazily, e.g. on a tensor's first .numpy() under a dispatch mode, so do
-        # it now, before the snapshot, rather than take it for tampering later.
-        import torch._dynamo  # noqa: F401
-
+        # happens lazily, e.g. on a tensor's first .numpy() under a dispatch mode, so this
+        # module imports it, before any snapshot, rather than take it for tampering later.
         self.model = model
         self.before = self.snapshot()
 

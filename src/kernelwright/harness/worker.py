@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib
 import json
 import os
 import sys
@@ -34,6 +35,8 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 import kernelwright
 from kernelwright.runtime import runtime
@@ -118,8 +121,6 @@ def load_factory(spec: str, precision: str = "strict"):  # returns a Factory
     if target.endswith(".py"):
         module = import_file(Path(target), "kernelwright_candidate_" + Path(target).stem)
     else:
-        import importlib
-
         module = importlib.import_module(target)
     return getattr(module, attr)
 
@@ -137,8 +138,6 @@ def warm_up(make: Any) -> float:
     """Compile and run a tiny module once, so that one-time costs of a fresh process
     (imports, the device, torch.export's first use) are not billed to the problem's
     compile time; returns the seconds it took (stored as ``warmup_s``)."""
-    import torch
-
     start = time.perf_counter()
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
     inputs = [torch.randn(2, 4)]
@@ -184,8 +183,6 @@ def report_oom(result: dict[str, Any], exc: BaseException) -> dict[str, Any]:
 def evaluate_stages(cfg: WorkerConfig, result: dict[str, Any],
                     result_path: Path) -> dict[str, Any]:
     """The stages of `evaluate`: load, reference, compile and verify, time."""
-    import torch
-
     started = time.perf_counter()
     lock = GpuLock.from_env()
     ref_device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -40,6 +40,7 @@ attempt). Nothing a generator returns is ever compiled or run in this process.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import math
@@ -577,8 +578,6 @@ def kernel_job(source: str, grid, bindings: list[Binding], trusted: bool) -> dic
 
 def swap(plan, specs: list[KernelSpec], winners: dict[str, KernelReport]):
     """The plan with every kernel whose spec key has a winner replaced by it."""
-    import dataclasses
-
     kernels = []
     for kernel, spec in zip(plan.kernels, specs):
         kr = winners.get(spec.key)

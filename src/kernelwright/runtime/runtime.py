@@ -49,6 +49,7 @@ def _runtime_dir() -> None:
 _runtime_dir()
 
 import wgpu  # noqa: E402 - after XDG_RUNTIME_DIR is set
+from wgpu.backends.wgpu_native import _api  # noqa: E402 - as wgpu
 
 ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3, "Unknown": 4}
 # "cooperative-matrix" (wgpu-native's experimental tensor-core feature) is what the
@@ -438,8 +439,6 @@ def _trusted_module(device: wgpu.GPUDevice, source: str) -> wgpu.GPUShaderModule
     counters): wgpu-native's wgpuDeviceCreateShaderModuleTrusted, which wgpu-py does not
     wrap, called through its cffi binding the way its create_shader_module calls
     wgpuDeviceCreateShaderModule."""
-    from wgpu.backends.wgpu_native import _api
-
     ffi, lib = _api.ffi, _api.lib
     wgsl = _api.new_struct_p("WGPUShaderSourceWGSL *", code=_api.to_c_string_view(source))
     wgsl[0].chain.next = ffi.NULL

@@ -22,6 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .. import templates
 from ..compiler import CompiledModule, mutations
@@ -67,9 +70,7 @@ def capture_joint(model: torch.nn.Module, example_batch: tuple,
     Attention is exported under the math backend, whose backward is ordinary ATen ops
     (the CPU's flash attention has a CPU-only backward op). Uses torch's private
     torch.export.experimental._export_forward_backward (tested on torch 2.11-2.13)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    try:
+    try:  # torch's private API, present in some versions only: imported where it is needed
         from torch.export.experimental import _export_forward_backward
     except ImportError as e:
         raise CompileError(f"training needs torch.export.experimental._export_forward_backward "
@@ -248,8 +249,6 @@ class TrainingStep:
         """Write the training state to one safetensors file: every GPU state tensor
         (parameters, buffers, optimizer state, a partial gradient sum), and in its metadata
         the update count (Adam's bias corrections), the learning rate and the settings."""
-        from safetensors.torch import save_file
-
         meta = {"format": CHECKPOINT_FORMAT, "steps": self.steps, "skipped": self.skipped,
                 "micro": self.micro, "lr": self.lr, **self._settings()}
         tensors = {k: t.contiguous() for k, t in self.compiled.state().items()}
@@ -259,8 +258,6 @@ class TrainingStep:
         """Restore the training state `save` wrote, into the GPU state of this step (compiled
         for the same model, optimizer settings and accumulation). A file that is not such a
         checkpoint, or one of another model or optimizer, is a ValueError naming it."""
-        from safetensors import safe_open
-
         try:
             with safe_open(str(path), framework="pt") as f:
                 meta = json.loads((f.metadata() or {})["kernelwright"])

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from ..cli.options import add_suite_options, bundled_suite, select
 from ..compiler import CompiledModule, plan_module
 from ..harness import problems
@@ -139,8 +141,6 @@ def tune_problem(problem, size: str, settings: TuneSettings, cache, device) -> P
 
 def check_plan(plan, model, inputs, device) -> str | None:
     """None when the plan's outputs match the model's on `inputs`, else why not."""
-    import torch
-
     compiled = CompiledModule(plan, device)
     got = compiled(*inputs, poison=True)
     with torch.no_grad():
