@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -57,8 +58,6 @@ def literal(x, dtype: str) -> str:
 
 
 # -- elementwise functions ------------------------------------------------------------
-# Each entry maps (args, params) to a WGSL expression. Args are already typed WGSL
-# expressions of the node's input dtypes; comparisons produce bool.
 def _f(p, key):
     return literal(p[key], "f32")
 
@@ -87,82 +86,106 @@ def _cast(a, p, src: str, dst: str) -> str:
     return f"{wgsl_type(dst)}({a})"
 
 
-EW = {
-    "copy": lambda a, p: a,
-    "add": lambda a, b, p: f"({a} + {b})",
-    "sub": lambda a, b, p: f"({a} - {b})",
-    "mul": lambda a, b, p: f"({a} * {b})",
-    "div": lambda a, b, p: f"({a} / {b})",
-    "floordiv": lambda a, b, p: f"floor({a} / {b})",
-    "fmod": lambda a, b, p: f"({a} - trunc({a} / {b}) * {b})",
-    "remainder": lambda a, b, p: f"({a} - floor({a} / {b}) * {b})",
-    "maximum": lambda a, b, p: f"max({a}, {b})",
-    "minimum": lambda a, b, p: f"min({a}, {b})",
-    "pow_tensor": lambda a, b, p: f"pow({a}, {b})",
-    "atan2": lambda a, b, p: f"atan2({a}, {b})",
-    "eq": lambda a, b, p: f"({a} == {b})",
-    "ne": lambda a, b, p: f"({a} != {b})",
-    "lt": lambda a, b, p: f"({a} < {b})",
-    "le": lambda a, b, p: f"({a} <= {b})",
-    "gt": lambda a, b, p: f"({a} > {b})",
-    "ge": lambda a, b, p: f"({a} >= {b})",
-    "and": lambda a, b, p: f"({a} && {b})",
-    "or": lambda a, b, p: f"({a} || {b})",
-    "xor": lambda a, b, p: f"({a} != {b})",
-    "bitand": lambda a, b, p: f"({a} & {b})",
-    "bitor": lambda a, b, p: f"({a} | {b})",
-    "bitxor": lambda a, b, p: f"({a} ^ {b})",
-    "bitnot": lambda a, p: f"(~{a})",
-    "not": lambda a, p: f"(!{a})",
-    "where": lambda c, a, b, p: f"select({b}, {a}, {c})",
-    "neg": lambda a, p: f"(-{a})",
-    "abs": lambda a, p: f"abs({a})",
-    "sign": lambda a, p: f"sign({a})",
-    "exp": lambda a, p: f"exp({a})",
-    "exp2": lambda a, p: f"exp2({a})",
-    "expm1": lambda a, p: f"(exp({a}) - 1.0)",
-    "log": lambda a, p: f"log({a})",
-    "log2": lambda a, p: f"log2({a})",
-    "log1p": lambda a, p: f"log(1.0 + {a})",
-    "sqrt": lambda a, p: f"sqrt({a})",
-    "rsqrt": lambda a, p: f"inverseSqrt({a})",
-    "reciprocal": lambda a, p: f"(1.0 / {a})",
-    "square": lambda a, p: f"({a} * {a})",
-    "sin": lambda a, p: f"sin({a})",
-    "cos": lambda a, p: f"cos({a})",
-    "tan": lambda a, p: f"tan({a})",
-    "atan": lambda a, p: f"atan({a})",
-    "floor": lambda a, p: f"floor({a})",
-    "ceil": lambda a, p: f"ceil({a})",
-    "round": lambda a, p: f"round({a})",
-    "trunc": lambda a, p: f"trunc({a})",
-    "erf": lambda a, p: f"kw_erf({a})",
-    "tanh": lambda a, p: f"tanh(clamp({a}, -15.0, 15.0))",
-    "sigmoid": lambda a, p: f"(1.0 / (1.0 + exp(-{a})))",
-    "relu": lambda a, p: _keep_nan(f"max({a}, {literal(0, 'f32')})", a, "f32"),
-    "silu": lambda a, p: f"({a} / (1.0 + exp(-{a})))",
-    "gelu": lambda a, p: f"(0.5 * {a} * (1.0 + kw_erf({a} * 0.7071067811865476)))",
-    "gelu_tanh": lambda a, p: (
+# The elementwise ops of the IR (`GraphBuilder.ew`), one entry each: the WGSL expression
+# of the typed argument expressions (comparisons produce bool) and the node's attributes
+# `p`; the cost class, which fusion reads (schedule.heavy_prologues: a TRANSCENDENTAL
+# op is worth a buffer rather than a recomputation at every load); the WGSL helpers
+# it calls; and the ATen ops that lower to it alone (lower/elementwise.py registers
+# them: `compute` "f32" in f32, "same" in the input's dtype, "float" rounding: integers
+# unchanged). A new unary op is one entry here plus its test.
+CHEAP = "cheap"
+TRANSCENDENTAL = "transcendental"  # exp, log, trigonometry: dear to recompute per load
+COMPUTE = ("f32", "same", "float")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One elementwise op: WGSL expression, cost class, helpers, the ATen ops it lowers."""
+
+    wgsl: Callable[..., str]
+    cost: str = CHEAP
+    aten: tuple[str, ...] = ()  # ATen op names ("exp": aten.exp.default)
+    compute: str = "f32"
+    helpers: tuple[str, ...] = ()
+
+
+OPS: dict[str, Op] = {
+    "copy": Op(lambda a, p: a),
+    "add": Op(lambda a, b, p: f"({a} + {b})"),
+    "sub": Op(lambda a, b, p: f"({a} - {b})"),
+    "mul": Op(lambda a, b, p: f"({a} * {b})"),
+    "div": Op(lambda a, b, p: f"({a} / {b})"),
+    "floordiv": Op(lambda a, b, p: f"floor({a} / {b})"),
+    "fmod": Op(lambda a, b, p: f"({a} - trunc({a} / {b}) * {b})"),
+    "remainder": Op(lambda a, b, p: f"({a} - floor({a} / {b}) * {b})"),
+    "maximum": Op(lambda a, b, p: f"max({a}, {b})"),
+    "minimum": Op(lambda a, b, p: f"min({a}, {b})"),
+    "pow_tensor": Op(lambda a, b, p: f"pow({a}, {b})", TRANSCENDENTAL),
+    "atan2": Op(lambda a, b, p: f"atan2({a}, {b})", TRANSCENDENTAL),
+    "eq": Op(lambda a, b, p: f"({a} == {b})"),
+    "ne": Op(lambda a, b, p: f"({a} != {b})"),
+    "lt": Op(lambda a, b, p: f"({a} < {b})"),
+    "le": Op(lambda a, b, p: f"({a} <= {b})"),
+    "gt": Op(lambda a, b, p: f"({a} > {b})"),
+    "ge": Op(lambda a, b, p: f"({a} >= {b})"),
+    "and": Op(lambda a, b, p: f"({a} && {b})"),
+    "or": Op(lambda a, b, p: f"({a} || {b})"),
+    "xor": Op(lambda a, b, p: f"({a} != {b})"),
+    "bitand": Op(lambda a, b, p: f"({a} & {b})"),
+    "bitor": Op(lambda a, b, p: f"({a} | {b})"),
+    "bitxor": Op(lambda a, b, p: f"({a} ^ {b})"),
+    "bitnot": Op(lambda a, p: f"(~{a})"),
+    "not": Op(lambda a, p: f"(!{a})"),
+    "where": Op(lambda c, a, b, p: f"select({b}, {a}, {c})"),
+    "neg": Op(lambda a, p: f"(-{a})", aten=("neg",), compute="same"),
+    "abs": Op(lambda a, p: f"abs({a})", aten=("abs",), compute="same"),
+    "sign": Op(lambda a, p: f"sign({a})", aten=("sign",), compute="same"),
+    "exp": Op(lambda a, p: f"exp({a})", TRANSCENDENTAL, aten=("exp",)),
+    "exp2": Op(lambda a, p: f"exp2({a})", TRANSCENDENTAL, aten=("exp2",)),
+    "expm1": Op(lambda a, p: f"(exp({a}) - 1.0)", TRANSCENDENTAL, aten=("expm1",)),
+    "log": Op(lambda a, p: f"log({a})", TRANSCENDENTAL, aten=("log",)),
+    "log2": Op(lambda a, p: f"log2({a})", TRANSCENDENTAL, aten=("log2",)),
+    "log1p": Op(lambda a, p: f"log(1.0 + {a})", TRANSCENDENTAL, aten=("log1p",)),
+    "sqrt": Op(lambda a, p: f"sqrt({a})", aten=("sqrt",)),
+    "rsqrt": Op(lambda a, p: f"inverseSqrt({a})", aten=("rsqrt",)),
+    "reciprocal": Op(lambda a, p: f"(1.0 / {a})", aten=("reciprocal",)),
+    "square": Op(lambda a, p: f"({a} * {a})"),
+    "sin": Op(lambda a, p: f"sin({a})", TRANSCENDENTAL, aten=("sin",)),
+    "cos": Op(lambda a, p: f"cos({a})", TRANSCENDENTAL, aten=("cos",)),
+    "tan": Op(lambda a, p: f"tan({a})", TRANSCENDENTAL, aten=("tan",)),
+    "atan": Op(lambda a, p: f"atan({a})", TRANSCENDENTAL, aten=("atan",)),
+    "floor": Op(lambda a, p: f"floor({a})", aten=("floor",), compute="float"),
+    "ceil": Op(lambda a, p: f"ceil({a})", aten=("ceil",), compute="float"),
+    "round": Op(lambda a, p: f"round({a})", aten=("round",), compute="float"),
+    "trunc": Op(lambda a, p: f"trunc({a})", aten=("trunc",), compute="float"),
+    "erf": Op(lambda a, p: f"kw_erf({a})", TRANSCENDENTAL, aten=("erf",), helpers=("kw_erf",)),
+    "tanh": Op(lambda a, p: f"tanh(clamp({a}, -15.0, 15.0))", TRANSCENDENTAL, aten=("tanh",)),
+    "sigmoid": Op(lambda a, p: f"(1.0 / (1.0 + exp(-{a})))", TRANSCENDENTAL, aten=("sigmoid",)),
+    "relu": Op(lambda a, p: _keep_nan(f"max({a}, {literal(0, 'f32')})", a, "f32")),
+    "silu": Op(lambda a, p: f"({a} / (1.0 + exp(-{a})))", TRANSCENDENTAL),
+    "gelu": Op(lambda a, p: f"(0.5 * {a} * (1.0 + kw_erf({a} * 0.7071067811865476)))",
+              TRANSCENDENTAL, helpers=("kw_erf",)),
+    "gelu_tanh": Op(lambda a, p: (
         f"(0.5 * {a} * (1.0 + tanh(clamp(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a}),"
-        " -15.0, 15.0))))"),
-    "softplus": lambda a, p: (
+        " -15.0, 15.0))))"), TRANSCENDENTAL),
+    "softplus": Op(lambda a, p: (
         f"select(log(1.0 + exp({_f(p, 'beta')} * {a})) / {_f(p, 'beta')}, {a},"
-        f" {_f(p, 'beta')} * {a} > {_f(p, 'threshold')})"),
-    "elu": lambda a, p: (
+        f" {_f(p, 'beta')} * {a} > {_f(p, 'threshold')})"), TRANSCENDENTAL),
+    "elu": Op(lambda a, p: (
         f"select({_f(p, 'scale')} * {_f(p, 'alpha')} * (exp({a} * {_f(p, 'input_scale')}) - 1.0),"
-        f" {_f(p, 'scale')} * {a}, {a} > 0.0)"),
-    "leaky_relu": lambda a, p: f"select({a} * {_f(p, 'slope')}, {a}, {a} > 0.0)",
-    "clamp": lambda a, p: _keep_nan(
+        f" {_f(p, 'scale')} * {a}, {a} > 0.0)"), TRANSCENDENTAL),
+    "leaky_relu": Op(lambda a, p: f"select({a} * {_f(p, 'slope')}, {a}, {a} > 0.0)"),
+    "clamp": Op(lambda a, p: _keep_nan(
         (f"max({a}, {literal(p['lo'], p['dtype'])})" if p.get("lo") is not None else a)
         if p.get("hi") is None else
-        f"min({_clamp_lo(a, p)}, {literal(p['hi'], p['dtype'])})", a, p["dtype"]),
-    "pow": lambda a, p: _pow(a, p),
+        f"min({_clamp_lo(a, p)}, {literal(p['hi'], p['dtype'])})", a, p["dtype"])),
+    "pow": Op(lambda a, p: _pow(a, p), TRANSCENDENTAL),
     # NaN and infinity tests on the bits: `x != x` may be folded away by the compiler.
-    "isnan": lambda a, p: is_nan(a),
-    "isinf": lambda a, p: f"((bitcast<u32>({a}) & 0x7fffffffu) == 0x7f800000u)",
+    "isnan": Op(lambda a, p: is_nan(a)),
+    "isinf": Op(lambda a, p: f"((bitcast<u32>({a}) & 0x7fffffffu) == 0x7f800000u)"),
     # the same 32 bits read as the node's dtype (f32 <-> i32): lower/pool.py orders f32
     # values as integers
-    "bitcast": lambda a, p: f"bitcast<{wgsl_type(p['dtype'])}>({a})",
+    "bitcast": Op(lambda a, p: f"bitcast<{wgsl_type(p['dtype'])}>({a})"),
 }
 
 
@@ -439,9 +462,8 @@ class Emitter:
             fn = node.attrs["fn"]
             if fn == "cast":
                 return _cast(args[0], node.attrs, x.dtype, v.dtype)
-            if fn == "erf" or fn == "gelu":
-                self.src.helpers.add("kw_erf")
-            return EW[fn](*args, {**node.attrs, "dtype": v.dtype})
+            self.src.helpers.update(OPS[fn].helpers)
+            return OPS[fn].wgsl(*args, {**node.attrs, "dtype": v.dtype})
         if op == "reshape":
             if idx.dims is None:
                 return self.value(x, Index(x.shape, flat=idx.flat))

@@ -278,7 +278,7 @@ class GraphBuilder:
 
     # -- elementwise ----------------------------------------------------------------------
     def ew(self, fn: str, *args: Value, dtype: str | None = None, **params) -> Value:
-        """Elementwise `fn` (a key of codegen.EW) with broadcasting; dtype defaults to the
+        """Elementwise `fn` (a key of codegen.OPS) with broadcasting; dtype defaults to the
         promoted input dtype."""
         shape = broadcast_shapes(*(a.shape for a in args))
         args = tuple(self.expand(a, shape) for a in args)

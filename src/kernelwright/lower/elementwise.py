@@ -6,8 +6,10 @@ operands are cast to the result dtype first, so the WGSL never mixes types.
 
 from __future__ import annotations
 
+import functools
 import math
 
+from ..codegen.codegen import OPS
 from ..dtypes import device_dtype_of_torch
 from ..ir.ir import CompileError, GraphBuilder, Value, promote
 from .registry import register
@@ -189,22 +191,26 @@ def where(b, cond, x, y):
     return b.ew("where", as_dtype(b, cond, "bool"), as_value(b, x, dt), as_value(b, y, dt))
 
 
-# Float unary ops: one WGSL expression each (codegen.EW).
-for _name in ("exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal",
-              "sin", "cos", "tan", "atan", "tanh", "sigmoid", "erf"):
-    register(f"aten.{_name}.default")(lambda b, x, _n=_name: unary_float(b, _n, x))
+def table_op(b: GraphBuilder, x: Value, fn: str) -> Value:
+    """The lowering of an ATen op that is one entry of codegen.OPS alone: computed in f32
+    (its `compute` "f32"), in the input's dtype ("same"), or rounding f32 ("float":
+    integers are already whole)."""
+    compute = OPS[fn].compute
+    if compute == "f32":
+        return unary_float(b, fn, x)
+    if compute == "float" and x.dtype != "f32":
+        return x
+    return b.ew(fn, x)
+
+
+for _fn, _op in OPS.items():
+    for _aten in _op.aten:
+        register(f"aten.{_aten}.default")(functools.partial(table_op, fn=_fn))
 
 
 @register("aten.log10.default")
 def log10(b, x):
     return binary(b, "mul", unary_float(b, "log", x), 1 / math.log(10))
-
-
-# Unary ops that keep the dtype.
-for _name in ("neg", "abs", "sign", "floor", "ceil", "round", "trunc"):
-    register(f"aten.{_name}.default")(
-        lambda b, x, _n=_name: x if _n in ("floor", "ceil", "round", "trunc") and x.dtype != "f32"
-        else b.ew(_n, x))
 
 
 @register("aten.relu.default")

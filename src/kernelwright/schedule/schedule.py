@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..codegen.codegen import contiguous_strides, used_bindings
+from ..codegen.codegen import OPS, TRANSCENDENTAL, contiguous_strides, used_bindings
 from ..dtypes import buffer_bytes, default_torch_name, itemsize, numpy_type
 from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from ..plan import BindingLimits, Buffer, Kernel, Plan, TensorSpec
@@ -182,17 +182,16 @@ def _group(nodes: list[Node], users, chains, outputs: set[Value], own: set[Value
 PROLOGUE_RECOMPUTE_MIN = 4
 PROLOGUE_CAT_PIECES = 1  # the most pieces of a cat that such a loader reads inline
 # The elementwise fns that cost a transcendental instruction sequence (exp, log, sin, ...:
-# codegen.EW); sqrt, rsqrt and division do not count (a LayerNorm's rsqrt stays fused).
-TRANSCENDENTAL = frozenset((
-    "exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan", "atan", "atan2",
-    "erf", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "softplus", "elu", "pow_tensor"))
+# their cost class in codegen.OPS); sqrt, rsqrt and division do not count (a LayerNorm's
+# rsqrt stays fused).
+TRANSCENDENTAL_FNS = frozenset(name for name, op in OPS.items() if op.cost == TRANSCENDENTAL)
 
 
 def _transcendental(node: Node) -> bool:
     if node.attrs.get("fn") == "pow":  # codegen._pow: small integer powers multiply
         e = float(node.attrs["exponent"])
         return not ((e == int(e) and abs(e) <= 4) or e == 0.5)
-    return node.attrs.get("fn") in TRANSCENDENTAL
+    return node.attrs.get("fn") in TRANSCENDENTAL_FNS
 
 
 def heavy_prologues(groups: list[Group]) -> set[Value]:
