@@ -3,7 +3,7 @@ accumulation). The software driver has no cooperative matrices, so these tests c
 the selection logic (feature absent: strict kernels and a warning), the generated WGSL
 (structure, and its index arithmetic run with the cooperative builtins emulated in
 plain WGSL), the runtime's feature request and the bench's tolerance plumbing.
-bench/coop_matmul.py is the test on real hardware."""
+tools/coop_matmul.py is the test on real hardware."""
 
 from __future__ import annotations
 

@@ -269,7 +269,7 @@ def test_register_scan_of_long_rows_in_one_pass():
 
 
 def test_scan_space_of_long_rows():
-    """The settings measured on rows of 8192 (bench/kernels.py --variants takes those of
+    """The settings measured on rows of 8192 (tools/kernels.py --variants takes those of
     WG 256): each fits 16 KiB of f32 totals, and the default stays first."""
     from kernelwright import templates
 

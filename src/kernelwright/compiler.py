@@ -109,7 +109,7 @@ def _collector_paused():
     """Python's cyclic garbage collector off while planning: a plan's graph is hundreds
     of thousands of objects that all stay alive until it is built, and each full
     collection walked them all again (a 6-layer bidirectional GRU over 512 steps,
-    scripts/compile_time.py: about 20% of its planning time)."""
+    tools/compile_time.py: about 20% of its planning time)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -343,5 +343,5 @@ def _probe_accelerated(device: Device) -> str | None:
     err = float(np.nanmax(np.abs(got - want))) if np.isfinite(got).all() else float("inf")
     if err > 1e-3 * (1.0 + float(np.abs(want).max())):
         return (f"the cooperative-matrix kernel computes wrong results (max |diff| {err:.3g} on "
-                f"a {m}x{k}x{n} product; bench/coop_matmul.py tries its variants)")
+                f"a {m}x{k}x{n} product; tools/coop_matmul.py tries its variants)")
     return None

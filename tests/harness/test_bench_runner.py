@@ -148,12 +148,12 @@ def test_results_of_another_compiler_are_not_resumed(monkeypatch) -> None:
 def test_the_compiler_digest_covers_wgsl_templates_not_problems(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
     for name, text in {"ir.py": "x = 1", "kernels/scan.wgsl": "fn main() {}",
-                       "suite/level1/p.py": "a", "bench/b.py": "b"}.items():
+                       "suite/level1/p.py": "a", "harness/b.py": "b"}.items():
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).write_text(text)
     first = runner.compiler_digest(package)
     (package / "suite/level1/p.py").write_text("changed")  # a problem: keyed by its file
-    (package / "bench/b.py").write_text("changed")
+    (package / "harness/b.py").write_text("changed")
     assert runner.compiler_digest(package) == first
     (package / "kernels/scan.wgsl").write_text("fn main() { }")  # a kernel template
     assert runner.compiler_digest(package) != first

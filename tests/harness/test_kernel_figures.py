@@ -1,4 +1,4 @@
-"""bench/kernels.py: every case checked against PyTorch, and issue 5's targets summarised."""
+"""tools/kernels.py: every case checked against PyTorch, and issue 5's targets summarised."""
 
 import argparse
 import importlib.util
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_kernels_bench():
-    spec = importlib.util.spec_from_file_location("bench_kernels", ROOT / "bench" / "kernels.py")
+    spec = importlib.util.spec_from_file_location("bench_kernels", ROOT / "tools" / "kernels.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["bench_kernels"] = module
     spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""bench/kernel_profile.py: each kernel's time of a suite problem, under compiler settings."""
+"""tools/kernel_profile.py: each kernel's time of a suite problem, under compiler settings."""
 
 import json
 import os
@@ -34,6 +34,6 @@ def test_a_misspelt_setting_is_refused_before_any_work(tmp_path):
 
 def profile(variants: dict, out: Path):
     return subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "kernel_profile.py"), "--only", "level2/001",
+        [sys.executable, str(ROOT / "tools" / "kernel_profile.py"), "--only", "level2/001",
          "--size", "small", "--variants", json.dumps(variants), "--out", str(out)],
         capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ""})

@@ -1,4 +1,4 @@
-"""scripts/merge_suite_runs.py: the last run that has a problem gives its result."""
+"""tools/merge_suite_runs.py: the last run that has a problem gives its result."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from kernelwright.harness import runner
 from kernelwright.harness.worker import WorkerConfig, new_result
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "merge_suite_runs.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "merge_suite_runs.py"
 
 
 def fake_run(folder: Path, key: str, speedups: dict[str, float]) -> None:

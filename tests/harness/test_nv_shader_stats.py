@@ -1,4 +1,4 @@
-"""scripts/nv_shader_stats.py: the instruction mix and registers of machine code found in
+"""tools/nv_shader_stats.py: the instruction mix and registers of machine code found in
 a shader cache file (zstd frames among other bytes)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "nv_shader_stats.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "nv_shader_stats.py"
 
 
 def _word(opcode: int, regs=(0, 0, 0, 0), stall: int = 1) -> bytes:

@@ -223,7 +223,7 @@ class BenchSettings:
                             time_target_s=self.time_target_s)
 
 
-NOT_COMPILER = ("bench", "optimize", "suite")  # the harness, the search agent, problems
+NOT_COMPILER = ("harness", "optimize", "suite")  # the harness, the search agent, problems
 
 
 def compiler_digest(package: Path | None = None) -> str:

@@ -91,7 +91,7 @@ def warm_up(batch: Callable[[int], list[float]]) -> tuple[float, float]:
     """Call `batch(WARMUP_BATCH)` until two rounds agree within 10% (or WARMUP_BUDGET_S
     passed); returns the last round's median (ms) and the wall seconds per call. A GPU
     fresh from idle ran the first calls of a 4096^3 matmul 3.4x slower on the H200
-    (bench/kernels.py's first case, 2026-12-01, before it warmed up)."""
+    (tools/kernels.py's first case, 2026-12-01, before it warmed up)."""
     previous, wall_per_call = None, 0.0
     started = time.perf_counter()
     for _ in range(WARMUP_ROUNDS):
@@ -115,7 +115,7 @@ def keep_gpu_awake() -> bool:
     `torch.zeros(1, device="cuda")`; docs/PERF.md), and a search's sandbox, which opened
     none, timed kernels 1.6-3.6x apart from one call to the next as other processes'
     contexts came and went. Every process that times Vulkan kernels calls this first:
-    the optimize sandbox, the optimize profile, `kernelwright tune`, bench/kernels.py
+    the optimize sandbox, the optimize profile, `kernelwright tune`, tools/kernels.py
     (the harness's workers have PyTorch's open for their references)."""
     if not _AWAKE and torch.cuda.is_available():
         _AWAKE.append(torch.zeros(1, device="cuda"))

@@ -1,7 +1,7 @@
 """Whole-module verification of a plan, in a bench worker process.
 
 A plan with optimized kernels swapped in is saved to a folder, and the bench harness
-(bench/worker.py, started by bench.runner.run_worker, so in a subprocess with time
+(harness/worker.py, started by harness.runner.run_worker, so in a subprocess with time
 and memory limits) verifies and times it against PyTorch exactly as it does any
 candidate: fresh inputs in several distributions, poisoned outputs, every element
 within fp32 1e-4, and then GPU time against PyTorch eager. The candidate factory it
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     loaded = problems.load(problems.Problem(args.problem.stem, args.problem, 0), args.size)
     inputs = loaded.inputs(args.seed)
     device = runtime.default_device()
-    keep_gpu_awake()  # Vulkan timings 3x apart without (bench/timing.py)
+    keep_gpu_awake()  # Vulkan timings 3x apart without (harness/timing.py)
     before = CompiledModule(Plan.load(args.before), device)
     after = CompiledModule(Plan.load(args.after), device)
     with GpuLock.from_env().exclusive():

@@ -30,7 +30,7 @@ candidate that hangs or crashes costs that candidate only, and no candidate is e
 compiled or run in the agent's process. Each job builds its own buffers and
 pipelines; nothing but the opened device is shared between jobs. When problems are
 searched side by side (``optimize --jobs``), the worker holds the bench harness's GPU
-lock (bench/gpulock.py) shared around its runs and exclusive while it times.
+lock (harness/gpulock.py) shared around its runs and exclusive while it times.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def serve() -> int:
     sys.stdout = sys.stderr
 
     device = runtime.default_device()
-    keep_gpu_awake()  # timings 1.6-3.6x apart without (bench/timing.py)
+    keep_gpu_awake()  # timings 1.6-3.6x apart without (harness/timing.py)
     reply.write(json.dumps({"ready": True, "device": device.description,
                             "timestamps": device.has_timestamps}) + "\n")
     for line in sys.stdin:

@@ -319,7 +319,7 @@ class Search:
             model = problems.call_user("reference", lambda: loaded.build_model(s.seed))
             inputs = problems.call_user("reference", lambda: loaded.inputs(s.seed))
             device = runtime.default_device()
-            keep_gpu_awake()  # the profile's times: see bench/timing.py
+            keep_gpu_awake()  # the profile's times: see harness/timing.py
             report.device = device.description
             if not device.has_timestamps:
                 raise RuntimeError(f"{device.description} has no timestamp queries")

@@ -62,7 +62,7 @@ TRANSFER_CHUNK = 256 << 20  # bytes per upload or read-back call (bounds the sta
 # kernelwright's templates wrote (Kernel.trusted) indexes in bounds and terminates by
 # construction, so it is compiled without them (wgpu-native's trusted shader modules);
 # any other source (a language model's candidate) keeps them. FORCE_SHADER_CHECKS = True
-# compiles every kernel with them (bench/kernels.py --shader-checks measures the cost).
+# compiles every kernel with them (tools/kernels.py --shader-checks measures the cost).
 FORCE_SHADER_CHECKS = False
 
 

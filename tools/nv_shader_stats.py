@@ -1,10 +1,10 @@
 """What NVIDIA's Vulkan driver made of kernelwright's kernels, read from its shader disk
-cache (the `shadercache` task of scripts/h200_session.sh keeps it): per compiled
+cache (the `shadercache` task of tools/h200_session.sh keeps it): per compiled
 pipeline, the instruction mix of its machine code and the highest register an FFMA
 names, a lower bound on the registers per invocation (more than 128 with 256
 invocations: one workgroup per SM).
 
-    python scripts/nv_shader_stats.py DIR [--loop] [--sass OUT]
+    python tools/nv_shader_stats.py DIR [--loop] [--sass OUT]
 
 The cache's entries are zstd frames (the `zstd` command decompresses them). The
 machine code is found, not parsed: SM90 instructions are 16 bytes, their opcode in the

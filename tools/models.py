@@ -1,7 +1,7 @@
 """Benchmark: compile time and time per call of small whole models, kernelwright
 against PyTorch eager in the same run (issue 2's figures; not a test).
 
-    python bench/models.py [--size full|small] [--reps 50] [--out bench/results/models.json]
+    python tools/models.py [--size full|small] [--reps 50] [--out baselines/models.json]
 
 Models come from the bundled suite (level 3): an MLP, a CNN (conv -> batch norm ->
 relu -> pool -> linear) and a transformer encoder block. For each it reports:
@@ -71,7 +71,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="full", choices=["full", "small"])
     ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--out", default="bench/results/models.json")
+    ap.add_argument("--out", default="baselines/models.json")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -2,7 +2,7 @@
 first T workgroups of one product of a single tile row, for each T of a range, for
 both large-product tile settings, and the slots each step says.
 
-    python bench/wave_probe.py [--k 1024] [--tiles 4:640:4] [--knobs JSON] [--out FILE]
+    python tools/wave_probe.py [--k 1024] [--tiles 4:640:4] [--knobs JSON] [--out FILE]
 
 --knobs: a JSON list of matmul knob settings, each over the plain tiles' defaults
 (e.g. '[{"BK": 8}, {"DB": 1}]'), probed after the two default settings: how many

@@ -1,6 +1,6 @@
 """Merge the output folders of several `kernelwright bench` runs into one.
 
-    python scripts/merge_suite_runs.py OUT RUN [RUN ...]
+    python tools/merge_suite_runs.py OUT RUN [RUN ...]
 
 Each RUN is a folder `kernelwright bench --out` wrote (results.json, results.sqlite).
 A problem's result is taken from the last RUN that has it. OUT gets results.json

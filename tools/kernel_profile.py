@@ -2,12 +2,12 @@
 kernel, median of 5 calls) summed by kernel name, the whole call's time and PyTorch
 eager's (CUDA events), for bundled problems at full size, under compiler variants.
 
-    python bench/kernel_profile.py --only level3/023,level3/015 [--out FILE.json]
+    python tools/kernel_profile.py --only level3/023,level3/015 [--out FILE.json]
         [--variants '{"base": {}, "k1024": {"lower.linalg.SPLIT_K_MIN": 1024}}']
 
 A variant sets module constants of kernelwright (dotted paths under the package) while
 its problem compiles: a way to compare a heuristic's settings on whole problems before
-changing the default. Run on the GPU machine (scripts/h200_session.sh or directly).
+changing the default. Run on the GPU machine (tools/h200_session.sh or directly).
 """
 
 from __future__ import annotations

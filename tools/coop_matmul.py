@@ -3,7 +3,7 @@ right, and how fast it is against cuBLAS's f16 GEMM.
 
 Run on the GPU machine (nothing here can run on a software driver):
 
-    python bench/coop_matmul.py [--out results.json] [--sizes 4096,8192] [--quick]
+    python tools/coop_matmul.py [--out results.json] [--sizes 4096,8192] [--quick]
 
 It writes a JSON (to --out, else $OUT/coop_matmul.json, else ./coop_matmul.json) and
 prints as it goes:

@@ -3,7 +3,7 @@
 generation, memory planning, pipelines) at growing sequence lengths and depths, on
 the CPU. A stage that grows faster than the step count is quadratic somewhere.
 
-    python scripts/compile_time.py [--kinds GRU,LSTM] [--seqs 32,64] [--layers 1,6]
+    python tools/compile_time.py [--kinds GRU,LSTM] [--seqs 32,64] [--layers 1,6]
         [--hidden 256] [--input 128] [--batch 10] [--total] [--pipelines] [--decomposed]
         [--profile OUT.prof]
 

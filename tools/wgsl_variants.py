@@ -1,10 +1,10 @@
-"""Kernels rewritten by hand: the compiler's kernel for a case of bench/kernels.py, timed
+"""Kernels rewritten by hand: the compiler's kernel for a case of tools/kernels.py, timed
 as generated and with its WGSL text (or a weight constant) edited, each edit checked
 against PyTorch and timed as the harness times (bench.timing.time_candidate) against
 PyTorch on the same GPU. What wins goes into the templates and is measured again by
-bench/kernels.py.
+tools/kernels.py.
 
-    python bench/wgsl_variants.py [--only CASE,...] [--variants NAME,...]
+    python tools/wgsl_variants.py [--only CASE,...] [--variants NAME,...]
                                   [--knobs JSON] [--out FILE]
 
 --knobs forces the matmul template's knobs (e.g. '{"UNROLL": 0}' over the defaults).
@@ -53,7 +53,7 @@ Permute variants, on the NCHW -> NHWC permute (PERMUTE_CASES), written by hand f
   vec4, vec4_cTC_wTW[_WG]  16-byte loads along W and 16-byte stores along C through a
               staged tile of TC x TW
 Every case also runs `generated`, the compiler's kernel. `h200_session.sh gemmvar` runs
-one variant per process with NVIDIA's shader cache kept, for scripts/nv_shader_stats.py
+one variant per process with NVIDIA's shader cache kept, for tools/nv_shader_stats.py
 --sass. The JSON is written after each variant."""
 
 from __future__ import annotations
@@ -520,7 +520,7 @@ def main() -> int:
     ap.add_argument("--variants", default="", help="variants to run (default: all)")
     ap.add_argument("--knobs", default="", help="matmul knobs over the defaults (JSON)")
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--out", default="bench/results/wgsl_variants.json")
+    ap.add_argument("--out", default="baselines/wgsl_variants.json")
     args = ap.parse_args()
     keep_gpu_awake()
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False

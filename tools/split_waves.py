@@ -1,13 +1,13 @@
 """Large GEMMs with their plans forced (K chunks, a tail of rows, aligned copies) and their
 tiles: the measurements behind the choice by waves (ops/linalg.product_plan).
 
-    python bench/split_waves.py OUT.json CASE[,CASE...] [--chunks 1,2,3,4] [--tails 256]
+    python tools/split_waves.py OUT.json CASE[,CASE...] [--chunks 1,2,3,4] [--tails 256]
                                 [--align] [--tiles wide,plain]
 
-A CASE not in bench/kernels.py named gemm_MxKxN is the product of an M x K and a K x N
+A CASE not in tools/kernels.py named gemm_MxKxN is the product of an M x K and a K x N
 matrix (any shape, e.g. gemm_24576x8192x100).
 
-For each case of bench/kernels.py and each of the wide (templates.MATMUL_LARGE_TILES)
+For each case of tools/kernels.py and each of the wide (templates.MATMUL_LARGE_TILES)
 and the plain (MATMUL_PLAIN_TILES) tiles, every chunk count and every tail: the plan
 lower.linalg.product_plan returns forced to WavePlan(chunks=c) or WavePlan(tail=r) (chunks
 1: the compiler's own rule), with aligned copies of the operands where --align; waves
@@ -38,7 +38,7 @@ from kernelwright.lower import linalg  # noqa: E402
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
-    ap.add_argument("cases", help="comma-separated bench/kernels.py cases")
+    ap.add_argument("cases", help="comma-separated tools/kernels.py cases")
     ap.add_argument("--chunks", default="1,2,3,4")
     ap.add_argument("--tails", default="", help="rows of the tail, comma-separated")
     ap.add_argument("--align", action="store_true", help="copy the operands aligned")
@@ -51,7 +51,7 @@ def main() -> int:
             CASES[name] = gemm(*(int(d) for d in shape.groups()))
     unknown = [n for n in names if n not in CASES]
     if unknown:
-        print(f"split_waves: no case {unknown} in bench/kernels.py", file=sys.stderr)
+        print(f"split_waves: no case {unknown} in tools/kernels.py", file=sys.stderr)
         return 2
     keep_gpu_awake()
     rule, wide_tiles = linalg.product_plan, templates.MATMUL_LARGE_TILES

@@ -1,11 +1,11 @@
 #!/bin/sh
 # kernelwright optimize with the built-in generator over the bundled suite, full size,
 # on the GPU machine; before/after speedups against PyTorch eager go to $RESULTS
-# (default bench/results/optimize_h200/; summary.json: per problem and the geometric
+# (default baselines/optimize_h200/; summary.json: per problem and the geometric
 # means; report.txt: per kernel the winner, its gain and the WGSL diff; optimize.log:
 # progress; optimize.sqlite and tune.sqlite: the run's state and the winners found).
 #
-#   source .device/env.sh && sh bench/optimize_suite.sh [--level 2] [--only PATTERN] ...
+#   source .device/env.sh && sh tools/optimize_suite.sh [--level 2] [--only PATTERN] ...
 #
 # Problems where no kernel improved keep the compiler's plan and are not measured again
 # (--skip-unchanged: the module check costs ~50 s per problem at full size); the
@@ -20,7 +20,7 @@
 # to $RESULTS after the run; when $WORK has no state but $RESULTS (or $FROM) does, the
 # run goes on from that one, so finished problems are skipped.
 set -e
-RESULTS=${RESULTS:-bench/results/optimize_h200}
+RESULTS=${RESULTS:-baselines/optimize_h200}
 FROM=${FROM:-$RESULTS}
 WORK=${WORK:-out/kw_optimize}
 mkdir -p "$RESULTS" "$WORK"

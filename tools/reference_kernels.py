@@ -1,11 +1,11 @@
-"""The CUDA kernels PyTorch runs for cases of bench/kernels.py: each kernel's name (which
+"""The CUDA kernels PyTorch runs for cases of tools/kernels.py: each kernel's name (which
 for cuBLAS and cuDNN names its tile shape and pipeline stages), grid, block, registers
 per thread, shared memory and time, from torch.profiler's trace. What the reference
 does is what the templates are measured against; this says how it does it.
 
-    python bench/reference_kernels.py [--only CASE,...] [--out FILE]
+    python tools/reference_kernels.py [--only CASE,...] [--out FILE]
 
-Needs CUDA. Strict fp32 (TF32 off), as bench/kernels.py."""
+Needs CUDA. Strict fp32 (TF32 off), as tools/kernels.py."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def kernels_of(name: str, calls: int = 3) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=",".join(MATMUL_CASES),
-                    help="comma-separated case names of bench/kernels.py")
+                    help="comma-separated case names of tools/kernels.py")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if not torch.cuda.is_available():

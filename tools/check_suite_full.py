@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Time the bundled suite's problems in PyTorch eager mode, to check their sizes.
 
-    python scripts/check_suite_full.py --device cuda                 # every problem, full size
-    python scripts/check_suite_full.py --device cuda --only 'level2/*'
-    python scripts/check_suite_full.py --device cpu --size small --only level1/001
+    python tools/check_suite_full.py --device cuda                 # every problem, full size
+    python tools/check_suite_full.py --device cuda --only 'level2/*'
+    python tools/check_suite_full.py --device cpu --size small --only level1/001
 
 For each problem file: load it by path, apply SIZES[size] to its module constants, build
 the model and its inputs directly on the device (eval mode, fixed seed), run --warmup calls,

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Pack the compiler of commit REV (its src/) as .ab_base.tar.gz for the `ab` task of
-# scripts/h200_session.sh, which measures it and the working tree in the same device
+# tools/h200_session.sh, which measures it and the working tree in the same device
 # call. The file is ignored by git: pass it to the device with carry [".device",
 # ".ab_base.tar.gz"].
 #
-#   scripts/ab_base.sh REV        e.g. scripts/ab_base.sh HEAD~1
+#   tools/ab_base.sh REV        e.g. tools/ab_base.sh HEAD~1
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rev=${1:?usage: scripts/ab_base.sh REV}
+rev=${1:?usage: tools/ab_base.sh REV}
 git rev-parse --verify -q "$rev^{commit}" > /dev/null || { echo "ab_base: no commit $rev" >&2; exit 2; }
 full=$(git rev-parse "$rev")
 # the commit's id travels inside the archive (as AB_BASE_REV), with its src/

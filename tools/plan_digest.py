@@ -3,15 +3,15 @@
 comments), to tell which problems a compiler change touches (their stored GPU results
 must be measured again; the others' plans are the same kernels).
 
-    python scripts/plan_digest.py OUT.json [--suite DIR] [--size full] [--only PREFIX,...]
-    python scripts/plan_digest.py --compare OLD.json NEW.json [--args ARGS.txt]
+    python tools/plan_digest.py OUT.json [--suite DIR] [--size full] [--only PREFIX,...]
+    python tools/plan_digest.py --compare OLD.json NEW.json [--args ARGS.txt]
 
 Runs on the CPU (no GPU work: plans only, tuning off, the H200's waves unless --waves
 says otherwise); inputs are zeros of the problem's shapes. Run it with each compiler
 (e.g. an old commit through `git worktree` and PYTHONPATH=that/src) and --compare the
 two files: it prints the problems whose plans differ, and --args writes them as
 `kernelwright bench` arguments (`--only NAME` each) for `BENCH_ARGS="$(cat ARGS.txt)"
-scripts/h200_session.sh suite`. Comments and blank lines of the WGSL do not count: a
+tools/h200_session.sh suite`. Comments and blank lines of the WGSL do not count: a
 template whose comments change makes the same kernels.
 """
 

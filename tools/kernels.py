@@ -1,14 +1,14 @@
 """Benchmark: single kernels against PyTorch on the same GPU (issue 5's figures; not a test).
 
-    python bench/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
+    python tools/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
                             [--conv-opt 1|2|4] [--attention auto|fused|decomposed] [--suite]
                             [--shader-checks] [--split-k-target N]
-                            [--out bench/results/kernels.json]
-    python bench/kernels.py --matmul-variants [--settings JSON] [--only NAME]
-                            [--out bench/results/matmul_variants.json]
-    python bench/kernels.py --attention-variants [--out bench/results/attention_variants.json]
-    python bench/kernels.py --variants [--only NAME] [--out bench/results/memory_variants.json]
-    python bench/kernels.py --large [--out bench/results/kernels_large.json]
+                            [--out baselines/kernels.json]
+    python tools/kernels.py --matmul-variants [--settings JSON] [--only NAME]
+                            [--out baselines/matmul_variants.json]
+    python tools/kernels.py --attention-variants [--out baselines/attention_variants.json]
+    python tools/kernels.py --variants [--only NAME] [--out baselines/memory_variants.json]
+    python tools/kernels.py --large [--out baselines/kernels_large.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
 timestamps, measured as the bench harness does (bench.timing.time_candidate: warm-up
@@ -522,19 +522,19 @@ def run(args) -> None:
     dev = kernelwright.runtime.default_device()
     keep_gpu_awake()  # Vulkan ran 3x slow on the H200 until a CUDA context was open
     if args.matmul_variants:
-        args.out = args.out or "bench/results/matmul_variants.json"
+        args.out = args.out or "baselines/matmul_variants.json"
         template_variants(args, dev, "matmul", MATMUL_CASES)
         return
     if args.attention_variants:  # the fused kernel's settings (FUSED forces the path)
-        args.out = args.out or "bench/results/attention_variants.json"
+        args.out = args.out or "baselines/attention_variants.json"
         attention_ops.FUSED = True
         template_variants(args, dev, "attention", ATTENTION_CASES)
         return
     if args.variants:
-        args.out = args.out or "bench/results/memory_variants.json"
+        args.out = args.out or "baselines/memory_variants.json"
         memory_variants(args, dev)
         return
-    args.out = args.out or "bench/results/kernels.json"
+    args.out = args.out or "baselines/kernels.json"
     rows = []
     out = dict(device=dev.description, torch=torch.__version__,
                shader_checks=kernelwright.runtime.runtime.FORCE_SHADER_CHECKS,
