@@ -10,9 +10,9 @@
     loss = step(x, y)                    # forward, backward and update on the GPU
     tokens = kernelwright.generate(causal_lm, input_ids, max_new_tokens=32)
 
-The pipeline, one module per stage (docs/ARCHITECTURE.md draws it):
-capture -> ir (+ ops registry) -> schedule (fusion, memory) -> templates/codegen
--> plan -> runtime.
+The pipeline, one folder per stage (docs/ARCHITECTURE.md draws it):
+frontend -> ir <- lower (the op registry) -> schedule (fusion, memory) ->
+templates/codegen -> plan -> runtime.
 """
 
 from . import runtime
