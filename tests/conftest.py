@@ -14,7 +14,7 @@ import torch
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
 import kernelwright
-from kernelwright import runtimes
+from kernelwright.runtime import runtimes
 
 
 def pytest_addoption(parser):

@@ -3,7 +3,7 @@ accumulation). The software driver has no cooperative matrices, so these tests c
 the selection logic (feature absent: strict kernels and a warning), the generated WGSL
 (structure, and its index arithmetic run with the cooperative builtins emulated in
 plain WGSL), the runtime's feature request and the bench's tolerance plumbing.
-bench/coop_matmul.py is the test on real hardware."""
+tools/coop_matmul.py is the test on real hardware."""
 
 from __future__ import annotations
 
@@ -16,11 +16,13 @@ import pytest
 import torch
 
 import kernelwright
-from kernelwright import compiler, kernels, runtime
-from kernelwright.bench import runner, verify, worker
-from kernelwright.ir import CompileError, GraphBuilder
+from kernelwright import compiler, kernels
+from kernelwright.check.tolerance import Tolerance
+from kernelwright.harness import runner, worker
+from kernelwright.ir.ir import CompileError, GraphBuilder
 from kernelwright.options import CompileOptions
-from kernelwright.schedule import build_plan, fuse, live_nodes
+from kernelwright.runtime import runtime
+from kernelwright.schedule.schedule import build_plan, fuse, live_nodes
 
 
 def matmul_graph(m, k, n, transposed_b=False, relu=False):
@@ -237,10 +239,10 @@ def test_refused_feature_never_breaks_opening_the_device():
 
 
 def test_tolerance_and_labels():
-    tol = verify.Tolerance(accelerated=True)
+    tol = Tolerance(accelerated=True)
     assert tol.label == "accelerated-f16"
     assert tol.for_dtype(torch.float32) == (1e-2, 1e-2)
-    assert verify.Tolerance().for_dtype(torch.float32) == (1e-4, 1e-4)
+    assert Tolerance().for_dtype(torch.float32) == (1e-4, 1e-4)
     assert worker.precision_label(False, True) == "accelerated-f16"
     assert worker.precision_label(True, False) == "loose(1e-2)"
     fast, strict = runner.BenchSettings(accelerated=True), runner.BenchSettings()

@@ -133,7 +133,7 @@ def test_log_sigmoid_forward_op():
 
 def test_random_training_ops_are_compile_errors():
     import kernelwright
-    from kernelwright.ir import CompileError
+    from kernelwright.ir.ir import CompileError
 
     x = torch.randn(3, 4)
     for fn in (lambda x: F.rrelu(x, training=True), lambda x: F.dropout(x, 0.5, training=True)):

@@ -9,7 +9,7 @@ from conftest import Fn, check
 from torch import nn
 
 from kernelwright.kernels import attention_config
-from kernelwright.ops import attention as attention_ops
+from kernelwright.lower import attention as attention_ops
 
 
 @pytest.fixture(params=["fused", "decomposed"])

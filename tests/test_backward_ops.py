@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from conftest import Fn
 
 import kernelwright
-from kernelwright.ops import conv as conv_ops
+from kernelwright.lower import conv as conv_ops
 
 aten = torch.ops.aten
 CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}

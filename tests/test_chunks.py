@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
-from kernelwright.runtime import default_device, open_device
+from kernelwright.runtime.runtime import default_device, open_device
 
 LIMIT = 1 << 16
 _DEVICES = {}

@@ -126,7 +126,7 @@ def test_int64_inputs_run_no_pytorch_compute():
 def test_a_tensor_larger_than_the_device_allocates_is_held_in_several_buffers():
     """A tensor larger than one binding is chunked, one larger than the device's largest
     buffer is held as several device buffers (tests/test_chunks.py covers each family)."""
-    from kernelwright.runtime import open_device
+    from kernelwright.runtime.runtime import open_device
 
     small = open_device(kernelwright.runtime.default_device().adapter,
                         {"max-buffer-size": 1 << 20, "max-storage-buffer-binding-size": 1 << 18})
@@ -142,8 +142,8 @@ def test_a_kernel_binding_more_buffers_than_the_device_allows_is_a_clear_error()
     vec4 view of each read, and this kernel reads only the views): five reads and the
     output. A device that allows fewer storage buffers per shader stage is refused before
     any pipeline is built, naming the kernel; one that allows six runs it."""
-    from kernelwright.codegen import declared_bindings, used_bindings
-    from kernelwright.runtime import check_limits
+    from kernelwright.codegen.codegen import declared_bindings, used_bindings
+    from kernelwright.runtime.runtime import check_limits
 
     xs = [torch.randn(4, 8) for _ in range(5)]
     fn = Fn(lambda a, b, c, d, e: a * b + c * d - e)
@@ -166,8 +166,8 @@ def test_fusion_stays_within_the_devices_binding_limit():
     the compiler stores the smallest inline value that reads two of them, the
     per-channel scale g * rsqrt(v + eps) (8 floats), and fuses the rest: two kernels
     of five bindings or fewer, and the same result. On the full device: one kernel."""
-    from kernelwright.codegen import used_bindings
-    from kernelwright.runtime import open_device
+    from kernelwright.codegen.codegen import used_bindings
+    from kernelwright.runtime.runtime import open_device
 
     fn = Fn(lambda x, m, g, v, b: (x - m) * (g * torch.rsqrt(v + 1e-5)) + b)
     xs = [torch.randn(4, 8, 16)] + [torch.randn(8, 1) for _ in range(4)]
@@ -189,7 +189,7 @@ def test_fusion_stays_within_the_devices_binding_limit():
 
 
 def test_used_bindings_follow_the_calls_from_main():
-    from kernelwright.codegen import used_bindings
+    from kernelwright.codegen.codegen import used_bindings
 
     src = """@group(0) @binding(0) var<storage, read> in0: array<f32>;
 @group(0) @binding(1) var<storage, read> in0v4: array<vec4<f32>>;
@@ -212,7 +212,7 @@ def test_kernels_compile_without_runtime_checks_unless_forced(monkeypatch):
     """Kernels the templates write are trusted modules (no index clamps or loop counters
     from wgpu's translator); FORCE_SHADER_CHECKS compiles the same WGSL with them; both
     compute the same result. On Dawn the checked ones run on the robust device."""
-    from kernelwright import runtime, runtimes
+    from kernelwright.runtime import runtime, runtimes
 
     m = _mlp().eval()
     x = torch.randn(4, 8)
@@ -417,7 +417,7 @@ def _edit(folder, change) -> None:
 
 
 def test_loaded_plans_are_untrusted_unless_the_caller_trusts_them(tmp_path):
-    from kernelwright import runtime
+    from kernelwright.runtime import runtime
 
     x, compiled, folder = _saved(tmp_path)
     plan = kernelwright.Plan.load(folder)

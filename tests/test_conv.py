@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from conftest import Fn, check
 from torch import nn
 
-from kernelwright.ir import CompileError, GraphBuilder
-from kernelwright.ops import conv as conv_ops
+from kernelwright.ir.ir import CompileError, GraphBuilder
+from kernelwright.lower import conv as conv_ops
 
 
 @pytest.fixture(params=["gemm", "direct"])

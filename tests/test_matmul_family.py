@@ -11,7 +11,7 @@ from conftest import Fn, check
 
 from kernelwright.kernels import cuts
 from kernelwright.kernels import matmul as matmul_kernels
-from kernelwright.ops.linalg import SMALL_K, product_plan
+from kernelwright.lower.linalg import SMALL_K, product_plan
 
 
 def _templates(compiled):
@@ -280,7 +280,7 @@ def test_split_k_sum_is_added_by_the_kernels_that_read_it():
     element it stores (a recurrent step's gates: slices of one product) or by a row
     kernel is summed in their loads (ir.inline_sum): no reduce kernel, no buffer of the
     sum. A product that is returned keeps its reduce kernel."""
-    from kernelwright.ir import INLINE_SUM_MAX
+    from kernelwright.ir.ir import INLINE_SUM_MAX
 
     assert 1 < split_k_chunks((8, 512), (512, 64)) <= INLINE_SUM_MAX
     a, b, bias = torch.rand(8, 512) - 0.5, torch.rand(512, 64) - 0.5, torch.randn(64)
@@ -349,7 +349,7 @@ def test_transcendental_prologues_recomputed_per_tile_are_materialized(monkeypat
     inlined. Under the threshold, and for cheap prologues (a LayerNorm's arithmetic)
     at any tile count, the prologue stays in the loader."""
 
-    from kernelwright import schedule
+    from kernelwright.schedule import schedule
 
     def kernels(compiled):
         return [k.name for k in compiled.plan.kernels]
@@ -383,7 +383,7 @@ def test_cats_read_per_tile_are_materialized(monkeypatch):
     PROLOGUE_RECOMPUTE_MIN times or more, not read through a branch over the pieces at
     every load; with one tile column, or with PROLOGUE_CAT_PIECES raised, it stays in
     the loader."""
-    from kernelwright import schedule
+    from kernelwright.schedule import schedule
 
     def kernels(fn, *xs):
         return [k.name for k in check(Fn(fn), *xs).plan.kernels]

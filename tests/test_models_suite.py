@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import check
 
-from kernelwright.bench import problems
+from kernelwright.harness import problems
 
 SUITE = Path(__file__).resolve().parents[1] / "src" / "kernelwright" / "suite" / "models"
 PROBLEMS = problems.discover(SUITE)

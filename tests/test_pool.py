@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from conftest import Fn, check
 
 import kernelwright
-from kernelwright.ir import CompileError, GraphBuilder
-from kernelwright.ops import pool as pool_ops
+from kernelwright.ir.ir import CompileError, GraphBuilder
+from kernelwright.lower import pool as pool_ops
 
 MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 AVG = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}

@@ -19,8 +19,8 @@ import torch
 from conftest import check
 from torch import nn
 
-from kernelwright.capture import export_graph, fx_to_ir
-from kernelwright.schedule import live_nodes
+from kernelwright.frontend.capture import export_graph, fx_to_ir
+from kernelwright.schedule.schedule import live_nodes
 
 
 class Flat(nn.Module):

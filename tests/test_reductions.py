@@ -43,7 +43,7 @@ def test_softmax_long_rows():
 def test_softmax_recomputes_exp_instead_of_storing_it():
     # rows too long for one row kernel (schedule.ROW_FUSION_MAX): max, sum of
     # exp(x - max), and exp(x - max) / sum: three kernels, no stored exp
-    from kernelwright.schedule import ROW_FUSION_MAX
+    from kernelwright.schedule.schedule import ROW_FUSION_MAX
 
     compiled = check(Fn(lambda x: torch.softmax(x, -1)), torch.randn(2, ROW_FUSION_MAX + 5))
     assert len(compiled.plan.kernels) == 3, compiled.plan.summary()
@@ -78,7 +78,7 @@ def test_few_long_rows_reduce_in_two_steps():
     """A few long rows are split (ir.reduce_split): partials first, then the partials;
     a row length with no suitable divisor (a prime) stays one step."""
     import kernelwright as kw
-    from kernelwright.ir import reduce_split
+    from kernelwright.ir.ir import reduce_split
 
     assert reduce_split(1, 1 << 28) == 2048 and reduce_split(4, 1 << 20) == 256
     assert reduce_split(1, 65537) == 1 and reduce_split(1024, 1 << 20) == 1
@@ -99,7 +99,7 @@ def test_column_reductions_split_into_pieces_side_by_side(monkeypatch):
     order); NaN still propagates through the split max, and a row length with no
     divisor into pieces of COL_MIN_PIECE stays one step."""
     import kernelwright as kw
-    from kernelwright import ir
+    from kernelwright.ir import ir
 
     monkeypatch.setattr(ir, "COL_SPLIT_MIN", 1)  # small enough for the software driver
     assert ir.reduce_split(96, 16384, col=True) == 4 and ir.reduce_split(96, 9001, col=True) == 1

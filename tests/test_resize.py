@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from conftest import Fn, check
 
-from kernelwright import capture
-from kernelwright.ir import GraphBuilder
-from kernelwright.ops import lookup
-from kernelwright.ops.resize import index_formula, nearest_index, source_scale
+from kernelwright.frontend import capture
+from kernelwright.ir.ir import GraphBuilder
+from kernelwright.lower.registry import lookup
+from kernelwright.lower.resize import index_formula, nearest_index, source_scale
 
 A = torch.ops.aten
 UPSAMPLE_OPS = (A.upsample_nearest1d, A.upsample_nearest2d, A.upsample_nearest3d,

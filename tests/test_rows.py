@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from conftest import Fn, check
 
-from kernelwright import schedule
 from kernelwright.kernels import rows as row_kernels
+from kernelwright.schedule import schedule
 
 
 def _kinds(compiled) -> list[str]:
@@ -79,7 +79,7 @@ def test_row_cache_counts_every_buffer_of_the_row():
     buffers it reads at the row's elements: 128 of one buffer fit, 128 of each of two do
     not (a compile given such knobs keeps the defaults)."""
     from kernelwright import kernels
-    from kernelwright.ir import CompileError
+    from kernelwright.ir.ir import CompileError
 
     x, y = torch.randn(3, 8188), torch.randn(3, 8188)  # too short to split
     for fn, fits in ((lambda x, y: torch.softmax(x, -1) + y, False),

@@ -12,11 +12,12 @@ import pytest
 import torch
 
 import kernelwright
-from kernelwright import codegen, runtime, runtimes
-from kernelwright.ir import GraphBuilder
-from kernelwright.plan import Plan
+from kernelwright.codegen import codegen
+from kernelwright.ir.ir import GraphBuilder
 from kernelwright.options import CompileOptions
-from kernelwright.schedule import build_plan
+from kernelwright.plan import Plan
+from kernelwright.runtime import runtime, runtimes
+from kernelwright.schedule.schedule import build_plan
 
 
 def test_runtime_name_from_argument_environment_and_default(monkeypatch):

@@ -148,7 +148,7 @@ def test_staged_scan_refuses_more_workgroup_memory_than_portable():
     """A setting past 16 KiB of workgroup memory is refused (the arg scans' accumulator
     is 8 bytes); a compile given it keeps the defaults."""
     from kernelwright import kernels
-    from kernelwright.ir import CompileError
+    from kernelwright.ir.ir import CompileError
 
     x = torch.randn(2, 4096)
     requests = []
@@ -242,7 +242,7 @@ def test_register_scan_of_long_rows_in_one_pass():
     """STAGE 2 with VEC 4 and ITEMS 32 at WG 256 scans a row of 8192 in one chunk (that
     of the 16384 x 8192 benchmark); the arg scans' 8-byte totals do not fit it, and are
     refused; at ITEMS 16 they take two chunks."""
-    from kernelwright.ir import CompileError
+    from kernelwright.ir.ir import CompileError
 
     knobs = {"STAGE": 2, "WG": 256, "ITEMS": 32, "VEC": 4, "SUMS": 1}
     x = torch.randn(2, 8192)
@@ -264,7 +264,7 @@ def test_register_scan_of_long_rows_in_one_pass():
 
 
 def test_scan_space_of_long_rows():
-    """The settings measured on rows of 8192 (bench/kernels.py --variants takes those of
+    """The settings measured on rows of 8192 (tools/kernels.py --variants takes those of
     WG 256): each fits 16 KiB of f32 totals, and the default stays first."""
     from kernelwright import kernels
 

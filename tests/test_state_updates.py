@@ -3,10 +3,10 @@ the new value after the call, so the next call reads it."""
 
 import numpy as np
 
-from kernelwright.ir import GraphBuilder
+from kernelwright.ir.ir import GraphBuilder
 from kernelwright.options import CompileOptions
-from kernelwright.runtime import Executable
-from kernelwright.schedule import build_plan
+from kernelwright.runtime.runtime import Executable
+from kernelwright.schedule.schedule import build_plan
 
 
 def test_an_update_is_read_by_the_next_call():

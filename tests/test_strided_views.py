@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from conftest import Fn, check
 
 import kernelwright
-from kernelwright.ir import CompileError
+from kernelwright.ir.ir import CompileError
 
 
 @pytest.mark.parametrize("dim,size,step", [

@@ -13,7 +13,7 @@ from torch import nn
 
 import kernelwright
 from kernelwright import CompileError
-from kernelwright.ops import REGISTRY
+from kernelwright.lower.registry import REGISTRY
 from kernelwright.train import step as step_module
 
 STEPS = 20

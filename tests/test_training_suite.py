@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 import torch
 
-from kernelwright.bench import training
+from kernelwright.harness import training
 
 STEPS = 20  # the harness's default on the software driver
 # the workloads whose compile and 20 steps take near or over 20 s on 2 shared cores with

@@ -20,10 +20,13 @@ import torch.nn.functional as F
 from conftest import Fn
 
 import kernelwright
-from kernelwright import cli, kernels, tune
+from kernelwright import kernels, tune
+from kernelwright.check import inputs as check_inputs
+from kernelwright.check import tolerance
+from kernelwright.cli import main as cli
 from kernelwright.compiler import CompiledModule
-from kernelwright.ir import CompileError
-from kernelwright.ops import attention as attention_ops
+from kernelwright.ir.ir import CompileError
+from kernelwright.lower import attention as attention_ops
 from kernelwright.plan import Plan
 from kernelwright.tune import choose as choose_module
 from kernelwright.tune import tuner
@@ -283,7 +286,7 @@ def test_wrong_and_uncompilable_candidates_are_discarded(tune_db, monkeypatch):
 
 
 def mismatch(want, got, dtype):
-    found = tuner.compare(want, got, dtype)
+    found = tolerance.compare(want, got, dtype)
     return found.describe() if found else None
 
 
@@ -307,7 +310,7 @@ def test_checks_go_by_chunks(monkeypatch):
     scale is the whole output's, and a mismatch in any chunk is found."""
     import numpy as np
 
-    monkeypatch.setattr(tuner, "COMPARE_CHUNK", 7)
+    monkeypatch.setattr(tolerance, "COMPARE_CHUNK", 7)
     want = np.linspace(-3, 3, 50, dtype=np.float32)
     want[49] = 300.0  # the scale is in the last chunk: 1e-4 of it is 0.03
     got = want + np.float32(0.02)
@@ -319,14 +322,14 @@ def test_checks_go_by_chunks(monkeypatch):
 
 
 def test_gpu_compare_agrees_with_compare(monkeypatch):
-    """tune.gpucheck.compare_buffers gives tuner.compare's verdict on the GPU: the same
+    """tune.gpucheck.compare_buffers gives check.tolerance.compare's verdict on the GPU: the same
     count of elements outside the tolerance (whose scale may sit in another workgroup's
     part), the first of them, NaN left where a value was expected, NaN and infinity
     matched by kind, integers bit for bit; and max |err| over the finite elements."""
     import numpy as np
     import wgpu
 
-    from kernelwright import runtime
+    from kernelwright.runtime import runtime
     from kernelwright.tune import gpucheck
 
     monkeypatch.setattr(gpucheck, "MAX_GROUPS", 3)  # the grid-stride loop goes round
@@ -343,17 +346,17 @@ def test_gpu_compare_agrees_with_compare(monkeypatch):
     got = want + np.float32(0.04)
     v = check(want, got)
     assert v.ok and v.first is None and abs(v.max_abs_err - 0.04) < 1e-5
-    assert tuner.compare(want, got, "f32") is None
+    assert tolerance.compare(want, got, "f32") is None
     got[[17, 3000]] += np.float32(0.02)
     got[2500] = np.nan
-    v, found = check(want, got), tuner.compare(want, got, "f32")
+    v, found = check(want, got), tolerance.compare(want, got, "f32")
     assert (v.bad, v.first, v.unwritten) == (found.count, 17, 1) == (3, 17, 1)
     special = np.array([np.nan, np.inf, -np.inf, 1.0] * 100, np.float32)
     assert check(special, special.copy()).ok
     swapped = special.copy()
     swapped[[0, 5]] = [np.inf, np.nan]  # NaN for inf and the other way round
     v = check(special, swapped)
-    assert (v.bad, v.first) == (2, 0) and tuner.compare(special, swapped, "f32").count == 2
+    assert (v.bad, v.first) == (2, 0) and tolerance.compare(special, swapped, "f32").count == 2
     ints = np.arange(1000, dtype=np.int32)
     other = ints.copy()
     other[999] = 7
@@ -371,17 +374,17 @@ def test_input_sets_are_drawn_by_chunks(monkeypatch):
     has distribution t mod 3."""
     import numpy as np
 
-    monkeypatch.setattr(tuner, "DRAW_CHUNK", 16)
+    monkeypatch.setattr(check_inputs, "DRAW_CHUNK", 16)
     ops = [(40, "f32"), (33, "i32")]
-    sets = [tuner.random_input_set(ops, t, seed=5) for t in range(3)]
+    sets = [check_inputs.kernel_inputs(ops, t, seed=5) for t in range(3)]
     assert [a.shape for a in sets[1]] == [(40,), (33,)]
-    again = tuner.random_input_set(ops, 1, seed=5)
+    again = check_inputs.kernel_inputs(ops, 1, seed=5)
     assert all(np.array_equal(a, b) for a, b in zip(sets[1], again))
     normal, positive, heavy = (s[0] for s in sets)
     assert not np.array_equal(normal[:16], normal[16:32])
-    assert not np.array_equal(normal, tuner.random_input_set(ops, 0, seed=6)[0])
+    assert not np.array_equal(normal, check_inputs.kernel_inputs(ops, 0, seed=6)[0])
     assert positive.min() >= 0.1 and positive.max() < 2.0 and normal.min() < 0
-    assert np.abs(heavy).max() <= tuner.HEAVY_TAIL_CLIP
+    assert np.abs(heavy).max() <= check_inputs.HEAVY_TAIL_CLIP
     assert sets[0][1].min() >= 0 and sets[0][1].max() < 8 and sets[0][1].dtype == np.int32
 
 

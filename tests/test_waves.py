@@ -10,11 +10,12 @@ import torch
 from conftest import Fn, check
 
 import kernelwright
-from kernelwright import kernels, runtime
+from kernelwright import kernels
 from kernelwright.kernels import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, cuts
 from kernelwright.kernels import matmul as matmul_kernels
-from kernelwright.ops.linalg import WavePlan, product_plan
+from kernelwright.lower.linalg import WavePlan, product_plan
 from kernelwright.options import Waves
+from kernelwright.runtime import runtime
 from kernelwright.tune import cache as cache_module
 from kernelwright.tune import waves as waves_module
 

@@ -15,16 +15,16 @@ capture -> ir (+ ops registry) -> schedule (fusion, memory) -> kernels/codegen
 -> plan -> runtime.
 """
 
-from . import runtime
 from .compiler import CompiledModule, compile, plan_module
 from .generate import generate
-from .ir import CompileError
+from .ir.ir import CompileError
 from .plan import Plan, PlanFileError
+from .runtime import runtime
 from .train import TrainingStep, compile_training, optim
 
 __all__ = ["CompileError", "CompiledModule", "Plan", "PlanFileError", "TrainingStep", "compile",
            "compile_training", "generate", "optim", "plan_module", "runtime"]
 
-from .dynamo import register as _register_dynamo  # noqa: E402
+from .frontend.dynamo import register as _register_dynamo  # noqa: E402
 
 _register_dynamo()

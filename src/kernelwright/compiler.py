@@ -19,16 +19,17 @@ import torch
 from torch.export.graph_signature import ConstantArgument
 from torch.utils import _pytree as pytree
 
-from .capture import export_graph, fx_to_ir, to_device_array
 from .dtypes import torch_dtype
-from .ir import GraphBuilder
+from .frontend.capture import export_graph, fx_to_ir, to_device_array
+from .ir.ir import GraphBuilder
 from .kernels import KnobChooser
 from .options import PRECISIONS, CompileOptions
 from .plan import Plan
 from .progress import QUIET, Progress
-from .runtime import Device, Executable, default_device
-from .schedule import build_plan
-from .tune import choose_knobs, device_waves
+from .runtime.runtime import Device, Executable, default_device
+from .schedule.schedule import build_plan
+from .tune import choose_knobs
+from .tune.waves import device_waves
 
 
 def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
@@ -36,7 +37,7 @@ def plan_module(module: torch.nn.Module, example_inputs, precision: str = "stric
                 choose: KnobChooser | None = None) -> Plan:
     """Capture and schedule a module into a Plan for precision mode `precision`
     (options.CompileOptions; compile() decides whether a device can run it), the waves
-    of `device` (None: the default device; tune.device_waves, measured there once per
+    of `device` (None: the default device; tune.waves.device_waves, measured there once per
     device, the only GPU work) and what its kernels may bind
     (Device.binding_limits; no limit where no device can be opened). `progress` reports
     stages that run long. `choose` picks each kernel's knobs (None: tune.choose_knobs,
@@ -113,7 +114,7 @@ def _collector_paused():
     """Python's cyclic garbage collector off while planning: a plan's graph is hundreds
     of thousands of objects that all stay alive until it is built, and each full
     collection walked them all again (a 6-layer bidirectional GRU over 512 steps,
-    scripts/compile_time.py: about 20% of its planning time)."""
+    tools/compile_time.py: about 20% of its planning time)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -351,5 +352,5 @@ def _probe_accelerated(device: Device) -> str | None:
     err = float(np.nanmax(np.abs(got - want))) if np.isfinite(got).all() else float("inf")
     if err > 1e-3 * (1.0 + float(np.abs(want).max())):
         return (f"the cooperative-matrix kernel computes wrong results (max |diff| {err:.3g} on "
-                f"a {m}x{k}x{n} product; bench/coop_matmul.py tries its variants)")
+                f"a {m}x{k}x{n} product; tools/coop_matmul.py tries its variants)")
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,6 @@ def device_dtype_of_torch(torch_dtype) -> str | None:
 
 def torch_dtype(name: str):
     """The torch.dtype of a supported PyTorch dtype name ('int64' -> torch.int64)."""
-    import torch
-
     if name not in DEVICE_DTYPE_OF:
         raise KeyError(f"dtype {name!r} is not supported")
     return getattr(torch, name)

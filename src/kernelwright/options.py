@@ -12,9 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .plan import BindingLimits
-
 PRECISIONS = ("strict", "accelerated")
+
+
+@dataclass(frozen=True)
+class BindingLimits:
+    """What one kernel may bind on a device: storage buffers per kernel, bytes per
+    binding, and the alignment of a binding's offset (runtime.Device.binding_limits)."""
+
+    max_bindings: int
+    max_bytes: int
+    align: int
+    max_buffer: int = 1 << 62  # bytes of the largest buffer the device allocates
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,7 @@ class CompileOptions:
     "accelerated" (f32 matmuls with f16 operands and f32 accumulation on the
     cooperative-matrix units, kernels.matmul_coop; which device can run them is
     compiler.resolve_precision's decision). `waves`: the device's slots for the large
-    products' tiles (tune.device_waves; None: unknown, the fixed rules of
+    products' tiles (tune.waves.device_waves; None: unknown, the fixed rules of
     kernels.matmul_tiles). `limits`: what one kernel may bind (Device.binding_limits;
     None: no limit). `choose`: a kernels.KnobChooser asked for each kernel's knobs
     (None: the templates' heuristic defaults; compile() passes tune.choose_knobs)."""

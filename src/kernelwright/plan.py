@@ -26,7 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save_file
+from torch.utils import _pytree as pytree
 
+from .codegen.codegen import BINDING, used_bindings
 from .dtypes import DEVICE_DTYPE_OF, DEVICE_DTYPES, element_type, itemsize, numpy_type
 
 # 2: output_tree may be a pytree spec ({"pytree": ...}); Python numbers baked in (scalars)
@@ -38,17 +42,6 @@ _ELEMENT = re.compile(r"\s*:\s*array\s*<\s*(?:vec[234]\s*<\s*)?(\w+)")
 
 class PlanFileError(ValueError):
     """A saved plan that cannot be read, or whose contents are inconsistent."""
-
-
-@dataclass(frozen=True)
-class BindingLimits:
-    """What one kernel may bind on a device: storage buffers per kernel, bytes per
-    binding, and the alignment of a binding's offset (runtime.Device.binding_limits)."""
-
-    max_bindings: int
-    max_bytes: int
-    align: int
-    max_buffer: int = 1 << 62  # bytes of the largest buffer the device allocates
 
 
 @dataclass
@@ -137,13 +130,9 @@ class Plan:
 
     def save(self, folder: str | Path) -> None:
         """Write plan.json and constants.safetensors into `folder`."""
-        from safetensors.numpy import save_file
-
         folder = Path(folder)
         tree = self.output_tree
         if not isinstance(tree, str):
-            from torch.utils import _pytree as pytree
-
             try:
                 tree = {"pytree": pytree.treespec_dumps(tree)}
             except Exception as e:  # noqa: BLE001 - a type pytree cannot serialize
@@ -171,9 +160,6 @@ class Plan:
         (wgpu's runtime checks on) unless `trust` is True, which keeps each kernel's saved
         `trusted` flag: only for a plan this program wrote itself. A file that cannot be
         read or fails validation is a PlanFileError naming it."""
-        from safetensors import SafetensorError
-        from safetensors.numpy import load_file
-
         folder = Path(folder)
         path = folder / "plan.json"
         try:
@@ -218,8 +204,6 @@ def _load_tree(tree) -> str | Any:
     if tree in ("single", "tuple"):
         return tree
     if isinstance(tree, dict) and isinstance(tree.get("pytree"), str):
-        from torch.utils import _pytree as pytree
-
         return pytree.treespec_loads(tree["pytree"])
     raise ValueError(f"output_tree {tree!r} is none of 'single', 'tuple' or a pytree spec")
 
@@ -232,8 +216,6 @@ def validate(plan: Plan) -> None:
     and of their dtypes; the output structure holding as many tensors as the outputs.
     (What the WGSL itself indexes stays with wgpu's runtime checks, and the grid with
     the device's dispatch limit, runtime.check_limits.)"""
-    from .codegen import BINDING, used_bindings
-
     n = len(plan.buffers)
     for i, b in enumerate(plan.buffers):
         if b.id != i or b.kind not in BUFFER_KINDS or b.dtype not in DEVICE_DTYPES \

@@ -10,7 +10,7 @@ import pytest
 from fake_llm import FakeLLM, tokens_of
 
 from kernelwright.dtypes import element_type
-from kernelwright.optimize import generator as gen_mod
+from kernelwright.optimize import generators as gen_mod
 from kernelwright.optimize import llm
 from kernelwright.optimize.generator import Attempt, Binding, KernelSpec, ProposalFailed
 
@@ -420,7 +420,7 @@ price_output_per_mtok = 4.0
 
 
 def test_cli_llm_config_reaches_the_generators(tmp_path, monkeypatch, capsys):
-    from kernelwright.cli import main
+    from kernelwright.cli.main import main
 
     monkeypatch.setenv(llm.CONFIG_ENV, "")  # restored after the test; the CLI sets it
     problem = tmp_path / "p.py"

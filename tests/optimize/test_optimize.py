@@ -19,7 +19,8 @@ import pytest
 import torch
 
 import kernelwright
-from kernelwright import cli, tune
+from kernelwright import tune
+from kernelwright.cli import main as cli
 from kernelwright.optimize import Settings, optimize_problem
 from kernelwright.optimize.builtin import BuiltinGenerator
 from kernelwright.optimize.store import RunState

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, cached_property
 
-from ..codegen import HELPERS, KERNEL_DIR, KernelSource, template, to_buffer, with_f32_bits
-from ..ir import CompileError, Node, Value
+from ..codegen.codegen import HELPERS, KERNEL_DIR, KernelSource, template, to_buffer, with_f32_bits
+from ..ir.ir import CompileError, Node, Value
 from ..options import CompileOptions
 from .attention import _attention, _attention_space, attention_config, attention_space
 from .common import (

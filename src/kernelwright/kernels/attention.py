@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
-from ..codegen import (
+from ..codegen.codegen import (
     literal,
 )
-from ..ir import CompileError
+from ..ir.ir import CompileError
 from ..options import CompileOptions
 from .common import (
     MAX_WG,

@@ -11,7 +11,7 @@ from functools import cache
 from string import Template
 from typing import NamedTuple
 
-from ..codegen import (
+from ..codegen.codegen import (
     KERNEL_DIR,
     NEG_INF,
     POS_INF,
@@ -25,7 +25,7 @@ from ..codegen import (
     literal,
 )
 from ..dtypes import wgsl_type
-from ..ir import CompileError, Value
+from ..ir.ir import CompileError, Value
 
 MAX_GRID = 65535
 MAX_WG = 256  # WebGPU's default maxComputeInvocationsPerWorkgroup: every space keeps to it

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..ir import broadcast_shapes
+from ..ir.ir import broadcast_shapes
 from ..options import Waves
 from .matmul import (
     MATMUL_BK,

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 
-from ..codegen import (
+from ..codegen.codegen import (
     Emitter,
     Index,
     buffer_address,
     to_buffer,
 )
 from ..dtypes import element_type, wgsl_type
-from ..ir import Value
+from ..ir.ir import Value
 from ..options import CompileOptions
 from .common import (
     XYZW,

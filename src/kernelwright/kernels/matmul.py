@@ -7,7 +7,7 @@ import math
 import textwrap
 from dataclasses import dataclass
 
-from ..ir import MOVEMENT_OPS, CompileError, Value, where_band
+from ..ir.ir import MOVEMENT_OPS, CompileError, Value, where_band
 from ..options import CompileOptions, Waves
 from .common import (
     MAX_GRID,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir import CompileError
+from ..ir.ir import CompileError
 from ..options import CompileOptions
 from .common import (
     MAX_GRID,

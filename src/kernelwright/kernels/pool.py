@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..codegen import (
+from ..codegen.codegen import (
     NEG_INF,
     is_nan,
 )
-from ..ir import Node, Value
+from ..ir.ir import Node, Value
 from ..options import CompileOptions
 from .common import (
     XYZW,

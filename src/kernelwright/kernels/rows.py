@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..codegen import (
+from ..codegen.codegen import (
     Emitter,
     Index,
     _cast,
@@ -11,7 +11,7 @@ from ..codegen import (
     to_buffer,
 )
 from ..dtypes import element_type, wgsl_type
-from ..ir import Value, where_band
+from ..ir.ir import Value, where_band
 from ..options import CompileOptions
 from .common import (
     MAX_GRID,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 
-from ..codegen import (
+from ..codegen.codegen import (
     template,
     to_buffer,
 )
 from ..dtypes import element_type
-from ..ir import CompileError
+from ..ir.ir import CompileError
 from ..options import CompileOptions
 from .common import (
     MAX_GRID,

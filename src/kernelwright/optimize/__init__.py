@@ -13,7 +13,7 @@ API (used by the CLI and by tests):
        stored
 
 ``generators`` are objects following optimize.generator.Generator, or names looked up
-through optimize.generator.make ("builtin", "openai:MODEL", "anthropic:MODEL"). Every
+through optimize.generators.make ("builtin", "openai:MODEL", "anthropic:MODEL"). Every
 candidate is compiled, verified and timed in a sandboxed subprocess (sandbox.py); the
 plan with the winners swapped in is verified against PyTorch in a bench worker
 subprocess (modulecheck.py); winners are stored in the tuner's SQLite cache (table

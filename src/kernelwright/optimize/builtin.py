@@ -10,7 +10,7 @@ proposes, one per call, in this order:
    rewrite.py: the same kernel by another lowering of its op, with the same bindings;
    today a convolution's other lowering: implicit GEMM for a direct kernel, the direct
    kernel for an implicit GEMM). Not first: the compiler's choice of lowering is a
-   measured crossover (ops/conv.implicit_gemm), and in the H200's level-2 run the
+   measured crossover (lower/conv.implicit_gemm), and in the H200's level-2 run the
    rewrite, tried first, was 4-7x slower on every one of 12 convolutions and took
    about 20 of each problem's 30 s;
 3. the rest of the own template's space, nearest the kernel's own knobs first (fewest
@@ -40,8 +40,8 @@ import math
 import statistics
 from collections.abc import Callable, Iterator
 
-from ..codegen import NotFusable
-from ..ir import CompileError
+from ..codegen.codegen import NotFusable
+from ..ir.ir import CompileError
 from .generator import Attempt, Candidate, KernelSpec, Measured, register
 
 SLOWER = 0.9  # a setting predicted at most this fast relative to the kernel goes last

@@ -26,6 +26,17 @@ import threading
 import time
 from pathlib import Path
 
+from ..cli.options import add_suite_options, bundled_suite, select
+from ..harness import problems
+from ..harness.gpulock import ENV as GPU_LOCK_ENV
+from ..harness.runner import worker_env
+from ..harness.timing import side_by_side_caveat
+from ..runtime import runtime
+from .generators import make
+from .llm import CONFIG_ENV
+from .search import Budget, ProblemReport, Search, Settings, Spend, pass_at_k, summary_line
+from .store import RunState
+
 DEFAULT_OUT = Path("out/optimize")
 
 
@@ -74,13 +85,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="with --resume, search the problems whose name matches this "
                              "glob, or contains it, again from the start, their earlier "
                              "state dropped (repeatable)")
-    parser.add_argument("--size", choices=("small", "full"),
-                        help="problem sizes for files that define SIZES; default: small on a "
-                             "software GPU driver, else full")
-    parser.add_argument("--only", metavar="PATTERN", action="append",
-                        help="only problems whose name matches this glob, or contains it "
-                        "(repeatable: any of them)")
-    parser.add_argument("--level", type=int, action="append", help="only this level (repeatable)")
+    add_suite_options(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of weights and inputs")
     parser.add_argument("--jobs", type=int, default=1,
                         help="problems searched at once, each in a process of its own; they "
@@ -93,12 +98,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import runtime
-    from ..bench import problems
-    from ..bench.command import bundled_suite, select
-    from .generator import make
-    from .search import Budget, ProblemReport, Search, Settings
-
     if args.report is not None:
         out = Path(args.report) if args.report else args.out
         if not (out / "optimize.sqlite").exists():
@@ -109,7 +108,6 @@ def run(args: argparse.Namespace) -> int:
 
     target = args.target or bundled_suite()
     if args.llm_config is not None:  # read by optimize/llm.py when a model is made
-        from .llm import CONFIG_ENV
 
         os.environ[CONFIG_ENV] = str(args.llm_config.expanduser().resolve())
     try:
@@ -143,8 +141,6 @@ def run(args: argparse.Namespace) -> int:
               f"{', '.join(g.name for g in generators)}, {args.attempts} attempts each per "
               f"kernel, {args.jobs} at once, out {args.out}", file=sys.stderr)
     if args.jobs > 1 and len(chosen) > 1:
-        from ..bench.timing import side_by_side_caveat
-
         caveat = side_by_side_caveat()
         if caveat:
             progress(f"kernelwright optimize: warning: with --jobs {args.jobs} the speedups "
@@ -203,11 +199,6 @@ def run_parallel(args, target: Path, chosen, size: str, budget, progress, redo: 
     cost as the state records them for the problems started. Returns the reports of the
     problems that finished, in order, and whether the run was interrupted. With --resume,
     problems that OUT's state has finished (and that `redo` does not name) start no child."""
-    from ..bench.gpulock import ENV as GPU_LOCK_ENV
-    from ..bench.runner import worker_env
-    from .search import ProblemReport
-    from .store import RunState
-
     args.out.mkdir(parents=True, exist_ok=True)
     env = worker_env()
     env.setdefault(GPU_LOCK_ENV, str((args.out / "gpu.lock").resolve()))
@@ -301,9 +292,6 @@ def run_parallel(args, target: Path, chosen, size: str, budget, progress, redo: 
 
 def run_usage(out: Path, problems: list[str]) -> tuple[int, float]:
     """Tokens and cost of every attempt the state holds for `problems`."""
-    from .search import Spend
-    from .store import RunState
-
     state, spend = RunState(out), Spend()
     for name in problems:
         for row in state.db.execute("SELECT usage FROM attempts WHERE problem = ?", (name,)):
@@ -319,9 +307,6 @@ def geomean(values: list[float]) -> float | None:
 
 def finished_reports(out: Path) -> list:
     """The reports of every problem finished in OUT's state, in the order they started."""
-    from .search import ProblemReport
-    from .store import RunState
-
     state = RunState(out)
     try:
         return [ProblemReport.from_dict(r) for r in state.reports() if "kernels" in r]
@@ -332,8 +317,6 @@ def finished_reports(out: Path) -> list:
 def totals(reports) -> dict:
     """Geometric-mean speedups against eager over problems correct before and after, and
     the geometric-mean module gain (`ProblemReport.gain`)."""
-    from .search import pass_at_k
-
     both = [r for r in reports if r.speedup_before and r.speedup_after]
     gains = [r.gain for r in reports if r.gain]
     kernels = [k for r in reports for k in r.kernels]
@@ -358,8 +341,6 @@ def totals(reports) -> dict:
 
 def render(reports, diffs: bool) -> str:
     """The report: per problem its figures and searched kernels, then the totals."""
-    from .search import summary_line
-
     lines = []
     for r in reports:
         lines.append(f"{r.name}: {summary_line(r)}")

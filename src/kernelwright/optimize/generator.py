@@ -19,6 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..codegen.codegen import declared_bindings
+from ..ir.ir import Value
+
 STATUSES = ("compile_error", "mismatch", "rejected", "timeout", "crash", "slower", "improved")
 
 
@@ -32,6 +35,31 @@ class Binding:
     dtype: str  # device dtype: "f32" | "i32" | "bool" (bool stored as u32)
     access: str  # "read" | "read_write"
     alias: int | None = None  # the binding whose buffer this one views too (a vec4 view)
+
+
+def bindings_of(ids: list[int], source: str, reads: list[Value], out: Value) -> list[Binding]:
+    """A kernel's bindings from the buffer id of each (`ids`): its reads in order, then
+    further views of those buffers (vec4 arrays: `alias` names the read), then `out`;
+    names as the WGSL declares them."""
+
+    names = {b: name for g, b, _, _, name in declared_bindings(source) if g == 0}
+    last = len(ids) - 1
+    bindings: list[Binding] = []
+    first: dict[int, int] = {}
+    for j, bid in enumerate(ids):
+        alias = first.get(bid) if j != last else None
+        if j == last:
+            shape, dtype = tuple(out.shape), out.dtype
+        elif alias is not None:
+            shape, dtype = bindings[alias].shape, bindings[alias].dtype
+        elif j < len(reads):
+            shape, dtype = tuple(reads[j].shape), reads[j].dtype
+        else:
+            raise ValueError(f"binding {j} is neither a read, a view of one nor the output")
+        bindings.append(Binding(j, names.get(j, f"b{j}"), shape, dtype,
+                                "read_write" if j == last else "read", alias))
+        first.setdefault(bid, j)
+    return bindings
 
 
 @dataclass
@@ -132,34 +160,10 @@ class Generator(Protocol):
         ...
 
 
-_REGISTRY: dict[str, Callable[[str | None], Generator]] = {}
+REGISTRY: dict[str, Callable[[str | None], Generator]] = {}
 
 
 def register(name: str, factory: Callable[[str | None], Generator]) -> None:
     """Register a generator factory under ``name``; it is called with the text after
     a colon in the requested name (``"openai:gpt-4o"`` -> ``"gpt-4o"``) or None."""
-    _REGISTRY[name] = factory
-
-
-def _load_builtin_modules() -> None:
-    # importing these modules registers their generators
-    from kernelwright.optimize import builtin  # noqa: F401
-
-    try:
-        from kernelwright.optimize import llm  # noqa: F401
-    except ImportError:
-        pass
-
-
-def names() -> list[str]:
-    _load_builtin_modules()
-    return sorted(_REGISTRY)
-
-
-def make(name: str) -> Generator:
-    """The generator registered as ``name`` (``"builtin"``, ``"openai:MODEL"``, ...)."""
-    _load_builtin_modules()
-    base, _, arg = name.partition(":")
-    if base not in _REGISTRY:
-        raise ValueError(f"unknown generator {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[base](arg or None)
+    REGISTRY[name] = factory

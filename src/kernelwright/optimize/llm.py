@@ -125,6 +125,7 @@ def _coerce(name: str, value, source: str):
 
 
 def _read_toml(path: Path) -> dict:
+    # tomli is an optional dependency (Python 3.10 only): imported when a config is read
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
@@ -463,6 +464,7 @@ class LLMGenerator:
         return Candidate(source=source, grid=grid, note=_note(reply.text), usage=usage)
 
     def _import(self):
+        # openai and anthropic are optional dependencies (the llm extra): imported on use
         try:
             return __import__(self.sdk)
         except ImportError:

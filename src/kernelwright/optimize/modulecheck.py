@@ -1,7 +1,7 @@
 """Whole-module verification of a plan, in a bench worker process.
 
 A plan with optimized kernels swapped in is saved to a folder, and the bench harness
-(bench/worker.py, started by bench.runner.run_worker, so in a subprocess with time
+(harness/worker.py, started by harness.runner.run_worker, so in a subprocess with time
 and memory limits) verifies and times it against PyTorch exactly as it does any
 candidate: fresh inputs in several distributions, poisoned outputs, every element
 within fp32 1e-4, and then GPU time against PyTorch eager. The candidate factory it
@@ -32,14 +32,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..compiler import CompiledModule
+from ..harness import problems
+from ..harness.gpulock import GpuLock
+from ..harness.runner import default_rss_limit_gb, run_worker, worker_env
+from ..harness.timing import keep_gpu_awake, warm_up
+from ..harness.worker import WorkerConfig
+from ..plan import Plan
+from ..runtime import runtime
+
 
 def plan_factory(folder: str | Path):
     """A bench candidate factory that returns the plan saved in `folder`, bound to the
     default device, for example inputs of the plan's shapes and dtypes."""
     def make(model, example_inputs):
-        from ..compiler import CompiledModule
-        from ..plan import Plan
-
         plan = Plan.load(folder, trust=True)  # written by this search (check_plan)
         shapes = [tuple(x.shape) for x in example_inputs]
         if shapes != [tuple(s.shape) for s in plan.inputs]:
@@ -62,9 +68,6 @@ def check_plan(plan, folder: Path, problem, size: str | None, seed: int, trials:
                timeout_s: float) -> dict:
     """Verify and time `plan` for `problem` in a bench worker; the worker's result dict
     (correct, reason, error, time_ms, ref_eager_ms, speedup_eager, ...)."""
-    from ..bench.runner import default_rss_limit_gb, run_worker
-    from ..bench.worker import WorkerConfig
-
     folder.mkdir(parents=True, exist_ok=True)
     plan.save(folder / "plan")
     spec = write_factory(folder / "plan")
@@ -100,8 +103,6 @@ def time_plans(before, after, folder: Path, problem, size: str | None, seed: int
     """Time the compiled module with plan `before` and with plan `after` on the
     problem's own inputs of `seed`, interleaved, in a subprocess (`main`); the
     `interleaved_times` dict, or ``{"error": ...}`` when it failed."""
-    from ..bench.runner import worker_env
-
     folder.mkdir(parents=True, exist_ok=True)
     before.save(folder / "before")
     after.save(folder / "after")
@@ -144,17 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--result", required=True, type=Path)
     args = parser.parse_args(argv)
-    from .. import runtime
-    from ..bench import problems
-    from ..bench.gpulock import GpuLock
-    from ..bench.timing import keep_gpu_awake, warm_up
-    from ..compiler import CompiledModule
-    from ..plan import Plan
 
     loaded = problems.load(problems.Problem(args.problem.stem, args.problem, 0), args.size)
     inputs = loaded.inputs(args.seed)
     device = runtime.default_device()
-    keep_gpu_awake()  # Vulkan timings 3x apart without (bench/timing.py)
+    keep_gpu_awake()  # Vulkan timings 3x apart without (harness/timing.py)
     before = CompiledModule(Plan.load(args.before), device)
     after = CompiledModule(Plan.load(args.after), device)
     with GpuLock.from_env().exclusive():

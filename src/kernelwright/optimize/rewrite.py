@@ -18,10 +18,10 @@ every candidate.
 
 from __future__ import annotations
 
-from ..codegen import NotFusable
-from ..ir import CompileError, GraphBuilder, Node, Value
+from ..codegen.codegen import NotFusable
+from ..ir.ir import CompileError, GraphBuilder, Node, Value
 from ..kernels import KernelRequest, fill_kernel
-from .generator import Candidate, Rewrite
+from .generator import Candidate, Rewrite, bindings_of
 
 
 def _substitute(out: Value, old: Value, new: Value, materialized) -> Value:
@@ -89,8 +89,6 @@ def rewrite_of(request: KernelRequest, name: str, build) -> Rewrite:
     replaces = tnode.lowering or request.kind
 
     def variant(knobs: dict) -> Candidate:
-        from .spec import bindings_of
-
         gen = alt.generate(knobs)
         if [id(v) for v in gen.reads] != ids:
             raise ValueError(f"the {name} lowering binds other buffers with knobs {knobs}")

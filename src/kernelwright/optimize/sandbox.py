@@ -11,9 +11,9 @@ was verified against PyTorch as part of the module), the current *best* kernel a
    inputs `var<storage, read>`, the output `read_write` ("rejected" otherwise);
 2. builds its pipeline: a shader compiler error is "compile_error" with the text;
 3. runs the reference and the candidate on `trials` fresh random input sets (normal,
-   positive and heavy-tailed in turn; tune.tuner.random_input_set), the output poisoned
+   positive and heavy-tailed in turn; check.inputs.kernel_inputs), the output poisoned
    with NaN before every run, and compares every element with the reference's
-   (tune.tuner.compare: fp32 within 1e-4 of the output's scale), on the GPU
+   (check.tolerance: fp32 within 1e-4 of the output's scale), on the GPU
    (tune.gpucheck, which also compares the inputs with the reference's copies; only a
    mismatch is read back, to be described). Cheats are
    "rejected": poison left in place (part of the output unwritten), inputs written to,
@@ -30,7 +30,7 @@ candidate that hangs or crashes costs that candidate only, and no candidate is e
 compiled or run in the agent's process. Each job builds its own buffers and
 pipelines; nothing but the opened device is shared between jobs. When problems are
 searched side by side (``optimize --jobs``), the worker holds the bench harness's GPU
-lock (bench/gpulock.py) shared around its runs and exclusive while it times.
+lock (harness/gpulock.py) shared around its runs and exclusive while it times.
 """
 
 from __future__ import annotations
@@ -45,7 +45,15 @@ import time
 import traceback
 from pathlib import Path
 
-from ..codegen import declared_bindings
+from ..check.inputs import kernel_inputs
+from ..codegen.codegen import declared_bindings
+from ..harness.gpulock import GpuLock
+from ..harness.runner import worker_env
+from ..harness.timing import keep_gpu_awake
+from ..runtime import runtime
+from ..runtime.runtime import Executable
+from ..tune.gpucheck import check_kernel
+from ..tune.tuner import TuneSettings, single_kernel_plan, time_ms
 
 START_TIMEOUT_S = 180.0  # imports and opening the device
 
@@ -73,11 +81,6 @@ def binding_problem(source: str, bindings: list[dict]) -> str | None:
 
 def evaluate(job: dict, device) -> dict:
     """Check and time one candidate (see the module docstring)."""
-    from ..bench.gpulock import GpuLock
-    from ..runtime import Executable
-    from ..tune.gpucheck import check_kernel
-    from ..tune.tuner import TuneSettings, random_input_set, time_ms
-
     # The buffers: one per binding of the reference that views no other; a kernel's
     # binding that views another (`alias`, a vec4 view) binds that binding's buffer.
     ref_bindings = job["reference"]["bindings"]
@@ -87,8 +90,6 @@ def evaluate(job: dict, device) -> dict:
         return [b["alias"] for b in bindings[:-1] if b.get("alias") is not None]
 
     def build(kernel: dict) -> Executable:
-        from ..tune.tuner import single_kernel_plan
-
         plan = single_kernel_plan("kernel", kernel["source"], tuple(kernel["grid"]), buffers,
                                   views=views(kernel["bindings"]),
                                   trusted=kernel.get("trusted", False))
@@ -119,7 +120,7 @@ def evaluate(job: dict, device) -> dict:
     trials, seed = max(1, job.get("trials", 3)), job.get("seed", 0)
     built = time.perf_counter()
     check = check_kernel(device, reference, exe,
-                         lambda t: random_input_set(buffers[:-1], t, seed), trials, lock)
+                         lambda t: kernel_inputs(buffers[:-1], t, seed), trials, lock)
     if check.status != "correct":
         return {"status": check.status, "message": check.message}
     first, max_err = check.first, check.max_abs_err
@@ -144,11 +145,9 @@ def serve() -> int:
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything else written to stdout (drivers, prints) goes to the log
     sys.stdout = sys.stderr
-    from .. import runtime
-    from ..bench.timing import keep_gpu_awake
 
     device = runtime.default_device()
-    keep_gpu_awake()  # timings 1.6-3.6x apart without (bench/timing.py)
+    keep_gpu_awake()  # timings 1.6-3.6x apart without (harness/timing.py)
     reply.write(json.dumps({"ready": True, "device": device.description,
                             "timestamps": device.has_timestamps}) + "\n")
     for line in sys.stdin:
@@ -182,8 +181,6 @@ class Sandbox:
         self.close()
 
     def _start(self) -> None:
-        from ..bench.runner import worker_env
-
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             self.proc = subprocess.Popen(

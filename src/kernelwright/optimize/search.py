@@ -40,6 +40,7 @@ attempt). Nothing a generator returns is ever compiled or run in this process.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import math
@@ -49,9 +50,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..compiler import CompiledModule
+from ..harness import problems
+from ..harness.gpulock import GpuLock
+from ..harness.timing import keep_gpu_awake, warm_up
+from ..runtime import runtime
+from ..tune import KernelWinner, default_cache
 from ..tune.cache import TRUSTED_GENERATORS
 from .generator import Attempt, Binding, Candidate, Generator, KernelSpec, ProposalFailed
+from .generators import make
+from .modulecheck import check_plan, time_plans
 from .sandbox import Sandbox
+from .spec import capture_problem, kernel_specs
 from .store import RunState
 
 CORRECT = ("slower", "improved")
@@ -244,8 +254,6 @@ class Search:
                  progress: Callable[[str], None] | None = None,
                  redo: set[str] | frozenset[str] = frozenset(),
                  choose: Callable | None = None) -> None:
-        from ..tune import default_cache
-
         self.generators = generators
         self.attempts = attempts
         self.out = Path(out)
@@ -289,21 +297,12 @@ class Search:
 
     # -- one problem ---------------------------------------------------------------------
     def problem(self, path: str | Path) -> ProblemReport:
-        from ..bench import problems
-
         (problem,) = problems.discover(path) if Path(path).is_file() else [None]
         if problem is None:
             raise FileNotFoundError(f"not a problem file: {path}")
         return self.run_problem(problem)
 
     def run_problem(self, problem) -> ProblemReport:
-        from .. import runtime
-        from ..bench import problems
-        from ..bench.gpulock import GpuLock
-        from ..bench.timing import keep_gpu_awake, warm_up
-        from ..compiler import CompiledModule
-        from .spec import capture_problem, kernel_specs
-
         s = self.settings
         if self.resume and problem.name not in self.redo:
             done = self.state.report(problem.name)
@@ -322,7 +321,7 @@ class Search:
             model = problems.call_user("reference", lambda: loaded.build_model(s.seed))
             inputs = problems.call_user("reference", lambda: loaded.inputs(s.seed))
             device = runtime.default_device()
-            keep_gpu_awake()  # the profile's times: see bench/timing.py
+            keep_gpu_awake()  # the profile's times: see harness/timing.py
             report.device = device.description
             if not device.has_timestamps:
                 raise RuntimeError(f"{device.description} has no timestamp queries")
@@ -581,8 +580,6 @@ def kernel_job(source: str, grid, bindings: list[Binding], trusted: bool) -> dic
 
 def swap(plan, specs: list[KernelSpec], winners: dict[str, KernelReport]):
     """The plan with every kernel whose spec key has a winner replaced by it."""
-    import dataclasses
-
     kernels = []
     for kernel, spec in zip(plan.kernels, specs):
         kr = winners.get(spec.key)
@@ -613,22 +610,16 @@ def _not_faster(timed: dict) -> str | None:
 def time_module(plan, swapped, folder: Path, problem, s: Settings) -> dict:
     """The module's GPU time with `plan` and with `swapped`, interleaved in a subprocess
     (modulecheck.time_plans)."""
-    from .modulecheck import time_plans
-
     return time_plans(plan, swapped, folder, problem, s.size, s.seed, s.gain_rounds, s.reps,
                       s.module_timeout_s)
 
 
 def check_module(plan, folder: Path, problem, s: Settings) -> dict:
-    from .modulecheck import check_plan
-
     return check_plan(plan, folder, problem, s.size, s.seed, s.module_trials,
                       s.module_timeout_s)
 
 
 def _winner(kr: KernelReport, problem: str):
-    from ..tune import KernelWinner
-
     return KernelWinner(kr.source, tuple(kr.grid), kr.knobs, kr.generator or "",
                         kr.baseline_ms, kr.best_ms, problem,
                         [a for a in kr.layout[:-1] if a is not None], kr.baseline_knobs)
@@ -675,8 +666,6 @@ def optimize_problem(path: str | Path, generators: list[Generator | str], attemp
     `generators` are Generator objects or registered names, each asked for up to
     `attempts` candidates per hot kernel; state and files go to `out`; `choose`: the
     knob chooser of the compile the search starts from (None: tune.compiler_choice)."""
-    from .generator import make
-
     gens = [make(g) if isinstance(g, str) else g for g in generators]
     with Search(gens, attempts, out, budget, settings, resume, cache, progress,
                 choose=choose) as search:

@@ -17,10 +17,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..ir import Value
+from ..compiler import plan_module
+from ..ir.ir import Value
 from ..kernels import KernelRequest, KnobChooser
 from ..plan import Plan
-from .generator import Binding, Candidate, KernelSpec
+from ..tune import compiler_choice
+from .generator import Binding, Candidate, KernelSpec, bindings_of
+from .rewrite import rewrites_of
 
 ATTRS_CHARS = 160  # attributes shown per op in a reference
 
@@ -37,10 +40,7 @@ def capture_problem(model, inputs, choose: KnobChooser | None = None) -> Capture
     """Compile `model` for `inputs`, keeping each kernel's request. Knobs come from
     `choose` when given, else from the compiler's choice (tune.compiler_choice): the
     search starts from what the compiler makes by itself."""
-    from .. import tune
-    from ..compiler import plan_module
-
-    inner = choose or tune.compiler_choice
+    inner = choose or compiler_choice
     requests: list[KernelRequest] = []
 
     def keep(request: KernelRequest):
@@ -90,32 +90,6 @@ def reference_text(request: KernelRequest) -> str:
                       f"out = {result}"])
 
 
-def bindings_of(ids: list[int], source: str, reads: list[Value], out: Value) -> list[Binding]:
-    """A kernel's bindings from the buffer id of each (`ids`): its reads in order, then
-    further views of those buffers (vec4 arrays: `alias` names the read), then `out`;
-    names as the WGSL declares them."""
-    from ..codegen import declared_bindings
-
-    names = {b: name for g, b, _, _, name in declared_bindings(source) if g == 0}
-    last = len(ids) - 1
-    bindings: list[Binding] = []
-    first: dict[int, int] = {}
-    for j, bid in enumerate(ids):
-        alias = first.get(bid) if j != last else None
-        if j == last:
-            shape, dtype = tuple(out.shape), out.dtype
-        elif alias is not None:
-            shape, dtype = bindings[alias].shape, bindings[alias].dtype
-        elif j < len(reads):
-            shape, dtype = tuple(reads[j].shape), reads[j].dtype
-        else:
-            raise ValueError(f"binding {j} is neither a read, a view of one nor the output")
-        bindings.append(Binding(j, names.get(j, f"b{j}"), shape, dtype,
-                                "read_write" if j == last else "read", alias))
-        first.setdefault(bid, j)
-    return bindings
-
-
 def views_of(bindings: list[Binding]) -> list[int]:
     """The reads bound again after the reads (kernels.Generated.views)."""
     return [b.alias for b in bindings[:-1] if b.alias is not None]
@@ -139,8 +113,6 @@ def variant_of(request: KernelRequest):
 def kernel_specs(plan: Plan, requests: list[KernelRequest],
                  times_ms: list[float] | None = None) -> list[KernelSpec]:
     """A KernelSpec per plan kernel (`times_ms`: each kernel's GPU time, for profiles)."""
-    from .rewrite import rewrites_of
-
     total = sum(times_ms) if times_ms else 0.0
     specs = []
     for i, (kernel, request) in enumerate(zip(plan.kernels, requests)):

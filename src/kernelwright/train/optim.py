@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import GraphBuilder, Value
+from ..ir.ir import GraphBuilder, Value
 
 
 class Optimizer:

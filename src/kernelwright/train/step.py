@@ -4,7 +4,7 @@ as one plan, one submission of kernels per step.
 `compile_training` exports the model with its loss (`capture_joint`: torch.export, then
 torch's joint forward-backward export, which appends the gradients of the loss with
 respect to every parameter to the graph), lowers that graph through the op registry
-(backward ATen ops included: ops/backward.py) and appends the optimizer's update
+(backward ATen ops included: lower/backward.py) and appends the optimizer's update
 (train/optim.py) for every parameter that has a gradient. Parameters and optimizer
 state are constants of the graph that the graph updates (`Graph.updates`): they live
 in GPU buffers, each step reads the values the step before left there, and nothing
@@ -22,16 +22,20 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ..capture import decomposition_table, fx_to_ir, user_line
 from ..compiler import CompiledModule, mutations
-from ..ir import CompileError, GraphBuilder, Value
-from ..ops import lookup
+from ..frontend.capture import decomposition_table, fx_to_ir, user_line
+from ..ir.ir import CompileError, GraphBuilder, Value
+from ..lower.registry import lookup
 from ..options import CompileOptions
 from ..plan import Plan
-from ..runtime import Device, default_device
-from ..schedule import build_plan
-from ..tune import choose_knobs, device_waves
+from ..runtime.runtime import Device, default_device
+from ..schedule.schedule import build_plan
+from ..tune import choose_knobs
+from ..tune.waves import device_waves
 from .optim import Optimizer
 
 # the torch versions whose private joint export (_export_forward_backward) is tested here
@@ -67,9 +71,7 @@ def capture_joint(model: torch.nn.Module, example_batch: tuple,
     Attention is exported under the math backend, whose backward is ordinary ATen ops
     (the CPU's flash attention has a CPU-only backward op). Uses torch's private
     torch.export.experimental._export_forward_backward (tested on torch 2.11-2.13)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    try:
+    try:  # torch's private API, present in some versions only: imported where it is needed
         from torch.export.experimental import _export_forward_backward
     except ImportError as e:
         raise CompileError(f"training needs torch.export.experimental._export_forward_backward "
@@ -248,8 +250,6 @@ class TrainingStep:
         """Write the training state to one safetensors file: every GPU state tensor
         (parameters, buffers, optimizer state, a partial gradient sum), and in its metadata
         the update count (Adam's bias corrections), the learning rate and the settings."""
-        from safetensors.torch import save_file
-
         meta = {"format": CHECKPOINT_FORMAT, "steps": self.steps, "skipped": self.skipped,
                 "micro": self.micro, "lr": self.lr, **self._settings()}
         tensors = {k: t.contiguous() for k, t in self.compiled.state().items()}
@@ -259,8 +259,6 @@ class TrainingStep:
         """Restore the training state `save` wrote, into the GPU state of this step (compiled
         for the same model, optimizer settings and accumulation). A file that is not such a
         checkpoint, or one of another model or optimizer, is a ValueError naming it."""
-        from safetensors import safe_open
-
         try:
             with safe_open(str(path), framework="pt") as f:
                 meta = json.loads((f.metadata() or {})["kernelwright"])

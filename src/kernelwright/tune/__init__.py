@@ -25,14 +25,14 @@ in any compile; KERNELWRIGHT_TUNE_DB moves the database.
 Modules: cache.py (the SQLite store), tuner.py (one kernel: candidates, checks,
 timing), choose.py (the default chooser and tuning sessions), command.py
 (``kernelwright tune``), waves.py (the device's waves, measured once and kept in the
-cache: which tiles and K chunks large products take).
+cache: which tiles and K chunks large products take; it builds a plan to measure them,
+so it is imported as tune.waves, not from this package, which schedule imports).
 """
 
 from .cache import KernelWinner, TuneCache, Winner, db_path, default_cache
 from .choose import TuningSession, choose_knobs, compiler_choice, tune_mode
 from .tuner import Candidate, KernelResult, TuneSettings, tune_kernel
-from .waves import device_waves
 
 __all__ = ["Candidate", "KernelResult", "KernelWinner", "TuneCache", "TuneSettings",
            "TuningSession", "Winner", "choose_knobs", "compiler_choice", "db_path",
-           "default_cache", "device_waves", "tune_kernel", "tune_mode"]
+           "default_cache", "tune_kernel", "tune_mode"]

@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Callable
 
 from ..kernels import Generated, KernelRequest
+from ..runtime import runtime
 from .cache import TuneCache, Winner, default_cache
 from .tuner import KernelResult, TuneSettings, tune_kernel
 
@@ -100,8 +101,6 @@ def fresh(beaten: dict | None, current: dict) -> bool:
 
 
 def _device_description() -> str | None:
-    from .. import runtime
-
     try:
         return runtime.default_device().description
     except Exception:  # noqa: BLE001 - no adapter: no tuned knobs either
@@ -114,8 +113,6 @@ class TuningSession:
 
     def __init__(self, settings: TuneSettings | None = None, cache: TuneCache | None = None,
                  device=None, report: Callable[[KernelResult], None] | None = None) -> None:
-        from .. import runtime
-
         self.settings = settings or TuneSettings()
         self.cache = cache or default_cache()
         self.device = device or runtime.default_device()

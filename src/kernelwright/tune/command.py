@@ -21,6 +21,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
+from ..cli.options import add_suite_options, bundled_suite, select
+from ..compiler import CompiledModule, plan_module
+from ..harness import problems
+from ..harness.timing import keep_gpu_awake
+from ..runtime import runtime
+from .cache import TuneCache, default_cache
+from .choose import TuningSession
 from .tuner import KernelResult, TuneSettings, format_knobs, short_key
 
 
@@ -33,14 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("suite", nargs="?", type=Path,
                         help="folder (or file) of KernelBench-format problems; default: the "
                              "bundled suite")
-    parser.add_argument("--size", choices=("small", "full"),
-                        help="problem sizes for files that define SIZES; default: small on a "
-                             "software GPU driver, else full")
-    parser.add_argument("--only", metavar="PATTERN", action="append",
-                        help="only problems whose name matches this glob, or contains it "
-                        "(repeatable: any of them)")
-    parser.add_argument("--level", type=int, action="append",
-                        help="only this level (repeatable)")
+    add_suite_options(parser)
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="stop tuning after this many seconds (default: no limit); "
                              "kernels not reached keep their defaults and are tuned next time")
@@ -64,12 +66,6 @@ class ProblemOutcome:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import runtime
-    from ..bench import problems
-    from ..bench.command import bundled_suite, select
-    from ..bench.timing import keep_gpu_awake
-    from .cache import TuneCache, default_cache
-
     suite = args.suite or bundled_suite()
     try:
         chosen = select(problems.discover(suite), args.only, args.level)
@@ -80,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernelwright tune: no problems in {suite} match", file=sys.stderr)
         return 2
     device = runtime.default_device()
-    keep_gpu_awake()  # the candidates' times: see bench/timing.py
+    keep_gpu_awake()  # the candidates' times: see harness/timing.py
     size = args.size or ("small" if device.is_software else "full")
     cache = TuneCache(args.db) if args.db else default_cache()
     deadline = time.monotonic() + args.budget if args.budget is not None else None
@@ -111,10 +107,6 @@ def run(args: argparse.Namespace) -> int:
 
 def tune_problem(problem, size: str, settings: TuneSettings, cache, device) -> ProblemOutcome:
     """Compile one problem in a tuning session, then check the tuned plan against PyTorch."""
-    from ..bench import problems
-    from ..compiler import plan_module
-    from .choose import TuningSession
-
     start = time.perf_counter()
     outcome = ProblemOutcome(problem.name)
 
@@ -148,10 +140,6 @@ def tune_problem(problem, size: str, settings: TuneSettings, cache, device) -> P
 
 def check_plan(plan, model, inputs, device) -> str | None:
     """None when the plan's outputs match the model's on `inputs`, else why not."""
-    import torch
-
-    from ..compiler import CompiledModule
-
     compiled = CompiledModule(plan, device)
     got = compiled(*inputs, poison=True)
     with torch.no_grad():

@@ -7,7 +7,7 @@ back again to see that the candidate left them alone; six searches side by side 
 out of host memory and past their time limit on the H200's host. `compare_buffers`
 reads back six words instead:
 
-- the verdict of `tuner.compare`, element by element: fp32 within `TOLERANCE * max(1,
+- the verdict of `check.tolerance.compare`, element by element: fp32 within `KERNEL_ATOL * max(1,
   max |want|)` where `want` is finite (the peak found by a first pass; the tolerance
   computed from it on the host exactly as `compare` does), else the same infinity or
   a NaN for a NaN; other dtypes (and `exact`) bit for bit;
@@ -15,7 +15,7 @@ reads back six words instead:
 - how many are NaN where a finite value was expected (poison left in place);
 - the largest |got - want| over the finite expected elements (fp32).
 
-A mismatch is then read back and described by `tuner.compare` on the CPU, which has
+A mismatch is then read back and described by `check.tolerance.compare` on the CPU, which has
 the last word. NaN and infinity are told by their bits: WGSL lets a shader compiler
 assume that floats are finite.
 
@@ -34,7 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 import wgpu
 
-from .tuner import DISTRIBUTIONS, TOLERANCE, compare
+from ..check.inputs import KERNEL_DISTRIBUTIONS
+from ..check.tolerance import compare, kernel_atol
+from ..harness.gpulock import GpuLock
 
 WG = 256
 MAX_GROUPS = 4096  # a grid-stride loop covers the rest
@@ -68,7 +70,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
 }
 """
 
-# Pass 2: the element-wise verdict (FLOAT: tuner.compare's fp32 rule, the tolerance in
+# Pass 2: the element-wise verdict (FLOAT: check.tolerance.compare's fp32 rule, the tolerance in
 # stats[5]; else bit for bit), counted per workgroup, then once per workgroup globally.
 _COUNT = """const FLOAT: bool = $FLOAT;
 var<workgroup> w_bad: atomic<u32>;
@@ -146,7 +148,7 @@ class Verdict:
 def compare_buffers(device, want: wgpu.GPUBuffer, got: wgpu.GPUBuffer, n: int,
                     dtype: str) -> Verdict:
     """Compare the first `n` elements of two buffers on `device` (a runtime.Device):
-    `dtype` "f32" by tuner.compare's rule, anything else ("i32", "bool", "exact") bit for
+    `dtype` "f32" by check.tolerance.compare's rule, anything else ("i32", "bool", "exact") bit for
     bit (see the module docstring)."""
     d = device.device
     n = max(1, int(n))
@@ -173,7 +175,7 @@ def compare_buffers(device, want: wgpu.GPUBuffer, got: wgpu.GPUBuffer, n: int,
 
     if is_float:
         peak = float(np.array(dispatch(head + _PEAK)[0], np.uint32).view(np.float32))
-        limit = np.float32(TOLERANCE * max(1.0, peak))  # exactly as tuner.compare
+        limit = np.float32(kernel_atol(peak))  # exactly as check.tolerance.compare
         d.queue.write_buffer(stats, 4 * 5, np.array([limit], np.float32).view(np.uint32))
     words = dispatch(head + _COUNT.replace("$FLOAT", "true" if is_float else "false"))
     bad = int(words[1])
@@ -202,8 +204,6 @@ def check_kernel(device, reference, candidate, input_set: Callable[[int], list],
     module docstring); `lock` a bench.gpulock.GpuLock held shared around the GPU work
     (default: the harness's, from the environment)."""
     if lock is None:
-        from ..bench.gpulock import GpuLock
-
         lock = GpuLock.from_env()
     out_r, out_c = reference.plan.outputs[0], candidate.plan.outputs[0]
     dtype = reference.plan.buffers[out_r.buffer].dtype
@@ -228,12 +228,12 @@ def check_kernel(device, reference, candidate, input_set: Callable[[int], list],
             return KernelCheck("rejected", f"writes into input buffer {written[0]}", max_err,
                                first)
         found = None
-        if not verdict.ok:  # read back and described by tuner.compare, which decides
+        if not verdict.ok:  # read back and described by check.tolerance.compare, which decides
             with lock.shared():
                 want, got = reference.read(out_r), candidate.read(out_c)
             found = compare(want, got, dtype)
         if found is not None:
-            label = f"input set {t} ({DISTRIBUTIONS[t % len(DISTRIBUTIONS)]})"
+            label = f"input set {t} ({KERNEL_DISTRIBUTIONS[t % len(KERNEL_DISTRIBUTIONS)]})"
             return KernelCheck(*_cheat_or_mismatch(label, found, arrays, got), max_err, first)
         max_err = max(max_err, verdict.max_abs_err)
     return KernelCheck("correct", f"matches the reference on {max(1, trials)} input sets "

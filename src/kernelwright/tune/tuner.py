@@ -6,11 +6,12 @@ and runs each candidate as a plan of its own: one kernel, one input buffer per
 buffer it reads (the same bindings, in the same order, as in the compiled plan) and
 its output buffer. Every candidate is checked against the default kernel by
 gpucheck.check_kernel, as the search's sandbox checks its candidates: both run on the
-same fresh random inputs (`trials` sets, drawn one at a time: normal values, then
-positive ones, so that a NaN of the reference rarely hides an element the candidate
-did not write), outputs poisoned with NaN first and compared element by element on
-the GPU (fp32: |got - want| <= 1e-4 * max(1, max |want|); integers and NaN/inf
-exactly; `compare` below describes a mismatch).
+same fresh random inputs (`trials` sets of check.inputs.kernel_inputs, drawn one at a
+time: normal values, then positive ones, so that a NaN of the reference rarely hides an
+element the candidate did not write), outputs poisoned with NaN first and compared
+element by element on the GPU (check.tolerance's rule: fp32 |got - want| <= 1e-4 *
+max(1, max |want|); integers and NaN/inf exactly; check.tolerance.compare describes a
+mismatch).
 A candidate whose knobs the template rejects, that the shader compiler rejects, or
 that does not match is discarded and recorded with the reason.
 
@@ -22,20 +23,19 @@ times faster, so that noise does not swap knobs for nothing.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..dtypes import buffer_bytes, default_torch_name, numpy_type
-from ..ir import CompileError, Value
+from ..check.inputs import kernel_inputs
+from ..dtypes import buffer_bytes, default_torch_name
+from ..ir.ir import CompileError, Value
 from ..kernels import Generated, KernelKey, KernelRequest
 from ..plan import Buffer, Kernel, Plan, TensorSpec
-from ..runtime import Device, Executable
-
-TOLERANCE = 1e-4  # fp32, relative to the scale of the output (KernelBench's 1e-4)
+from ..runtime.runtime import Device, Executable
+from .gpucheck import check_kernel
 
 
 @dataclass
@@ -119,7 +119,7 @@ def tune_kernel(request: KernelRequest, device: Device, settings: TuneSettings) 
         return result
     operands = operands_of(default, request.out)
     # every candidate is checked on the same sets: drawn once (set 0 is also timed on)
-    sets = [random_input_set(operands[:-1], t, settings.seed)
+    sets = [kernel_inputs(operands[:-1], t, settings.seed)
             for t in range(max(1, settings.trials))]
     inputs = sets[0]
     base = Executable(single_kernel_plan(default.name, default.source, default.grid, operands,
@@ -150,8 +150,6 @@ def try_candidate(request: KernelRequest, knobs: dict, base: Executable, input_s
     """Generate, compile and check one setting against the default kernel `base`
     (gpucheck.check_kernel on `settings.trials` sets of `input_set(t)`); time it when it
     is correct."""
-    from .gpucheck import check_kernel
-
     try:
         gen = request.generate(knobs)
     except CompileError as exc:
@@ -197,49 +195,6 @@ def single_kernel_plan(name: str, source: str, grid: tuple[int, int, int],
                 output_tree="single")
 
 
-DISTRIBUTIONS = ("normal", "positive", "heavy-tailed")  # f32 inputs of set t: [t % 3]
-HEAVY_TAIL_CLIP = 20.0
-
-
-DRAW_CHUNK = 1 << 22  # elements drawn by one generator (and one thread)
-
-
-def random_input_set(operands: list[tuple[int, str]], t: int, seed: int) -> list[np.ndarray]:
-    """Input set `t`: random contents for buffers of (element count, dtype): f32 normal,
-    uniform in [0.1, 2) and heavy-tailed (Student-t, 3 degrees, clipped to +-20) for t = 0,
-    1, 2 (mod 3); i32 in [0, 8); bool 0 or 1. Each DRAW_CHUNK elements of an operand have
-    a generator of their own (spawned from (seed, t)) and are drawn on threads in float32
-    (Student-t as Z / sqrt(2 G / 3) with G ~ Gamma(3/2)), so that one 2 GB operand is
-    drawn on every core: drawn in one piece in float64, 16M-element operands took 0.5 s
-    each here, most of a search attempt's CPU time. A set can be drawn alone, so that a
-    check over several sets holds one at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    kind = DISTRIBUTIONS[t % len(DISTRIBUTIONS)]
-    arrays = [np.empty(max(1, numel), dtype=numpy_type(dtype)) for numel, dtype in operands]
-    pieces = [(a, lo, dtype) for a, (_, dtype) in zip(arrays, operands)
-              for lo in range(0, a.size, DRAW_CHUNK)]
-    streams = np.random.SeedSequence([seed, t]).spawn(len(pieces))
-
-    def draw(piece, stream) -> None:
-        a, lo, dtype = piece
-        rng, out, f32 = np.random.default_rng(stream), a[lo:lo + DRAW_CHUNK], np.float32
-        n = out.size
-        if dtype != "f32":
-            out[:] = rng.integers(0, 8 if dtype == "i32" else 2, n)
-        elif kind == "positive":
-            out[:] = rng.random(n, dtype=f32) * f32(1.9) + f32(0.1)
-        else:
-            rng.standard_normal(n, dtype=f32, out=out)
-            if kind == "heavy-tailed":
-                out /= np.sqrt(rng.standard_gamma(1.5, n, dtype=f32) * f32(2 / 3))
-                np.clip(out, -HEAVY_TAIL_CLIP, HEAVY_TAIL_CLIP, out=out)
-
-    with ThreadPoolExecutor(max(1, min(len(pieces), os.cpu_count() or 1))) as pool:
-        list(pool.map(draw, pieces, streams))
-    return arrays
-
-
 def time_ms(exe: Executable, arrays: list[np.ndarray], settings: TuneSettings) -> float:
     """The median GPU time of `reps` calls on one input set, after `warmup` calls. The
     warm-up calls are dispatches, like the timed ones: a full run would also read the
@@ -247,80 +202,6 @@ def time_ms(exe: Executable, arrays: list[np.ndarray], settings: TuneSettings) -
     if settings.warmup:
         exe.gpu_times_ms([arrays], settings.warmup)
     return statistics.median(exe.gpu_times_ms([arrays], max(1, settings.reps)))
-
-
-@dataclass
-class Mismatch:
-    """How an output differs from the expected one, element by element."""
-
-    count: int  # elements outside the tolerance
-    size: int
-    first: list[tuple[int, float, float]]  # (index, got, want) of the first few
-    max_abs_err: float  # over the finite expected elements
-    scale: float  # max |want| (at least 1): the tolerance is TOLERANCE * scale
-    rel_l2: float  # ||got - want|| / ||want|| over the finite expected elements
-    unwritten: int  # NaN where a finite value was expected (poison left in place)
-
-    def describe(self) -> str:
-        firsts = "; ".join(f"[{i}] {g:.6g} for {w:.6g}" for i, g, w in self.first)
-        text = (f"{self.count} of {self.size} elements differ, the first at {firsts}; "
-                f"max |err| {self.max_abs_err:.3g} (tolerance {TOLERANCE * self.scale:.3g}), "
-                f"relative L2 error {self.rel_l2:.3g}")
-        if self.unwritten:
-            text += f"; {self.unwritten} elements NaN where a finite value was expected"
-        return text
-
-
-def compare(want: np.ndarray, got: np.ndarray, dtype: str, show: int = 5) -> Mismatch | None:
-    """None when every element of `got` matches `want` (fp32: |got - want| <= 1e-4 * max(1,
-    max |want|); integers, NaN and inf exactly), else how they differ."""
-    want, got = want.reshape(-1), got.reshape(-1)
-    if dtype == "f32":
-        # The pass/fail test runs in float32 (the outputs' own type, 4x faster than
-        # float64 on 16M elements): |g - w| is then off by at most an ulp of max(|g|, |w|),
-        # ~1e-7 of the scale against a tolerance of 1e-4 of it. It goes by chunks, so that
-        # its temporaries stay small next to a 2 GB output.
-        w32, g32 = want.astype(np.float32, copy=False), got.astype(np.float32, copy=False)
-        peak = max((_finite_abs_max(w32[i:i + COMPARE_CHUNK])
-                    for i in range(0, w32.size, COMPARE_CHUNK)), default=0.0)
-        limit = np.float32(TOLERANCE * max(1.0, peak))
-        bad = np.empty(w32.size, dtype=bool)
-        for i in range(0, w32.size, COMPARE_CHUNK):
-            bad[i:i + COMPARE_CHUNK] = _outside(w32[i:i + COMPARE_CHUNK],
-                                                g32[i:i + COMPARE_CHUNK], limit)
-    else:
-        bad = want != got
-    if not bad.any():
-        return None
-    w, g = want.astype(np.float64), got.astype(np.float64)  # a mismatch's figures
-    finite = np.isfinite(w)
-    scale = max(1.0, float(np.abs(w[finite]).max())) if finite.any() else 1.0
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(g[finite] - w[finite])
-        max_abs = float(np.nanmax(err)) if err.size and not np.isnan(err).all() else float("nan")
-        if np.isnan(err).any():
-            max_abs = float("nan")
-        norm = float(np.linalg.norm(w[finite]))
-        rel_l2 = float(np.linalg.norm(g[finite] - w[finite])) / norm if norm else float("inf")
-    idx = np.flatnonzero(bad)[:show]
-    first = [(int(i), float(got[i]), float(want[i])) for i in idx]
-    unwritten = int((finite & np.isnan(g)).sum())
-    return Mismatch(int(bad.sum()), bad.size, first, max_abs, scale, rel_l2, unwritten)
-
-
-COMPARE_CHUNK = 1 << 22  # elements compared at a time
-
-
-def _finite_abs_max(w: np.ndarray) -> float:
-    finite = np.isfinite(w)
-    return float(np.abs(w[finite]).max()) if finite.any() else 0.0
-
-
-def _outside(w: np.ndarray, g: np.ndarray, limit: np.float32) -> np.ndarray:
-    """Per element: outside the tolerance (finite), or not the same NaN or inf."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        return ~np.where(np.isfinite(w), np.abs(g - w) <= limit,
-                         (w == g) | (np.isnan(w) & np.isnan(g)))
 
 
 def _first_lines(exc: Exception, n: int = 6) -> str:

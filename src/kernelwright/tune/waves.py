@@ -34,10 +34,14 @@ import statistics
 import sys
 from dataclasses import asdict
 
-from ..ir import GraphBuilder
+from ..ir.ir import GraphBuilder
 from ..kernels import MATMUL_LARGE_TILES, MATMUL_PLAIN_TILES, matmul_knobs
 from ..options import CompileOptions, Waves
+from ..runtime import runtime
+from ..runtime.runtime import Executable
+from ..schedule.schedule import build_plan
 from .cache import default_cache
+from .choose import tune_mode
 
 WAVES_ENV = "KERNELWRIGHT_WAVES"
 FACT = "waves"
@@ -52,9 +56,6 @@ _MEMO: dict[str, Waves | None] = {}
 
 def device_waves(device=None) -> Waves | None:
     """The waves of `device` (None: the default device), or None where unknown."""
-    from .. import runtime
-    from .choose import tune_mode
-
     env = os.environ.get(WAVES_ENV, "").strip().lower()
     if env == "off":
         return None
@@ -121,9 +122,6 @@ def probe(device, tiles, knobs: dict | None = None):
     """(time_tiles, most): the probe product on `tiles` (with `knobs` over their default
     knobs) built for `most` tile columns, and a function giving the median GPU ms of its
     first T workgroups."""
-    from ..runtime import Executable
-    from ..schedule import build_plan
-
     # no waves: the fixed rules, the wide tiles where `wide`
     knobs = {**matmul_knobs(4096, 4096, wide=tuple(tiles) == MATMUL_LARGE_TILES),
              **(knobs or {})}

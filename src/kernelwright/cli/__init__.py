@@ -1,0 +1,2 @@
+"""The command line: ``kernelwright COMMAND`` (main.py) and the options its commands share
+(options.py)."""

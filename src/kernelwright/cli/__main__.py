@@ -1,0 +1,5 @@
+"""``python -m kernelwright.cli COMMAND [ARGS]``: the ``kernelwright`` command."""
+
+from .main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Code generation: the WGSL expression emitter and the kernel source it assembles."""

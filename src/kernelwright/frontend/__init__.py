@@ -1,0 +1,1 @@
+"""The frontend: torch.export capture, decompositions, FX -> IR, the torch.compile backend."""

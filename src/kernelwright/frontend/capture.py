@@ -1,0 +1,417 @@
+"""Capture: a PyTorch module to the IR graph.
+
+`export_graph` runs torch.export and decomposes to core ATen; `fx_to_ir` walks the
+ATen FX graph and lowers each node through the op registry. Parameters, buffers
+and lifted constants become IR constants (uploaded to the GPU once, when the plan
+is loaded); user inputs become graph inputs, Python numbers among them constants. An
+op with no registry entry, a lowering whose result shape differs from what PyTorch
+recorded, or a tensor with a dimension of size 0 is a CompileError naming the op and
+the user's source line (or the input). float64 is computed as f32, with a warning. Plain tensor
+attributes are exported as buffers (`export_graph`: a forward that changes one is
+captured, computed from the value at compile time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import operator
+import warnings
+
+import numpy as np
+import torch
+import torch._decomp.decompositions
+import torch.fx
+from torch._decomp import decomposition_table as torch_table
+from torch.nn.modules.module import register_module_buffer_registration_hook
+
+from ..dtypes import default_torch_name
+from ..ir.ir import CompileError, GraphBuilder, Value
+from ..lower.elementwise import device_dtype
+from ..lower.registry import lookup
+from ..options import CompileOptions
+
+
+def user_line(node: torch.fx.Node) -> str:
+    """The innermost frame of the user's code in the node's stack trace."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().startswith("File ")]
+    code = [ln.strip() for ln in trace.strip().splitlines() if ln.strip()
+            and not ln.strip().startswith("File ")]
+    if frames:
+        where = frames[-1].replace("File ", "")
+        return f"{where}: {code[-1]}" if code else where
+    return ""
+
+
+def export_graph(module: torch.nn.Module, example_inputs,
+                 keep_recurrent: bool = True) -> torch.export.ExportedProgram:
+    """The module's core ATen graph. With `keep_recurrent`, the recurrent layers' ops
+    (RECURRENT) stay whole, lowered by lower/recurrent.py; else torch's decomposition
+    unrolls them here (what lower/recurrent.py reproduces: tests/test_recurrent.py compares
+    the two). Plain tensor attributes (neither parameters nor registered
+    buffers) become buffers of a shallow copy first (`with_state_buffers`), so that a
+    forward that assigns to one (an RNN cell's `self.hidden = tanh(...)`) or changes it in
+    place, which torch.export refuses for a constant, is captured. torch.export records
+    such a change, like one of a registered buffer, as a new value of the buffer that
+    the compiled module carries to its next call (compiler.mutations, Graph.updates),
+    but an assignment inside a submodule's forward it does not record: that one is read
+    at its compile-time value on every call, and export_graph warns so. The user's module
+    is left as it was."""
+    wrapped, attrs = with_state_buffers(module)
+    owners = {(id(m), k): name for name, (m, k) in attrs.items()}
+    reassigned: set[str] = set()
+
+    def on_assign(m: torch.nn.Module, k: str, value) -> None:
+        # torch.export records a buffer assigned to in the root module's forward alone
+        name = owners.get((id(m), k))
+        if name is not None and value is not m._buffers.get(k):
+            reassigned.add(name)
+
+    with lstm_state_shapes(), recurrent_shapes(keep_recurrent):
+        hook = register_module_buffer_registration_hook(on_assign)
+        try:
+            ep = torch.export.export(wrapped, tuple(example_inputs), strict=False)
+        except Exception as e:
+            try:  # the attributes as they were (a forward that sets one to a non-tensor)
+                ep = None if wrapped is module else torch.export.export(
+                    module, tuple(example_inputs), strict=False)
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                ep = None
+            if ep is None:
+                raise CompileError(f"torch.export could not capture {type(module).__name__}: "
+                                   f"{e}") from e
+        finally:
+            hook.remove()
+        ep = ep.run_decompositions(decomposition_table(keep_recurrent))
+        sig = ep.graph_signature
+        lost = sorted(reassigned - set(sig.buffers_to_mutate.values()))
+        if lost:
+            warnings.warn(
+                f"{type(module).__name__}.forward changes its tensor attribute(s) "
+                f"{', '.join(lost)} in a submodule's forward, which torch.export does not "
+                "record: the compiled module reads their values at compile time on every "
+                "call (eager's first call); register them as buffers changed in place, or "
+                "pass such state as an input and return its new value", stacklevel=2)
+        return ep
+
+
+def with_state_buffers(
+        module: torch.nn.Module) -> tuple[torch.nn.Module, dict[str, tuple[torch.nn.Module, str]]]:
+    """A shallow copy of the module tree in which every plain tensor attribute is a
+    non-persistent buffer, and each such attribute's dotted name with the copy and name
+    that hold it; the module itself (and none) when it has none. Copies share parameters,
+    buffers and tensors with the original; only modules on the way to such an attribute
+    are copied, each once."""
+    names: dict[str, tuple[torch.nn.Module, str]] = {}
+    copies: dict[int, torch.nn.Module] = {}
+
+    def copy_tree(m: torch.nn.Module, prefix: str) -> torch.nn.Module:
+        if id(m) in copies:
+            return copies[id(m)]
+        if isinstance(m, torch.fx.GraphModule):  # a traced graph: no Python attribute writes
+            copies[id(m)] = m
+            return m
+        children = {k: copy_tree(c, f"{prefix}{k}.") for k, c in m._modules.items()
+                    if c is not None}
+        attrs = [k for k, v in vars(m).items() if isinstance(v, torch.Tensor)
+                 and not isinstance(v, torch.nn.Parameter)]
+        if not attrs and all(children[k] is c for k, c in m._modules.items()
+                             if c is not None):
+            copies[id(m)] = m
+            return m
+        c = copy.copy(m)
+        c._modules = {**m._modules, **children}
+        c._parameters = dict(m._parameters)
+        c._buffers = dict(m._buffers)
+        c._non_persistent_buffers_set = set(m._non_persistent_buffers_set)
+        for k in attrs:
+            c.register_buffer(k, c.__dict__.pop(k), persistent=False)
+            names[prefix + k] = (c, k)
+        copies[id(m)] = c
+        return c
+
+    return copy_tree(module, ""), names
+
+
+# Recurrent layers' ops, kept whole through export and decomposition. torch computes
+# their outputs while tracing by running their decomposition (torch/_decomp: a few ops
+# per step and direction) on fake tensors, some 6 ms a step, three times over (export,
+# then run_decompositions' retrace): a 6-layer bidirectional GRU over 512 steps took
+# minutes. `recurrent_shapes` gives the tracer their output shapes instead.
+RECURRENT = ("gru.input", "lstm.input", "rnn_tanh.input", "rnn_relu.input")
+
+
+def _recurrent_ops() -> list:
+    return [getattr(getattr(torch.ops.aten, n.split(".")[0]), n.split(".")[1])
+            for n in RECURRENT]
+
+
+def _recurrent_outputs(op_name: str):
+    """A function returning empty tensors of the shapes and strides `op_name` ("gru",
+    "lstm", ...) returns as torch decomposes it: the output sequence (batch_first: the
+    transpose of a sequence-major one, which decides how the ops reading it decompose,
+    e.g. a Linear's matmul), then the final states (the initial ones' shapes)."""
+    def outputs(input, hx, params, has_biases, num_layers, dropout, train,
+                bidirectional, batch_first):
+        states = tuple(hx) if op_name == "lstm" else (hx,)
+        features = states[0].shape[-1] * (2 if bidirectional else 1)
+        if batch_first:
+            seq = input.new_empty((input.shape[1], input.shape[0], features)).transpose(0, 1)
+        else:
+            seq = input.new_empty((*input.shape[:2], features))
+        return (seq, *(s.new_empty(s.shape) for s in states))
+    return outputs
+
+
+@contextlib.contextmanager
+def recurrent_shapes(active: bool = True):
+    """While tracing, the RECURRENT ops compute only their outputs' shapes (empty
+    tensors): their CompositeImplicitAutograd kernels and torch._decomp entries are
+    replaced, then restored. Nothing changes when not `active`."""
+    if not active:
+        yield
+        return
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    saved = [(op, op.py_kernels.get(key), torch_table.get(op)) for op in _recurrent_ops()]
+    for op, _, _ in saved:
+        fn = _recurrent_outputs(op.__name__.split(".")[0])
+        op.py_kernels[key] = fn
+        torch_table[op] = fn
+        op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for op, kernel, decomp in saved:
+            _restore(op.py_kernels, key, kernel)
+            _restore(torch_table, op, decomp)
+            op._dispatch_cache.clear()
+
+
+def _restore(table: dict, key, old) -> None:
+    if old is None:
+        table.pop(key, None)
+    else:
+        table[key] = old
+
+
+@contextlib.contextmanager
+def lstm_state_shapes():
+    """While exporting, each LSTM layer's final states keep the shape of its initial ones.
+    torch 2.11's decomposition of aten.lstm (torch/_decomp, one_layer_lstm) squeezes them
+    on dim 1 instead of 0, and as export traces with that decomposition, h_n and c_n and
+    everything computed from them get a unit dim too many ([L, 1, B, H] for [L, B, H]) in
+    the graph and its recorded shapes, unlike eager PyTorch. The layer functions are
+    wrapped to reshape the states they return to their inputs' shapes: a no-op (no node)
+    on versions that get it right."""
+    decomps = torch._decomp.decompositions
+    names = [n for n in ("one_layer_lstm", "mkldnn_one_layer_lstm") if hasattr(decomps, n)]
+    originals = {n: getattr(decomps, n) for n in names}
+
+    def keeping_shapes(layer):
+        def run(inp, hidden, *args, **kwargs):
+            out, (h, c) = layer(inp, hidden, *args, **kwargs)
+            return out, (h.reshape(hidden[0].shape), c.reshape(hidden[1].shape))
+        return run
+
+    for n in names:
+        setattr(decomps, n, keeping_shapes(originals[n]))
+    try:
+        yield
+    finally:
+        for n in names:
+            setattr(decomps, n, originals[n])
+
+
+# ATen ops kept whole through decomposition: the registry lowers each onto a template
+# of its own (SDPA: the fused attention kernel, lower/attention.py) or a primitive
+# (im2col, F.unfold: the window view, lower/conv.py), or whose decomposition loses what
+# they know (max_unpool: each plane's indices stay in that plane, lower/pool.py; the
+# decomposed index_put would search all planes; interpolation: torch's decomposition
+# of nearest-exact rounds differently from its own kernel, and lower/resize.py reads the
+# source positions as views or gathers of computed indices). Every overload of each.
+KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unpool3d",
+              "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+              "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
+              "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
+              "upsample_trilinear3d", "upsample_bicubic2d")
+
+
+def decomposition_table(keep_recurrent: bool = True) -> dict:
+    """torch.export's default decompositions less the ops kept whole (KEEP_WHOLE, and
+    RECURRENT with `keep_recurrent`)."""
+    table = torch.export.default_decompositions()
+    for name in KEEP_WHOLE:
+        packet = getattr(torch.ops.aten, name)
+        for overload in packet.overloads():
+            table.pop(getattr(packet, overload), None)
+    for op in _recurrent_ops() if keep_recurrent else ():
+        table.pop(op, None)
+    return table
+
+
+def to_device_array(t: torch.Tensor) -> np.ndarray:
+    """A host array in the device's layout (int64 as int32, bool as uint32)."""
+    dt = device_dtype(t.dtype)
+    t = t.detach().cpu()
+    if dt == "f32":
+        return t.to(torch.float32).contiguous().numpy()
+    if dt == "bool":
+        return t.to(torch.int32).contiguous().numpy().view(np.uint32)
+    a = t.contiguous().numpy()  # the range check in numpy: no PyTorch op runs per call
+    if a.dtype == np.int64 and a.size and (a.max() > 2**31 - 1 or a.min() < -(2**31)):
+        raise ValueError("int64 values outside the int32 range are not supported on the device")
+    return a.astype(np.int32)
+
+
+def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
+             keep_outputs: list[int] | None = None,
+             mutations: dict[int, tuple[str, str]] | None = None,
+             state: frozenset[str] = frozenset(), options: CompileOptions | None = None
+             ) -> tuple[GraphBuilder, dict[Value, str]]:
+    """Lower an ATen FX graph. `constants` maps placeholder names to tensors that are
+    part of the model (parameters, buffers); every other placeholder is an input.
+    `keep_outputs` selects the graph outputs the user sees (export also returns
+    buffer mutations, e.g. batch norm's running statistics in training mode).
+    `mutations` maps a graph output to the placeholder it is the new value of, and that
+    tensor's name: a buffer's becomes a state update of the graph (`Graph.updates`), an
+    input's a write back into the caller's tensor (`Graph.writes`). `state` names more
+    constant placeholders that the caller will update (a training step's parameters):
+    like those, they are read from their buffers at each call, never folded.
+    `options`: what the compile generates for (GraphBuilder.options). Returns the
+    builder holding the graph and each input/output's torch dtype."""
+    b = GraphBuilder(options)
+    env: dict[torch.fx.Node, object] = {}
+    torch_dtypes: dict[Value, str] = {}
+    doubles: list[str] = []  # float64 inputs and weights, computed in float32
+
+    def meta_of(node):
+        val = node.meta.get("val")
+        return val if isinstance(val, torch.Tensor) else None
+
+    changing = {p for p, _ in (mutations or {}).values()} | set(state)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            val = meta_of(node)
+            if node.name in constants:
+                t = constants[node.name]
+                dt = device_dtype(t.dtype)
+                _check_nonempty(t, f"weight '{node.name}'")
+                if t.dtype == torch.float64:
+                    doubles.append(f"weight '{node.name}'")
+                env[node] = b.const(to_device_array(t), dt, node.name,
+                                    state=node.name in changing)
+            elif "val" in node.meta and (node.meta["val"] is None
+                                         or isinstance(node.meta["val"], (int, float, bool))):
+                env[node] = node.meta["val"]  # a Python number: specialized into the plan
+            elif val is None:
+                raise CompileError(f"input '{node.name}' is not a tensor")
+            else:
+                _check_nonempty(val, f"input '{node.name}'")
+                if val.dtype == torch.float64:
+                    doubles.append(f"input '{node.name}'")
+                v = b.input(tuple(val.shape), device_dtype(val.dtype), node.name)
+                torch_dtypes[v] = str(val.dtype).replace("torch.", "")
+                env[node] = v
+        elif node.op == "call_function":
+            b.source = user_line(node)
+            args = torch.fx.map_arg(node.args, lambda n: env[n])
+            kwargs = torch.fx.map_arg(node.kwargs, lambda n: env[n])
+            if node.target is operator.getitem:
+                out = args[0][args[1]]
+                if out is None:
+                    raise CompileError(f"output {args[1]} of {node.args[0].target} is not "
+                                       f"computed by kernelwright{_at(b.source)}")
+                env[node] = out
+                continue
+            name = str(node.target)
+            lower = lookup(name)
+            if lower is None:
+                raise CompileError(f"no lowering for ATen op '{name}'{_at(b.source)}")
+            kwargs = {k: v for k, v in kwargs.items()
+                      if k not in ("layout", "device", "pin_memory", "memory_format")}
+            if getattr(lower, "reads_layout", False):  # as_strided: x's place in memory
+                kwargs["layout"] = _layout(node.args[0])
+            try:
+                out = lower(b, *args, **kwargs)
+            except CompileError as e:
+                raise CompileError(f"{name}: {e}{_at(b.source)}") from e
+            _check_shape(node, out, meta_of, b.source)
+            for v in out if isinstance(out, tuple) else (out,):
+                if isinstance(v, Value) and v.numel == 0:
+                    raise CompileError(f"{name} gives an empty tensor {list(v.shape)}: tensors "
+                                       f"with a dimension of size 0 are not supported"
+                                       f"{_at(b.source)}")
+            env[node] = out
+        elif node.op == "output":
+            outs = torch.fx.map_arg(node.args[0], lambda n: env[n])
+            flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            metas = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
+            changed = [(flat[i], *mutations[i]) for i in sorted(mutations or {})]
+            if keep_outputs is not None:
+                flat = [flat[i] for i in keep_outputs]
+                metas = [metas[i] for i in keep_outputs]
+            settled = b.settle(flat + [v for v, _, _ in changed])
+            flat = settled[:len(flat)]
+            by_name = {p.name: p for p in gm.graph.nodes if p.op == "placeholder"}
+            for new, (_, target, name) in zip(settled[len(flat):], changed):
+                old = env[by_name[target]]
+                if not isinstance(new, Value) or new is old:
+                    continue
+                new = b.cast(b.expand(new, old.shape), old.dtype)
+                if old.kind == "const":
+                    old.name = name
+                    b.graph.updates.append((old, new))
+                else:
+                    if new.node is None:
+                        new = b.ew("copy", new)
+                    b.graph.writes.append((b.graph.inputs.index(old), new))
+            for v, m in zip(flat, metas):
+                if not isinstance(v, Value):
+                    raise CompileError(f"output {v!r} is not a tensor")
+                if v.node is None:  # an input, constant or literal returned as is
+                    v = b.ew("copy", v)
+                val = meta_of(m)
+                if val is not None and tuple(val.shape) != v.shape:  # a broadcast scalar
+                    v = b.expand(v, tuple(val.shape))
+                    v = b.ew("copy", v)
+                torch_dtypes[v] = str(val.dtype).replace("torch.", "") if val is not None \
+                    else default_torch_name(v.dtype)
+                b.graph.outputs.append(v)
+        elif node.op == "get_attr":
+            t = getattr(gm, node.target)
+            _check_nonempty(t, f"constant '{node.target}'")
+            env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
+    if doubles:
+        warnings.warn(f"float64 {', '.join(doubles)} computed in float32 (kernelwright's "
+                      "kernels are fp32; the outputs keep their float64 dtype)", stacklevel=3)
+    return b, torch_dtypes
+
+
+def _layout(arg) -> tuple[list[int], int] | None:
+    """The strides and storage offset PyTorch recorded for a node's tensor argument."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return None
+    return list(val.stride()), int(val.storage_offset())
+
+
+def _check_nonempty(t: torch.Tensor, what: str) -> None:
+    if t.numel() == 0:
+        raise CompileError(f"{what} has shape {list(t.shape)}: tensors with a dimension of "
+                           "size 0 are not supported")
+
+
+def _at(source: str) -> str:
+    return f"\n  at {source}" if source else ""
+
+
+def _check_shape(node, out, meta_of, source) -> None:
+    vals = node.meta.get("val")
+    outs = out if isinstance(out, tuple) else (out,)
+    metas = vals if isinstance(vals, (list, tuple)) else (vals,)
+    for v, m in zip(outs, metas):
+        if isinstance(v, Value) and isinstance(m, torch.Tensor):
+            if tuple(m.shape) != v.shape:
+                raise CompileError(f"lowering of {node.target} gave shape {list(v.shape)}, "
+                                   f"PyTorch says {list(m.shape)}{_at(source)}")

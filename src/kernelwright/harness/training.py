@@ -1,0 +1,338 @@
+"""``kernelwright bench --train``: judge compiled training steps against PyTorch.
+
+Per training workload (suite/training/, one file each: a model factory, a loss, a batch
+generator, SIZES small/full), from the same initial weights and the same batches:
+
+* parity with PyTorch eager fp32 under the same optimizer (AdamW, gradients clipped to
+  a global norm of 1): the loss at every one of N steps within LOSS_RTOL relative, the
+  global gradient norm at step 0 within NORM_RTOL relative, every parameter after the
+  N steps within PARAM_ATOL + PARAM_RTOL * |torch's|;
+* timing, on the same GPU in the same run: the compiled step's wall time per step (a
+  step returns the loss, so each timed step ends with the GPU done; it includes the
+  batch's upload, which eager's timing, its batches already on its device, does not),
+  PyTorch eager's step (on CUDA where there is CUDA, else on the CPU, labelled so),
+  torch.compile of the same eager step (CUDA only; skipped with the reason without),
+  the compile time;
+* memory: the bytes our plan allocates (every buffer: parameters, optimizer state,
+  activations, gradients) against torch.cuda.max_memory_allocated over an eager step
+  (CUDA only).
+
+The eager reference runs on CUDA with TF32 off where there is CUDA, else on the CPU.
+Results go to results.json, the bench's SQLite store (one row per workload, the same
+table as the problems') and report.html with both loss curves per workload
+(train_report.py). Workloads run one after another in this process; an exception in
+one is its ERROR row and the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import fnmatch
+import json
+import math
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+import kernelwright
+
+from ..runtime.runtime import default_device
+from . import gpu, runner, train_report
+from .problems import import_file, natural_key
+from .runner import compiler_digest
+from .timing import reference_label
+
+LOSS_RTOL = 1e-3
+NORM_RTOL = 1e-3
+PARAM_ATOL = 1e-3
+PARAM_RTOL = 1e-2
+STEPS_SOFTWARE = 20  # default N on the software driver (or without a GPU)
+STEPS_GPU = 200  # default N on a hardware GPU
+TIMED_STEPS = 10  # steps timed per contender, after its warm-up step
+MAX_GRAD_NORM = 1.0
+WEIGHT_DECAY = 0.1
+DEFAULT_LR = 1e-3
+REQUIRED = ("SIZES", "build", "loss", "batch")
+
+
+def bundled_workloads() -> Path:
+    return Path(__file__).resolve().parents[1] / "suite" / "training"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One training workload file."""
+
+    name: str
+    path: Path
+
+
+def discover(folder: Path | str) -> list[Workload]:
+    """The workload files of `folder` (or `folder` itself when it is a file); files whose
+    name starts with "_" hold shared code."""
+    root = Path(folder)
+    if root.is_file():
+        return [Workload(root.stem, root)]
+    if not root.is_dir():
+        raise FileNotFoundError(f"training workloads not found: {folder}")
+    files = [p for p in root.glob("*.py") if not p.name.startswith(("_", "."))]
+    return [Workload(p.stem, p) for p in sorted(files, key=lambda p: natural_key(p.stem))]
+
+
+def load(workload: Workload) -> ModuleType:
+    """The workload's module, its required names checked."""
+    module = import_file(workload.path, f"kernelwright_training_{workload.name}")
+    missing = [n for n in REQUIRED if not hasattr(module, n)]
+    if missing:
+        raise ValueError(f"{workload.path}: missing {', '.join(missing)}")
+    return module
+
+
+@dataclass
+class TrainSettings:
+    """How the workloads are judged (the key of their rows in the SQLite store)."""
+
+    size: str = "small"
+    steps: int = STEPS_SOFTWARE
+    seed: int = 0
+    compile_ref: bool = True
+    timed_steps: int = TIMED_STEPS
+
+    def key(self) -> str:
+        fields = dataclasses.asdict(self) | {"mode": "train", "compiler": compiler_digest()}
+        return "train-" + json.dumps(fields, sort_keys=True)
+
+
+def _rel(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+def _eager_setup(model: torch.nn.Module, lr: float):
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
+
+
+def _eager_step(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn,
+                batch: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    """One PyTorch training step: the loss and the gradient norm before clipping."""
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn(model(*batch[:-1]), batch[-1])
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    opt.step()
+    return loss.detach(), norm
+
+
+def _to(batch: tuple, device: torch.device) -> tuple:
+    return tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in batch)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time_eager(model, opt, loss_fn, batches, device, step_fn=None) -> float:
+    """Mean wall ms of `len(batches)` eager steps after one warm-up step."""
+    step = step_fn or (lambda b: _eager_step(model, opt, loss_fn, b))
+    step(batches[0])
+    _sync(device)
+    t0 = time.perf_counter()
+    for b in batches:
+        step(b)
+    _sync(device)
+    return (time.perf_counter() - t0) * 1e3 / len(batches)
+
+
+def run_workload(workload: Workload, settings: TrainSettings) -> dict[str, Any]:
+    """Judge one workload; never raises: a failure is the result's status and error."""
+    result: dict[str, Any] = {"name": workload.name, "file": str(workload.path),
+                              "size": settings.size, "steps": settings.steps,
+                              "status": "ERROR", "compiled": False, "correct": False}
+    try:
+        _judge(workload, settings, result)
+    except Exception as exc:  # noqa: BLE001 - any failure of a workload is its result
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["reason"] = result.get("reason") or "error"
+        result["traceback"] = traceback.format_exc(limit=8)
+    return result
+
+
+def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any]) -> None:
+    module = load(workload)
+    if settings.size not in module.SIZES:
+        raise ValueError(f"SIZES has no entry {settings.size!r}")
+    cfg = module.SIZES[settings.size]
+    lr = float(getattr(module, "LR", DEFAULT_LR))
+    torch.manual_seed(settings.seed)
+    model = module.build(cfg).train()
+    reference = copy.deepcopy(model)
+    result["parameters"] = sum(p.numel() for p in model.parameters())
+    n, timed = settings.steps, settings.timed_steps
+
+    def batch(i: int) -> tuple:  # made when used: N full-size batches need not fit at once
+        return tuple(module.batch(cfg, i))
+
+    # ours: compile, then N steps from the initial weights
+    t0 = time.perf_counter()
+    step = kernelwright.compile_training(
+        model, batch(0), module.loss,
+        optimizer=kernelwright.optim.AdamW(lr=lr, weight_decay=WEIGHT_DECAY),
+        max_grad_norm=MAX_GRAD_NORM)
+    result["compile_s"] = time.perf_counter() - t0
+    result["compiled"] = True
+    result["device"] = default_device().description
+    result["plan_bytes"] = sum(b.nbytes for b in step.plan.buffers)
+    ours, norm0 = [], None
+    for i in range(n):
+        ours.append(step(*batch(i)))
+        norm0 = step.grad_norm if norm0 is None else norm0
+    trained = {k: v.detach().float() for k, v in step.state_dict().items()}
+
+    # PyTorch eager fp32, same weights, batches and optimizer
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda" if cuda else "cpu")
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    reference.to(dev)
+    opt = _eager_setup(reference, lr)
+    theirs, their_norm0 = [], None
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
+    for i in range(n):
+        loss, norm = _eager_step(reference, opt, module.loss, _to(batch(i), dev))
+        theirs.append(float(loss))
+        their_norm0 = float(norm) if i == 0 else their_norm0
+    result["torch_peak_bytes"] = torch.cuda.max_memory_allocated(dev) if cuda else None
+    result["memory_note"] = None if cuda else "torch's peak needs CUDA"
+    result["loss_ours"], result["loss_torch"] = ours, theirs
+    result["grad_norm0_ours"], result["grad_norm0_torch"] = norm0, their_norm0
+
+    # parity
+    failures = []
+    rels = [_rel(a, b) for a, b in zip(ours, theirs)]
+    result["loss_max_rel"] = max(rels)
+    bad = [i for i, r in enumerate(rels) if not r <= LOSS_RTOL]
+    if bad:
+        failures.append(f"loss at step {bad[0]}: {ours[bad[0]]:.6g} vs torch's "
+                        f"{theirs[bad[0]]:.6g} (relative {rels[bad[0]]:.2e} > {LOSS_RTOL})")
+    result["grad_norm0_rel"] = _rel(norm0, their_norm0)
+    if not result["grad_norm0_rel"] <= NORM_RTOL:
+        failures.append(f"gradient norm at step 0: {norm0:.6g} vs torch's {their_norm0:.6g}")
+    worst, worst_name = -math.inf, None
+    for name, want in reference.state_dict().items():
+        if not want.dtype.is_floating_point:
+            continue
+        got = trained[name].reshape(want.shape)
+        excess = ((got - want.float().cpu()).abs()
+                  - (PARAM_ATOL + PARAM_RTOL * want.float().cpu().abs())).max().item()
+        if excess > worst:
+            worst, worst_name = excess, name
+    result["param_worst"] = worst_name
+    result["param_excess"] = worst  # max of |ours - torch's| - tolerance: <= 0 passes
+    if worst > 0:
+        failures.append(f"parameter {worst_name} after {n} steps differs by {worst:.2e} "
+                        f"beyond atol {PARAM_ATOL} + rtol {PARAM_RTOL}")
+    result["correct"] = not failures
+    result["status"] = "PASS" if not failures else "FAIL"
+    result["reason"] = None if not failures else "mismatch"
+    result["error"] = "; ".join(failures) or None
+
+    # timing: ours, eager, torch.compile of the same eager step
+    if timed > 0:
+        tb = [batch(i) for i in range(timed)]
+        step(*tb[0])
+        t0 = time.perf_counter()
+        for b in tb:
+            step(*b)
+        result["time_ms"] = (time.perf_counter() - t0) * 1e3 / timed
+        dev_batches = [_to(b, dev) for b in tb]
+        result["ref_eager_ms"] = _time_eager(reference, opt, module.loss, dev_batches, dev)
+        result["ref_eager_device"] = str(dev)
+        result["speedup_eager"] = result["ref_eager_ms"] / result["time_ms"]
+        if not cuda:
+            result["compile_ref_note"] = "torch.compile timed on CUDA only (no CUDA here)"
+        elif settings.compile_ref:
+            compiled = torch.compile(
+                lambda b: _eager_step(reference, opt, module.loss, b))
+            result["ref_compile_ms"] = _time_eager(reference, opt, module.loss, dev_batches,
+                                                   dev, compiled)
+            result["speedup_compile"] = result["ref_compile_ms"] / result["time_ms"]
+
+
+def default_steps() -> tuple[int, str]:
+    """N: STEPS_GPU on a hardware GPU, else STEPS_SOFTWARE."""
+    why = gpu.no_hardware_gpu()
+    return (STEPS_SOFTWARE, why) if why else (STEPS_GPU, "hardware GPU")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The --train mode of `kernelwright bench`."""
+    folder = args.suite or bundled_workloads()
+    try:
+        found = discover(folder)
+    except FileNotFoundError as exc:
+        print(f"kernelwright bench --train: {exc}", file=sys.stderr)
+        return 2
+    chosen = [w for w in found if not args.only
+              or any(fnmatch.fnmatch(w.name, p) or p in w.name for p in args.only)]
+    if not chosen:
+        print(f"kernelwright bench --train: no workloads in {folder}"
+              + (" match --only" if found else ""), file=sys.stderr)
+        return 2
+    size, size_why = (args.size, "asked") if args.size else gpu.default_size()
+    steps, steps_why = (args.steps, "asked") if args.steps else default_steps()
+    if steps < 1:
+        print("kernelwright bench --train: --steps must be at least 1", file=sys.stderr)
+        return 2
+    settings = TrainSettings(size=size, steps=steps, seed=args.seed,
+                             compile_ref=args.compile_ref or torch.cuda.is_available())
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"kernelwright bench --train: {len(chosen)} workloads from {folder}, size {size} "
+          f"({size_why}), {steps} steps ({steps_why}), out {out}", file=sys.stderr)
+    store = runner.ResultStore(out / "results.sqlite")
+    store.start_run(settings)
+    results = []
+    try:
+        for w in chosen:
+            print(f"  {w.name} ...", end="", flush=True, file=sys.stderr)
+            r = run_workload(w, settings)
+            store.put(r, settings.key())
+            results.append(r)
+            print(f" {r['status']}" + (f": {r['error']}" if r.get("error") else ""),
+                  file=sys.stderr)
+    finally:
+        store.close()
+    devices = [r["device"] for r in results if r.get("device")]
+    where = "CUDA, TF32 off" if torch.cuda.is_available() else "the CPU"
+    info = {
+        "created": runner.now_iso(), "mode": "train", "suite": str(folder),
+        "size": f"{size} ({size_why})", "steps": f"{steps} ({steps_why})",
+        "device": devices[0] if devices else "unknown (no workload reached the device)",
+        "reference": f"PyTorch eager fp32 on {where}; {reference_label()}",
+        "optimizer": f"AdamW (weight decay {WEIGHT_DECAY}), gradients clipped to norm "
+                     f"{MAX_GRAD_NORM}",
+        "tolerance": f"loss {LOSS_RTOL} relative at every step, gradient norm {NORM_RTOL} "
+                     f"relative at step 0, parameters atol {PARAM_ATOL} + rtol {PARAM_RTOL}",
+        "seed": args.seed,
+    }
+    passed = sum(r["status"] == "PASS" for r in results)
+    summary = {"workloads": len(results), "passed": passed}
+    document = {**info, "settings": dataclasses.asdict(settings), "summary": summary,
+                "workloads": results}
+    (out / "results.json").write_text(json.dumps(document, indent=1, default=str))
+    train_report.write_report(out / "report.html", info, results)
+    print()
+    print(train_report.format_table(results))
+    print(f"\n{passed} of {len(results)} workloads match PyTorch; wrote "
+          f"{out / 'results.json'}, {out / 'results.sqlite'}, {out / 'report.html'}")
+    return 0 if passed == len(results) else 1

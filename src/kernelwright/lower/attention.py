@@ -1,0 +1,138 @@
+"""Attention: aten.scaled_dot_product_attention onto the fused `attention` template.
+
+capture.export_graph keeps SDPA whole (it is taken out of the decomposition table),
+so F.scaled_dot_product_attention, nn.MultiheadAttention with need_weights=False and
+nn.Transformer* layers reach this lowering as one op. It flattens the batch and head
+dims, turns a boolean mask into an additive one (an elementwise op that fuses into
+the kernel's mask loader, as do the broadcasts of a [L, S] mask) and emits one
+`attention` node (kernels/attention.wgsl, online softmax over key blocks, the L x S
+scores never stored) or decomposes: scores by matmul, scale, mask, each row's
+log-sum-exp, exp(scores - lse) by V (zeros for fully masked rows). `fused` is the one
+choice between them.
+
+nn.MultiheadAttention with need_weights=True exports as explicit bmm / softmax / mean
+(PyTorch computes the weights itself), which the matmul and reduction ops lower.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir.ir import CompileError, GraphBuilder, Value, broadcast_shapes
+from ..kernels import attention_config
+from .elementwise import as_dtype, binary, unary_float
+from .linalg import lse_probabilities, product
+from .registry import register
+
+FUSED: bool | None = None  # None: chosen by `fused`; True / False force a path (tests)
+# The decomposition stores the scores of every batch and head (nb * L * S floats) and
+# runs at the speed of the matmul and row kernels. On the H200 (2026-12-01f) the
+# register-tiled fused kernel (kernels/attention.wgsl) lost to it unmasked (16 x 16
+# heads, L = S = 1024, E = 64: 5.33 against 3.97 ms, bench/results/attention_*_h200.json)
+# and won causal there (2.89 against 4.06 ms: it never loads key blocks past a block's
+# last query), but lost causal on the suite's level1/105 (8 x 12 heads, L = S = 2048,
+# E = 64: 8.14 against 7.13 ms, its efficiency per score halved at the longer sequence,
+# not yet explained). Until that is understood, the fused kernel is for scores too
+# large to store.
+MAX_SCORES_BYTES = 1 << 31
+
+NEG_INF = float("-inf")
+
+
+def _repeat_heads(b: GraphBuilder, x: Value, groups: int) -> Value:
+    """enable_gqa: key/value head h serves query heads h * groups .. (h + 1) * groups - 1
+    (repeat_interleave on dim -3), as an expand that costs nothing to read."""
+    *lead, h, s, e = x.shape
+    x = b.reshape(x, (*lead, h, 1, s, e))
+    x = b.expand(x, (*lead, h, groups, s, e))
+    return b.reshape(x, (*lead, h * groups, s, e))
+
+
+@register("aten.scaled_dot_product_attention.default")
+def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask=None,
+                                 dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    if dropout_p:
+        raise CompileError(f"attention dropout (p={dropout_p}) is random; compile the model "
+                           "in eval mode or pass dropout_p=0")
+    if is_causal and attn_mask is not None:
+        raise CompileError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
+    if min(len(q.shape), len(k.shape), len(v.shape)) < 2:
+        raise CompileError("attention needs q, k, v of at least 2 dims")
+    if enable_gqa and len(q.shape) >= 3 and q.shape[-3] != k.shape[-3]:
+        hq, hk = q.shape[-3], k.shape[-3]
+        if hq % hk or hq % v.shape[-3]:
+            raise CompileError(f"grouped-query attention: {hq} query heads over {hk} key heads")
+        k, v = _repeat_heads(b, k, hq // hk), _repeat_heads(b, v, hq // v.shape[-3])
+    lq, e = q.shape[-2:]
+    s, ev = k.shape[-2], v.shape[-1]
+    if k.shape[-1] != e or v.shape[-2] != s:
+        raise CompileError(f"attention shapes q {list(q.shape)}, k {list(k.shape)}, "
+                           f"v {list(v.shape)} do not match")
+    scale = 1.0 / math.sqrt(e) if scale is None else float(scale)
+    q, k, v = (as_dtype(b, x, "f32") for x in (q, k, v))
+    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if attn_mask is not None:
+        if not isinstance(attn_mask, Value):
+            raise CompileError("attn_mask must be a tensor")
+        if attn_mask.dtype == "bool":
+            attn_mask = b.ew("where", attn_mask, b.scalar(0.0), b.scalar(NEG_INF))
+        attn_mask = as_dtype(b, attn_mask, "f32")
+        batch = broadcast_shapes(batch, attn_mask.shape[:-2])
+    if fused(math.prod(batch), lq, s, e, ev):
+        return _fused(b, q, k, v, attn_mask, is_causal, scale, batch)
+    return _decomposed(b, q, k, v, attn_mask, is_causal, scale)
+
+
+def fused(nb: int, lq: int, s: int, e: int, ev: int) -> bool:
+    """The one decision between the fused kernel and the decomposition (see FUSED and
+    the measurements above MAX_SCORES_BYTES)."""
+    if e < 1 or ev < 1 or attention_config(e, ev) is None:
+        return False  # head dims too wide for the kernel's workgroup tiles
+    if FUSED is not None:
+        return FUSED
+    return nb * lq * s * 4 >= MAX_SCORES_BYTES
+
+
+def _fused(b, q, k, v, mask, causal, scale, batch) -> Value:
+    nb = math.prod(batch)
+
+    def flat(x, rows, cols):
+        return b.reshape(b.expand(x, batch + (rows, cols)), (nb, rows, cols))
+
+    lq, e = q.shape[-2:]
+    s, ev = k.shape[-2], v.shape[-1]
+    m3 = None if mask is None else flat(mask, lq, s)
+    out = b.attention(flat(q, lq, e), flat(k, s, e), flat(v, s, ev), m3, causal, scale)
+    return b.reshape(out, batch + (lq, ev))
+
+
+def causal_mask(b: GraphBuilder, lq: int, s: int) -> Value:
+    """Boolean [L, S], true where key j may be seen by query i (j <= i): PyTorch's
+    top-left aligned causal mask, two iotas compared inside the reading kernel."""
+    return b.ew("le", b.iota((lq, s), 1), b.iota((lq, s), 0), dtype="bool")
+
+
+def _decomposed(b, q, k, v, mask, causal, scale) -> Value:
+    scores = product(b, binary(b, "mul", q, scale), b.transpose(k, -1, -2))
+    lq, s = scores.shape[-2:]
+
+    def masked(x: Value, fill: float) -> Value:
+        """Causal: x where key j <= query i, else fill (a mask of its own per use, which
+        each reader's loader computes; one shared mask would be stored)."""
+        return b.ew("where", causal_mask(b, lq, s), x, b.scalar(fill)) if causal else x
+
+    if mask is not None:
+        scores = binary(b, "add", scores, mask)
+    scores = masked(scores, NEG_INF)  # tiles past the diagonal: no product (k_range)
+    dim = len(scores.shape) - 1
+    # the max's input says again that the masked scores are -inf, so that the row kernel
+    # of the max and the log-sum-exp loads each row only up to its diagonal
+    # (kernels.rows._row_band_end)
+    m = b.reduce(masked(scores, NEG_INF), "max", [dim], True)
+    m = b.ew("where", b.ew("eq", m, b.scalar(NEG_INF), dtype="bool"), b.scalar(0.0), m)
+    ex = masked(unary_float(b, "exp", binary(b, "sub", scores, m)), 0.0)
+    total = b.reduce(ex, "sum", [dim], True)
+    # one row kernel for the max and the log-sum-exp; the product by V computes the
+    # probabilities (linalg.lse_probabilities), zero above the diagonal, said so: the
+    # product then bounds each tile's K loop by its last query (linalg.k_range)
+    return product(b, masked(lse_probabilities(b, scores, m, total), 0.0), v)

@@ -1,0 +1,1 @@
+"""Scheduling: fusion into kernels, row fusion, splits (chunks.py), the plan's assembly."""

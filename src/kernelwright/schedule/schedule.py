@@ -1,0 +1,842 @@
+"""Passes from the primitive graph to a Plan: dead-code removal, fusion, memory planning.
+
+Fusion decides which values are *materialized* (written to a buffer by a kernel)
+and which are computed inline inside the kernels that read them. It walks the
+nodes from the outputs back:
+
+* graph outputs and template results are kernel roots unless fused as below;
+* an elementwise or movement value whose readers all belong to one kernel joins
+  that kernel (as part of its epilogue, or of a template's loader: prologue
+  fusion); otherwise it is materialized and becomes a kernel of its own;
+* but a matmul's or convolution's prologue that computes exp, tanh, ... and that the
+  loader would compute again for many tiles is materialized (heavy_prologues);
+* a template whose readers all sit in one elementwise kernel becomes that kernel's
+  template, the elementwise chain its epilogue (matmul + bias + activation is one
+  kernel), provided the chain reads the template's result only at the element it
+  stores (through elementwise ops and reshapes);
+* an elementwise kernel over rows whose reductions (over the same rows) only it reads
+  computes them itself: a row kernel (fuse_rows).
+
+Memory planning then gives each materialized intermediate a buffer, reusing a
+buffer once every kernel that reads its previous tenant has run. Each kernel's knobs
+come from the tuning cache when it has an answer for the kernel on this device
+(tune.choose_knobs), else from the template's heuristics.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..codegen.codegen import OPS, TRANSCENDENTAL, contiguous_strides, used_bindings
+from ..dtypes import buffer_bytes, default_torch_name, itemsize, numpy_type
+from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
+from ..kernels import (
+    ROW_LIMIT,
+    Without,
+    generate,
+    matmul_loads_once,
+    matmul_tiles,
+    plain_strides,
+    reads_window,
+    row_kernel_fits,
+    row_major,
+)
+from ..options import CompileOptions
+from ..plan import Buffer, Kernel, Plan, TensorSpec
+from .chunks import (
+    Chunk,
+    Space,
+    Window,
+    needs_split,
+    plan_segments,
+    split_kernel,
+    unit_windows,
+)
+
+
+@dataclass(eq=False)
+class Group:
+    root: Value  # the stored value
+    template: Node | None = None
+    members: list[Node] = field(default_factory=list)
+    phases: list[Group] = field(default_factory=list)  # a row kernel's reductions (fuse_rows)
+
+
+def live_nodes(graph: Graph) -> list[Node]:
+    live: set[Node] = set()
+    stack = [v.node for v in graph.roots() if v.node is not None]
+    while stack:
+        n = stack.pop()
+        if n in live:
+            continue
+        live.add(n)
+        stack.extend(v.node for v in n.inputs if v.node is not None)
+    return [n for n in graph.nodes if n in live]
+
+
+EPILOGUE_FORK_MAX = 16  # nodes between a value read several times and where they meet
+
+
+def epilogue_chains(nodes: list[Node], users, outputs: set[Value]) -> dict[Node, list[Node]]:
+    """For each template node, the elementwise chain after it that its epilogue can
+    compute: each link is the single reader of the previous one, an elementwise op or a
+    reshape of the same size, and no link but the last is stored (`outputs`: the graph's
+    outputs and the values `fuse` is told to store). A link read
+    by several such nodes continues through all of them when they meet again in one
+    node before anything else reads them (`_fork`: mish's y * tanh(softplus(y)))."""
+    position = {n: i for i, n in enumerate(nodes)}
+    chains = {}
+    claimed: set[Node] = set()  # a node ends at most one template's chain
+    for node in nodes:
+        if node.op not in TEMPLATE_OPS:
+            continue
+        if _moments(node):  # two values per row, read by slices: no epilogue
+            chains[node] = []
+            continue
+
+        def joins(n: Node, numel=node.out.numel) -> bool:  # may n be a link of node's chain
+            return n.op in ("ew", "reshape") and n.out.numel == numel and n not in claimed
+
+        chain, tail = [], node
+        while tail.out not in outputs:
+            readers = list({id(r): r for r in users.get(tail.out, [])}.values())
+            links = readers if len(readers) == 1 and joins(readers[0]) else \
+                _fork(readers, users, outputs, joins)
+            if not links:
+                break
+            links.sort(key=position.__getitem__)
+            chain += links
+            claimed.update(links)
+            tail = links[-1]
+        chains[node] = chain
+    return chains
+
+
+def _fork(readers: list[Node], users, outputs, joins) -> list[Node]:
+    """The nodes from `readers` (a value's readers) up to the one node where all of them
+    meet: the only one read from outside the set or a graph output (every other one is
+    read within the set alone, so the set flows into it). Each must be able to join an
+    epilogue (`joins`); [] when there is no such node within EPILOGUE_FORK_MAX nodes."""
+    members: set[Node] = set()
+    todo = readers
+    while todo and all(joins(n) for n in todo):
+        members.update(todo)
+        if len(members) > EPILOGUE_FORK_MAX:
+            break
+        open_ = [n for n in members if n.out in outputs
+                 or any(r not in members for r in users.get(n.out, []))]
+        if len(open_) == 1:
+            return list(members)
+        todo = list({id(r): r for n in open_ if n.out not in outputs
+                     for r in users.get(n.out, []) if r not in members}.values())
+    return []
+
+
+def readers(nodes: list[Node]) -> dict[Value, list[Node]]:
+    """The nodes among `nodes` that read each value."""
+    users: dict[Value, list[Node]] = {}
+    for n in nodes:
+        for v in n.inputs:
+            users.setdefault(v, []).append(n)
+    return users
+
+
+def fuse(graph: Graph, nodes: list[Node], store: frozenset[Value] = frozenset()) -> list[Group]:
+    """The kernels (module docstring). The values in `store` are materialized like
+    graph outputs, whatever fusion would do with them (build_plan's binding limit)."""
+    users = readers(nodes)
+    stored = set(graph.roots()) | store
+    chains = epilogue_chains(nodes, users, stored)
+    groups = _group(nodes, users, chains, stored, set())
+    heavy = heavy_prologues(groups)
+    if heavy:  # group again with those values as kernels of their own
+        groups = _group(nodes, users, chains, stored, heavy)
+    return fuse_rows(recompute_cheap_values(groups, stored, users), stored)
+
+
+def _group(nodes: list[Node], users, chains, outputs: set[Value], own: set[Value]) -> list[Group]:
+    """The kernels, walking the nodes from the outputs back (module docstring); a value
+    in `outputs` or `own` is materialized even where it could join its reader's kernel."""
+    tail_of = {n: chain[-1] for chain in chains.values() for n in chain}
+    group_of: dict[Node, Group] = {}
+    groups: list[Group] = []
+    for node in reversed(nodes):
+        v = node.out
+        readers = {group_of[u] for u in users.get(v, [])}
+        if node in tail_of and tail_of[node] is not node:
+            group = group_of[tail_of[node]]  # inside a template's epilogue chain
+        elif chains.get(node):
+            group = group_of[chains[node][-1]]  # the template of that chain
+            group.template = node
+        elif (v not in outputs and len(readers) == 1 and node.op not in TEMPLATE_OPS
+              and node not in tail_of and v not in own):
+            group = next(iter(readers))  # inlined into its only reader's kernel
+        else:
+            group = Group(v, template=node if node.op in TEMPLATE_OPS else None)
+            groups.append(group)
+        group.members.append(node)
+        group_of[node] = group
+    groups.reverse()
+    return groups
+
+
+# A prologue recomputed this many times per element or more is materialized when it
+# computes a transcendental function (heavy_prologues: measured at 32, the threshold
+# itself not measured).
+PROLOGUE_RECOMPUTE_MIN = 4
+PROLOGUE_CAT_PIECES = 1  # the most pieces of a cat that such a loader reads inline
+# The elementwise fns that cost a transcendental instruction sequence (exp, log, sin, ...:
+# their cost class in codegen.OPS); sqrt, rsqrt and division do not count (a LayerNorm's
+# rsqrt stays fused).
+TRANSCENDENTAL_FNS = frozenset(name for name, op in OPS.items() if op.cost == TRANSCENDENTAL)
+
+
+def _transcendental(node: Node) -> bool:
+    if node.attrs.get("fn") == "pow":  # codegen._pow: small integer powers multiply
+        e = float(node.attrs["exponent"])
+        return not ((e == int(e) and abs(e) <= 4) or e == 0.5)
+    return node.attrs.get("fn") in TRANSCENDENTAL_FNS
+
+
+def heavy_prologues(groups: list[Group]) -> set[Value]:
+    """The elementwise values that a matmul's or convolution's loader would compute
+    inline (a prologue) but that are better written once by a kernel of their own.
+
+    A template's loader computes its operand's prologue at every load, and a tiled
+    template loads each operand element many times: a matmul's A [.., M, K] once per
+    tile column, ceil(N / BN) times, B once per tile row, ceil(M / BM) (the default
+    tiles with a prologue, kernels.matmul_tiles; tuned knobs or the cooperative
+    template may tile otherwise); the direct convolution loads x and w
+    (C / G) * vol(K) times per output ((C / G) * vol(K) / prod(stride) transposed).
+    For the plain tiles a prologue of views, casts or a LayerNorm's arithmetic costs
+    less than a kernel that writes it and a load that reads it back (measured on the
+    H200 before the wide tiles), but one of exp, tanh, ... can cost more than the
+    product: an LSTM step's h = o * tanh(c) in the
+    next step's matmul (level3/015 at full size: each element computed once per tile
+    column, 32 times) took 320 us on the H200; materialized (2026-12-02,
+    bench/results/profile_h200_2026-12-02.json and profile_rnn_h200_2026-12-02_call4.json),
+    11 us for the elementwise kernel and 265 us for the plain product: the problem
+    3.57 -> 2.92 ms.
+
+    A prologue also costs a large product its tiles: with stored operands it takes the
+    wide tiles (8 x 16 per invocation) or the plain ones (128 x 64, where K is under
+    512), two staged buffers, with a prologue 128 x 128 tiles of 8 x 8 and one staged
+    buffer (matmul_knobs). Measured on the H200
+    (2026-12-04c, bench/results/profile_prologue_h200_2026-12-04c.json), a LayerNorm in
+    the loader of the product after it, against the LayerNorm written by its row kernel
+    (stats and normalization in one pass) and the product on the wide tiles: ViT
+    (level3/013) 4.554 -> 3.769 ms, the minGPT block 4.619 -> 4.128 and its MLP 3.741 ->
+    3.317, the MLP-Mixer 4.192 -> 3.903, the transformer encoder block 4.269 -> 4.060,
+    the Swin pair 4.136 -> 4.140.
+
+    The rule, per operand: follow it down through movement ops (its views, a
+    convolution's windows: they stay inlined) to the first elementwise values that are
+    not in a buffer; such a value v is materialized when the loader's loads of the
+    operand, divided by v's element count, are at least PROLOGUE_RECOMPUTE_MIN (v's
+    elements each computed that many times: a plain operand's tile count, more through
+    a broadcast or a window's overlapping taps, less through a slice of a larger value)
+    and either the product is a large one (_large_product; suite call 56: level3/020,
+    the Swin pair, 4.161 -> 4.304 ms, the one problem of nine that lost) or v's inline
+    expression
+    down to buffers computes at least one TRANSCENDENTAL op (counted as `_inline_ops`
+    counts ops). The threshold of 4 is not measured: 015 was the only suite problem
+    with a transcendental prologue.
+    A cat of more than PROLOGUE_CAT_PIECES pieces met on the way down is materialized
+    on the same count: inlined, each load branches over the pieces (an if / else
+    chain, codegen.Emitter._cat) and loads scalars (the recurrent networks' output
+    sequences, cats of their steps, read by the next layer's input product; measured in
+    docs/PERF.md)."""
+    roots = {g.root for g in groups}
+    heavy: set[Value] = set()
+    for g in groups:
+        t = g.template
+        if t is None or t.op not in ("matmul", "conv"):
+            continue
+        large = t.op == "matmul" and _large_product(t)
+        for x, loads in zip(t.inputs, _operand_loads(t)):
+            stack, seen = [x], set()
+            while stack:
+                v = stack.pop()
+                if v in seen or v in roots or v.kind != "node":
+                    continue
+                seen.add(v)
+                if (v.node.op == "cat" and len(v.node.inputs) > PROLOGUE_CAT_PIECES
+                        and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel):
+                    heavy.add(v)  # each load would branch over its pieces
+                elif v.node.op in MOVEMENT_OPS:
+                    stack.extend(v.node.inputs)
+                elif (v.node.op == "ew" and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel
+                      and (large or _inline_ops(v, roots, set(), _transcendental) >= 1)):
+                    heavy.add(v)
+    return heavy
+
+
+def _large_product(t: Node) -> bool:
+    """Whether matmul node `t` is a large product (at least 512 a side, no convolution
+    windows: kernels.matmul_tiles), whose tiles a prologue changes (heavy_prologues)."""
+    a, b = t.inputs
+    return (a.shape[1] >= 512 and b.shape[2] >= 512
+            and not (reads_window(a) or reads_window(b)))
+
+
+def _operand_loads(t: Node) -> list[float]:
+    """How many elements the loaders of matmul or conv node `t` load from each operand
+    (heavy_prologues), taps outside the input counted."""
+    if t.op == "matmul":
+        a, b = t.inputs
+        nb, m, _ = a.shape
+        bm, bn, _, _ = matmul_tiles(m, b.shape[2], nb, prologue=True,
+                                    window=reads_window(a) or reads_window(b))
+        return [a.numel * -(-b.shape[2] // bn), b.numel * -(-m // bm)]
+    x, w = t.inputs
+    taps = math.prod(w.shape[2:]) * x.shape[1] // t.attrs["groups"]
+    if t.attrs["transposed"]:
+        taps /= math.prod(t.attrs["stride"])
+    return [t.out.numel * taps] * 2
+
+
+RECOMPUTE_MAX_OPS = 8  # elementwise ops each reader may compute again instead of a load
+RECOMPUTE_MAX_READS = 2  # buffers such a value may read (each one a binding of its readers)
+READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an element once
+
+
+def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> list[Group]:
+    """Fold back into its readers a value that `fuse` materialized only because several
+    kernels read it, when every reader touches each of its elements once (an elementwise
+    kernel, a reduction, a matmul with one tile of the other side: `_reads_once`) and
+    the value is either a short elementwise expression of
+    buffers (softmax's exp(x - max) feeds both its sum and its division) or a view of a
+    buffer in the buffer's own element order (InstanceNorm's reshape of its input to
+    [1, N * C, H, W], read by the statistics and the normalization): recomputing it
+    costs a few instructions or none, materializing it a write, a read and a kernel.
+    A view in another order (a transpose) stays materialized: its readers would read
+    memory out of order. A sum of a few items of a buffer (ir.inline_sum over views
+    alone: split-K's partial products, with the bias its epilogue adds) counts as that
+    many loads and adds; it folds only into elementwise and row kernels (a matmul or
+    convolution would take the tiles of a loader that computes). A sum of computed
+    items (softmax's exp over a short row) stays, for fuse_rows to make a row kernel.
+    An LSTM step's gates (its split-K chunks, the input's projection and the bias: three
+    buffers) keep their reduce kernel: folded into the two gates kernels, level1/108 ran
+    8.01 -> 8.61 ms and level3/023 9.60 -> 10.53 on an H100 (docs/PERF.md, 2026-12-06b)."""
+    roots = {g.root for g in groups}
+    group_of = {n: g for g in groups for n in g.members}
+    folded: set[Group] = set()
+    for g in groups:
+        v = g.root
+        others = Without(roots, v)
+        summed = (g.template is not None and inline_sum(g.template)
+                  and _inline_ops(g.template.inputs[0], others, set()) == 0)
+        if (g.template is not None and not summed) or v in outputs:
+            continue
+        readers = {group_of[u] for u in users.get(v, [])}
+        if readers & folded or not all(_reads_once(r.template, v, roots) for r in readers):
+            continue
+        if summed and any(r.template is not None and r.template.op not in
+                          READS_EACH_ELEMENT_ONCE for r in readers):
+            continue
+        reads: set[Value] = set()
+        if v.node.op == "ew" or summed:
+            cheap = (_inline_ops(v, others, reads) <= RECOMPUTE_MAX_OPS
+                     and len(reads) <= RECOMPUTE_MAX_READS)
+        else:
+            cheap = _in_order_view(v, others)
+        if cheap:
+            folded.add(g)
+            roots.discard(v)
+    return [g for g in groups if g not in folded]
+
+
+def _reads_once(t: Node | None, v: Value, roots: set[Value]) -> bool:
+    """Whether the kernel of template `t` (None: an elementwise kernel) computes each
+    element of v once: a reduction or a scan, or a matmul that reads v, in its own
+    element order (through reshapes and same-size elementwise ops), only as an operand
+    whose elements its loader loads once (kernels.matmul_loads_once: A where the output
+    is one tile column, the product of attention's probabilities by V; B likewise)."""
+    if t is None or t.op in READS_EACH_ELEMENT_ONCE:
+        return True
+    if t.op != "matmul":
+        return False
+    a, b = t.inputs
+    m, n = a.shape[1], b.shape[2]
+    once = matmul_loads_once(m, n)
+    memo: dict[Value, bool | None] = {}
+    found = [_in_order_from(x, v, roots, memo) for x in (a, b)]
+    return all(f is not False if o else f is None for f, o in zip(found, once))
+
+
+def _in_order_from(x: Value, v: Value, roots: set[Value], memo: dict) -> bool | None:
+    """None when a loader computing x inline does not read v (it stops at buffers:
+    `roots` other than v, inputs, constants); True when it reads v in x's own element
+    order, through reshapes and elementwise ops of x's size; False when otherwise."""
+    if x is v:
+        return True
+    if x in memo:
+        return memo[x]
+    node = x.node
+    if node is None or x in roots or node.op in TEMPLATE_OPS:
+        return None
+    found = [_in_order_from(i, v, roots, memo) for i in node.inputs]
+    ordered = node.op == "reshape" or node.op == "ew"
+    memo[x] = None if all(f is None for f in found) else all(
+        f is None or (f and ordered and i.numel == x.numel) for f, i in zip(found, node.inputs))
+    return memo[x]
+
+
+def _in_order_view(v: Value, roots: set[Value]) -> bool:
+    """Whether v reads one buffer through movement ops alone, its elements in the
+    buffer's order (the strides of a contiguous tensor of v's shape, size-1 dims aside)."""
+    view = plain_strides(v, roots)
+    if view is None:
+        return False
+    return all(s == t for n, s, t in zip(v.shape, view[2], contiguous_strides(v.shape))
+               if n > 1)
+
+
+def _inline_ops(v: Value, roots: set[Value], reads: set[Value], counts=None) -> float:
+    """Elementwise ops computed when `v` is inlined down to buffers (collected in
+    `reads`), those for which `counts(node)` holds where given; inf when that would
+    need a template's result that is not in a buffer."""
+    if v.kind in ("input", "const") or v in roots:
+        reads.add(v)
+        return 0
+    if v.node is None:
+        return 0
+    if inline_sum(v.node):  # its items' loads and adds
+        items = v.node.inputs[0].shape[1]
+        own = items - 1 if counts is None else 0
+        return own + items * _inline_ops(v.node.inputs[0], roots, reads, counts)
+    if v.node.op in TEMPLATE_OPS:
+        return float("inf")
+    own = 1 if v.node.op == "ew" and (counts is None or counts(v.node)) else 0
+    return own + sum(_inline_ops(x, roots, reads, counts) for x in v.node.inputs)
+
+
+ROW_FUSION_MAX = ROW_LIMIT  # rows longer than this keep a kernel per reduction (0: never fuse)
+
+
+def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
+    """Row kernels: an elementwise kernel over O x R elements that reads reductions of
+    rows of R (in the same O rows) computes them itself (kernels._rows): for each
+    row, the reductions one after the other, then its own elements, all in one kernel
+    that reads the row from memory once (softmax, log_softmax, layer and RMS norm: the
+    max, the sum of exp(x - max), then exp(x - max) / sum).
+
+    A reduction group joins the row kernel of `c` when its rows are c's rows (O, R with
+    O * R = c's size, R <= ROW_FUSION_MAX so the row fits on chip), its value is no graph
+    output and only c or the kernel's other reductions read it, and every read of it
+    (through elementwise and movement ops) is at the row being computed: the reads'
+    index maps are traced symbolically (`_row_reads_ok`). Reductions that another
+    reduction of the kernel reads join too (the softmax's sum reads its max). Values
+    that several of these kernels read and recompute_cheap_values folded back (the
+    exp(x - max)) are computed in each pass again.
+
+    `c` may itself be a reduction of rows that its row-major input walks along (a
+    logsumexp's or a variance's sum, attention's log-sum-exp: it reads the rows' max or
+    mean): the reductions it reads over the same rows join it as earlier phases, and
+    the kernel stores c's value per row. Otherwise nothing changes."""
+    if ROW_FUSION_MAX < 2:
+        return groups
+    roots = {g.root: g for g in groups}
+    reads = {g: _group_reads(g, roots) for g in groups}
+    fused: set[Group] = set()
+    for c in reversed(groups):
+        if c in fused or (c.template is not None and not _row_reduction(c, roots)):
+            continue
+        own = c.template.inputs[0].shape if c.template is not None else None
+        shape, cands, todo = own, [], [c]
+        while todo:
+            for v in reads[todo.pop()]:
+                p = roots[v]
+                if (p.template is None or p.template.op != "reduce" or p in cands
+                        or p in fused or v in outputs or _moments(p.template)):
+                    continue
+                o, r = p.template.inputs[0].shape
+                if ((own is None and o * r != c.root.numel) or not 1 < r <= ROW_FUSION_MAX
+                        or shape not in (None, (o, r))):
+                    continue
+                shape = (o, r)
+                cands.append(p)
+                todo.append(p)
+        while True:  # a reduction read outside the row kernel keeps its own kernel
+            inside = {c, *cands}
+            keep = [p for p in cands
+                    if not any(p.root in reads[g] for g in groups if g not in inside)]
+            if len(keep) == len(cands):
+                break
+            cands = keep
+        if (not cands or not _row_reads_ok(c, cands, shape, roots)
+                or not row_kernel_fits(shape[1], _row_lanes(c, cands, roots, shape))):
+            continue
+        order = {g: i for i, g in enumerate(groups)}
+        c.phases = sorted(cands, key=order.__getitem__)
+        c.members = [n for p in c.phases for n in p.members] + c.members
+        fused.update(cands)
+    return [g for g in groups if g not in fused]
+
+
+def _row_lanes(c: Group, phases: list[Group], roots, shape) -> int:
+    """How many buffers a row kernel of c and `phases` reads at its rows' elements (those
+    of O * R elements): each invocation holds its share of the row of each on chip
+    (kernels.row_kernel_fits)."""
+    inside = {c.root, *(p.root for p in phases)}
+    found, seen, stack = set(), set(), list(inside)
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v.kind in ("input", "const") or (v in roots and v not in inside):
+            if v.numel == shape[0] * shape[1]:
+                found.add(v)
+        elif v.node is not None:
+            stack.extend(v.node.inputs)
+    return max(1, len(found))
+
+
+def _row_reduction(c: Group, roots) -> bool:
+    """Whether reduce group c can end a row kernel: its rows fit on chip and its loader
+    walks them along memory (a reduction over a leading dim keeps the column order of
+    its own kernel)."""
+    t = c.template
+    return (t.op == "reduce" and not _moments(t) and 1 < t.inputs[0].shape[1] <= ROW_FUSION_MAX
+            and row_major(t.inputs[0], roots))
+
+
+def _moments(t: Node) -> bool:
+    """Whether t is a moments reduction (GraphBuilder.moments), a kernel of its own."""
+    return t.op == "reduce" and t.attrs["op"] == "moments"
+
+
+def _group_reads(g: Group, roots) -> set[Value]:
+    """The materialized values (other groups' roots) that group g's kernel reads."""
+    found: set[Value] = set()
+    seen: set[Value] = set()
+    stack = [g.root]
+    while stack:
+        v = stack.pop()
+        if v in seen or v.node is None:
+            continue
+        seen.add(v)
+        if v in roots and v is not g.root:
+            found.add(v)
+            continue
+        stack.extend(v.node.inputs)
+    return found
+
+
+# Row indices, symbolically: the index of each dim of a value as a mixed-radix number
+# of pieces (atom, stride, size), high to low, each the digit (atom // stride) % size of
+# the row kernel's row "o" or element "r"; a broadcast or unit dim has no pieces.
+Piece = tuple[str, int, int]
+
+
+def _norm(pieces) -> list[Piece]:
+    out: list[Piece] = []
+    for a, st, n in pieces:
+        if n == 1:
+            continue
+        if out and out[-1][0] == a and out[-1][1] == st * n:
+            out[-1] = (a, st, out[-1][2] * n)
+        else:
+            out.append((a, st, n))
+    return out
+
+
+def _split(pieces, shape) -> list[list[Piece]] | None:
+    """The pieces of each dim of `shape` whose flat (row-major) index is the number
+    `pieces`; None when a dim boundary falls inside a piece it does not divide."""
+    rest, dims = _norm(pieces), []
+    for size in reversed(shape):
+        dim: list[Piece] = []
+        while size > 1:
+            if not rest:
+                return None
+            a, st, n = rest.pop()
+            if n <= size:
+                if size % n:
+                    return None
+                dim.insert(0, (a, st, n))
+                size //= n
+            else:
+                if n % size:
+                    return None
+                dim.insert(0, (a, st, size))
+                rest.append((a, st * size, n // size))
+                size = 1
+        dims.append(dim)
+    return None if rest else dims[::-1]
+
+
+def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
+    """Whether every read of the phases' values, from c's elements (row o, element r:
+    c's flat index o * R + r), from the phases' loaders (x[o, r]) and their epilogues
+    (row o), is at row o."""
+    o, r = shape
+    row = [("o", 1, o)]
+    values = {p.root for p in phases}
+    materialized = set(roots)
+    seen: set = set()
+    reach: dict[Value, bool] = {}
+
+    def reaches(v: Value) -> bool:  # does inline code from v read a phase's value?
+        if v not in reach:
+            reach[v] = v in values or (v.kind == "node" and v not in materialized
+                                       and (v.node.op not in TEMPLATE_OPS
+                                            or inline_sum(v.node))
+                                       and any(reaches(x) for x in v.node.inputs))
+        return reach[v]
+
+    def ok(v: Value, sym, stop: Value | None) -> bool:
+        if sym is None:
+            return not reaches(v)
+        if v in values:
+            return _norm(p for d in sym for p in d) == row
+        if v.kind != "node" or v is stop or v in materialized or not reaches(v):
+            return True
+        return node_ok(v, sym, stop)
+
+    def node_ok(v: Value, sym, stop: Value | None) -> bool:  # the node computing v
+        if sym is None:
+            return not any(reaches(x) for x in v.node.inputs)
+        key = (v, tuple(tuple(d) for d in sym))
+        if key in seen:
+            return True
+        seen.add(key)
+        node, x = v.node, (v.node.inputs[0] if v.node.inputs else None)
+        if node.op == "ew":
+            return all(ok(a, sym, stop) for a in node.inputs)
+        if node.op == "reshape":
+            return ok(x, _split([p for d in sym for p in d], x.shape), stop)
+        if node.op == "permute":
+            inner: list = [None] * len(sym)
+            for i, d in enumerate(node.attrs["dims"]):
+                inner[d] = sym[i]
+            return ok(x, inner, stop)
+        if node.op == "expand":
+            off = len(v.shape) - len(x.shape)
+            return ok(x, [[] if s == 1 else sym[i + off] for i, s in enumerate(x.shape)], stop)
+        return False  # other index maps (slices, gathers, ...) are not traced
+
+    if c.template is not None:  # a reduction: checked as the last phase
+        phases = [*phases, c]
+    elif not node_ok(c.root, _split([("o", 1, o), ("r", 1, r)], c.root.shape), None):
+        return False
+    for p in phases:
+        if not ok(p.template.inputs[0], [[("o", 1, o)], [("r", 1, r)]], None):
+            return False
+        if p.root is not p.template.out and not node_ok(p.root, _split(row, p.root.shape),
+                                                        p.template.out):
+            return False
+    return True
+
+
+def binding_cut(g: Group, materialized: set[Value]) -> Value | None:
+    """The value that g's kernel computes inline and that, stored by a kernel of its
+    own, takes the fewest elements to bind fewer buffers: of the inline values that
+    read two buffers or more (each a binding of g's kernel; stored, one), the smallest,
+    then the one reading the most (a BatchNorm's per-channel scale rsqrt(var + eps) *
+    gamma before a cut through the stored tensor; the inner cat of a cat of cats). None
+    when no inline value reads two buffers."""
+    leaves: dict[Value, frozenset[Value]] = {}
+
+    def reads(v: Value) -> frozenset[Value]:  # the buffers an inline value reads
+        if v not in leaves:
+            if v.kind in ("input", "const") or v in materialized and v is not g.root:
+                leaves[v] = frozenset((v,))
+            elif v.node is None:  # a scalar literal
+                leaves[v] = frozenset()
+            else:
+                leaves[v] = frozenset().union(*(reads(x) for x in v.node.inputs))
+        return leaves[v]
+
+    reads(g.root)
+    inline = [v for v, r in leaves.items()
+              if v is not g.root and v not in materialized and v.node is not None and len(r) > 1]
+    return min(inline, key=lambda v: (v.numel, -len(leaves[v])), default=None)
+
+
+def large_read_cut(g: Group, materialized: set[Value], most: int) -> Value | None:
+    """The value that g's kernel computes inline and that, stored by a kernel of its
+    own, lets a kernel that reads a buffer of more than `most` bytes be chunked where g
+    cannot be (chunks.split_kernel): of the inline values that read such a buffer,
+    the smallest (a cross-entropy's picked log-probabilities [B], summed to a scalar
+    that no chunk of its own could hold). None when there is none."""
+    big: dict[Value, bool] = {}
+
+    def reads_big(v: Value) -> bool:
+        if v not in big:
+            if v.kind in ("input", "const") or v in materialized and v is not g.root:
+                big[v] = v.numel * itemsize(v.dtype) > most
+            elif v.node is None:
+                big[v] = False
+            else:
+                big[v] = any([reads_big(x) for x in v.node.inputs])
+        return big[v]
+
+    reads_big(g.root)
+    inline = [v for v, b in big.items() if b and v is not g.root and v not in materialized
+              and v.node is not None and v.numel > 1]
+    return min(inline, key=lambda v: v.numel, default=None)
+
+
+def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
+               options: CompileOptions) -> Plan:
+    """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
+    dtype of each graph input and output (int64 is held as i32 on the device). `options`:
+    the precision and waves the kernels are generated for, `options.choose` picks each
+    kernel's knobs (None: the templates' heuristic defaults), `options.limits` is what
+    a kernel may bind on the device (None: anything). A fused kernel that reads more
+    storage buffers than allowed is fused again with one of its inline values stored
+    (`binding_cut`), until every kernel fits or none can be cut; a kernel binding more
+    bytes of a buffer than one binding holds is split into chunks (chunks.py). What
+    still does not fit, runtime.check_limits refuses, naming the kernel or buffer."""
+    limits = options.limits
+    nodes = live_nodes(graph)
+    users, outputs = readers(nodes), set(graph.roots())
+    store: frozenset[Value] = frozenset()
+    while True:
+        groups = fuse(graph, nodes, store)
+        materialized = {g.root for g in groups}
+        gens = [generate(g.root, g.template, materialized, lambda v: id(v), options,
+                         [(p.template, p.root) for p in g.phases],
+                         read_only_in_band(g.root, users, outputs))
+                for g in groups]
+        chunked = [[Chunk(gen)] for gen in gens]
+        space = None
+        if limits is None:
+            break
+        cuts = {binding_cut(g, materialized) for g, gen in zip(groups, gens)
+                if len(used_bindings(gen.source)) > limits.max_bindings} - {None}
+        if not cuts:  # kernels over more bytes than one binding holds: chunks
+            split = [i for i, (g, gen) in enumerate(zip(groups, gens))
+                     if needs_split(gen, g.root, limits)]
+            phases = {i: [(p.template, p.root) for p in groups[i].phases] for i in split}
+            space, hints = plan_segments(
+                [unit_windows(groups[i].root, groups[i].template, phases[i], materialized,
+                              limits) for i in split], limits)
+            for i, hint in zip(split, hints):
+                g = groups[i]
+                parts = split_kernel(g.root, g.template, phases[i], materialized, options,
+                                     space, hint)
+                if parts:
+                    chunked[i] = parts
+                else:  # one of its inline values stored, then both parts chunked
+                    cuts.add(large_read_cut(g, materialized, limits.max_bytes))
+            cuts -= {None}
+        if not cuts:
+            break
+        store |= cuts
+
+    def source(v: Value, chunk: Chunk) -> Value:  # the value whose buffer a read binds
+        w = chunk.windows.get(v)
+        return v if w is None else w.value
+
+    # Buffers: inputs and constants first, then intermediates by lifetime.
+    buffers: list[Buffer] = []
+    buffer_of: dict[Value, int] = {}
+    constants: dict[int, np.ndarray] = {}
+
+    def new_buffer(v: Value, kind: str) -> int:
+        seg = 0 if limits is None else (space or Space(limits)).segment(v)
+        buffers.append(Buffer(len(buffers), buffer_bytes(v.numel, v.dtype), kind, v.dtype,
+                              seg))
+        return len(buffers) - 1
+
+    for v in graph.inputs:
+        buffer_of[v] = new_buffer(v, "input")
+
+    # The kernel order is the order of the groups; find each value's last reader.
+    last_use: dict[Value, int] = {}
+    for i, parts in enumerate(chunked):
+        for chunk in parts:
+            for v in map(lambda r: source(r, chunk), chunk.gen.reads):
+                last_use[v] = i
+                if v.kind == "const" and v not in buffer_of:
+                    buffer_of[v] = new_buffer(v, "const")
+                    constants[buffer_of[v]] = np.ascontiguousarray(v.data,
+                                                                   dtype=numpy_type(v.dtype))
+
+    for state, _ in graph.updates:  # written by the call, whether or not a kernel reads it
+        if state not in buffer_of:
+            buffer_of[state] = new_buffer(state, "const")
+            constants[buffer_of[state]] = np.ascontiguousarray(state.data,
+                                                               dtype=numpy_type(state.dtype))
+    for _, new in graph.updates:  # an update that is an input or a constant as it is
+        if new.node is None and new not in buffer_of:
+            buffer_of[new] = new_buffer(new, "const")
+            constants[buffer_of[new]] = np.ascontiguousarray(new.data, dtype=numpy_type(new.dtype))
+
+    free: list[int] = []  # temp buffer ids free for reuse
+    releases: dict[int, list[Value]] = {}
+    for v, i in last_use.items():
+        if v in materialized and v not in outputs:
+            releases.setdefault(i, []).append(v)
+    returned = set(graph.outputs) | {v for _, v in graph.writes}
+    for i, g in enumerate(groups):
+        v = g.root
+        if v in returned:
+            buffer_of[v] = new_buffer(v, "output")
+        elif v in outputs:  # an update's value: kept until the copy after the kernels
+            buffer_of[v] = new_buffer(v, "temp")
+        else:
+            need = buffer_bytes(v.numel, v.dtype)
+            # a value held in several device buffers (segment_bytes) has its own
+            fits = [b for b in free if buffers[b].nbytes >= need and buffers[b].dtype == v.dtype
+                    and not buffers[b].segment
+                    and not (limits and (space or Space(limits)).segment(v))]
+            if fits:
+                b = min(fits, key=lambda b: buffers[b].nbytes)
+                free.remove(b)
+                buffer_of[v] = b
+            else:
+                buffer_of[v] = new_buffer(v, "temp")
+        # Buffers read for the last time by this kernel are free for the next ones.
+        free.extend(buffer_of[r] for r in releases.get(i, []))
+
+    def window(v: Value, w: Window | None) -> list[int] | None:
+        """A binding's [offset, size]: its chunk's window, or the value's own bytes where
+        its buffer (shared with a larger tenant) is larger than one binding holds."""
+        if w is not None:
+            return [w.offset, min(_aligned(w.nbytes), _aligned(buffers[buffer_of[v]].nbytes)
+                                  - w.offset)]
+        if limits is not None and buffers[buffer_of[v]].nbytes > limits.max_bytes:
+            return [0, _aligned(buffer_bytes(v.numel, v.dtype))]
+        return None
+
+    kernels = []
+    for g, parts in zip(groups, chunked):
+        ops = [n.attrs.get("fn", n.op) for n in reversed(g.members) if n.op not in
+               ("reshape", "permute", "expand")]
+        lines = sorted({n.source for n in g.members if n.source})
+        name = "+".join(dict.fromkeys(ops)) or "copy"
+        for chunk in parts:
+            gen = chunk.gen
+            reads = [source(v, chunk) for v in gen.reads]
+            bindings = gen.binding_ids([buffer_of[v] for v in reads], buffer_of[g.root])
+            wins = [window(v, chunk.windows.get(r)) for v, r in zip(reads, gen.reads)]
+            wins = wins + [wins[i] for i in gen.views] + [window(g.root, chunk.out)]
+            kernels.append(Kernel(name + (f" [chunk {chunk.label}]" if chunk.label else ""),
+                                  gen.source, bindings, gen.grid, lines, str(gen.key),
+                                  gen.knobs, gen.workgroup_bytes, gen.trusted,
+                                  wins if any(w is not None for w in wins) else []))
+    return Plan(
+        buffers=buffers,
+        kernels=kernels,
+        inputs=[TensorSpec(buffer_of[v], v.shape, torch_dtypes[v]) for v in graph.inputs],
+        outputs=[TensorSpec(buffer_of[v], v.shape, torch_dtypes[v]) for v in graph.outputs],
+        output_tree=output_tree,
+        constants=constants,
+        updates=[(buffer_of[new], buffer_of[state]) for state, new in graph.updates],
+        state=[(state.name, TensorSpec(buffer_of[state], state.shape,
+                                       default_torch_name(state.dtype)))
+               for state, _ in graph.updates],
+        writes=[(i, TensorSpec(buffer_of[v], v.shape, torch_dtypes[graph.inputs[i]]))
+                for i, v in graph.writes],
+    )
+
+
+def _aligned(n: int) -> int:
+    return (n + 15) // 16 * 16

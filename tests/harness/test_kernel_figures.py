@@ -1,0 +1,64 @@
+"""tools/kernels.py: every case checked against PyTorch, and issue 5's targets summarised."""
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_kernels_bench():
+    spec = importlib.util.spec_from_file_location("bench_kernels", ROOT / "tools" / "kernels.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_kernels"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_small_cases_are_checked_and_summarised(tmp_path, monkeypatch):
+    kb = load_kernels_bench()
+    cases = {"gemm_4096": kb.gemm(20, 12, 8),  # the GEMM target's name, a small shape
+             "softmax_16384x8192": kb.memory(lambda x: torch.softmax(x, -1), (6, 40), 1, 1),
+             "conv3x3_small": kb.conv(torch.nn.Conv2d(3, 4, 3, padding=1), (2, 3, 9, 9))}
+    monkeypatch.setattr(kb, "CASES", cases)
+    out = tmp_path / "kernels.json"
+    args = argparse.Namespace(only="", reps=3, out=str(out), suite=False, large=False,
+                              matmul_variants=False, attention_variants=False, variants=False)
+    kb.run(args)
+    document = json.loads(out.read_text())
+    rows = {r["case"]: r for r in document["cases"]}
+    assert set(rows) == set(cases)
+    assert all(r["correct"] and r["kernelwright_ms"] > 0 for r in rows.values())
+    targets = {t["target"]: t for t in document["targets"]}
+    gemm = targets["fp32 GEMM vs cuBLAS (TF32 off)"]
+    assert set(gemm["cases"]) == {"gemm_4096"}  # only the cases that ran
+    if not torch.cuda.is_available():  # no PyTorch GPU time: no ratio, no target met
+        assert not gemm["met"] and "copy_tbps" not in document
+
+
+def test_a_wrong_or_fallen_back_case_meets_no_target():
+    kb = load_kernels_bench()
+    good = dict(correct=True, precision="strict", ratio=0.95)
+    rows = [dict(good, case="gemm_4096"), dict(good, case="gemm_irregular_3001x4093x2999")]
+    met = {t["target"]: t for t in kb.target_summary(rows, None, None)}
+    assert met["fp32 GEMM vs cuBLAS (TF32 off)"]["figure"] == 0.95
+    assert met["fp32 GEMM vs cuBLAS (TF32 off)"]["met"]
+
+    rows[1] = dict(good, case=rows[1]["case"], correct=False, ratio=2.0)
+    gemm = {t["target"]: t for t in kb.target_summary(rows, None, None)}[
+        "fp32 GEMM vs cuBLAS (TF32 off)"]
+    assert gemm["figure"] is None and not gemm["met"]
+
+    fallback = [dict(good, case="gemm_4096_accelerated_f16", ratio=0.7)]  # strict kernels
+    accel = {t["target"]: t for t in kb.target_summary(fallback, None, None)}[
+        "accelerated f16 GEMM vs cuBLAS f16"]
+    assert accel["cases"] == {"gemm_4096_accelerated_f16": None} and not accel["met"]
+
+    suite = {"geomean_speedup_eager": 1.29, "median_compile_s": 0.6}
+    extra = {t["target"]: t for t in kb.target_summary([], 4.0, suite)}
+    assert not extra["level-2 geomean vs eager"]["met"]
+    assert extra["median compile s (level 2, tuning off)"]["met"]

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Time each compile stage of recurrent layers (capture, lowering, fusion, kernel
+generation, memory planning, pipelines) at growing sequence lengths and depths, on
+the CPU. A stage that grows faster than the step count is quadratic somewhere.
+
+    python tools/compile_time.py [--kinds GRU,LSTM] [--seqs 32,64] [--layers 1,6]
+        [--hidden 256] [--input 128] [--batch 10] [--total] [--pipelines] [--decomposed]
+        [--profile OUT.prof]
+
+Prints each stage's wall seconds and, in parentheses, its CPU seconds. Run it with
+PYTHONPATH=an older checkout's src for that compiler's numbers.
+
+`--pipelines` also builds the plan's pipelines on the default device (lavapipe here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import os
+import sys
+import time
+import warnings
+
+import torch
+from torch import nn
+
+
+class Flat(nn.Module):
+    """The layer's output and final states as one flat tuple."""
+
+    def __init__(self, rnn: nn.Module) -> None:
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x):
+        out, h = self.rnn(x)
+        return (out, *h) if isinstance(h, tuple) else (out, h)
+
+
+def _now() -> complex:
+    """Wall and CPU seconds (real and imaginary parts): on a shared machine the CPU
+    time is the steadier of the two."""
+    return complex(time.perf_counter(), time.process_time())
+
+
+def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: bool,
+           total: bool) -> dict[str, complex | int]:
+    """Seconds per stage (wall + 1j * CPU) of planning `module` for `x`: fuse and
+    generate as build_plan does them, then build_plan itself (both again, and memory
+    planning); with `total`, compiler.plan_module end to end (the garbage collector
+    paused: what compile runs)."""
+    from kernelwright.frontend import capture
+    from kernelwright.frontend.capture import fx_to_ir, lstm_state_shapes
+    from kernelwright.ir.ir import read_only_in_band
+    from kernelwright.kernels import generate
+    from kernelwright.options import CompileOptions
+    from kernelwright.schedule.schedule import build_plan, fuse, live_nodes, readers
+    from kernelwright.tune import choose_knobs
+
+    t: dict[str, float] = {}
+    t0 = _now()
+    # (a compiler from before capture.recurrent_shapes: its path, for a baseline)
+    shapes = getattr(capture, "recurrent_shapes", lambda keep: contextlib.nullcontext())
+    table = (capture.decomposition_table(keep_recurrent) if hasattr(capture, "RECURRENT")
+             else capture.decomposition_table())
+    with lstm_state_shapes(), shapes(keep_recurrent):
+        ep = torch.export.export(module, (x,), strict=False)
+        t["export"] = _now() - t0
+        t0 = _now()
+        ep = ep.run_decompositions(table)
+    t["decompose"] = _now() - t0
+    t0 = _now()
+    sig = ep.graph_signature
+    constants = {}
+    for spec in sig.input_specs:
+        if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+            v = ep.state_dict.get(spec.target)
+            constants[spec.arg.name] = ep.constants[spec.target] if v is None else v
+    user = [i for i, s in enumerate(sig.output_specs) if s.kind.name == "USER_OUTPUT"]
+    builder, dtypes = fx_to_ir(ep.graph_module, constants, user)
+    t["fx_to_ir"] = _now() - t0
+    graph = builder.graph
+    t0 = _now()
+    nodes = live_nodes(graph)
+    users, outputs = readers(nodes), set(graph.outputs)
+    groups = fuse(graph, nodes)
+    t["fuse"] = _now() - t0
+    t0 = _now()
+    materialized = {g.root for g in groups}
+    for g in groups:
+        generate(g.root, g.template, materialized, lambda v: id(v), CompileOptions(),
+                 [(p.template, p.root) for p in g.phases],
+                 read_only_in_band(g.root, users, outputs))
+    t["generate"] = _now() - t0
+    t0 = _now()
+    plan = build_plan(graph, "tuple", dtypes, CompileOptions(choose=choose_knobs))
+    t["build_plan"] = _now() - t0  # fuse and generate again, memory
+    t["kernels"] = len(plan.kernels)
+    t["sources"] = len({k.source for k in plan.kernels})
+    if total:
+        from kernelwright.compiler import plan_module
+        t0 = _now()
+        plan_module(module, [x])
+        t["plan_module"] = _now() - t0
+    if pipelines:
+        from kernelwright.runtime.runtime import default_device
+        dev = default_device()
+        t0 = _now()
+        dev.pipelines([(k.source, k.trusted) for k in plan.kernels])
+        t["pipelines"] = _now() - t0
+    return t
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kinds", default="GRU,LSTM")
+    ap.add_argument("--seqs", default="32,64,128")
+    ap.add_argument("--layers", default="1,2")
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--input", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=10)
+    ap.add_argument("--unidirectional", action="store_true")
+    ap.add_argument("--pipelines", action="store_true")
+    ap.add_argument("--total", action="store_true", help="also time plan_module")
+    ap.add_argument("--decomposed", action="store_true",
+                    help="let torch.export decompose the recurrent ops (the slow path)")
+    ap.add_argument("--profile", default=None, help="cProfile the last case into this file")
+    args = ap.parse_args()
+    os.environ.setdefault("KERNELWRIGHT_TUNE", "off")
+    warnings.filterwarnings("ignore")
+    from kernelwright import compiler
+    # the stages as plan_module runs them (a compiler from before it paused the
+    # garbage collector: with it running)
+    paused = getattr(compiler, "_collector_paused", contextlib.nullcontext)
+    cases = [(k, int(s), int(n)) for k in args.kinds.split(",") for n in args.layers.split(",")
+             for s in args.seqs.split(",")]
+    for i, (kind, seq, layers) in enumerate(cases):
+        torch.manual_seed(0)
+        rnn = getattr(nn, kind)(args.input, args.hidden, num_layers=layers,
+                                bidirectional=not args.unidirectional)
+        x = torch.zeros(seq, args.batch, args.input)
+        prof = cProfile.Profile() if args.profile and i == len(cases) - 1 else None
+        if prof:
+            prof.enable()
+        with paused():
+            t = stages(Flat(rnn).eval(), x, args.pipelines, not args.decomposed, args.total)
+        if prof:
+            prof.disable()
+            prof.dump_stats(args.profile)
+        times = " ".join(f"{k} {v.real:.2f} ({v.imag:.2f})" if isinstance(v, complex)
+                         else f"{k} {v}" for k, v in t.items())
+        print(f"{kind} seq {seq} layers {layers}: {times}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Everything kernelwright measures on the H200, in as few device calls as possible.
+#
+#   source .device/env.sh && bash tools/h200_session.sh TASK[=SECONDS] ...
+#
+# Tasks run in the order given, each under its own time limit (SIGINT at the limit, so
+# benchmarks write what they measured); afterwards everything under $OUT/r is packed
+# into $OUT/results.tar.gz (the device returns at most 8 files) and session.log says
+# what ran and how long it took. Unpack it here and commit the parts worth keeping
+# under baselines/.
+#
+#   suite     kernelwright bench (more arguments in BENCH_ARGS), bundled suite, full size, --compile-ref,
+#             --jobs 8, resumed from baselines/suite_h200_full/results.sqlite when
+#             that file is in the tree (issues 3 and 4): a problem whose result there
+#             still matches is not run again; BENCH_FRESH=1 measures every problem asked
+#   level2    the same for level 2 only (issue 5: level-2 geometric mean)
+#   kernels   tools/kernels.py, every single-kernel figure of issue 5 (more arguments in
+#             KERNELS_ARGS, e.g. "--only maxpool"; KERNELS_ARGS=--suite adds the level-2
+#             suite: every figure of issue 5 in one call, 362 s on an H100 in 2026-12-06c)
+#   checks    tools/kernels.py --shader-checks on CHECK_CASES (default: GEMMs, convs,
+#             attention and memory-bound cases), every kernel with wgpu's runtime checks
+#   matmul    tools/kernels.py --matmul-variants (which matmul knobs win; more arguments in
+#             MATMUL_ARGS, e.g. "--only conv")
+#   memory    tools/kernels.py --variants --reps 10 (elementwise/row-kernel knobs; more
+#             arguments in MEMORY_ARGS, e.g. "--only cumsum")
+#   wgsl      tools/wgsl_variants.py (kernels rewritten by hand: a convolution's window
+#             loader, the GEMM's loop; more arguments in WGSL_ARGS, e.g. "--only conv3x3")
+#   conv      tools/kernels.py --only conv, with each lowering (auto, gemm, direct)
+#   attention tools/kernels.py --only sdpa, with each path (fused, decomposed), and
+#             --attention-variants (every setting of the fused kernel)
+#   direct    tools/kernels.py --only conv --conv-lowering direct, OPT 1, 2 and 4
+#   coop      tools/coop_matmul.py --quick (the cooperative-matrix mode)
+#   profile   tools/kernel_profile.py with PROFILE_ARGS (e.g. "--only level3/023 --variants
+#             JSON", the JSON without spaces): each kernel's time in whole suite problems
+#   models    tools/models.py --size full
+#   optimize  tools/optimize_suite.sh (issue 6, built-in generator; more arguments in
+#             OPT_ARGS, e.g. "--level 2" or "--redo level1/02*": split on spaces, no
+#             quotes, globs passed as they are), resumed from the state in out/kw_optimize
+#             or baselines/optimize_h200/
+#   tests     the op tests through Vulkan on the H200 (torch of the host)
+#   ab        the compiler of another commit against the working tree's, in one call: its
+#             src/ from .ab_base.tar.gz (tools/ab_base.sh REV; carry it), then for each of
+#             base and head tools/kernels.py with KERNELS_ARGS (when set) and kernelwright
+#             bench with AB_BENCH_ARGS (when set, e.g. "--size full --jobs 2 --only
+#             level3/007_mingpt_mlp_block"), output under $R/ab_base and $R/ab_head, and
+#             a table of both kernels.py runs in the session log
+#   shadercache  the kernels task with NVIDIA's shader disk cache kept under
+#             $R/shadercache: read it here with tools/nv_shader_stats.py (registers and
+#             instruction mix of each pipeline the driver compiled; --sass disassembles)
+#   gemmvar   tools/wgsl_variants.py once per run in GEMMVAR, runs separated by ";", each
+#             "CASE VARIANT [KNOBS-JSON]" (e.g. GEMMVAR='gemm_4096 generated;gemm_4096
+#             store_half {"BN":128,"TN":8};gemm_4096 generated {"ROWS":1}'; the store_*
+#             and warp* variants need 128 x 128 tiles), each in its own process with
+#             its own shader cache under $R/gemmvar/cacheN (read them here with
+#             tools/nv_shader_stats.py --sass); results $R/gemmvar/runN.json
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:?set OUT}
+R="$OUT/r"
+mkdir -p "$R"
+LOG="$OUT/session.log"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+
+limit() { timeout -s INT -k 30 "$@"; }
+
+run_task() {
+  local task=${1%%=*} secs=${1#*=}
+  [ "$secs" = "$1" ] && secs=300
+  local start=$SECONDS
+  echo "== $task (limit ${secs}s) $(date -u +%H:%M:%S)" >> "$LOG"
+  case "$task" in
+    suite|level2)
+      local dir="$R/$task" args=()
+      mkdir -p "$dir"
+      [ "$task" = level2 ] && args+=(--level 2)
+      read -r -a extra <<< "${BENCH_ARGS:-}"  # e.g. BENCH_ARGS="--only level1/0*"
+      args+=("${extra[@]}")
+      [ -f "baselines/suite_h200_full/results.sqlite" ] && [ "$task" = suite ] &&
+        [ -z "${BENCH_FRESH:-}" ] && cp baselines/suite_h200_full/results.sqlite "$dir/"
+      # 8 workers: ran the whole suite on the H200 (128 GB host) with inputs drawn on the GPU
+      limit "$secs" python3 -m kernelwright.cli bench --size full --compile-ref --jobs 8 \
+        --resume --out "$dir" "${args[@]}" > "$dir/bench.log" 2>&1
+      rm -rf "$dir/work"
+      tail -12 "$dir/bench.log" >> "$LOG" ;;
+    kernels) read -r -a kargs <<< "${KERNELS_ARGS:-}"  # e.g. KERNELS_ARGS="--only maxpool"
+             limit "$secs" python3 tools/kernels.py "${kargs[@]}" --out "$R/kernels.json" \
+               >> "$LOG" 2>&1 ;;
+    checks) limit "$secs" python3 tools/kernels.py --shader-checks --out "$R/kernels_checks.json" \
+              --only "${CHECK_CASES:-gemm_4096,gemm_irr,linear,conv3x3_64ch_128,conv1d,conv3d,sdpa_16,softmax_16384,layernorm,cumsum,maxpool,elementwise}" \
+              >> "$LOG" 2>&1 ;;
+    matmul) read -r -a margs <<< "${MATMUL_ARGS:-}"  # e.g. MATMUL_ARGS="--only conv"
+            limit "$secs" python3 tools/kernels.py --matmul-variants "${margs[@]}" \
+              --out "$R/matmul_variants.json" >> "$LOG" 2>&1 ;;
+    memory) read -r -a vargs <<< "${MEMORY_ARGS:-}"  # e.g. MEMORY_ARGS="--only cumsum"
+            limit "$secs" python3 tools/kernels.py --variants --reps 10 "${vargs[@]}" \
+              --out "$R/memory_variants.json" >> "$LOG" 2>&1 ;;
+    wgsl) read -r -a wargs <<< "${WGSL_ARGS:-}"
+          limit "$secs" python3 tools/wgsl_variants.py "${wargs[@]}" \
+            --out "$R/wgsl_variants.json" >> "$LOG" 2>&1 ;;
+    conv)
+      for lowering in auto gemm direct; do
+        limit $((secs / 3)) python3 tools/kernels.py --only conv --conv-lowering "$lowering" \
+          --out "$R/conv_$lowering.json" >> "$LOG" 2>&1
+      done ;;
+    direct)
+      for opt in 1 2 4; do
+        limit $((secs / 3)) python3 tools/kernels.py --only conv --conv-lowering direct \
+          --conv-opt "$opt" --out "$R/conv_direct_opt$opt.json" >> "$LOG" 2>&1
+      done ;;
+    attention)
+      for path in fused decomposed; do
+        limit $((secs / 3)) python3 tools/kernels.py --only sdpa --attention "$path" \
+          --out "$R/attention_$path.json" >> "$LOG" 2>&1
+      done
+      limit $((secs / 3)) python3 tools/kernels.py --attention-variants \
+        --out "$R/attention_variants.json" >> "$LOG" 2>&1 ;;
+    coop) limit "$secs" python3 tools/coop_matmul.py --quick --out "$R/coop_matmul.json" \
+            >> "$LOG" 2>&1 ;;
+    profile) read -r -a pargs <<< "${PROFILE_ARGS:-}"
+             limit "$secs" python3 tools/kernel_profile.py "${pargs[@]}" \
+               --out "$R/profile.json" >> "$LOG" 2>&1 ;;
+    models) limit "$secs" python3 tools/models.py --size full --out "$R/models.json" \
+              >> "$LOG" 2>&1 ;;
+    optimize)
+      read -r -a opt <<< "${OPT_ARGS:-}"
+      RESULTS="$R/optimize" FROM=baselines/optimize_h200 RUN_BUDGET=$((secs - 45)) \
+        limit "$secs" sh tools/optimize_suite.sh "${opt[@]}" >> "$LOG" 2>&1
+      tail -3 "$R/optimize/optimize.log" >> "$LOG" ;;
+    tests) limit "$secs" python3 -m pytest -q -p no:cacheprovider -p no:timeout tests \
+             --ignore=tests/harness --ignore=tests/optimize > "$R/tests.log" 2>&1
+           tail -5 "$R/tests.log" >> "$LOG" ;;
+    ab) if [ ! -f .ab_base.tar.gz ]; then
+          echo "ab: no .ab_base.tar.gz (run tools/ab_base.sh REV here, carry it)" >> "$LOG"
+        else
+          rm -rf /tmp/kw_base && mkdir -p /tmp/kw_base && tar xzf .ab_base.tar.gz -C /tmp/kw_base
+          echo "ab: base $(cat /tmp/kw_base/AB_BASE_REV 2>/dev/null || echo '?')" >> "$LOG"
+          read -r -a kargs <<< "${KERNELS_ARGS:-}"
+          read -r -a bargs <<< "${AB_BENCH_ARGS:-}"
+          [ ${#kargs[@]} -eq 0 ] && [ ${#bargs[@]} -eq 0 ] &&
+            echo "ab: nothing to run (set KERNELS_ARGS and/or AB_BENCH_ARGS)" >> "$LOG"
+          local parts=$(( ${#kargs[@]} > 0 )) ; parts=$(( (parts + (${#bargs[@]} > 0)) * 2 ))
+          for side in base head; do
+            local pp=${PYTHONPATH:-}
+            [ "$side" = base ] && pp=/tmp/kw_base/src${PYTHONPATH:+:$PYTHONPATH}
+            mkdir -p "$R/ab_$side"
+            [ ${#kargs[@]} -gt 0 ] && PYTHONPATH=$pp limit $((secs / parts)) python3 tools/kernels.py \
+              "${kargs[@]}" --out "$R/ab_$side/kernels.json" >> "$LOG" 2>&1
+            [ ${#bargs[@]} -gt 0 ] && PYTHONPATH=$pp limit $((secs / parts)) python3 -m kernelwright.cli \
+              bench "${bargs[@]}" --out "$R/ab_$side/bench" >> "$LOG" 2>&1
+          done
+          python3 - "$R" >> "$LOG" 2>&1 <<'PY'
+import json, sys
+from pathlib import Path
+r = Path(sys.argv[1])
+runs = {s: {c["case"]: c for c in json.loads((r / f"ab_{s}/kernels.json").read_text())["cases"]}
+        for s in ("base", "head") if (r / f"ab_{s}/kernels.json").exists()}
+if len(runs) == 2:
+    print(f"{'case':44s} {'base ms':>9s} {'head ms':>9s} {'head/base speed':>15s}")
+    for name, h in runs["head"].items():
+        b = runs["base"].get(name)
+        if b and b.get("kernelwright_ms") and h.get("kernelwright_ms"):
+            print(f"{name:44s} {b['kernelwright_ms']:9.4f} {h['kernelwright_ms']:9.4f} "
+                  f"{b['kernelwright_ms'] / h['kernelwright_ms']:15.3f}")
+for s in ("base", "head"):
+    f = r / f"ab_{s}/baselines.json"
+    if f.exists():
+        for p in json.loads(f.read_text())["problems"]:
+            print(s, p["name"], p.get("time_ms"), p.get("ref_eager_ms"), p.get("correct"))
+PY
+        fi ;;
+    shadercache) rm -rf /tmp/kw_glcache && mkdir -p /tmp/kw_glcache
+           ( export __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \
+               __GL_SHADER_DISK_CACHE_PATH=/tmp/kw_glcache; run_task "kernels=$secs" )
+           cp -r /tmp/kw_glcache "$R/shadercache" ;;
+    gemmvar) local n=0 spec
+           mkdir -p "$R/gemmvar"
+           IFS=';' read -r -a specs <<< "${GEMMVAR:-}"
+           [ ${#specs[@]} -eq 0 ] && echo "gemmvar: set GEMMVAR" >> "$LOG"
+           for spec in "${specs[@]}"; do
+             n=$((n + 1))
+             read -r case variant knobs <<< "$spec"
+             local cache="$R/gemmvar/cache$n"
+             mkdir -p "$cache"
+             echo "gemmvar $n: $spec" >> "$LOG"
+             __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \
+               __GL_SHADER_DISK_CACHE_PATH="$cache" limit "$secs" python3 \
+               tools/wgsl_variants.py --only "$case" --variants "$variant" \
+               ${knobs:+--knobs "$knobs"} --out "$R/gemmvar/run$n.json" >> "$LOG" 2>&1
+           done ;;
+    *) echo "unknown task $task" >> "$LOG" ;;
+  esac
+  echo "== $task done: exit $?, $((SECONDS - start)) s" >> "$LOG"
+}
+
+for task in "$@"; do
+  run_task "$task"
+done
+tar -czf "$OUT/results.tar.gz" -C "$R" . && rm -rf "$R"
+cat "$LOG"

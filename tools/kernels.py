@@ -1,0 +1,683 @@
+"""Benchmark: single kernels against PyTorch on the same GPU (issue 5's figures; not a test).
+
+    python tools/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
+                            [--conv-opt 1|2|4] [--attention auto|fused|decomposed] [--suite]
+                            [--shader-checks] [--split-k-target N]
+                            [--out baselines/kernels.json]
+    python tools/kernels.py --matmul-variants [--settings JSON] [--only NAME]
+                            [--out baselines/matmul_variants.json]
+    python tools/kernels.py --attention-variants [--out baselines/attention_variants.json]
+    python tools/kernels.py --variants [--only NAME] [--out baselines/memory_variants.json]
+    python tools/kernels.py --large [--out baselines/kernels_large.json]
+
+Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
+timestamps, measured as the bench harness does (bench.timing.time_candidate: warm-up
+until steady, repetitions for ~0.2 s, median, inputs rotated among 3 sets), PyTorch's
+from CUDA events (median of --reps, same inputs; fp32 with TF32 off: strict mode).
+Reported per case: kernelwright ms, torch ms, ratio (torch / kernelwright: above 1 is
+faster), whether kernelwright's output matched PyTorch's (outputs poisoned first, every
+element within 1e-4 x max(1, the reference's largest magnitude), 1e-2 x for the f16
+cases; the harness's per-element checks are `kernelwright bench`'s), and the achieved
+rate (TFLOP/s for compute-bound cases, TB/s of bytes read + written for memory-bound
+ones). Inputs are drawn, and PyTorch's reference computed, on the GPU where PyTorch sees
+one (so that a run of every case fits one 10-minute device call). The run also measures
+PyTorch's device-to-device copy of 1 GiB (`copy_tbps`, the memory-bound cases' ceiling)
+and ends with `targets`: each of issue 5's targets with its goal, its least case (a wrong
+case, or an accelerated case that fell back to strict kernels, counts as not met) and
+whether it was met.
+Cases marked accelerated compile with precision="accelerated" (the cooperative-matrix f16
+matmul, labelled; a device without it falls back to strict kernels, recorded as such)
+against PyTorch's f16 matmul (cuBLAS), their error measured against the product of the
+f16-rounded inputs.
+
+--suite adds issue 5's suite figures to the same JSON: `kernelwright bench --level 2
+--size full --compile-ref --jobs 6` on the bundled suite, run as a subprocess, and its
+level-2 geometric-mean speedups and median compile time (the run's own files go to
+OUT's folder, suite_level2/).
+
+--matmul-variants times, for each GEMM case and the 3x3 convolution's implicit GEMM
+(MATMUL_CASES), every setting of the matmul
+template's search space for its shape (kernels.matmul_space), each forced through the
+knob chooser (compile's `choose`) and checked against PyTorch on the GPU, and writes
+every variant's TFLOP/s and ratio to cuBLAS (strict fp32).
+
+--attention-variants does the same for the fused attention kernel on the SDPA cases
+(ATTENTION_CASES), the fused path forced.
+
+--variants does the same for the memory-bound cases (MEMORY_CASES): the knobs of their
+elementwise, row, reduction, scan and pool kernels (VEC, EPT, TPR, ORDER, OPT:
+kernels.elementwise_space, rows_space, reduce_space, scan_space, pool_space, trimmed to
+WG 256), and for cases that fuse into a row kernel
+also the unfused schedule (schedule.ROW_FUSION_MAX = 0: one kernel per reduction), each
+with its TB/s (bytes read + written once) and correctness against PyTorch. Rows longer
+than the fusion limit (LONG_ROW_CASES) are measured with the default plan and fused at
+the longer limits of ROW_FUSION_VARIANTS instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import kernelwright
+from kernelwright import kernels
+from kernelwright.check.tolerance import kernel_atol
+from kernelwright.harness.timing import keep_gpu_awake, time_candidate
+from kernelwright.lower import attention as attention_ops
+from kernelwright.lower import conv as conv_ops
+from kernelwright.schedule import schedule
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def gemm(m, k, n):
+    return dict(module=Fn(torch.mm), inputs=lambda: [torch.randn(m, k), torch.randn(k, n)],
+                flops=2 * m * n * k)
+
+
+def linear_t(m, k, n):  # x @ W^T + b, W stored [N, K] as nn.Linear does
+    return dict(module=torch.nn.Linear(k, n), inputs=lambda: [torch.randn(m, k)],
+                flops=2 * m * n * k)
+
+
+def gemm_accelerated(m, k, n):
+    return dict(gemm(m, k, n), precision="accelerated", torch_dtype=torch.float16)
+
+
+def conv(module, shape):
+    """A convolution case: FLOPs of its real multiply-adds (a transposed convolution's
+    zero taps not counted)."""
+    out = copy.deepcopy(module).to("meta")(torch.empty(*shape, device="meta")).shape
+    w = module.weight
+    if isinstance(module, torch.nn.modules.conv._ConvTransposeNd):
+        flops = 2 * shape[0] * math.prod(shape[1:]) * w.shape[1] * math.prod(w.shape[2:])
+    else:
+        flops = 2 * math.prod(out) * math.prod(w.shape[1:])
+    return dict(module=module, inputs=lambda: [torch.randn(*shape)], flops=flops)
+
+
+def bmm_as_conv(m, k, n, nb):
+    """The plain product a convolution's implicit GEMM computes (M = output channels,
+    K = Cin x taps, N = output pixels per image, the batch in the grid), from stored
+    operands: the convolution's figure against it is the cost of loading windows."""
+    return dict(module=Fn(torch.matmul),
+                inputs=lambda: [torch.randn(m, k), torch.randn(nb, k, n)],
+                flops=2 * nb * m * n * k)
+
+
+def sdpa(b, h, lq, s, e, causal=False):
+    """F.scaled_dot_product_attention: FLOPs of the two products (4 B H L S E; a causal
+    mask's skipped half counted too, as PyTorch's kernels may not skip it)."""
+    return dict(module=Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                         is_causal=causal)),
+                inputs=lambda: [torch.randn(b, h, lq, e), torch.randn(b, h, s, e),
+                                torch.randn(b, h, s, e)],
+                flops=4 * b * h * lq * s * e)
+
+
+def memory(fn, shape, reads, writes):
+    numel = 1
+    for s in shape:
+        numel *= s
+    return dict(module=Fn(fn), inputs=lambda: [torch.randn(*shape)],
+                bytes=4 * numel * (reads + writes))
+
+
+CASES = {
+    "gemm_4096": gemm(4096, 4096, 4096),
+    "gemm_irregular_3001x4093x2999": gemm(3001, 4093, 2999),
+    # the irregular GEMM's aligned twin (the same tiles and grid, 16-byte loads): the
+    # cost of the irregular shape's scalar loads
+    "gemm_aligned_3004x4096x3000": gemm(3004, 4096, 3000),
+    "linear_8192x1024x4096": linear_t(8192, 1024, 4096),
+    # the linear's product with its weight stored [K, N] (row-major B, loaded and staged
+    # 16 bytes at a time): the cost of reading nn.Linear's weight along K
+    "gemm_8192x1024x4096": gemm(8192, 1024, 4096),
+    # few columns: 64-column tiles a fifth padding (a classifier's 50 outputs)
+    "gemm_narrow_49152x8192x50": gemm(49152, 8192, 50),
+    # a LayerNorm computed in the matmul's A loader (a transformer MLP's first layer):
+    # the search found DB 1 1.25-1.39x faster on three such kernels (docs/PERF.md)
+    "layernorm_linear_gelu_12544x512x2048": dict(
+        module=torch.nn.Sequential(torch.nn.LayerNorm(512), torch.nn.Linear(512, 2048),
+                                   torch.nn.GELU()),
+        inputs=lambda: [torch.randn(12544, 512)], flops=2 * 12544 * 512 * 2048),
+    "elementwise_chain_2^27": memory(lambda x: (x * 2 + 1).relu() * 0.5, (1 << 27,), 1, 1),
+    "gelu_2^27": memory(F.gelu, (1 << 27,), 1, 1),
+    "sum_rows_16384x8192": memory(lambda x: x.sum(1), (16384, 8192), 1, 0),
+    "softmax_16384x8192": memory(lambda x: torch.softmax(x, -1), (16384, 8192), 1, 1),
+    "layernorm_16384x8192": dict(module=torch.nn.LayerNorm(8192),
+                                 inputs=lambda: [torch.randn(16384, 8192)],
+                                 bytes=4 * 16384 * 8192 * 2),
+    # Convolutions (ops/conv.py: implicit GEMM or the direct kernel; --conv-lowering
+    # forces one, to measure the crossover).
+    "conv3x3_64ch_128x128_b32": conv(torch.nn.Conv2d(64, 64, 3, padding=1), (32, 64, 128, 128)),
+    "conv3x3_64ch_bias_relu_128x128_b32": dict(
+        conv(torch.nn.Conv2d(64, 64, 3, padding=1), (32, 64, 128, 128)),
+        module=torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU())),
+    "conv1x1_256to64_56x56_b32": conv(torch.nn.Conv2d(256, 64, 1), (32, 256, 56, 56)),
+    "conv3x3s2_128to256_28x28_b32": conv(torch.nn.Conv2d(128, 256, 3, 2, 1), (32, 128, 28, 28)),
+    "conv3x3_128ch_56x56_b64": conv(torch.nn.Conv2d(128, 128, 3, padding=1), (64, 128, 56, 56)),
+    # level2/009's convolution: 192 output channels, no multiple of 128
+    "conv3x3_128to192_64x64_b32": conv(torch.nn.Conv2d(128, 192, 3, padding=1),
+                                       (32, 128, 64, 64)),
+    "bmm_as_conv3x3_64ch_128x128_b32": bmm_as_conv(64, 576, 128 * 128, 32),
+    "bmm_as_conv3x3_128ch_56x56_b64": bmm_as_conv(128, 1152, 56 * 56, 64),
+    "bmm_as_conv3x3_128to192_64x64_b32": bmm_as_conv(192, 1152, 64 * 64, 32),
+    "conv3x3_512ch_7x7_b8": conv(torch.nn.Conv2d(512, 512, 3, padding=1), (8, 512, 7, 7)),
+    "conv7x7s2_stem_3to64_224x224_b16": conv(torch.nn.Conv2d(3, 64, 7, 2, 3),
+                                             (16, 3, 224, 224)),
+    "conv1d_k3_256ch_4096_b16": conv(torch.nn.Conv1d(256, 256, 3, padding=1), (16, 256, 4096)),
+    "conv3d_3x3x3_32ch_16x64x64_b8": conv(torch.nn.Conv3d(32, 32, 3, padding=1),
+                                          (8, 32, 16, 64, 64)),
+    # the suite's level1/072 (its lowest convolution against eager, 0.79x in suite call 57)
+    "conv3d_3x3x3_32to64ch_32x64x64_b8": conv(torch.nn.Conv3d(32, 64, 3, padding=1),
+                                              (8, 32, 32, 64, 64)),
+    "conv_grouped32_3x3_256ch_28x28_b32": conv(torch.nn.Conv2d(256, 256, 3, padding=1,
+                                                               groups=32), (32, 256, 28, 28)),
+    "conv_depthwise3x3_256ch_56x56_b32": conv(torch.nn.Conv2d(256, 256, 3, padding=1,
+                                                              groups=256), (32, 256, 56, 56)),
+    "conv_transpose4x4s2_128to64_64x64_b16": conv(torch.nn.ConvTranspose2d(128, 64, 4, 2, 1),
+                                                  (16, 128, 64, 64)),
+    "conv_transpose3d_3s2_64ch_16x32x32_b16": conv(
+        torch.nn.ConvTranspose3d(64, 64, 3, 2, 1, output_padding=1, bias=False),
+        (16, 64, 16, 32, 32)),
+    "conv_transpose1d_4s2_256to128_4096_b64": conv(torch.nn.ConvTranspose1d(256, 128, 4, 2, 1),
+                                                   (64, 256, 4096)),
+    # Attention (ops/attention.py: the fused kernel or the decomposition; --attention
+    # forces one)
+    "sdpa_16x16_1024_e64": sdpa(16, 16, 1024, 1024, 64),
+    "sdpa_causal_16x16_1024_e64": sdpa(16, 16, 1024, 1024, 64, causal=True),
+    # a longer sequence: the fused kernel won causal at 1024 and lost at 2048 in the
+    # suite (docs/PERF.md, attention decisions)
+    "sdpa_causal_8x12_2048_e64": sdpa(8, 12, 2048, 2048, 64, causal=True),
+    "maxpool3x3s2_b32x64x256": memory(lambda x: F.max_pool2d(x, 3, 2, 1), (32, 64, 256, 256), 1,
+                                      0.25),
+    "rmsnorm_16384x8192": dict(module=Fn(lambda x, w: F.rms_norm(x, (8192,), w, 1e-6)),
+                               inputs=lambda: [torch.randn(16384, 8192), torch.randn(8192)],
+                               bytes=4 * 16384 * 8192 * 2),
+    "log_softmax_16384x8192": memory(lambda x: torch.log_softmax(x, -1), (16384, 8192), 1, 1),
+    "softmax_131072x1024": memory(lambda x: torch.softmax(x, -1), (131072, 1024), 1, 1),
+    # rows longer than schedule.ROW_FUSION_MAX (the suite's level1/044 and 046 rows)
+    "log_softmax_8192x16384": memory(lambda x: torch.log_softmax(x, -1), (8192, 16384), 1, 1),
+    "softmax_4096x32768": memory(lambda x: torch.softmax(x, -1), (4096, 32768), 1, 1),
+    # a norm over rows too long to hold on chip (65536: the suite's level1/049, 082):
+    # its statistics read the input once and its normalization reads it again, so the
+    # bytes counted are two reads and a write (the least any plan moves)
+    "instancenorm_16x128x256x256": memory(F.instance_norm, (16, 128, 256, 256), 2, 1),
+    # a reduction over the leading dim with its max (the suite's level1/040)
+    "amax_cols_16384x14336": memory(lambda x: torch.amax(x, 0), (16384, 14336), 1, 0),
+    "sum_cols_8192x16384": memory(lambda x: x.sum(0), (8192, 16384), 1, 0),
+    "add_bias_rows_16384x8192": dict(module=Fn(lambda x, b: x + b),
+                                     inputs=lambda: [torch.randn(16384, 8192), torch.randn(8192)],
+                                     bytes=4 * 16384 * 8192 * 2),
+    "cumsum_16384x8192": memory(lambda x: torch.cumsum(x, -1), (16384, 8192), 1, 1),
+    # a scan along a middle dim (columns of 512 consecutive elements: the suite's
+    # level3/024 segment sums)
+    "cumsum_cols_512x512x512": memory(lambda x: torch.cumsum(x, 1), (512, 512, 512), 1, 1),
+    "permute_nchw_to_nhwc_64x256x128x128": memory(
+        lambda x: x.permute(0, 2, 3, 1).contiguous(), (64, 256, 128, 128), 1, 1),
+    "gemm_4096_accelerated_f16": gemm_accelerated(4096, 4096, 4096),
+    "gemm_8192_accelerated_f16": gemm_accelerated(8192, 8192, 8192),
+}
+# Tensors larger than one binding (2 GiB on NVIDIA's Vulkan driver): chunked kernels
+# (chunks.py), one family each, at KernelBench's real sizes; `--large` runs these alone
+# (one input set each: 4-8 GiB).
+LARGE_CASES = {
+    "large_elementwise_4096x393216": memory(lambda x: (x * 2 + 1).relu(), (4096, 393216), 1, 1),
+    "large_softmax_32768x24576": memory(lambda x: torch.softmax(x, -1), (32768, 24576), 1, 1),
+    "large_sum_rows_32768x32768": memory(lambda x: x.sum(1), (32768, 32768), 1, 0),
+    "large_sum_all_2^30": memory(lambda x: x.sum(), (1 << 30,), 1, 0),
+    "large_cumsum_32768x32768": memory(lambda x: torch.cumsum(x, 1), (32768, 32768), 1, 1),
+    "large_mse_32768x32768": dict(module=Fn(F.mse_loss),
+                                  inputs=lambda: [torch.randn(32768, 32768),
+                                                  torch.randn(32768, 32768)],
+                                  bytes=2 * 4 * 32768 * 32768),
+    "large_maxpool2x2_b64x64x512x512": memory(lambda x: F.max_pool2d(x, 2),
+                                              (64, 64, 512, 512), 1, 0.25),
+    "large_gemm_out_32768x1024x32768": gemm(32768, 1024, 32768),
+    "large_conv3x3_64ch_256x256_b128": conv(torch.nn.Conv2d(64, 64, 3, padding=1),
+                                           (128, 64, 256, 256)),
+}
+for _case in LARGE_CASES.values():
+    _case["sets"] = 1
+CASES.update(LARGE_CASES)
+MEMORY_CASES = ("elementwise_chain_2^27", "gelu_2^27", "add_bias_rows_16384x8192",
+                "sum_rows_16384x8192", "sum_cols_8192x16384", "softmax_16384x8192",
+                "softmax_131072x1024", "log_softmax_16384x8192", "layernorm_16384x8192",
+                "rmsnorm_16384x8192", "cumsum_16384x8192", "cumsum_cols_512x512x512",
+                "permute_nchw_to_nhwc_64x256x128x128", "amax_cols_16384x14336",
+                "log_softmax_8192x16384", "softmax_4096x32768", "instancenorm_16x128x256x256",
+                # the pool kernel's outputs per invocation (OPT) and vec4 loads (VEC)
+                "maxpool3x3s2_b32x64x256")
+# Long rows: --variants measures the default plan and the fused row kernel at longer
+# fusion limits (schedule.ROW_FUSION_MAX, with kernels.rows.ROW_CACHE elements per
+# invocation allowed twice over), not the knob space of its first kernel.
+LONG_ROW_CASES = ("log_softmax_8192x16384", "softmax_4096x32768")
+ROW_FUSION_VARIANTS = ((16384, 32), (32768, 64))  # (ROW_FUSION_MAX, ROW_CACHE)
+VARIANT_KINDS = ("elementwise", "rows", "reduce", "scan", "pool")
+
+
+MATMUL_CASES = ("gemm_4096", "gemm_irregular_3001x4093x2999", "gemm_aligned_3004x4096x3000",
+                "linear_8192x1024x4096",
+                "gemm_narrow_49152x8192x50",
+                "layernorm_linear_gelu_12544x512x2048",
+                # convolutions: their implicit GEMM's settings (64, 128 and 256 output
+                # channels: the M of a product batched over the images)
+                "conv3x3_64ch_128x128_b32", "conv3x3_128ch_56x56_b64",
+                "conv3x3s2_128to256_28x28_b32", "conv3x3_128to192_64x64_b32",
+                # the same products from stored operands (the cost of loading windows)
+                "bmm_as_conv3x3_64ch_128x128_b32", "bmm_as_conv3x3_128ch_56x56_b64",
+                "bmm_as_conv3x3_128to192_64x64_b32",
+                # a transposed convolution: one implicit GEMM per output phase (both get
+                # each setting), M = 128 output channels, the batch in the grid
+                "conv_transpose1d_4s2_256to128_4096_b64",
+                # 32 output channels: a 64-row tile computes as many padding rows
+                "conv3d_3x3x3_32ch_16x64x64_b8", "conv3d_3x3x3_32to64ch_32x64x64_b8")
+
+
+ATTENTION_CASES = ("sdpa_16x16_1024_e64", "sdpa_causal_16x16_1024_e64",
+                   "sdpa_causal_8x12_2048_e64")
+
+
+def draw_sets(case: dict, count: int = 3) -> list[list[torch.Tensor]]:
+    """`count` input sets of a case, drawn on the GPU where PyTorch sees one (hundreds of MB
+    of normal draws take seconds on the CPU) and handed over on the CPU."""
+    if not torch.cuda.is_available():
+        return [case["inputs"]() for _ in range(count)]
+    with torch.device("cuda"):
+        sets = [case["inputs"]() for _ in range(count)]
+    return [[x.cpu() for x in s] for s in sets]
+
+
+def case_reference(name: str, reps: int, low: torch.dtype | None = None):
+    """A case's module (back on the CPU), three input sets, PyTorch's result on the first
+    (computed on the GPU where PyTorch sees one, fp32 with TF32 off) and PyTorch's median
+    GPU ms over `reps` calls (nan without CUDA). With `low` (the f16 cases) PyTorch runs
+    in that dtype and the result is the exact product of the `low`-rounded inputs."""
+    case = CASES[name]
+    torch.manual_seed(0)
+    module = case["module"].eval()
+    sets = draw_sets(case, case.get("sets", 3))
+    cuda = torch.cuda.is_available()
+    first = [x.to(low).float() for x in sets[0]] if low else sets[0]
+    with torch.no_grad():
+        ref = (module.cuda()(*[x.cuda() for x in first]).cpu() if cuda
+               else module(*first))
+    torch_sets = [[x.to(low) for x in s] for s in sets] if low else sets
+    ref_ms = torch_ms(module, torch_sets, reps) if cuda else float("nan")
+    return module.cpu(), sets, ref, ref_ms
+
+
+def template_variants(args, dev, kind: str, cases: tuple[str, ...]) -> None:
+    """Every setting of the `kind` template's space (its kernel forced through the knob
+    chooser), per case: GPU ms, TFLOP/s, ratio to PyTorch and the error against
+    PyTorch's result on the GPU. The JSON is rewritten after each variant, so that a run
+    cut short keeps what it measured."""
+    out = dict(device=dev.description, torch=torch.__version__,
+               shader_checks=kernelwright.runtime.runtime.FORCE_SHADER_CHECKS,
+               precision="strict fp32 (TF32 off)", cases=[])
+    for name in cases:
+        if args.only and not any(o in name for o in args.only.split(",")):
+            continue
+        case = CASES[name]
+        module, sets, ref, ref_ms = case_reference(name, args.reps)
+        scale = ref.abs().max().item() or 1.0
+        requests = []
+        kernelwright.compile(module, sets[0],
+                             choose=lambda r, seen=requests: seen.append(r) if r.kind == kind
+                                    else None)
+        request = requests[0]  # several kernels of the kind (the phases of a transposed
+        # convolution) share its space and each gets every setting
+        row = dict(case=name, torch_ms=round(ref_ms, 4),
+                   torch_tflops=round(case["flops"] / ref_ms / 1e9, 2), key=str(request.key),
+                   variants=[])
+        out["cases"].append(row)
+        space = ([{**request.default.knobs, **k} for k in json.loads(args.settings)]
+                 if args.settings else request.space)
+        for knobs in space:
+            variant = dict(knobs=knobs)
+            try:
+                compiled = kernelwright.compile(module, sets[0],
+                                                choose=lambda r, k=knobs: k
+                                                       if r.kind == kind else None)
+                used = [k.knobs for k in compiled.plan.kernels if k.key.startswith(kind + " ")]
+                if len(used) != len(requests) or any(u != knobs for u in used):
+                    raise RuntimeError(f"the compile used {used}")
+                got = compiled(*sets[0], poison=True)
+                err = (got - ref).abs().max().item()
+                ms = time_candidate(compiled, sets).median_ms
+                variant.update(ms=round(ms, 4), tflops=round(case["flops"] / ms / 1e9, 2),
+                               ratio=round(ref_ms / ms, 4), rel_err=err / scale,
+                               correct=matches(err, scale))
+                del compiled
+            except Exception as exc:  # noqa: BLE001 - record the failure, measure the rest
+                variant["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            row["variants"].append(variant)
+            print(json.dumps(dict(case=name, **variant)), flush=True)
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(out, indent=1))
+        best = min((v for v in row["variants"] if v.get("correct")),
+                   key=lambda v: v["ms"], default=None)
+        print(f"{name}: best {best}", flush=True)
+
+
+def memory_variants(args, dev) -> None:
+    """Per memory-bound case: the default compile, each knob setting of its main kernel
+    (the first elementwise, row or reduction kernel; WG 256 only) and, where the default
+    fuses a row kernel, the schedule without row fusion. The JSON is rewritten after
+    each variant."""
+    out = dict(device=dev.description, torch=torch.__version__,
+               shader_checks=kernelwright.runtime.runtime.FORCE_SHADER_CHECKS,
+               precision="strict fp32 (TF32 off)", cases=[])
+    for name in MEMORY_CASES:
+        if args.only and not any(o in name for o in args.only.split(",")):
+            continue
+        case = CASES[name]
+        module, sets, ref, ref_ms = case_reference(name, args.reps)
+        scale = ref.abs().max().item() or 1.0
+        requests = []
+        kernelwright.compile(module, sets[0],
+                             choose=lambda r, seen=requests: seen.append(r)
+                                    if r.kind in VARIANT_KINDS
+                                    else None)
+        request = requests[0]
+        settings = [("default", None, None)]
+        if name in LONG_ROW_CASES:
+            settings += [(f"fused (ROW_FUSION_MAX = {f}, ROW_CACHE = {c})", None, (f, c))
+                         for f, c in ROW_FUSION_VARIANTS]
+        else:
+            space = ([{**request.default.knobs, **k} for k in json.loads(args.settings)]
+                     if args.settings else request.space)
+            settings += [(json.dumps(k, sort_keys=True), k, None) for k in space
+                         if k.get("WG", 256) == 256 and k != request.default.knobs]
+        if request.kind == "rows":
+            settings.append(("unfused (ROW_FUSION_MAX = 0)", None, (0, kernels.rows.ROW_CACHE)))
+        row = dict(case=name, torch_ms=round(ref_ms, 4),
+                   torch_tbps=round(case["bytes"] / ref_ms / 1e9, 3), key=str(request.key),
+                   default_knobs=request.default.knobs, variants=[])
+        out["cases"].append(row)
+        for label, knobs, fusion in settings:
+            variant = dict(variant=label)
+            keep = schedule.ROW_FUSION_MAX, kernels.rows.ROW_CACHE
+            try:
+                if fusion is not None:
+                    schedule.ROW_FUSION_MAX, kernels.rows.ROW_CACHE = fusion
+                compiled = kernelwright.compile(module, sets[0],
+                                                choose=lambda r, k=knobs, key=request.key: k
+                                                       if k and r.key == key
+                                                       else None)
+                got = compiled(*sets[0], poison=True)
+                err = (got - ref).abs().max().item()
+                ms = time_candidate(compiled, sets).median_ms
+                variant.update(kernels=[k.name for k in compiled.plan.kernels],
+                               knobs=[k.knobs for k in compiled.plan.kernels],
+                               ms=round(ms, 4), tbps=round(case["bytes"] / ms / 1e9, 3),
+                               ratio=round(ref_ms / ms, 4), rel_err=err / scale,
+                               correct=matches(err, scale))
+                del compiled
+            except Exception as exc:  # noqa: BLE001 - record the failure, measure the rest
+                variant["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            finally:
+                schedule.ROW_FUSION_MAX, kernels.rows.ROW_CACHE = keep
+            row["variants"].append(variant)
+            print(json.dumps(dict(case=name, **variant)), flush=True)
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(out, indent=1))
+        best = min((v for v in row["variants"] if v.get("correct")),
+                   key=lambda v: v["ms"], default=None)
+        print(f"{name}: best {best}", flush=True)
+
+
+def torch_ms(module, sets, reps):
+    with torch.no_grad():
+        m = module.cuda()
+        cuda_sets = [[x.cuda() for x in s] for s in sets]
+        for s in cuda_sets[:2]:
+            m(*s)
+        times = []
+        for i in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s = cuda_sets[i % len(cuda_sets)]
+            a.record()
+            m(*s)
+            b.record()
+            torch.cuda.synchronize()
+            times.append(a.elapsed_time(b))
+        return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="cases whose name contains one of these "
+                    "comma-separated strings")
+    ap.add_argument("--reps", type=int, default=20, help="PyTorch's timed calls per case")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--matmul-variants", action="store_true",
+                    help="time every setting of the matmul space on the GEMM cases")
+    ap.add_argument("--attention-variants", action="store_true",
+                    help="time every setting of the fused attention kernel's space on the "
+                         "SDPA cases")
+    ap.add_argument("--settings", default="",
+                    help="with --matmul-variants, --attention-variants or --variants: a "
+                         "JSON list of knob settings, each over the kernel's defaults, to "
+                         "time instead of the whole space (e.g. '[{}, {\"DB\": 1}]')")
+    ap.add_argument("--variants", action="store_true",
+                    help="time the knob variants of the memory-bound cases' kernels")
+    ap.add_argument("--large", action="store_true",
+                    help="only the cases over one binding (LARGE_CASES, 4-8 GiB each)")
+    ap.add_argument("--suite", action="store_true",
+                    help="also run kernelwright bench on the bundled level 2 (full size, "
+                         "--compile-ref, --jobs 6) and add its figures")
+    ap.add_argument("--conv-lowering", choices=("auto", "gemm", "direct"), default="auto",
+                    help="convolutions through ops/conv.py's choice (auto), or all through "
+                         "the implicit GEMM or the direct kernel (where each applies)")
+    ap.add_argument("--conv-opt", type=int, choices=(1, 2, 4), default=None,
+                    help="the direct convolution kernel's outputs per invocation (OPT knob), "
+                         "forced through the knob chooser")
+    ap.add_argument("--attention", choices=("auto", "fused", "decomposed"), default="auto",
+                    help="attention through ops/attention.py's choice (auto), or all through "
+                         "the fused kernel (where its tiles fit) or the decomposition")
+    ap.add_argument("--split-k-target", type=int, default=None,
+                    help="kernels/cuts.SPLIT_K_TARGET (workgroups split-K aims for) for this "
+                         "run, e.g. to split a large product's K in two or three")
+    ap.add_argument("--shader-checks", action="store_true",
+                    help="compile every kernel with wgpu's runtime checks (index clamps, "
+                         "loop counters), as before kernels were trusted (runtime.py)")
+    args = ap.parse_args()
+    kernelwright.runtime.runtime.FORCE_SHADER_CHECKS = args.shader_checks
+    if args.split_k_target is not None:
+        kernels.cuts.SPLIT_K_TARGET = args.split_k_target
+    if args.conv_lowering != "auto":
+        gemm = args.conv_lowering == "gemm"
+        conv_ops.GEMM_MIN_COUT = conv_ops.GEMM_MIN_K = 1 if gemm else 1 << 30
+    if args.attention != "auto":
+        attention_ops.FUSED = args.attention == "fused"
+
+    def conv_opt(request):
+        return {**request.default.knobs, "OPT": args.conv_opt} if request.kind == "conv" \
+            else None
+    run(args, conv_opt if args.conv_opt else None)
+
+
+def run(args, choose=None) -> None:
+    """The cases' figures; `choose`: the compiles' knob chooser (None: compile()'s)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = kernelwright.runtime.default_device()
+    keep_gpu_awake()  # Vulkan ran 3x slow on the H200 until a CUDA context was open
+    if args.matmul_variants:
+        args.out = args.out or "baselines/matmul_variants.json"
+        template_variants(args, dev, "matmul", MATMUL_CASES)
+        return
+    if args.attention_variants:  # the fused kernel's settings (FUSED forces the path)
+        args.out = args.out or "baselines/attention_variants.json"
+        attention_ops.FUSED = True
+        template_variants(args, dev, "attention", ATTENTION_CASES)
+        return
+    if args.variants:
+        args.out = args.out or "baselines/memory_variants.json"
+        memory_variants(args, dev)
+        return
+    args.out = args.out or "baselines/kernels.json"
+    rows = []
+    out = dict(device=dev.description, torch=torch.__version__,
+               shader_checks=kernelwright.runtime.runtime.FORCE_SHADER_CHECKS,
+               precision="strict fp32 (TF32 off), except the cases labelled accelerated",
+               cases=rows)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    if torch.cuda.is_available():
+        out["copy_tbps"] = copy_tbps(args.reps)  # the memory-bound cases' ceiling
+    for name, case in CASES.items():
+        if args.only and not any(o in name for o in args.only.split(",")):
+            continue
+        if args.large != (name in LARGE_CASES):
+            continue
+        low = case.get("torch_dtype")  # PyTorch's side runs in this dtype (f16 cases)
+        module, sets, ref, ref_ms = case_reference(name, args.reps, low)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # PyTorch's cached blocks back, for wgpu's buffers
+        t0 = time.perf_counter()
+        compiled = kernelwright.compile(module, sets[0], precision=case.get("precision"),
+                                        choose=choose)
+        compile_s = time.perf_counter() - t0
+        got = compiled(*sets[0], poison=True)
+        err = (got - ref).abs().max().item()
+        scale = ref.abs().max().item() or 1.0
+        kw_ms = time_candidate(compiled, sets).median_ms
+        row = dict(case=name, kernels=len(compiled.plan.kernels),
+                   precision=getattr(compiled, "precision", "strict"),
+                   torch_dtype=str(low or torch.float32).replace("torch.", ""),
+                   kernel_names=[k.name for k in compiled.plan.kernels],
+                   kernel_knobs=[k.knobs for k in compiled.plan.kernels],
+                   compile_s=round(compile_s, 3),
+                   max_abs_err=err, rel_err=err / scale,
+                   correct=matches(err, scale, 1e-2 if low else 1e-4),
+                   kernelwright_ms=round(kw_ms, 4),
+                   torch_ms=round(ref_ms, 4), ratio=round(ref_ms / kw_ms, 4))
+        if "flops" in case:
+            row["kernelwright_tflops"] = round(case["flops"] / kw_ms / 1e9, 2)
+            row["torch_tflops"] = round(case["flops"] / ref_ms / 1e9, 2)
+        else:
+            row["kernelwright_tbps"] = round(case["bytes"] / kw_ms / 1e9, 3)
+            row["torch_tbps"] = round(case["bytes"] / ref_ms / 1e9, 3)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        Path(args.out).write_text(json.dumps(out, indent=1))  # a run cut short keeps its rows
+        del compiled
+    if args.suite:
+        out["suite"] = suite_figures(Path(args.out).parent / "suite_level2")
+        print(json.dumps(out["suite"]), flush=True)
+    out["targets"] = target_summary(rows, out.get("copy_tbps"), out.get("suite"))
+    print(json.dumps(out["targets"], indent=1), flush=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+def matches(err: float, scale: float, tol: float = 1e-4) -> bool:
+    """Whether a largest absolute error `err` is within `tol` x max(1, the reference's
+    largest magnitude `scale`): fp32's 1e-4, the f16 cases' 1e-2 (check.tolerance's
+    kernel rule; the harness's tolerances by dtype)."""
+    return bool(err <= kernel_atol(scale, tol))
+
+
+def copy_tbps(reps: int, numel: int = 1 << 28) -> float:
+    """PyTorch's device-to-device copy of `numel` floats (1 GiB), bytes read + written per
+    second (TB/s, median of `reps` CUDA-event timings): the memory-bound cases' ceiling."""
+    x = torch.randn(numel, device="cuda")
+    ms = torch_ms(Fn(torch.clone), [[x]], reps)
+    del x
+    return round(2 * 4 * numel / ms / 1e9, 3)
+
+
+# Issue 5's targets: (name, goal, the cases it covers, the figure: "ratio" to PyTorch or
+# "copy" fraction of the copy bandwidth, taken as the least over the cases).
+TARGETS = (
+    ("fp32 GEMM vs cuBLAS (TF32 off)", 0.90, ("gemm_4096", "gemm_irregular_3001x4093x2999",
+                                              "gemm_narrow_49152x8192x50",
+                                              "linear_8192x1024x4096"), "ratio"),
+    ("memory-bound kernels vs the copy bandwidth", 0.85, MEMORY_CASES, "copy"),
+    ("convolutions vs cuDNN fp32", 0.80,
+     tuple(n for n in CASES if n.startswith("conv")), "ratio"),
+    ("large tensors, memory-bound, vs the copy bandwidth", 0.85,
+     tuple(n for n in LARGE_CASES if "bytes" in LARGE_CASES[n]), "copy"),
+    ("large tensors, GEMM and convolution, vs cuBLAS / cuDNN", 0.85,
+     tuple(n for n in LARGE_CASES if "flops" in LARGE_CASES[n]), "ratio"),
+    ("accelerated f16 GEMM vs cuBLAS f16", 0.50,
+     tuple(n for n in CASES if CASES[n].get("precision") == "accelerated"), "ratio"),
+)
+
+
+def target_summary(rows: list[dict], copy: float | None, suite: dict | None) -> list[dict]:
+    """Each target of issue 5 with its goal, its least case and every case's figure; the
+    suite's level-2 geometric mean and median compile time when the suite ran."""
+    by_name = {r["case"]: r for r in rows}
+    summary = []
+    for title, goal, names, kind in TARGETS:
+        figures = {}
+        for n in names:
+            r = by_name.get(n)
+            if r is None:
+                continue
+            if kind == "copy":
+                figures[n] = round(r["kernelwright_tbps"] / copy, 4) if copy else None
+            else:
+                figures[n] = r["ratio"]
+            fell_back = (CASES[n].get("precision") == "accelerated"
+                         and r.get("precision", "strict") == "strict")
+            if not r.get("correct", False) or fell_back:
+                figures[n] = None  # wrong, or the accelerated mode fell back to strict
+        known = [f for f in figures.values() if f is not None]
+        least = min(known) if len(known) == len(figures) and known else None
+        summary.append(dict(target=title, goal=goal, figure=least,
+                            met=bool(least is not None and least >= goal), cases=figures))
+    if suite and "geomean_speedup_eager" in suite:
+        geomean, compile_s = suite["geomean_speedup_eager"], suite["median_compile_s"]
+        summary.append(dict(target="level-2 geomean vs eager", goal=1.5, figure=geomean,
+                            met=bool(geomean is not None and geomean >= 1.5)))
+        summary.append(dict(target="median compile s (level 2, tuning off)", goal=1.0,
+                            figure=compile_s, met=bool(compile_s is not None and compile_s < 1.0)))
+    return summary
+
+
+def suite_figures(out_dir: Path, jobs: int = 6) -> dict:
+    """Issue 5's level-2 figures from the bench harness: geometric-mean speedups over
+    PyTorch eager and torch.compile, fast_p, and the median compile time."""
+    command = [sys.executable, "-m", "kernelwright.cli", "bench", "--level", "2",
+               "--size", "full", "--compile-ref", "--jobs", str(jobs), "--out", str(out_dir)]
+    done = subprocess.run(command, check=False)
+    results = out_dir / "results.json"
+    if not results.exists():
+        return {"error": f"{' '.join(command)} exited {done.returncode} without results"}
+    return level_figures(json.loads(results.read_text()), "2", " ".join(command))
+
+
+def level_figures(document: dict, level: str, command: str) -> dict:
+    """The figures of one level from a `kernelwright bench` results.json."""
+    summary = document["summary"]["levels"].get(level, {})
+    return {"command": command, "device": document.get("device"),
+            "level": int(level), "problems": summary.get("problems"),
+            "correct": summary.get("correct"),
+            "geomean_speedup_eager": summary.get("geomean_speedup_eager"),
+            "geomean_speedup_compile": summary.get("geomean_speedup_compile"),
+            "fast_eager": summary.get("fast_eager"),
+            "median_compile_s": summary.get("median_compile_s")}
+
+
+if __name__ == "__main__":
+    main()
