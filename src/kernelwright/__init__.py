@@ -10,16 +10,16 @@
     loss = step(x, y)                    # forward, backward and update on the GPU
     tokens = kernelwright.generate(causal_lm, input_ids, max_new_tokens=32)
 
-The pipeline, one module per stage (docs/ARCHITECTURE.md draws it):
-capture -> ir (+ ops registry) -> schedule (fusion, memory) -> kernels/codegen
--> plan -> runtime.
+The pipeline, one folder per stage (docs/ARCHITECTURE.md draws it):
+frontend -> ir <- lower (the op registry) -> schedule (fusion, memory) ->
+kernels/codegen -> plan -> runtime.
 """
 
+from . import runtime
 from .compiler import CompiledModule, compile, plan_module
 from .generate import generate
 from .ir.ir import CompileError
 from .plan import Plan, PlanFileError
-from .runtime import runtime
 from .train import TrainingStep, compile_training, optim
 
 __all__ = ["CompileError", "CompiledModule", "Plan", "PlanFileError", "TrainingStep", "compile",
