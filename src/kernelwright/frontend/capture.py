@@ -36,8 +36,8 @@ def user_line(node: torch.fx.Node) -> str:
     """The innermost frame of the user's code in the node's stack trace."""
     trace = node.meta.get("stack_trace") or ""
     frames = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().startswith("File ")]
-    code = [ln.strip() for ln in trace.strip().splitlines() if ln.strip()
-            and not ln.strip().startswith("File ")]
+    code = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().strip("^~")
+            and not ln.strip().startswith("File ")]  # no caret lines under the code
     if frames:
         where = frames[-1].replace("File ", "")
         return f"{where}: {code[-1]}" if code else where
