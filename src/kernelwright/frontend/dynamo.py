@@ -88,30 +88,35 @@ class GraphRunner:
     """One AOTAutograd graph compiled by kernelwright, called with AOTAutograd's boxed
     convention (a list of arguments it may clear). Outputs that are not tensors (the
     backward's None for an input without a gradient) are returned as the graph gives
-    them."""
+    them. A graph with random ops (dropout in training mode) draws its key from torch's
+    default generator at each call (torch.manual_seed repeats a run); the forward
+    returns the masks the backward reads."""
 
     def __init__(self, fx: torch.fx.GraphModule, device: Device, kind: str) -> None:
         t0 = time.perf_counter()
         # in the instance's dict: dynamo's wrapper of the backward copies that, not the class
         self._boxed_call = True
         self.kind = kind
-        self.compiled, self.outputs = lower_aten_graph(fx, device, kind)
+        self.compiled, self.outputs, self.random = lower_aten_graph(fx, device, kind)
         self.compile_seconds = time.perf_counter() - t0
 
     def __call__(self, args: list) -> list:
         inputs = list(args)
         args.clear()
+        if self.random:
+            inputs.append(torch.randint(-2**31, 2**31 - 1, (2,), dtype=torch.int32))
         outs = iter(self.compiled(*inputs))
         return [next(outs) if keep else value for keep, value in self.outputs]
 
 
 def lower_aten_graph(fx: torch.fx.GraphModule, device: Device, kind: str = "graph"
-                     ) -> tuple[CompiledModule, list[tuple[bool, object]]]:
+                     ) -> tuple[CompiledModule, list[tuple[bool, object]], bool]:
     """An ATen FX graph (every placeholder a tensor input, static shapes) as a
     CompiledModule on `device`, and per output of the graph (True, None) where the
     CompiledModule returns it or (False, value) for a constant output (None). An op
     without a lowering is a CompileError naming the op and its source line; a symbolic
-    shape is a CompileError (kernelwright plans are static)."""
+    shape is a CompileError (kernelwright plans are static). The flag last: whether the
+    graph draws random numbers, its last input then the key (lower/random.key_tensor)."""
     for node in fx.graph.find_nodes(op="placeholder"):
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor) or any(not isinstance(d, int) for d in val.shape):
@@ -138,12 +143,12 @@ def lower_aten_graph(fx: torch.fx.GraphModule, device: Device, kind: str = "grap
     keep = [i for i, (k, _) in enumerate(outputs) if k]
     _check_lowerings(fx, kind)
     try:
-        b, torch_dtypes = fx_to_ir(fx, {}, keep, options=options)
+        b, torch_dtypes = fx_to_ir(fx, {}, keep, options=options, random=True)
     except CompileError as e:
         raise CompileError(f"torch.compile(backend='kernelwright'), {kind} graph: {e}") from e
     plan = build_plan(b.graph, "tuple", torch_dtypes, options)
     plan.scalars = {}
-    return CompiledModule(plan, device), outputs
+    return CompiledModule(plan, device), outputs, b.random_key is not None
 
 
 def _check_lowerings(fx: torch.fx.GraphModule, kind: str) -> None:

@@ -29,6 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from ..compiler import CompiledModule, mutations
 from ..frontend.capture import decomposition_table, fx_to_ir, user_line
 from ..ir.ir import CompileError, GraphBuilder, Value
+from ..lower.random import key_tensor
 from ..lower.registry import lookup
 from ..options import CompileOptions
 from ..plan import Plan
@@ -168,14 +169,20 @@ class TrainingStep:
     with `skip_nonfinite`, is counted in `skipped` and returns the loss. With
     `accumulate` N > 1 each call is one micro-batch: its gradient, divided by N, is added
     to a GPU-resident sum, and every N-th call applies the update from that sum (as
-    PyTorch's loop of N `(loss / N).backward()` then `optimizer.step()`). `save(path)`
-    and `load(path)` write and restore the whole training state (one safetensors file)."""
+    PyTorch's loop of N `(loss / N).backward()` then `optimizer.step()`). Random ops
+    (dropout in training mode) draw from `seed` and the call number `draws`, passed per
+    call: each call draws anew, the same seed draws the same. `save(path)` and
+    `load(path)` write and restore the whole training state (one safetensors file)."""
 
     def __init__(self, compiled: CompiledModule, optimizer: Optimizer,
                  params: dict[str, str], optim_state: dict[str, tuple[str, str]],
                  buffers: dict[str, str], skip_nonfinite: bool,
-                 lr_schedule: Callable[[int], float] | None, accumulate: int = 1) -> None:
+                 lr_schedule: Callable[[int], float] | None, accumulate: int = 1,
+                 random: bool = False, seed: int = 0) -> None:
         self.compiled = compiled
+        self.random = random  # whether the plan takes a random key (it has random ops)
+        self.seed = seed
+        self.draws = 0  # calls that drew random numbers so far
         self.optimizer = optimizer
         self.accumulate = accumulate
         self.micro = 0  # micro-batches summed since the last update (accumulate > 1)
@@ -201,7 +208,9 @@ class TrainingStep:
         if self.accumulate > 1:
             hyper = hyper + [1.0 if apply else 0.0]
         hyper_t = torch.tensor(hyper, dtype=torch.float32)
-        loss, norm, ok = self.compiled(*batch, hyper_t)
+        key = (key_tensor(self.seed, self.draws),) if self.random else ()
+        self.draws += int(self.random)
+        loss, norm, ok = self.compiled(*batch, *key, hyper_t)
         self.grad_norm = float(norm)
         if bool(ok):
             self.micro = 0 if apply else self.micro + 1
@@ -251,7 +260,8 @@ class TrainingStep:
         (parameters, buffers, optimizer state, a partial gradient sum), and in its metadata
         the update count (Adam's bias corrections), the learning rate and the settings."""
         meta = {"format": CHECKPOINT_FORMAT, "steps": self.steps, "skipped": self.skipped,
-                "micro": self.micro, "lr": self.lr, **self._settings()}
+                "micro": self.micro, "lr": self.lr, "seed": self.seed, "draws": self.draws,
+                **self._settings()}
         tensors = {k: t.contiguous() for k, t in self.compiled.state().items()}
         save_file(tensors, str(path), metadata={"kernelwright": json.dumps(meta)})
 
@@ -290,13 +300,16 @@ class TrainingStep:
         self.compiled.load_state({name: tensors[name] for name in specs})
         self.steps, self.skipped = int(meta["steps"]), int(meta["skipped"])
         self.micro, self.lr = int(meta["micro"]), float(meta["lr"])
+        self.seed = int(meta.get("seed", self.seed))
+        self.draws = int(meta.get("draws", 0))
 
 
 def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | None,
                      optimizer: Optimizer, max_grad_norm: float | None = None,
                      skip_nonfinite: bool = False,
                      lr_schedule: Callable[[int], float] | None = None,
-                     device: Device | None = None, accumulate: int = 1) -> TrainingStep:
+                     device: Device | None = None, accumulate: int = 1,
+                     seed: int | None = None) -> TrainingStep:
     """Compile one training step of `model` for batches shaped like `example_batch` (a
     tuple: the model's inputs, then the target `loss_fn(output, target)` compares with;
     without a loss_fn the model returns the loss itself). The model is traced in its
@@ -304,7 +317,9 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
     the gradients to a global 2-norm of `max_grad_norm` when given
     (torch.nn.utils.clip_grad_norm_) and applies `optimizer` (kernelwright.optim.SGD,
     Adam, AdamW). With `accumulate` N > 1 each call is one micro-batch and every N-th
-    call updates from the mean of their gradients. See TrainingStep for calling it."""
+    call updates from the mean of their gradients. Dropout (and other random ops) draw
+    from `seed` (None: one drawn from torch's default generator, so torch.manual_seed
+    makes a run repeatable), anew at every call. See TrainingStep for calling it."""
     if accumulate < 1:
         raise ValueError(f"accumulate must be at least 1, got {accumulate}")
     batch = tuple(example_batch) if isinstance(example_batch, (tuple, list)) \
@@ -322,8 +337,10 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
     plan.scalars = {}
     compiled = CompiledModule(plan, dev)
     params, optim_state, buffers = names
+    if seed is None:
+        seed = int(torch.randint(0, 2**31 - 1, ()).item())
     return TrainingStep(compiled, optimizer, params, optim_state, buffers, skip_nonfinite,
-                        lr_schedule, accumulate)
+                        lr_schedule, accumulate, random=b.random_key is not None, seed=seed)
 
 
 def _strip(target: str) -> str:
@@ -357,7 +374,7 @@ def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
     loss_i = [i for i, s in enumerate(outs) if s.kind.name == "LOSS_OUTPUT"]
     grad_i = [i for i, s in enumerate(outs) if s.kind.name == "GRADIENT_TO_PARAMETER"]
     b, torch_dtypes = fx_to_ir(ep.graph_module, constants, loss_i + grad_i, mutations(sig),
-                               state=frozenset(param_of), options=options)
+                               state=frozenset(param_of), options=options, random=True)
     loss, *grads = b.graph.outputs
     b.graph.outputs = []
     by_name = {v.name: v for n in b.graph.nodes for v in n.inputs if v.kind == "const"}
