@@ -350,3 +350,58 @@ def test_train_lm_example_runs(tmp_path):
     assert ckpt.stat().st_size > 0
     generated = ast.literal_eval(lines[-1])  # the repr of the text it generated
     assert generated.startswith("The ") and len(generated) == 4 + 3
+
+
+def _warmup_cosine(i: int) -> float:
+    """A learning-rate factor: linear warmup over 3 steps, then a cosine decay."""
+    return min(1.0, (i + 1) / 3) * 0.5 * (1 + math.cos(math.pi * i / 8))
+
+
+# torch's scheduler warns as its optimizer's own step() never runs (the compiled step updates)
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)`")
+def test_torch_optimizer_and_scheduler_without_recompiling(monkeypatch):
+    """A torch.optim optimizer passed as is, its lr driven by a torch scheduler between
+    steps: eager's losses, one plan."""
+    plans = []
+    build = step_module.build_plan
+    monkeypatch.setattr(step_module, "build_plan",
+                        lambda *a, **k: plans.append(1) or build(*a, **k))
+    model, batches = _mlp(), _batches((16, 12), 5)
+    reference = copy.deepcopy(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.02, weight_decay=0.05)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, _warmup_cosine)
+    step = kernelwright.compile_training(model, batches[0], F.cross_entropy, optimizer=opt)
+    losses = []
+    for i in range(8):
+        losses.append(step(*batches[i % len(batches)]))
+        schedule.step()
+    lrs = [0.02 * _warmup_cosine(i) for i in range(8)]
+    want, _ = _eager(reference, batches, F.cross_entropy,
+                     lambda p: torch.optim.AdamW(p, lr=0.02, weight_decay=0.05), 8, lrs=lrs)
+    for got, exp in zip(losses, want):
+        assert math.isclose(got, exp, rel_tol=1e-3), (losses, want)
+    assert len(plans) == 1 and step.steps == 8
+    assert math.isclose(step.lr, 0.02 * _warmup_cosine(8))
+
+
+def test_param_groups_with_different_settings_are_refused():
+    model = _mlp()
+    opt = torch.optim.SGD([{"params": model[0].parameters(), "lr": 0.1},
+                           {"params": list(model[2].parameters()) + list(model[4].parameters()),
+                            "lr": 0.01}], lr=0.1)
+    with pytest.raises(ValueError, match=r"param groups with different settings are not "
+                                         r"supported yet: group 1 has lr=0\.01, group 0 lr=0\.1"):
+        kernelwright.compile_training(model, _batches((16, 12), 5)[0], F.cross_entropy,
+                                      optimizer=opt)
+
+
+def test_torch_optimizer_of_part_of_the_model_or_unsupported_is_refused():
+    model, batch = _mlp(), _batches((16, 12), 5)[0]
+    with pytest.raises(ValueError, match=r"missing: \['2\.weight', '2\.bias', '4\.weight'"):
+        kernelwright.compile_training(model, batch, F.cross_entropy,
+                                      optimizer=torch.optim.SGD(model[0].parameters(), lr=0.1))
+    with pytest.raises(ValueError, match="RMSprop is not supported"):
+        kernelwright.compile_training(model, batch, F.cross_entropy,
+                                      optimizer=torch.optim.RMSprop(model.parameters()))
+    with pytest.raises(TypeError, match="optimizer must be"):
+        kernelwright.compile_training(model, batch, F.cross_entropy, optimizer="adam")

@@ -203,6 +203,9 @@ OPS: dict[str, Op] = {
     # the same 32 bits read as the node's dtype (f32 <-> i32): lower/pool.py orders f32
     # values as integers
     "bitcast": Op(lambda a, p: f"bitcast<{wgsl_type(p['dtype'])}>({a})"),
+    # a uniform f32 in [0, 1) from i32 (seed, draw, stream, element index): kernels/random.wgsl
+    "uniform": Op(lambda s, d, k, i, p: f"kw_uniform(bitcast<u32>({s}), bitcast<u32>({d}), "
+                  f"bitcast<u32>({k}), bitcast<u32>({i}))", helpers=("kw_uniform",)),
 }
 
 
@@ -243,6 +246,7 @@ fn kw_erf(x: f32) -> f32 {
     return select(y - 1.0, 1.0 - y, x >= 0.0);
 }
 """,
+    "kw_uniform": (KERNEL_DIR / "random.wgsl").read_text(),
 }
 
 

@@ -36,8 +36,8 @@ def user_line(node: torch.fx.Node) -> str:
     """The innermost frame of the user's code in the node's stack trace."""
     trace = node.meta.get("stack_trace") or ""
     frames = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().startswith("File ")]
-    code = [ln.strip() for ln in trace.strip().splitlines() if ln.strip()
-            and not ln.strip().startswith("File ")]
+    code = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().strip("^~")
+            and not ln.strip().startswith("File ")]  # no caret lines under the code
     if frames:
         where = frames[-1].replace("File ", "")
         return f"{where}: {code[-1]}" if code else where
@@ -267,8 +267,8 @@ def to_device_array(t: torch.Tensor) -> np.ndarray:
 def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
              keep_outputs: list[int] | None = None,
              mutations: dict[int, tuple[str, str]] | None = None,
-             state: frozenset[str] = frozenset(), options: CompileOptions | None = None
-             ) -> tuple[GraphBuilder, dict[Value, str]]:
+             state: frozenset[str] = frozenset(), options: CompileOptions | None = None,
+             random: bool = False) -> tuple[GraphBuilder, dict[Value, str]]:
     """Lower an ATen FX graph. `constants` maps placeholder names to tensors that are
     part of the model (parameters, buffers); every other placeholder is an input.
     `keep_outputs` selects the graph outputs the user sees (export also returns
@@ -278,9 +278,13 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
     input's a write back into the caller's tensor (`Graph.writes`). `state` names more
     constant placeholders that the caller will update (a training step's parameters):
     like those, they are read from their buffers at each call, never folded.
-    `options`: what the compile generates for (GraphBuilder.options). Returns the
+    `options`: what the compile generates for (GraphBuilder.options). With `random`,
+    random ops (dropout in training mode, rand, bernoulli: lower/random.py) draw from a
+    key input the graph gains at the first one (`GraphBuilder.random_key`, int32 [seed,
+    draw], after the graph's own inputs); without, they are a CompileError. Returns the
     builder holding the graph and each input/output's torch dtype."""
     b = GraphBuilder(options)
+    b.random = random
     env: dict[torch.fx.Node, object] = {}
     torch_dtypes: dict[Value, str] = {}
     doubles: list[str] = []  # float64 inputs and weights, computed in float32
@@ -382,6 +386,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             t = getattr(gm, node.target)
             _check_nonempty(t, f"constant '{node.target}'")
             env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
+    if b.random_key is not None:
+        torch_dtypes[b.random_key] = "int32"
     if doubles:
         warnings.warn(f"float64 {', '.join(doubles)} computed in float32 (kernelwright's "
                       "kernels are fp32; the outputs keep their float64 dtype)", stacklevel=3)

@@ -203,6 +203,11 @@ class GraphBuilder:
         # (a large product's cut reads the device's waves: ops/linalg.product_plan)
         self.options = options or CompileOptions()
         self.source = ""  # set by capture to the user's line of the op being lowered
+        # random ops (lower/random.py): whether the graph may draw (capture's `random`), its
+        # key input (i32 [seed, draw], made at the first draw) and the streams drawn so far
+        self.random = False
+        self.random_key: Value | None = None
+        self.random_streams = 0
         self._count = 0
         # rewrites that hold only while nothing else reads what they skip computing,
         # for the finished graph to settle (`settle`)

@@ -23,6 +23,7 @@ from . import (  # noqa: F401  (each family registers its lowerings)
     movement,
     norms,
     pool,
+    random,
     recurrent,
     reductions,
     resize,

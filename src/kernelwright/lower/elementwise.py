@@ -310,13 +310,6 @@ def identity(b, x, **_):
     return x
 
 
-@register("aten.dropout.default", "aten.native_dropout.default")
-def dropout(b, x, p, train):
-    if train and p > 0:
-        raise CompileError("dropout in training mode is random; call model.eval() first")
-    return x
-
-
 @register("aten.scalar_tensor.default")
 def scalar_tensor(b, s, dtype=None, **_):
     return b.scalar(s, device_dtype(dtype) if dtype is not None else "f32")

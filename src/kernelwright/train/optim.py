@@ -16,7 +16,10 @@ for CPU tensors) operation by operation, so that the f32 results round the same 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+import torch
 
 from ..ir.ir import GraphBuilder, Value
 
@@ -156,3 +159,55 @@ class AdamW(Adam):
 
     weight_decay: float = 1e-2
     decoupled_weight_decay: bool = True
+
+
+# torch.optim group settings that do not change the arithmetic (how torch runs it, the
+# schedulers' record of the first learning rate)
+TORCH_ONLY = ("params", "foreach", "fused", "capturable", "differentiable", "initial_lr")
+
+
+def group_settings(group: dict) -> dict:
+    """A torch.optim param group's settings that define its update."""
+    return {k: v for k, v in group.items() if k not in TORCH_ONLY}
+
+
+def check_groups(opt: torch.optim.Optimizer) -> None:
+    """A ValueError where `opt`'s param groups differ in a setting (param groups with
+    different settings are not supported yet), naming the first such setting."""
+    first = group_settings(opt.param_groups[0])
+    for i, group in enumerate(opt.param_groups[1:], 1):
+        for key, value in group_settings(group).items():
+            if key not in first or _value(first[key]) != _value(value):
+                raise ValueError(
+                    f"param groups with different settings are not supported yet: group {i} "
+                    f"has {key}={_value(value)!r}, group 0 {key}={_value(first.get(key))!r}; "
+                    "compile_training applies one setting to every parameter")
+
+
+def from_torch(opt: torch.optim.Optimizer) -> Optimizer:
+    """kernelwright's optimizer with the settings of `opt` (torch.optim.SGD, Adam or AdamW,
+    their param groups agreeing: `check_groups`). Another optimizer class, a setting
+    kernelwright has not, or an optimizer that already holds state (it has stepped) is
+    a ValueError."""
+    ours = {torch.optim.AdamW: AdamW, torch.optim.Adam: Adam, torch.optim.SGD: SGD}.get(type(opt))
+    if ours is None:
+        raise ValueError(f"torch.optim.{type(opt).__name__} is not supported: compile_training "
+                         "runs SGD, Adam and AdamW (torch.optim's or kernelwright.optim's)")
+    check_groups(opt)
+    if any(opt.state.values()):
+        raise ValueError(f"the {type(opt).__name__} optimizer has state already (it has "
+                         "stepped); compile_training starts from fresh state: pass a new one")
+    fields = {f.name for f in dataclasses.fields(ours)}
+    settings = {}
+    for key, value in group_settings(opt.param_groups[0]).items():
+        if key not in fields:
+            raise ValueError(f"torch.optim.{type(opt).__name__}'s setting {key}={value!r} is not "
+                             "supported by compile_training")
+        settings[key] = tuple(_value(v) for v in value) if isinstance(value, tuple) \
+            else _value(value)
+    return ours(**settings)
+
+
+def _value(x):
+    """A setting as a Python number (torch.optim accepts 0-d tensors for some)."""
+    return x.item() if isinstance(x, torch.Tensor) else x

@@ -29,6 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from ..compiler import CompiledModule, mutations
 from ..frontend.capture import decomposition_table, fx_to_ir, user_line
 from ..ir.ir import CompileError, GraphBuilder, Value
+from ..lower.random import key_tensor
 from ..lower.registry import lookup
 from ..options import CompileOptions
 from ..plan import Plan
@@ -36,7 +37,7 @@ from ..runtime.runtime import Device, default_device
 from ..schedule.schedule import build_plan
 from ..tune import choose_knobs
 from ..tune.waves import device_waves
-from .optim import Optimizer
+from .optim import Optimizer, check_groups, from_torch
 
 # the torch versions whose private joint export (_export_forward_backward) is tested here
 JOINT_EXPORT_TESTED = ("2.11", "2.13")
@@ -168,18 +169,26 @@ class TrainingStep:
     with `skip_nonfinite`, is counted in `skipped` and returns the loss. With
     `accumulate` N > 1 each call is one micro-batch: its gradient, divided by N, is added
     to a GPU-resident sum, and every N-th call applies the update from that sum (as
-    PyTorch's loop of N `(loss / N).backward()` then `optimizer.step()`). `save(path)`
-    and `load(path)` write and restore the whole training state (one safetensors file)."""
+    PyTorch's loop of N `(loss / N).backward()` then `optimizer.step()`). Random ops
+    (dropout in training mode) draw from `seed` and the call number `draws`, passed per
+    call: each call draws anew, the same seed draws the same. `save(path)` and
+    `load(path)` write and restore the whole training state (one safetensors file)."""
 
     def __init__(self, compiled: CompiledModule, optimizer: Optimizer,
                  params: dict[str, str], optim_state: dict[str, tuple[str, str]],
                  buffers: dict[str, str], skip_nonfinite: bool,
-                 lr_schedule: Callable[[int], float] | None, accumulate: int = 1) -> None:
+                 lr_schedule: Callable[[int], float] | None, accumulate: int = 1,
+                 random: bool = False, seed: int = 0,
+                 torch_optimizer: torch.optim.Optimizer | None = None) -> None:
         self.compiled = compiled
+        # a torch.optim optimizer passed to compile_training: its groups' lr is the step's
+        self.torch_optimizer = torch_optimizer
+        self.random = random  # whether the plan takes a random key (it has random ops)
+        self.seed = seed
+        self.draws = 0  # calls that drew random numbers so far
         self.optimizer = optimizer
         self.accumulate = accumulate
         self.micro = 0  # micro-batches summed since the last update (accumulate > 1)
-        self.lr = float(optimizer.lr)
         self.lr_schedule = lr_schedule
         self.skip_nonfinite = skip_nonfinite
         self._params = params  # the parameter's name -> its name in Plan.state
@@ -188,6 +197,22 @@ class TrainingStep:
         self.steps = 0  # updates applied
         self.skipped = 0  # steps skipped for a non-finite loss or gradient
         self.grad_norm: float | None = None  # the last step's global gradient norm
+
+    @property
+    def lr(self) -> float:
+        """The learning rate of the next step: the optimizer's `lr`, or the param groups'
+        lr of a torch.optim optimizer (which torch's schedulers set), read at each step."""
+        if self.torch_optimizer is not None:
+            check_groups(self.torch_optimizer)
+            return float(self.torch_optimizer.param_groups[0]["lr"])
+        return float(self.optimizer.lr)
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        if self.torch_optimizer is not None:
+            for group in self.torch_optimizer.param_groups:
+                group["lr"] = float(value)
+        self.optimizer.lr = float(value)
 
     @property
     def plan(self) -> Plan:
@@ -201,7 +226,9 @@ class TrainingStep:
         if self.accumulate > 1:
             hyper = hyper + [1.0 if apply else 0.0]
         hyper_t = torch.tensor(hyper, dtype=torch.float32)
-        loss, norm, ok = self.compiled(*batch, hyper_t)
+        key = (key_tensor(self.seed, self.draws),) if self.random else ()
+        self.draws += int(self.random)
+        loss, norm, ok = self.compiled(*batch, *key, hyper_t)
         self.grad_norm = float(norm)
         if bool(ok):
             self.micro = 0 if apply else self.micro + 1
@@ -251,7 +278,8 @@ class TrainingStep:
         (parameters, buffers, optimizer state, a partial gradient sum), and in its metadata
         the update count (Adam's bias corrections), the learning rate and the settings."""
         meta = {"format": CHECKPOINT_FORMAT, "steps": self.steps, "skipped": self.skipped,
-                "micro": self.micro, "lr": self.lr, **self._settings()}
+                "micro": self.micro, "lr": self.lr, "seed": self.seed, "draws": self.draws,
+                **self._settings()}
         tensors = {k: t.contiguous() for k, t in self.compiled.state().items()}
         save_file(tensors, str(path), metadata={"kernelwright": json.dumps(meta)})
 
@@ -290,23 +318,39 @@ class TrainingStep:
         self.compiled.load_state({name: tensors[name] for name in specs})
         self.steps, self.skipped = int(meta["steps"]), int(meta["skipped"])
         self.micro, self.lr = int(meta["micro"]), float(meta["lr"])
+        self.seed = int(meta.get("seed", self.seed))
+        self.draws = int(meta.get("draws", 0))
 
 
 def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | None,
-                     optimizer: Optimizer, max_grad_norm: float | None = None,
+                     optimizer: Optimizer | torch.optim.Optimizer,
+                     max_grad_norm: float | None = None,
                      skip_nonfinite: bool = False,
                      lr_schedule: Callable[[int], float] | None = None,
-                     device: Device | None = None, accumulate: int = 1) -> TrainingStep:
+                     device: Device | None = None, accumulate: int = 1,
+                     seed: int | None = None) -> TrainingStep:
     """Compile one training step of `model` for batches shaped like `example_batch` (a
     tuple: the model's inputs, then the target `loss_fn(output, target)` compares with;
     without a loss_fn the model returns the loss itself). The model is traced in its
     current mode (call model.train() for batch norm's batch statistics). The step clips
     the gradients to a global 2-norm of `max_grad_norm` when given
     (torch.nn.utils.clip_grad_norm_) and applies `optimizer` (kernelwright.optim.SGD,
-    Adam, AdamW). With `accumulate` N > 1 each call is one micro-batch and every N-th
-    call updates from the mean of their gradients. See TrainingStep for calling it."""
+    Adam, AdamW, or torch.optim's over all the model's parameters, its param groups
+    agreeing in every setting: their lr, set by hand or a torch scheduler, is read at
+    each step; its own state is not used or updated). With `accumulate` N > 1 each call
+    is one micro-batch and every N-th call updates from the mean of their gradients.
+    Dropout (and other random ops) draw from `seed` (None: one drawn from torch's default
+    generator, so torch.manual_seed makes a run repeatable), anew at every call. See
+    TrainingStep for calling it."""
     if accumulate < 1:
         raise ValueError(f"accumulate must be at least 1, got {accumulate}")
+    torch_optimizer = None
+    if isinstance(optimizer, torch.optim.Optimizer):
+        torch_optimizer, optimizer = optimizer, from_torch(optimizer)
+        _check_coverage(model, torch_optimizer)
+    elif not isinstance(optimizer, Optimizer):
+        raise TypeError(f"optimizer must be a kernelwright.optim or torch.optim optimizer, "
+                        f"got {type(optimizer).__name__}")
     batch = tuple(example_batch) if isinstance(example_batch, (tuple, list)) \
         else (example_batch,)
     dev = device or default_device()
@@ -322,8 +366,23 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
     plan.scalars = {}
     compiled = CompiledModule(plan, dev)
     params, optim_state, buffers = names
+    if seed is None:
+        seed = int(torch.randint(0, 2**31 - 1, ()).item())
     return TrainingStep(compiled, optimizer, params, optim_state, buffers, skip_nonfinite,
-                        lr_schedule, accumulate)
+                        lr_schedule, accumulate, random=b.random_key is not None, seed=seed,
+                        torch_optimizer=torch_optimizer)
+
+
+def _check_coverage(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+    """A ValueError where the torch.optim optimizer does not hold exactly the model's
+    trainable parameters (compile_training trains all of them)."""
+    held = {id(p) for group in opt.param_groups for p in group["params"]}
+    names = {id(p): n for n, p in model.named_parameters() if p.requires_grad}
+    missing = [n for i, n in names.items() if i not in held]
+    if missing or held - set(names):
+        raise ValueError(f"the optimizer holds {len(held)} tensors, the model has "
+                         f"{len(names)} trainable parameters (missing: {missing[:5]}); "
+                         "compile_training updates every trainable parameter")
 
 
 def _strip(target: str) -> str:
@@ -357,7 +416,7 @@ def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
     loss_i = [i for i, s in enumerate(outs) if s.kind.name == "LOSS_OUTPUT"]
     grad_i = [i for i, s in enumerate(outs) if s.kind.name == "GRADIENT_TO_PARAMETER"]
     b, torch_dtypes = fx_to_ir(ep.graph_module, constants, loss_i + grad_i, mutations(sig),
-                               state=frozenset(param_of), options=options)
+                               state=frozenset(param_of), options=options, random=True)
     loss, *grads = b.graph.outputs
     b.graph.outputs = []
     by_name = {v.name: v for n in b.graph.nodes for v in n.inputs if v.kind == "const"}
