@@ -4,7 +4,10 @@ number of compiled plans (one decode step, one per prompt bucket)."""
 
 import gc
 import importlib
+import importlib.util
+import json
 import weakref
+from pathlib import Path
 
 import pytest
 import torch
@@ -209,3 +212,24 @@ def test_a_plan_does_not_share_weights_that_changed():
     mine = {id(b) for bid in changed.plan.constants for b in changed.exe.segments[bid]}
     assert not mine & theirs
     torch.testing.assert_close(changed(x), linear(x))
+
+
+def test_generate_bench_runs_at_the_tiny_config(tmp_path):
+    """tools/generate_bench.py end to end at its tiny config: every figure present, and
+    kernelwright's greedy tokens those of transformers' eager generate."""
+    path = Path(__file__).resolve().parents[1] / "tools" / "generate_bench.py"
+    spec = importlib.util.spec_from_file_location("generate_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "generate.json"
+    result = bench.main(["--tiny", "--torch-compile-mode", "none", "--reps", "1",
+                         "--contexts", "16,20", "--new-tokens", "4", "--out", str(out)])
+    assert json.loads(out.read_text())["contexts"].keys() == {"16", "20"}
+    for row in result["contexts"].values():
+        mine, eager = row["kernelwright"], row["eager"]
+        assert mine["tokens_equal_eager"] and mine["first_token_differing"] is None
+        assert mine["plans"] == 2 and mine["weights_held_as"] == ["float32"]
+        assert mine["device_bytes"] > sum(p.numel() * 4 for p in tiny("llama").parameters())
+        for side in (mine, eager):
+            assert side["prefill_ms"] > 0 and side["decode_tokens_per_s"] > 0
+        assert mine["compile_s"]["prefill"] > 0 and mine["compile_s"]["decode"] > 0
