@@ -3,7 +3,11 @@ static KV cache on the GPU, giving eager transformers' greedy tokens, with a bou
 number of compiled plans (one decode step, one per prompt bucket)."""
 
 import gc
+import importlib
+import importlib.util
+import json
 import weakref
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +17,8 @@ transformers = pytest.importorskip(
 
 import kernelwright  # noqa: E402
 from kernelwright.generate import compiled_plans, filter_logits  # noqa: E402
+
+generation = importlib.import_module("kernelwright.generate")  # the module, not the function
 
 
 def tiny(name: str) -> torch.nn.Module:
@@ -154,3 +160,76 @@ def test_mixed_full_and_sliding_layers_are_refused_past_the_window():
     with pytest.raises(ValueError, match="sliding window"):
         kernelwright.generate(model, torch.zeros(1, 5, dtype=torch.long), max_new_tokens=8)
     assert compiled_plans(model) == 0
+
+
+def _constant_bytes(model) -> tuple[int, int]:
+    """The device bytes of the constants (not the KV cache) `generate`'s plans for `model`
+    hold, counting a shared buffer once; and the plans' count."""
+    held, count = {}, 0
+    for plans in generation._PLANS.get(model, {}).values():
+        for cm in plans.plans.values():
+            count += 1
+            moving = {spec.buffer for _, spec in cm.plan.state}
+            for bid in cm.plan.constants:
+                if bid not in moving:
+                    held.update((id(buf), buf.size) for buf in cm.exe.segments[bid])
+    return sum(held.values()), count
+
+
+def test_plans_of_a_model_hold_one_copy_of_its_weights():
+    """A prompt bucket's plan and the decode step's upload the weights once: the device
+    bytes of constants stay those of the model's weights as plans are added."""
+    model = tiny("llama")
+    weights = sum(p.numel() * 4 for p in model.parameters())
+    ids = torch.randint(0, 128, (1, 40), generator=torch.Generator().manual_seed(5))
+    got = kernelwright.generate(model, ids[:, :5], max_new_tokens=3, eos_token_id=[])
+    assert torch.equal(got, eager_greedy(model, ids[:, :5], 3))
+    first, plans = _constant_bytes(model)
+    assert plans == 2 and weights <= first < 1.1 * weights
+    for n in (20, 40):  # the 32- and 64-token buckets: two more plans, no more weights
+        got = kernelwright.generate(model, ids[:, :n], max_new_tokens=3, eos_token_id=[])
+        assert torch.equal(got, eager_greedy(model, ids[:, :n], 3))
+    assert _constant_bytes(model) == (first, 4)
+    total = kernelwright.generate.device_bytes(model)  # shared buffers counted once
+    apart = sum(sum(cm.exe.device_buffers().values())
+                for p in generation._PLANS[model].values() for cm in p.plans.values())
+    assert first < total <= apart - 3 * first
+
+
+def test_a_plan_does_not_share_weights_that_changed():
+    """compile(share_state=) shares the other's constants only while its weights are
+    those it uploaded: after an in-place change the new plan uploads its own."""
+    linear = torch.nn.Linear(8, 8).eval()
+    first = kernelwright.compile(linear, [torch.randn(2, 8)])
+    same = kernelwright.compile(linear, [torch.randn(4, 8)], share_state=first)
+    mine = {id(b) for bid in same.plan.constants for b in same.exe.segments[bid]}
+    theirs = {id(b) for bid in first.plan.constants for b in first.exe.segments[bid]}
+    assert mine == theirs
+    with torch.no_grad():
+        linear.weight.mul_(2)
+    x = torch.randn(3, 8)
+    changed = kernelwright.compile(linear, [x], share_state=first)
+    mine = {id(b) for bid in changed.plan.constants for b in changed.exe.segments[bid]}
+    assert not mine & theirs
+    torch.testing.assert_close(changed(x), linear(x))
+
+
+def test_generate_bench_runs_at_the_tiny_config(tmp_path):
+    """tools/generate_bench.py end to end at its tiny config: every figure present, and
+    kernelwright's greedy tokens those of transformers' eager generate."""
+    path = Path(__file__).resolve().parents[1] / "tools" / "generate_bench.py"
+    spec = importlib.util.spec_from_file_location("generate_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "generate.json"
+    result = bench.main(["--tiny", "--torch-compile-mode", "none", "--reps", "1",
+                         "--contexts", "16,20", "--new-tokens", "4", "--out", str(out)])
+    assert json.loads(out.read_text())["contexts"].keys() == {"16", "20"}
+    for row in result["contexts"].values():
+        mine, eager = row["kernelwright"], row["eager"]
+        assert mine["tokens_equal_eager"] and mine["first_token_differing"] is None
+        assert mine["plans"] == 2 and mine["weights_held_as"] == ["float32"]
+        assert mine["device_bytes"] > sum(p.numel() * 4 for p in tiny("llama").parameters())
+        for side in (mine, eager):
+            assert side["prefill_ms"] > 0 and side["decode_tokens_per_s"] > 0
+        assert mine["compile_s"]["prefill"] > 0 and mine["compile_s"]["decode"] > 0

@@ -1,8 +1,10 @@
 """The models suite (src/kernelwright/suite/models): real architectures built by
-transformers from their configs with random weights. Every file imports (with or without
-transformers), builds and runs at its small size, builds at its full size on the meta
-device, and two of them match eager through kernelwright.compile."""
+transformers and diffusers from their configs with random weights. Every file imports
+(with or without its library), builds and runs at its small size, builds at its full
+size on the meta device, and some of them match eager through kernelwright.compile."""
 
+import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -16,15 +18,20 @@ SUITE = Path(__file__).resolve().parents[1] / "src" / "kernelwright" / "suite" /
 PROBLEMS = problems.discover(SUITE)
 NAMES = [p.name for p in PROBLEMS]
 
-try:
-    import transformers  # noqa: F401
 
-    HAVE_TRANSFORMERS = True
-except ImportError:
-    HAVE_TRANSFORMERS = False
+def library(problem) -> str:
+    """The package a problem's model comes from (the one its file says it needs)."""
+    return re.search(r"needs the (\w+) package", Path(problem.path).read_text()).group(1)
 
-needs_transformers = pytest.mark.skipif(not HAVE_TRANSFORMERS,
-                                        reason="transformers is not installed")
+
+def installed(problem):
+    """A skip mark for a problem whose library is not installed."""
+    lib = library(problem)
+    return pytest.mark.skipif(importlib.util.find_spec(lib) is None,
+                              reason=f"{lib} is not installed")
+
+
+CASES = [pytest.param(p, id=p.name, marks=installed(p)) for p in PROBLEMS]
 
 
 def test_suite_is_discovered_apart_from_the_levels():
@@ -35,18 +42,19 @@ def test_suite_is_discovered_apart_from_the_levels():
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=NAMES)
-def test_file_imports_without_transformers(problem, monkeypatch):
-    """Without transformers the file still loads; building Model says what is missing."""
-    for name in [n for n in sys.modules if n == "transformers" or n.startswith("transformers.")]:
+def test_file_imports_without_its_library(problem, monkeypatch):
+    """Without its library the file still loads; building Model says what is missing."""
+    lib = library(problem)
+    assert lib in ("transformers", "diffusers")
+    for name in [n for n in sys.modules if n == lib or n.startswith(lib + ".")]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "transformers", None)  # makes `import transformers` fail
+    monkeypatch.setitem(sys.modules, lib, None)  # makes `import <lib>` fail
     loaded = problems.load(problem, "small")
-    with pytest.raises(problems.ProblemError, match="needs the transformers package"):
+    with pytest.raises(problems.ProblemError, match=f"needs the {lib} package"):
         problems.call_user("reference", lambda: loaded.build_model(0))
 
 
-@needs_transformers
-@pytest.mark.parametrize("problem", PROBLEMS, ids=NAMES)
+@pytest.mark.parametrize("problem", CASES)
 def test_small_size_runs(problem):
     loaded = problems.load(problem, "small")
     model = loaded.build_model(0)
@@ -58,8 +66,7 @@ def test_small_size_runs(problem):
     assert torch.isfinite(out).all()
 
 
-@needs_transformers
-@pytest.mark.parametrize("problem", PROBLEMS, ids=NAMES)
+@pytest.mark.parametrize("problem", CASES)
 def test_full_size_builds_on_meta(problem):
     """The full size's model and inputs are made on the meta device: nothing allocated."""
     loaded = problems.load(problem, "full")
@@ -71,8 +78,10 @@ def test_full_size_builds_on_meta(problem):
     assert sum(p.numel() for p in params) > 5_000_000  # the real config, not the tiny one
 
 
-@needs_transformers
-@pytest.mark.parametrize("name", ["001_llama", "003_bert"])
+@pytest.mark.parametrize("name", ["001_llama", "003_bert", "008_unet2d_condition"])
 def test_small_size_matches_eager(name):
-    loaded = problems.load(PROBLEMS[NAMES.index(name)], "small")
+    problem = PROBLEMS[NAMES.index(name)]
+    if importlib.util.find_spec(library(problem)) is None:
+        pytest.skip(f"{library(problem)} is not installed")
+    loaded = problems.load(problem, "small")
     check(loaded.build_model(0), *loaded.inputs(0), atol=1e-4, rtol=1e-4)

@@ -139,7 +139,10 @@ class CompiledModule:
                  weights: list[tuple[str, torch.Tensor]] | None = None,
                  share_state: CompiledModule | None = None) -> None:
         self.plan = plan
-        self.exe = Executable(plan, device, share_state.exe if share_state else None)
+        # the other's constants are shared only while its weights are what it uploaded
+        self.exe = Executable(plan, device, share_state.exe if share_state else None,
+                              share_constants=share_state is not None
+                              and not share_state.changed_weights())
         self.compile_seconds = compile_seconds
         self._weights = [(name, t, _version(t), t.data_ptr()) for name, t in weights or []]
         self._timing_sets: tuple[list, list[list[np.ndarray]]] | None = None
@@ -272,10 +275,12 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     reports on stderr (None: never). Buffers the module changes in forward carry over
     from call to call on the GPU (`CompiledModule.state`); `share_state` (a module
     compiled from the same model for other shapes) makes both read and update one copy
-    of them. Without a `device`, the default one of `runtime` ("wgpu": wgpu-native,
-    "dawn": Dawn; None reads KERNELWRIGHT_RUNTIME, else wgpu-native; runtimes.py).
-    `choose` picks each kernel's knobs (a kernels.KnobChooser; None:
-    tune.choose_knobs, the tuning cache's answer by KERNELWRIGHT_TUNE)."""
+    of them, and hold one copy of the weights they both read (any constant of the same
+    bytes; not when the other's weights changed since its compile). Without a `device`,
+    the default one of `runtime` ("wgpu": wgpu-native, "dawn": Dawn; None reads
+    KERNELWRIGHT_RUNTIME, else wgpu-native; runtimes.py). `choose` picks each kernel's
+    knobs (a kernels.KnobChooser; None: tune.choose_knobs, the tuning cache's answer by
+    KERNELWRIGHT_TUNE)."""
     t0 = time.perf_counter()
     report = Progress(type(module).__name__, progress)
     dev = device or default_device(runtime)

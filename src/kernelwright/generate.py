@@ -11,7 +11,8 @@ token's attention, the logits are taken at the last real token, and decoding sta
 at the real length, overwriting the padded slots before any query may see them. All
 plans of one cache share its buffers (compile's `share_state`) and are kept on the
 model (`compiled_plans`), so another call whose prompt falls in a compiled bucket
-compiles nothing.
+compiles nothing; they hold one copy of the model's weights on the GPU, uploaded by
+the first (compile's `share_state` shares equal constants too; `device_bytes`).
 
 Tokens are chosen on the host: greedily (the argmax, as transformers' greedy search)
 or sampled with a torch.Generator after temperature, top-k and top-p filtering.
@@ -25,6 +26,7 @@ import weakref
 import torch
 
 from .compiler import CompiledModule, compile
+from .runtime.runtime import device_bytes as _device_bytes
 
 MIN_PROMPT = 16  # the smallest prompt bucket
 MIN_CACHE = 256  # the shortest KV cache made when max_length is not given
@@ -152,6 +154,13 @@ def compiled_plans(model: torch.nn.Module) -> int:
     """How many plans `generate` holds for `model` (decode steps and prompt buckets, over
     all its caches)."""
     return sum(len(p.plans) for p in _PLANS.get(model, {}).values())
+
+
+def device_bytes(model: torch.nn.Module) -> int:
+    """The GPU memory `generate`'s plans for `model` allocate (weights, caches, inputs,
+    outputs and intermediates; a buffer several plans share counted once)."""
+    return _device_bytes([plan.exe for p in _PLANS.get(model, {}).values()
+                          for plan in p.plans.values()])
 
 
 def _bucket(n: int, cap: int) -> int:
@@ -302,6 +311,7 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
 
 
 generate.compiled_plans = compiled_plans  # kernelwright.generate.compiled_plans(model)
+generate.device_bytes = device_bytes
 
 
 def _generation_config(model):

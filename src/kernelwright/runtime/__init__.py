@@ -8,9 +8,10 @@ from .runtime import (
     Executable,
     check_limits,
     default_device,
+    device_bytes,
     max_binding_bytes,
     open_device,
 )
 
-__all__ = ["Device", "Executable", "check_limits", "default_device", "max_binding_bytes",
-           "open_device"]
+__all__ = ["Device", "Executable", "check_limits", "default_device", "device_bytes",
+           "max_binding_bytes", "open_device"]

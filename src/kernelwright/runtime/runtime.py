@@ -314,10 +314,15 @@ class Executable:
     """A Plan bound to a device: buffers allocated, constants uploaded, pipelines built."""
 
     def __init__(self, plan: Plan, device: Device | None = None,
-                 share_state: Executable | None = None) -> None:
+                 share_state: Executable | None = None,
+                 share_constants: bool = True) -> None:
         """`share_state`: another Executable on the same device whose state (Plan.state)
         this one reads and updates too, buffer for buffer where a name and size agree
-        (a prompt's plan and a decode step's sharing one KV cache)."""
+        (a prompt's plan and a decode step's sharing one KV cache). With
+        `share_constants` its constant buffers are this one's too wherever the host data
+        are the same bytes (`_same_constants`: a model's weights, uploaded once for all
+        its plans); the caller vouches that the other's constants are still what it
+        uploaded (compile checks its weights' versions)."""
         self.plan = plan
         self.dev = device or default_device()
         if not all(k.trusted for k in plan.kernels) or FORCE_SHADER_CHECKS:
@@ -336,6 +341,9 @@ class Executable:
                 if name in theirs and share_state.plan.buffers[theirs[name]].nbytes == \
                         plan.buffers[spec.buffer].nbytes:
                     shared[spec.buffer] = share_state.segments[theirs[name]]
+            if share_constants:
+                for mine, their in _same_constants(plan, share_state.plan).items():
+                    shared.setdefault(mine, share_state.segments[their])
         # a buffer larger than the device allocates is several (Buffer.segment)
         self.segments = [shared.get(b.id) or
                          ([d.create_buffer(size=min(b.segment, _aligned(b.nbytes) - o),
@@ -354,6 +362,10 @@ class Executable:
             group = self.dev.bind_group(k.source, pipe, [p[0] for p in parts],
                                         [p[1] for p in parts])
             self.steps.append((pipe, group, k.grid))
+
+    def device_buffers(self) -> dict[int, int]:
+        """The device buffers this plan allocated or shares: id -> bytes."""
+        return {id(buf): buf.size for seg in self.segments for buf in seg}
 
     def _piece(self, bid: int, window: tuple[int, int] | None):
         """The device buffer and window a binding of buffer `bid` takes (a window of a
@@ -486,6 +498,52 @@ class Executable:
         enc.resolve_query_set(qs, 0, count, buf, 0)
         d.queue.submit([enc.finish()])
         return np.frombuffer(d.queue.read_buffer(buf), dtype=np.uint64).astype(np.int64)
+
+
+def device_bytes(executables: list[Executable]) -> int:
+    """The bytes of device memory a set of Executables holds (buffers they share counted
+    once): what their plans allocate, not the driver's overhead."""
+    held: dict[int, int] = {}
+    for exe in executables:
+        held.update(exe.device_buffers())
+    return sum(held.values())
+
+
+SAMPLES = 64  # elements of a constant compared before its bytes are
+
+
+def _same_constants(plan: Plan, other: Plan) -> dict[int, int]:
+    """Constant buffers of `plan` whose host data are byte for byte those of a constant
+    of `other` (dtype, size and device segmentation agreeing): buffer id -> other's id.
+    State (a constant a call updates) is never matched: its device value moves on.
+    Candidates are narrowed by a sample of their elements before the bytes are compared,
+    so that many weights of one shape (a model's layers) cost one comparison each."""
+    def moving(p: Plan) -> set[int]:
+        return {spec.buffer for _, spec in p.state} | {dst for _, dst in p.updates}
+
+    def key(p: Plan, bid: int, data: np.ndarray) -> tuple:
+        flat = data.reshape(-1).view(np.uint8).reshape(data.size, -1)
+        picks = flat[np.linspace(0, data.size - 1, min(SAMPLES, data.size)).astype(np.int64)]
+        return data.dtype.str, data.nbytes, p.buffers[bid].segment, picks.tobytes()
+
+    theirs_moving = moving(other)
+    index: dict[tuple, list[int]] = {}
+    for bid, data in other.constants.items():
+        if bid not in theirs_moving and data.size:
+            index.setdefault(key(other, bid, np.ascontiguousarray(data)), []).append(bid)
+    mine_moving = moving(plan)
+    out = {}
+    for bid, data in plan.constants.items():
+        if bid in mine_moving or not data.size:
+            continue
+        data = np.ascontiguousarray(data)
+        raw = data.reshape(-1).view(np.uint8)
+        for their in index.get(key(plan, bid, data), ()):
+            if np.array_equal(raw, np.ascontiguousarray(other.constants[their])
+                              .reshape(-1).view(np.uint8)):
+                out[bid] = their
+                break
+    return out
 
 
 def _key(source: str, trusted: bool = False) -> str:
