@@ -24,6 +24,7 @@ from kernelwright.check.tolerance import Tolerance
 from kernelwright.harness import runner, worker
 from kernelwright.ir.ir import CompileError, GraphBuilder
 from kernelwright.kernels.matmul_coop import COOP_UNIT, MATRIX_LOADS
+from kernelwright.lower import attention as attention_ops
 from kernelwright.options import CompileOptions, MatrixUnit
 from kernelwright.runtime import runtime, runtimes
 from kernelwright.schedule.schedule import build_plan, fuse, live_nodes
@@ -456,3 +457,14 @@ def test_conv2d_on_the_device(matrix_device):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU()).eval()
     run_accelerated(matrix_device, model, [torch.randn(2, 8, 10, 10)])
+
+
+def test_decomposed_attention_on_the_device(matrix_device, monkeypatch):
+    """Attention decomposed into matmuls (scores, then weights @ V) puts both products on
+    the units; the fused attention kernel stays strict."""
+    monkeypatch.setattr(attention_ops, "FUSED", False)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 24, 16) for _ in range(3))
+    cm = run_accelerated(matrix_device, Fn(torch.nn.functional.scaled_dot_product_attention),
+                         [q, k, v])
+    assert sum(k.key.startswith("matmul_coop") for k in cm.plan.kernels) == 2
