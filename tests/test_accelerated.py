@@ -1,9 +1,12 @@
-"""The accelerated precision mode (matmuls on cooperative matrices, f16 operands, f32
-accumulation). The software driver has no cooperative matrices, so these tests cover
-the selection logic (feature absent: strict kernels and a warning), the generated WGSL
-(structure, and its index arithmetic run with the cooperative builtins emulated in
-plain WGSL), the runtime's feature request and the bench's tolerance plumbing.
-tools/coop_matmul.py is the test on real hardware."""
+"""The accelerated precision mode (matmuls on the device's matrix units, f16 operands,
+f32 accumulation). Everywhere: the matrix unit's choice from what a device reports, the
+selection logic (no unit: strict kernels and a warning), the generated WGSL of both
+spellings (Dawn's subgroup matrices, wgpu-native's cooperative matrices: structure, and
+the latter's index arithmetic run with its builtins emulated in plain WGSL), the
+runtime's feature request and the bench's tolerance plumbing. On a device with subgroup
+matrices (Dawn on Mesa 26.1's software driver: 8 x 8 x 8; python-dawn -m pytest
+--runtime dawn) the kernels run against PyTorch at the fp16 tolerance; elsewhere those
+tests skip. tools/coop_matmul.py is the test on real hardware."""
 
 from __future__ import annotations
 
@@ -20,9 +23,15 @@ from kernelwright import compiler, kernels
 from kernelwright.check.tolerance import Tolerance
 from kernelwright.harness import runner, worker
 from kernelwright.ir.ir import CompileError, GraphBuilder
-from kernelwright.options import CompileOptions
-from kernelwright.runtime import runtime
+from kernelwright.kernels.matmul_coop import COOP_UNIT, MATRIX_LOADS
+from kernelwright.lower import attention as attention_ops
+from kernelwright.options import CompileOptions, MatrixUnit
+from kernelwright.runtime import runtime, runtimes
 from kernelwright.schedule.schedule import build_plan, fuse, live_nodes
+
+SUB8 = MatrixUnit("subgroup-matrix", 8, 8, 8, 8)  # Mesa 26.1's software driver, via Dawn
+SUB16 = MatrixUnit("subgroup-matrix", 16, 16, 16, 32)  # NVIDIA's, via Dawn
+UNITS = (SUB8, SUB16, COOP_UNIT)
 
 
 def matmul_graph(m, k, n, transposed_b=False, relu=False):
@@ -36,73 +45,132 @@ def matmul_graph(m, k, n, transposed_b=False, relu=False):
     return b.graph, {x: "float32", w: "float32", y: "float32"}
 
 
-def generated(graph, knobs=None, mode="accelerated"):
+def accelerated(unit=COOP_UNIT, **kw):
+    return CompileOptions("accelerated", matrix=unit, **kw)
+
+
+def generated(graph, knobs=None, mode="accelerated", unit=COOP_UNIT):
     """The template-node kernel of a one-matmul graph, generated in `mode`."""
     groups = fuse(graph, live_nodes(graph))
     materialized = {g.root for g in groups}
     (g,) = [g for g in groups if g.template is not None]
+    options = accelerated(unit) if mode == "accelerated" else CompileOptions(mode)
     return kernels.fill_kernel(g.root, g.template, materialized, lambda v: id(v), knobs,
-                               options=CompileOptions(mode))
+                               options=options)
+
+
+def config(component="f16", result="f32", side=8, lo=8, hi=8):
+    return runtimes.SubgroupMatrixConfig(component, result, side, side, side, lo, hi)
+
+
+# -- the matrix unit ------------------------------------------------------------------
+MESA = (config("f16", "f16"), config(), config("u8", "u32"), config("i8", "i32"))
+BASE = {"shader-f16", "subgroups"}
+
+
+def test_matrix_unit_from_the_reported_configs():
+    assert kernels.matrix_unit(BASE | {"subgroup-matrix"}, MESA) == SUB8
+    nvidia = (config("f16", "f16", 16, 32, 32), config("f16", "f32", 16, 32, 32))
+    assert kernels.matrix_unit(BASE | {"subgroup-matrix"}, nvidia) == SUB16
+    both = (config(side=8), config(side=16, lo=32, hi=32))  # the largest product first
+    assert kernels.matrix_unit(BASE | {"subgroup-matrix"}, both) == SUB16
+    # f16 results only, or subgroups of varying size: not usable
+    for configs in ((config("f16", "f16"),), (config(lo=8, hi=32),), ()):
+        assert kernels.matrix_unit(BASE | {"subgroup-matrix"}, configs) is None
+    assert kernels.matrix_unit(BASE | {"cooperative-matrix"}, ()) == COOP_UNIT
+    assert kernels.matrix_unit({"subgroups", "subgroup-matrix"}, MESA) is None  # no f16
+    assert kernels.matrix_unit(BASE, MESA) is None  # the feature not granted
+    with pytest.raises(ValueError):
+        MatrixUnit("tensor-core", 16, 16, 16, 32)
+
+
+def test_accelerated_options_need_a_unit():
+    with pytest.raises(ValueError, match="matrix unit"):
+        CompileOptions("accelerated")
+    with pytest.raises(ValueError):
+        CompileOptions("fast")
+    assert accelerated().matrix == COOP_UNIT
 
 
 # -- selection ------------------------------------------------------------------------
-def test_feature_absent_gives_strict_kernels_with_a_warning():
+def test_device_without_a_unit_gives_strict_kernels_with_a_warning():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(50, 72), torch.nn.ReLU())
     x = torch.randn(40, 50)
-    dev = runtime.default_device()
-    assert not dev.has_coop_matrix  # the software driver has no cooperative matrices
-    with pytest.warns(UserWarning, match="accelerated precision is not available.*strict"):
-        cm = kernelwright.compile(model, [x], precision="accelerated")
+    dev = runtime.default_device("wgpu")  # wgpu-native: no subgroup matrices, no coop here
+    if compiler.device_matrix(dev) is not None:
+        pytest.skip(f"{dev.description} has a matrix unit")
+    with pytest.warns(UserWarning, match="(?s)accelerated precision is not available.*strict"):
+        cm = kernelwright.compile(model, [x], device=dev, precision="accelerated")
     assert cm.precision == "strict"
     assert all(not k.key.startswith("matmul_coop") for k in cm.plan.kernels)
     torch.testing.assert_close(cm(x), model(x), atol=1e-4, rtol=1e-4)
     assert "cooperative-matrix" in compiler.accelerated_unavailable(dev)
+    with pytest.raises(ValueError, match="(?s)accelerated.*strict"):  # no fallback there
+        compiler.plan_module(model, [x], precision="accelerated", device=dev)
 
 
 def test_precision_from_environment(monkeypatch):
     model = torch.nn.Linear(20, 24)
     x = torch.randn(18, 20)
+    dev = runtime.default_device("wgpu")
+    if compiler.device_matrix(dev) is not None:
+        pytest.skip(f"{dev.description} has a matrix unit")
     monkeypatch.setenv("KERNELWRIGHT_PRECISION", "accelerated")
     with pytest.warns(UserWarning, match="accelerated precision"):
-        assert kernelwright.compile(model, [x]).precision == "strict"
+        assert kernelwright.compile(model, [x], device=dev).precision == "strict"
     monkeypatch.setenv("KERNELWRIGHT_PRECISION", "strict")
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        assert kernelwright.compile(model, [x]).precision == "strict"
+        assert kernelwright.compile(model, [x], device=dev).precision == "strict"
     monkeypatch.setenv("KERNELWRIGHT_PRECISION", "fast")
     with pytest.raises(ValueError, match="precision 'fast'"):
-        kernelwright.compile(model, [x])
+        kernelwright.compile(model, [x], device=dev)
+
+
+def fake_device(features, configs=(), coop_error=""):
+    return SimpleNamespace(features=frozenset(features), subgroup_matrix_configs=configs,
+                           coop_error=coop_error)
 
 
 def test_probe_reasons_without_running_anything():
-    no_coop = SimpleNamespace(has_coop_matrix=False, coop_error="experimental features off")
-    assert "experimental features off" in compiler._probe_accelerated(no_coop)
-    no_f16 = SimpleNamespace(has_coop_matrix=True, coop_error="",
-                             features={"cooperative-matrix", "subgroups"})
+    off = fake_device(BASE | {"subgroup-matrix"}, (config("f16", "f16"),))
+    assert "f16->f16 8x8x8" in compiler._probe_accelerated(off)
+    no_coop = fake_device(BASE, coop_error="experimental features off")
+    why = compiler._probe_accelerated(no_coop)
+    assert "experimental features off" in why and "subgroup matrices" in why
+    no_f16 = fake_device({"subgroup-matrix", "subgroups"}, MESA)
     assert "shader-f16" in compiler._probe_accelerated(no_f16)
 
 
-def test_template_choice_by_mode_and_size():
+@pytest.mark.parametrize("unit", UNITS, ids=str)
+def test_template_choice_by_mode_and_size(unit):
     graph, dtypes = matmul_graph(40, 50, 72, transposed_b=True, relu=True)
-    assert generated(graph).name == "matmul_coop"
+    assert generated(graph, unit=unit).name == "matmul_coop"
     assert generated(graph, mode="strict").name == "matmul"
     # the whole pipeline, default chooser off
-    plan = build_plan(graph, "single", dtypes, CompileOptions("accelerated"))
+    plan = build_plan(graph, "single", dtypes, accelerated(unit))
     assert [k.key.split()[0] for k in plan.kernels] == ["matmul_coop"]
-    for m, k, n in ((8, 50, 72), (40, 8, 72), (40, 50, 12)):  # less than one 16^3 tile
-        assert generated(matmul_graph(m, k, n)[0]).name == "matmul"
-    with pytest.raises(ValueError):
-        CompileOptions("fast")
+    s = unit.m - 1  # less than one matrix on one side
+    for m, k, n in ((s, 50, 72), (40, s, 72), (40, 50, s)):
+        assert generated(matmul_graph(m, k, n)[0], unit=unit).name == "matmul"
 
 
 # -- the generated WGSL ---------------------------------------------------------------
 COOP_CALL = re.compile(r"coop(Load|LoadT|Store|StoreT|MultiplyAdd)\b")
+MATRIX_CALL = re.compile(r"(coop(Load|LoadT|Store|StoreT|MultiplyAdd)|subgroupMatrix\w+)\b")
+
+
+def assert_uniform_matrix_calls(src):
+    """Matrix operations stay in uniform control flow: never on a line with a branch."""
+    for line in src.splitlines():
+        if MATRIX_CALL.search(line):
+            assert "if (" not in line and "lane" not in line, line
 
 
 @pytest.mark.parametrize("knobs", [None, {"LOAD": "row"}, {"LOAD": "rowT", "BK": 16},
                                    {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "BK": 64}])
-def test_wgsl_structure(knobs):
+def test_cooperative_wgsl_structure(knobs):
     graph, _ = matmul_graph(300, 200, 260, transposed_b=True, relu=True)
     gen = generated(graph, knobs)
     src, used = gen.source, gen.knobs
@@ -117,30 +185,68 @@ def test_wgsl_structure(knobs):
     assert src.count(f"{store}(acc_") == ti * tj
     assert f"array<f16, {lay['a_words']}>" in src and f"array<f16, {lay['b_words']}>" in src
     assert src.count("epilogue(acc, gi)") == ti * tj and "max(acc, f32(0.0))" in src
-    # Cooperative operations stay in uniform control flow: never on a line with a branch.
-    for line in src.splitlines():
-        if COOP_CALL.search(line):
-            assert "if (" not in line and "lane" not in line, line
+    assert "subgroupMatrix" not in re.sub(r"//.*", "", src)
+    assert_uniform_matrix_calls(src)
     assert gen.grid == (-(-260 // used["BN"]), -(-300 // used["BM"]), 1)
     assert gen.key.template == "matmul_coop"
 
 
-@pytest.mark.parametrize("bad", [{"WM": 24}, {"BK": 8}, {"PAD": 4}, {"LOAD": "diag"},
-                                 {"BM": 128, "BN": 128, "WM": 16, "WN": 16}, {"TM": 4}])
-def test_bad_knobs_are_compile_errors(bad):
+@pytest.mark.parametrize("unit", [SUB8, SUB16], ids=str)
+@pytest.mark.parametrize("knobs", [None, {"LOAD": "col"}, {"BM": 64, "BN": 128, "WM": 32,
+                                                           "WN": 64, "BK": 64}])
+def test_subgroup_matrix_wgsl_structure(unit, knobs):
+    graph, _ = matmul_graph(300, 200, 260, transposed_b=True, relu=True)
+    gen = generated(graph, knobs, unit=unit)
+    src, used = gen.source, gen.knobs
+    lay = kernels.matmul_coop._coop_layout(used, unit)
+    s = unit.m
+    ti, tj = used["WM"] // s, used["WN"] // s
+    assert ("enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;\n"
+            in src)
+    assert "coop" not in re.sub(r"//.*", "", src)
+    assert f"@workgroup_size({lay['nsg'] * unit.subgroup})" in src
+    col = "true" if used["LOAD"] == "col" else "false"
+    left = f"subgroupMatrixLoad<subgroup_matrix_left<f16, {s}, {s}>>(&tile_a, u32("
+    right = f"subgroupMatrixLoad<subgroup_matrix_right<f16, {s}, {s}>>(&tile_b, u32("
+    assert src.count(left) == ti and src.count(right) == tj
+    assert src.count(f"), {col}, {lay['sa']}u)") == ti
+    assert src.count(f"), {col}, {lay['sb']}u)") == tj
+    assert src.count(f"subgroup_matrix_result<f32, {s}, {s}>()") == ti * tj
+    assert src.count("subgroupMatrixMultiplyAccumulate(") == ti * tj
+    assert src.count("subgroupMatrixStore(&tile_c, u32(cbase), acc_") == ti * tj
+    assert f"kk += {s})" in src and f"tile_c: array<f32, {lay['nsg']} * {s * s}>" in src
+    assert src.count("epilogue(acc, gi)") == ti * tj and "max(acc, f32(0.0))" in src
+    assert_uniform_matrix_calls(src)
+    assert lay["bytes"] == gen.workgroup_bytes
+    assert gen.grid == (-(-260 // used["BN"]), -(-300 // used["BM"]), 1)
+    if knobs is None:  # 8 x 8 matrices per tile, 8 subgroups of 4 x 2 accumulators
+        assert (used["BM"], used["BN"], used["WM"], used["WN"]) == (8 * s, 8 * s, 4 * s, 2 * s)
+
+
+@pytest.mark.parametrize("unit,bad", [
+    (COOP_UNIT, {"WM": 24}), (COOP_UNIT, {"BK": 8}), (COOP_UNIT, {"PAD": 4}),
+    (COOP_UNIT, {"LOAD": "diag"}), (COOP_UNIT, {"BM": 128, "BN": 128, "WM": 16, "WN": 16}),
+    (COOP_UNIT, {"TM": 4}), (SUB8, {"LOAD": "rowT"}), (SUB8, {"WM": 12}), (SUB8, {"BK": 12}),
+    (SUB16, {"WN": 24}), (SUB8, {"BM": 256, "BN": 256, "WM": 8, "WN": 8})])
+def test_bad_knobs_are_compile_errors(unit, bad):
     with pytest.raises(CompileError):
-        generated(matmul_graph(300, 200, 260)[0], bad)
+        generated(matmul_graph(300, 200, 260)[0], bad, unit=unit)
 
 
-def test_knob_space_is_valid():
+@pytest.mark.parametrize("unit", UNITS, ids=str)
+def test_knob_space_is_valid(unit):
     graph, _ = matmul_graph(1000, 700, 900)
-    space = kernels.matmul_coop.matmul_coop_space(1000, 900, 700)
-    assert space and all(k["LOAD"] == "col" for k in space)
+    space = kernels.matmul_coop.matmul_coop_space(1000, 900, 700, unit)
+    assert len(space) >= 6 and all(k["LOAD"] == MATRIX_LOADS[unit.api][0] for k in space)
     for knobs in space:
-        gen = generated(graph, knobs)
+        gen = generated(graph, knobs, unit=unit)
         assert gen.knobs == knobs
         coop = kernels.matmul_coop
-        assert coop._coop_layout(knobs)["bytes"] <= coop.COOP_WORKGROUP_BYTES
+        assert coop._coop_layout(knobs, unit)["bytes"] <= coop.COOP_WORKGROUP_BYTES
+    # the request's space comes from the options' unit
+    groups = fuse(graph, live_nodes(graph))
+    (g,) = [g for g in groups if g.template is not None]
+    assert kernels.knob_space("matmul_coop", g.root, g.template, (), accelerated(unit)) == space
 
 
 # The cooperative builtins emulated in plain WGSL. A fragment is (base, stride) into its
@@ -196,7 +302,7 @@ def test_index_arithmetic_with_emulated_cooperative_ops(load):
     b.graph.outputs.append(y)
     knobs = {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "BK": 32, "PAD": 8, "LOAD": load}
     plan = build_plan(b.graph, "single", {x: "float32", w: "float32", y: "float32"},
-                      CompileOptions("accelerated", choose=lambda request: knobs))
+                      accelerated(choose=lambda request: knobs))
     (kernel,) = plan.kernels
     assert kernel.key.startswith("matmul_coop") and kernel.knobs == knobs
     kernel.source = emulated(kernel.source, kernels.matmul_coop.COOP_LOADS[load][2], 4)
@@ -255,6 +361,110 @@ def test_tolerance_and_labels():
 
 def test_bench_factory_passes_the_precision():
     make = worker.load_factory("kernelwright", "accelerated")
+    if compiler.accelerated_unavailable(runtime.default_device()) is None:
+        candidate = make(torch.nn.Linear(20, 24), [torch.randn(18, 20)])
+        assert candidate.precision == "accelerated-f16"
+        return
     with pytest.warns(UserWarning, match="accelerated precision"):
         candidate = make(torch.nn.Linear(20, 24), [torch.randn(18, 20)])
     assert candidate.precision == "strict"
+
+
+# -- on a device with a matrix unit ---------------------------------------------------
+@pytest.fixture(scope="module")
+def matrix_device():
+    """A device whose matrix unit passes the accelerated probe (Dawn's subgroup
+    matrices here), else the test skips with each runtime's reason."""
+    reasons = []
+    for name in ("dawn", "wgpu"):
+        try:
+            dev = runtime.default_device(name)
+        except runtimes.RuntimeUnavailable as exc:
+            reasons.append(f"{name}: {exc}")
+            continue
+        why = compiler.accelerated_unavailable(dev)
+        if why is None:
+            return dev
+        reasons.append(f"{name}: {why}")
+    pytest.skip("no device with subgroup or cooperative matrices: " + "; ".join(reasons))
+
+
+def run_accelerated(dev, model, inputs, choose=None):
+    """`model` compiled accelerated on `dev`, labelled so, with its matmuls on the
+    matrix units, checked against PyTorch at the fp16 tolerance."""
+    cm = kernelwright.compile(model, inputs, device=dev, precision="accelerated",
+                              choose=choose)
+    assert cm.precision == "accelerated-f16"
+    names = [k.key.split()[0] for k in cm.plan.kernels]
+    assert "matmul_coop" in names, names
+    atol, rtol = Tolerance(accelerated=True).for_dtype(torch.float32)
+    torch.testing.assert_close(cm(*inputs), model(*inputs), atol=atol, rtol=rtol)
+    return cm
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+@pytest.mark.parametrize("m,k,n", [(64, 64, 64), (37, 45, 50), (130, 70, 99), (8, 8, 8),
+                                   (200, 24, 136)])
+def test_matmul_on_the_device(matrix_device, m, k, n):
+    torch.manual_seed(m + k + n)
+    run_accelerated(matrix_device, Fn(torch.mm), [torch.randn(m, k), torch.randn(k, n)])
+
+
+def test_matmul_with_other_knobs_on_the_device(matrix_device):
+    """The other load order and a tile larger than the product, forced through the
+    chooser: the same product."""
+    unit = compiler.device_matrix(matrix_device)
+    s = unit.m
+    for knobs in ({"LOAD": MATRIX_LOADS[unit.api][-1]},
+                  {"BM": 8 * s, "BN": 4 * s, "WM": 4 * s, "WN": 2 * s, "BK": 64}):
+        seen = []
+
+        def choose(request, knobs=knobs, seen=seen):
+            if request.kind != "matmul_coop":
+                return None
+            seen.append({**request.default.knobs, **knobs})
+            return seen[-1]
+
+        torch.manual_seed(1)
+        cm = run_accelerated(matrix_device, Fn(lambda a, b: a @ b.T),
+                             [torch.randn(45, 70), torch.randn(52, 70)], choose)
+        assert [k.knobs for k in cm.plan.kernels if k.key.startswith("matmul_coop")] == seen
+
+
+def test_linear_with_bias_and_activation_on_the_device(matrix_device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(50, 72), torch.nn.GELU(),
+                                torch.nn.Linear(72, 33), torch.nn.ReLU()).eval()
+    cm = run_accelerated(matrix_device, model, [torch.randn(3, 13, 50)])
+    assert sum(k.key.startswith("matmul_coop") for k in cm.plan.kernels) == 2
+
+
+def test_batched_matmul_on_the_device(matrix_device):
+    torch.manual_seed(0)
+    run_accelerated(matrix_device, Fn(torch.bmm), [torch.randn(3, 33, 20), torch.randn(3, 20, 41)])
+
+
+def test_conv2d_on_the_device(matrix_device):
+    """A convolution's implicit GEMM (the windows read by the B loader) on the units."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU()).eval()
+    run_accelerated(matrix_device, model, [torch.randn(2, 8, 10, 10)])
+
+
+def test_decomposed_attention_on_the_device(matrix_device, monkeypatch):
+    """Attention decomposed into matmuls (scores, then weights @ V) puts both products on
+    the units; the fused attention kernel stays strict."""
+    monkeypatch.setattr(attention_ops, "FUSED", False)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 24, 16) for _ in range(3))
+    cm = run_accelerated(matrix_device, Fn(torch.nn.functional.scaled_dot_product_attention),
+                         [q, k, v])
+    assert sum(k.key.startswith("matmul_coop") for k in cm.plan.kernels) == 2

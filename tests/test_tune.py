@@ -262,8 +262,8 @@ def test_wrong_and_uncompilable_candidates_are_discarded(tune_db, monkeypatch):
             slots["ACCUMULATORS"] += "\n    this is not wgsl;"
         return tmpl, slots, grid, used
 
-    def with_invalid(out, tnode):
-        return space(out, tnode) + [{"BM": 48, "BN": 32, "TM": 5, "TN": 2, "BK": 8}]
+    def with_invalid(out, tnode, options):
+        return space(out, tnode, options) + [{"BM": 48, "BN": 32, "TM": 5, "TN": 2, "BK": 8}]
 
     monkeypatch.setitem(kernels.TEMPLATES, "matmul", (sabotaged, with_invalid))
     monkeypatch.setattr(tuner, "time_ms", fake_timer(BROKEN, ms=0.01))  # "fastest" of all

@@ -1,7 +1,8 @@
-"""The accelerated (cooperative-matrix) matmul on a real GPU: what works, whether it is
+"""The accelerated matmul on a real GPU's matrix units: what works, whether it is
 right, and how fast it is against cuBLAS's f16 GEMM.
 
-Run on the GPU machine (nothing here can run on a software driver):
+Run on the GPU machine (KERNELWRIGHT_RUNTIME=dawn: Dawn's subgroup matrices; else
+wgpu-native's cooperative matrices, which no released wgpu-py enables):
 
     python tools/coop_matmul.py [--out results.json] [--sizes 4096,8192] [--quick]
 
@@ -10,9 +11,10 @@ prints as it goes:
 
 1. the adapter: info, features, limits; the device's granted features and, if the
    cooperative-matrix feature was refused, why (runtime.Device.coop_error);
-2. basic kernels, each alone in a try/except with naga's or the driver's error text:
-   one 16x16 f16 x f16 -> f32 tile read with coopLoad and with coopLoadT (and which
-   memory order each reads: column- or row-major), 8x8 f32, 16x16 f16 -> f16;
+2. on wgpu-native, basic kernels, each alone in a try/except with naga's or the
+   driver's error text: one 16x16 f16 x f16 -> f32 tile read with coopLoad and with
+   coopLoadT (and which memory order each reads: column- or row-major), 8x8 f32, 16x16
+   f16 -> f16 (on Dawn the adapter's subgroup-matrix configs and the unit chosen);
 3. compiler.accelerated_unavailable: the probe compile(precision="accelerated") runs;
 4. the matmul_coop template (kernelwright's real kernel, through build_plan) in
    several variants (LOAD order, warp tiling, BK), each checked at an odd shape with
@@ -39,7 +41,7 @@ import wgpu
 
 from kernelwright import compiler, kernels
 from kernelwright.ir.ir import CompileError, GraphBuilder
-from kernelwright.options import CompileOptions
+from kernelwright.options import CompileOptions, MatrixUnit
 from kernelwright.runtime import runtime
 from kernelwright.schedule.schedule import build_plan
 
@@ -49,6 +51,7 @@ VARIANTS = {  # name -> knobs over matmul_coop_knobs' defaults for a large produ
     "default": {},
     "load-row": {"LOAD": "row"},
     "load-rowT": {"LOAD": "rowT"},
+    "load-col": {"LOAD": "col"},
     "warp64x64": {"WM": 64, "WN": 64},
     "warp32x64": {"WM": 32, "WN": 64},
     "bk16": {"BK": 16},
@@ -75,6 +78,8 @@ def adapter_report(dev: runtime.Device) -> dict:
            "adapter_limits": dict(a.limits),
            "device_features": sorted(dev.device.features),
            "has_coop_matrix": dev.has_coop_matrix, "coop_error": dev.coop_error,
+           "runtime": dev.runtime,
+           "subgroup_matrix_configs": [str(c) for c in dev.subgroup_matrix_configs],
            "wgpu": wgpu.__version__}
     try:
         from wgpu.backends.wgpu_native import _ffi
@@ -85,6 +90,7 @@ def adapter_report(dev: runtime.Device) -> dict:
     log("adapter features:", rep["adapter_features"])
     log("device features:", rep["device_features"])
     log("cooperative-matrix granted:", dev.has_coop_matrix, dev.coop_error or "")
+    log("subgroup-matrix configs:", rep["subgroup_matrix_configs"])
     return rep
 
 
@@ -168,14 +174,14 @@ def basic_kernels(dev: runtime.Device) -> list[dict]:
 
 
 # -- 4. the template ----------------------------------------------------------------------
-def template_plan(m: int, k: int, n: int, knobs: dict):
-    """A one-matmul plan through build_plan with the coop template and these knobs;
-    raises CompileError when the template refuses them."""
+def template_plan(m: int, k: int, n: int, knobs: dict, unit: MatrixUnit):
+    """A one-matmul plan through build_plan with the coop template for matrix unit
+    `unit` and these knobs; raises CompileError when the template refuses them."""
     b = GraphBuilder()
     x, y = b.input((m, k), "f32", "x"), b.input((k, n), "f32", "y")
     out = b.matmul(x, y)
     b.graph.outputs.append(out)
-    full = {**kernels.matmul_coop.matmul_coop_knobs(m, n), **knobs}
+    full = {**kernels.matmul_coop.matmul_coop_knobs(m, n, unit), **knobs}
     refusal: list[str] = []
 
     def choose(request):
@@ -186,7 +192,7 @@ def template_plan(m: int, k: int, n: int, knobs: dict):
         return full
 
     plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
-                      CompileOptions("accelerated", choose=choose))
+                      CompileOptions("accelerated", choose=choose, matrix=unit))
     if refusal:
         raise CompileError(refusal[0])
     kernel = plan.kernels[0]
@@ -233,19 +239,21 @@ def time_cublas(s: int, reps: int) -> dict:
     return {"ms": ms, "tflops": 2 * s ** 3 / ms / 1e9}
 
 
-def template_variants(dev: runtime.Device, sizes: list[int], quick: bool, cuda: bool) -> dict:
+def template_variants(dev: runtime.Device, unit: MatrixUnit, sizes: list[int], quick: bool,
+                      cuda: bool) -> dict:
     rng = np.random.default_rng(2)
     odd = (1000, 1100, 900)  # M, K, N: partial tiles on every side
     xs = rng.standard_normal(odd[:2]).astype(np.float32)
     ys = rng.standard_normal(odd[1:]).astype(np.float32)
     ref_odd = reference(xs, ys, cuda)
     out = {"odd_shape": odd, "variants": {}, "sizes": {}}
-    names = ["default", "load-row", "load-rowT"] if quick else list(VARIANTS)
+    loads = [f"load-{load}" for load in kernels.matmul_coop.MATRIX_LOADS[unit.api]]
+    names = ["default", *loads] if quick else list(VARIANTS)
     correct = []
     for name in names:
         rec: dict = {"knobs_over_defaults": VARIANTS[name]}
         try:
-            plan, knobs = template_plan(*odd, VARIANTS[name])
+            plan, knobs = template_plan(*odd, VARIANTS[name], unit)
             rec["knobs"] = knobs
             (got,) = runtime.Executable(plan, dev).run([xs, ys])
             rec.update(check(got, ref_odd))
@@ -285,7 +293,7 @@ def template_variants(dev: runtime.Device, sizes: list[int], quick: bool, cuda: 
         for name in correct:
             rec = {}
             try:
-                plan, _ = template_plan(s, s, s, VARIANTS[name])
+                plan, _ = template_plan(s, s, s, VARIANTS[name], unit)
                 exe = runtime.Executable(plan, dev)
                 (got,) = exe.run([xs, ys])
                 rec.update(check(got, ref))
@@ -349,16 +357,21 @@ def main(argv=None) -> int:
 
     result["adapter"] = adapter_report(dev)
     save()
-    if not dev.has_coop_matrix:
-        log("no cooperative-matrix feature on this device: nothing more to try")
+    unit = compiler.device_matrix(dev)
+    result["matrix_unit"] = str(unit)
+    log("matrix unit:", unit)
+    if unit is None:
+        log("no matrix unit on this device:", compiler._no_matrix_unit(dev))
         save()
         return 1
-    result["basic"] = basic_kernels(dev)
-    save()
+    if unit.api == "cooperative-matrix":
+        result["basic"] = basic_kernels(dev)
+        save()
     result["probe"] = compiler.accelerated_unavailable(dev)
     log("accelerated_unavailable:", result["probe"])
     save()
-    result["template"] = template_variants(dev, [int(s) for s in args.sizes.split(",") if s],
+    result["template"] = template_variants(dev, unit,
+                                           [int(s) for s in args.sizes.split(",") if s],
                                            args.quick, cuda)
     save()
     result["end_to_end"] = end_to_end(dev)

@@ -29,7 +29,8 @@
 #   attention tools/kernels.py --only sdpa, with each path (fused, decomposed), and
 #             --attention-variants (every setting of the fused kernel)
 #   direct    tools/kernels.py --only conv --conv-lowering direct, OPT 1, 2 and 4
-#   coop      tools/coop_matmul.py --quick (the cooperative-matrix mode)
+#   coop      tools/coop_matmul.py --quick (the accelerated mode's matrix units: Dawn's
+#             subgroup matrices with KERNELWRIGHT_RUNTIME=dawn)
 #   profile   tools/kernel_profile.py with PROFILE_ARGS (e.g. "--only level3/023 --variants
 #             JSON", the JSON without spaces): each kernel's time in whole suite problems
 #   models    tools/models.py --size full

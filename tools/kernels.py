@@ -25,10 +25,12 @@ PyTorch's device-to-device copy of 1 GiB (`copy_tbps`, the memory-bound cases' c
 and ends with `targets`: each of issue 5's targets with its goal, its least case (a wrong
 case, or an accelerated case that fell back to strict kernels, counts as not met) and
 whether it was met.
-Cases marked accelerated compile with precision="accelerated" (the cooperative-matrix f16
-matmul, labelled; a device without it falls back to strict kernels, recorded as such)
-against PyTorch's f16 matmul (cuBLAS), their error measured against the product of the
-f16-rounded inputs.
+Cases marked accelerated compile with precision="accelerated" (the f16 matmul on the
+matrix units: Dawn's subgroup matrices when run with KERNELWRIGHT_RUNTIME=dawn, which
+the accelerated cases need on NVIDIA; labelled; a device without a matrix unit falls
+back to strict kernels, recorded as such) against PyTorch's f16 matmul (cuBLAS) in the
+same run, their error measured against the product of the f16-rounded inputs. The
+JSON records the runtime and the matrix unit (compiler.device_matrix) the run had.
 
 --suite adds issue 5's suite figures to the same JSON: `kernelwright bench --level 2
 --size full --compile-ref --jobs 6` on the bundled suite, run as a subprocess, and its
@@ -70,7 +72,7 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
-from kernelwright import kernels
+from kernelwright import compiler, kernels
 from kernelwright.check.tolerance import kernel_atol
 from kernelwright.harness.timing import keep_gpu_awake, time_candidate
 from kernelwright.lower import attention as attention_ops
@@ -540,7 +542,7 @@ def run(args, choose=None) -> None:
     out = dict(device=dev.description, torch=torch.__version__,
                shader_checks=kernelwright.runtime.runtime.FORCE_SHADER_CHECKS,
                precision="strict fp32 (TF32 off), except the cases labelled accelerated",
-               cases=rows)
+               runtime=dev.runtime, matrix_unit=str(compiler.device_matrix(dev)), cases=rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if torch.cuda.is_available():
         out["copy_tbps"] = copy_tbps(args.reps)  # the memory-bound cases' ceiling

@@ -22,8 +22,8 @@ from torch.utils import _pytree as pytree
 from .dtypes import torch_dtype
 from .frontend.capture import export_graph, fx_to_ir, to_device_array
 from .ir.ir import GraphBuilder
-from .kernels import KnobChooser
-from .options import PRECISIONS, CompileOptions
+from .kernels import KnobChooser, matrix_unit
+from .options import PRECISIONS, CompileOptions, MatrixUnit
 from .plan import Plan
 from .progress import QUIET, Progress
 from .runtime.runtime import Device, Executable, default_device
@@ -55,7 +55,14 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
         limits = None
     with progress.stage("measuring the device's waves"):
         waves = device_waves(device)
-    options = CompileOptions(precision, waves, limits, choose or choose_knobs)
+    matrix = None
+    if precision == "accelerated":
+        dev = device or default_device()
+        matrix = device_matrix(dev)
+        if matrix is None:
+            raise ValueError(f"precision 'accelerated' on {dev.description}: "
+                             f"{_no_matrix_unit(dev)} (compile() falls back to strict)")
+    options = CompileOptions(precision, waves, limits, choose or choose_knobs, matrix)
     with _collector_paused():
         with progress.stage("capture"):
             ep = export_graph(module, example_inputs)
@@ -264,7 +271,8 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
             choose: KnobChooser | None = None) -> CompiledModule:
     """Compile `module` for `example_inputs`' shapes. `precision`: "strict" (fp32, the
     default) or "accelerated" (matmuls with f16 operands and f32 accumulation on the
-    cooperative-matrix units, where the device has them; else a warning and strict);
+    matrix units: Dawn's subgroup matrices or wgpu-native's cooperative matrices, where
+    the device has them; else a warning and strict);
     None reads KERNELWRIGHT_PRECISION. The result's `precision` says which it got.
 
     Python numbers (and None) among the inputs are baked into the kernels: calls must
@@ -322,11 +330,33 @@ def resolve_precision(precision: str | None, device: Device) -> str:
     return mode
 
 
+def device_matrix(device: Device) -> MatrixUnit | None:
+    """The matrix unit the accelerated matmul uses on `device` (kernels.matrix_unit: a
+    subgroup-matrix config Dawn reports, else wgpu-native's cooperative matrices)."""
+    return matrix_unit(device.features, device.subgroup_matrix_configs)
+
+
+def _no_matrix_unit(device: Device) -> str:
+    """Why `device` has no matrix unit for the accelerated matmul."""
+    for feature in ("shader-f16", "subgroups"):
+        if feature not in device.features:
+            return f"the device has no {feature} feature"
+    if "subgroup-matrix" in device.features:
+        configs = ", ".join(f"{c.component}->{c.result} {c.m}x{c.n}x{c.k} subgroups "
+                            f"{c.min_subgroup}-{c.max_subgroup}"
+                            for c in device.subgroup_matrix_configs)
+        return ("none of its subgroup-matrix configs has f16 operands, f32 results and one "
+                f"subgroup size ({configs or 'none reported'})")
+    why = f" ({device.coop_error})" if device.coop_error else ""
+    return ("the device has neither subgroup matrices (Dawn's runtime) nor the "
+            f"cooperative-matrix feature (wgpu-native){why}")
+
+
 def accelerated_unavailable(device: Device) -> str | None:
     """Why `device` cannot run the accelerated mode's kernels (None: it can). Asked once
-    per device: it needs the cooperative-matrix, shader-f16 and subgroup features, and a
-    small product with partial tiles on every side through the real template
-    (matmul_coop) must match the same product of the f16-rounded operands."""
+    per device: it needs a matrix unit (device_matrix), and a small product with partial
+    tiles on every side through the real template (matmul_coop) must match the same
+    product of the f16-rounded operands."""
     key = id(device)
     if key not in _ACCELERATED:
         _ACCELERATED[key] = _probe_accelerated(device)
@@ -334,28 +364,26 @@ def accelerated_unavailable(device: Device) -> str | None:
 
 
 def _probe_accelerated(device: Device) -> str | None:
-    if not device.has_coop_matrix:
-        why = f" ({device.coop_error})" if device.coop_error else ""
-        return f"the device has no cooperative-matrix feature{why}"
-    for feature in ("shader-f16", "subgroups"):
-        if feature not in device.features:
-            return f"the device has no {feature} feature"
+    unit = device_matrix(device)
+    if unit is None:
+        return _no_matrix_unit(device)
     m, k, n = 40, 50, 72
     b = GraphBuilder()
     x, y = b.input((m, k), "f32", "x"), b.input((k, n), "f32", "y")
     out = b.matmul(x, y)
     b.graph.outputs.append(out)
     plan = build_plan(b.graph, "single", {x: "float32", y: "float32", out: "float32"},
-                      CompileOptions("accelerated"))
+                      CompileOptions("accelerated", matrix=unit))
     rng = np.random.default_rng(0)
     xs, ys = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
     try:
         (got,) = Executable(plan, device).run([xs, ys])
     except Exception as exc:  # noqa: BLE001 - the shader or the driver refused it
-        return f"the cooperative-matrix kernel does not build or run: {type(exc).__name__}: {exc}"
+        return (f"the {unit.api} matmul does not build or run: "
+                f"{type(exc).__name__}: {exc}")
     want = xs.astype(np.float16).astype(np.float32) @ ys.astype(np.float16).astype(np.float32)
     err = float(np.nanmax(np.abs(got - want))) if np.isfinite(got).all() else float("inf")
     if err > 1e-3 * (1.0 + float(np.abs(want).max())):
-        return (f"the cooperative-matrix kernel computes wrong results (max |diff| {err:.3g} on "
+        return (f"the {unit.api} matmul computes wrong results (max |diff| {err:.3g} on "
                 f"a {m}x{k}x{n} product; tools/coop_matmul.py tries its variants)")
     return None

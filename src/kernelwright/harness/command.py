@@ -62,7 +62,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "comparison with older published numbers")
     parser.add_argument("--accelerated", action="store_true",
                         help="compile with precision='accelerated' (matmuls on the "
-                             "cooperative-matrix units, f16 operands) and verify with the "
+                             "matrix units: Dawn's subgroup matrices with "
+                             "KERNELWRIGHT_RUNTIME=dawn; f16 operands) and verify with the "
                              "fp16 tolerance 1e-2, labelled accelerated-f16")
     parser.add_argument("--resume", action="store_true",
                         help="reuse results in OUT/results.sqlite made with the same settings")

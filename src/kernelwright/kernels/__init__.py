@@ -63,7 +63,7 @@ from .matmul import (
     matmul_wide,
     reads_window,
 )
-from .matmul_coop import COOP_TILE, _matmul_coop, _matmul_coop_space
+from .matmul_coop import COOP_TILE, _matmul_coop, _matmul_coop_space, accelerates, matrix_unit
 from .pool import _pool, pool_space
 from .rows import (
     ROW_CACHE,
@@ -83,7 +83,7 @@ __all__ = [
     "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config", "attention_space",
     "conv_knobs", "conv_space", "elementwise_space", "fill_kernel", "generate", "kernel_key",
     "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
-    "matmul_tiles", "matmul_wave_cost", "matmul_wide", "plain_strides", "pool_space",
+    "matmul_tiles", "matmul_wave_cost", "matmul_wide", "matrix_unit", "plain_strides", "pool_space",
     "product_plan", "reads_window", "reduce_space", "row_kernel_fits", "row_major", "rows_space",
     "scan_space", "template_kind",
 ]
@@ -122,7 +122,7 @@ class KernelRequest:
     @cached_property
     def space(self) -> list[dict]:
         """The default knobs first, then the template's other settings for this shape."""
-        rest = knob_space(self.kind, self.out, self.tnode, self.phases)
+        rest = knob_space(self.kind, self.out, self.tnode, self.phases, self.options)
         return [self.default.knobs] + [k for k in rest if k != self.default.knobs]
 
     def generate(self, knobs: dict | None) -> Generated:
@@ -176,7 +176,7 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     src = KernelSource(buffer_of)
     src.reads = list(order)
     src.band_only = band_only
-    kind = "rows" if phases else template_kind(tnode, options.precision)
+    kind = "rows" if phases else template_kind(tnode, options)
     if kind not in TEMPLATES:
         raise CompileError(f"no kernel template for '{kind}'")
     epi = "" if kind in ("rows", "reduce") else epilogue_function(  # row kernels write their own
@@ -233,44 +233,49 @@ def _template_text(kind: str) -> str:
     return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
 
 
-def knob_space(kind: str, out: Value, tnode: Node | None, phases=()) -> list[dict]:
-    """The settings the tuner tries for one kernel (besides its defaults)."""
+def knob_space(kind: str, out: Value, tnode: Node | None, phases=(),
+               options: CompileOptions | None = None) -> list[dict]:
+    """The settings the tuner tries for one kernel (besides its defaults), generated for
+    `options` (None: the defaults; the accelerated matmul's tiles are multiples of its
+    matrix unit's)."""
     if phases:
         return rows_space(phases[0][0].inputs[0].shape[1], len(phases) + 1)
-    return TEMPLATES[kind][1](out, tnode)
+    return TEMPLATES[kind][1](out, tnode, options or CompileOptions())
 
 
-def template_kind(tnode: Node | None, precision: str = "strict") -> str:
-    """The template that computes `tnode` (None: the elementwise kernel) in precision
-    mode `precision` (options.PRECISIONS). In the accelerated mode an f32 matmul with M,
-    N and K of at least one 16 x 16 x 16 tile goes to `matmul_coop`; smaller ones stay
-    exact (fp32 `matmul`)."""
+def template_kind(tnode: Node | None, options: CompileOptions | None = None) -> str:
+    """The template that computes `tnode` (None: the elementwise kernel) for `options`
+    (None: the defaults, strict).
+    In the accelerated precision an f32 matmul with M, N and K of at least one matrix of
+    the options' matrix unit goes to `matmul_coop`; smaller ones stay exact (fp32
+    `matmul`)."""
     if tnode is None:
         return "elementwise"
-    if tnode.op == "matmul" and precision == "accelerated":
+    if tnode.op == "matmul" and options is not None and options.precision == "accelerated":
         a, b = tnode.inputs
-        if (tnode.out.dtype == "f32" and min(a.shape[1], a.shape[2], b.shape[2]) >= COOP_TILE):
+        if tnode.out.dtype == "f32" and accelerates(options.matrix, a.shape[1], b.shape[2],
+                                                    a.shape[2]):
             return "matmul_coop"
     return tnode.op
 
 
 # Each template: its fill function (knobs -> template name, slots, grid, knobs used)
-# and its search space for one kernel.
+# and its search space for one kernel (out, template node, options).
 TEMPLATES = {
-    "elementwise": (_elementwise, lambda out, tnode: elementwise_space(
+    "elementwise": (_elementwise, lambda out, tnode, options: elementwise_space(
         out.numel, tiled=sum(size > 1 for size in out.shape) >= 2)),
-    "materialize": (_materialize, lambda out, tnode: [
+    "materialize": (_materialize, lambda out, tnode, options: [
         k for k in elementwise_space(out.numel) if k["VEC"] == 1 or (
             tnode.inputs[0].dtype == out.dtype and out.dtype in ("f32", "i32"))]),
-    "reduce": (_reduce, lambda out, tnode: reduce_space(*tnode.inputs[0].shape)),
+    "reduce": (_reduce, lambda out, tnode, options: reduce_space(*tnode.inputs[0].shape)),
     "rows": (None, None),  # a row kernel: generated with its phases (fill_kernel)
-    "scan": (_scan, lambda out, tnode: scan_space(tnode.inputs[0].shape[1],
+    "scan": (_scan, lambda out, tnode, options: scan_space(tnode.inputs[0].shape[1],
                                                   tnode.inputs[0].shape[2],
                                                   tnode.inputs[0].numel
                                                   // max(1, tnode.inputs[0].shape[1]))),
-    "matmul": (_matmul, _matmul_space),
+    "matmul": (_matmul, lambda out, tnode, options: _matmul_space(out, tnode)),
     "matmul_coop": (_matmul_coop, _matmul_coop_space),
-    "attention": (_attention, _attention_space),
-    "conv": (_conv, lambda out, tnode: conv_space(tnode.attrs["transposed"])),
-    "pool": (_pool, lambda out, tnode: pool_space(tnode)),
+    "attention": (_attention, lambda out, tnode, options: _attention_space(out, tnode)),
+    "conv": (_conv, lambda out, tnode, options: conv_space(tnode.attrs["transposed"])),
+    "pool": (_pool, lambda out, tnode, options: pool_space(tnode)),
 }
