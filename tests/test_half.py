@@ -5,6 +5,7 @@ harness's tolerance for these dtypes (check/tolerance.py: 1e-2)."""
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import kernelwright
+from kernelwright import tune
 from kernelwright.check.tolerance import Tolerance, outside
 from kernelwright.dtypes import buffer_bytes
 
@@ -52,7 +54,6 @@ def check_half(module: torch.nn.Module, *inputs: torch.Tensor):
 
 
 def _float32_copy(module: torch.nn.Module) -> torch.nn.Module:
-    import copy
     return copy.deepcopy(module).float()
 
 
@@ -223,3 +224,16 @@ def test_changed_half_weights_stay_float32():
     assert out.dtype == torch.float16 and torch.equal(out, torch.tensor([4.0, 8.0, 2.0],
                                                                         dtype=torch.float16))
     assert compiled.state()["total"].dtype == torch.float16
+
+
+def test_tuner_checks_half_kernels(tmp_path, monkeypatch):
+    """The tuner's single-kernel runs bind packed buffers as the plan does: every setting
+    of the narrowing copy runs and matches the default."""
+    monkeypatch.setenv("KERNELWRIGHT_TUNE_DB", str(tmp_path / "tune.sqlite"))
+    x = torch.randn(1001).to(torch.bfloat16)
+    session = tune.TuningSession(tune.TuneSettings(reps=1, warmup=0))
+    compiled = kernelwright.compile(Fn(lambda a: torch.exp(a) * 2), [x], choose=session.choose)
+    (result,) = session.results
+    assert len(result.candidates) > 1
+    assert {c.status for c in result.candidates} <= {"default", "ok"}, result.candidates
+    assert torch.equal(compiled(x), (torch.exp(x.float()) * 2).to(torch.bfloat16))
