@@ -17,6 +17,9 @@ import kernelwright
 from kernelwright import tune
 from kernelwright.check.tolerance import Tolerance, outside
 from kernelwright.dtypes import buffer_bytes
+from kernelwright.ir.ir import CompileError
+from kernelwright.lower import attention as attention_ops
+from kernelwright.runtime.runtime import default_device, open_device
 
 HALVES = [torch.float16, torch.bfloat16]
 STORED = {torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -147,18 +150,25 @@ def test_linear_and_matmul(dtype):
 
 
 @pytest.mark.parametrize("dtype", HALVES)
-def test_conv2d(dtype):
+def test_conv_pool_and_scan(dtype):
     torch.manual_seed(6)
-    conv = torch.nn.Conv2d(3, 5, 3, padding=1).to(dtype)
-    check_half(conv, torch.randn(1, 3, 9, 7).to(dtype))
+    x = torch.randn(1, 3, 9, 8).to(dtype)
+    check_half(torch.nn.Conv2d(3, 5, 3, padding=1).to(dtype), x)
+    check_half(torch.nn.Conv2d(3, 3, 3, groups=3).to(dtype), x)  # the direct kernel
+    check_half(Fn(lambda a: (F.max_pool2d(a, 2), F.avg_pool2d(a, 3, 1, 1))), x)
+    check_half(Fn(lambda a: torch.cumsum(a, -1)), x)
 
 
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("dtype", HALVES)
-def test_sdpa(dtype):
+def test_sdpa(dtype, fused, monkeypatch):
+    """Decomposed (small scores) and through the fused attention kernel."""
+    monkeypatch.setattr(attention_ops, "FUSED", fused)
     torch.manual_seed(7)
     q, k, v = (torch.randn(1, 2, 11, 16).to(dtype) for _ in range(3))
-    check_half(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
-               q, k, v)
+    compiled = check_half(
+        Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)), q, k, v)
+    assert fused == any(k.name.startswith("attention") for k in compiled.plan.kernels)
 
 
 class Block(torch.nn.Module):
@@ -237,3 +247,17 @@ def test_tuner_checks_half_kernels(tmp_path, monkeypatch):
     assert len(result.candidates) > 1
     assert {c.status for c in result.candidates} <= {"default", "ok"}, result.candidates
     assert torch.equal(compiled(x), (torch.exp(x.float()) * 2).to(torch.bfloat16))
+
+
+def test_a_chunked_kernel_binding_a_half_buffer_is_a_clear_error():
+    """Packed buffers are not chunked yet: a kernel over more than one binding that binds
+    one is a CompileError saying so, not a wrong result."""
+    limit = 1 << 16
+    device = open_device(default_device().adapter, {"max-storage-buffer-binding-size": limit,
+                                                    "max-buffer-size": 2 * limit})
+    x = torch.randn(3 * limit // 2).to(torch.float16)
+    with pytest.raises(CompileError, match="not chunked yet"):
+        kernelwright.compile(Fn(lambda a: a * 2), [x], device=device)
+    small = torch.randn(limit // 8).to(torch.float16)  # the f32 version would fit too
+    assert torch.equal(kernelwright.compile(Fn(lambda a: a * 2), [small], device=device)(small),
+                       small * 2)
