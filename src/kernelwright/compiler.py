@@ -19,7 +19,7 @@ import torch
 from torch.export.graph_signature import ConstantArgument
 from torch.utils import _pytree as pytree
 
-from .dtypes import torch_dtype
+from .dtypes import host_tensor, is_packed, torch_dtype
 from .frontend.capture import export_graph, fx_to_ir, to_device_array
 from .ir.ir import GraphBuilder
 from .kernels import KnobChooser, matrix_unit
@@ -196,7 +196,7 @@ class CompiledModule:
                     f"input {i} is {str(t.dtype).replace('torch.', '')}{list(t.shape)} but this "
                     f"module was compiled for {spec.torch_dtype}{list(spec.shape)}; compile it "
                     "again for the new shape")
-            arrays.append(to_device_array(t))
+            arrays.append(to_device_array(t, self.plan.buffers[spec.buffer].dtype))
         return arrays
 
     def __call__(self, *args, poison: bool = False):
@@ -223,8 +223,10 @@ class CompiledModule:
             return tuple(outs)
         return pytree.tree_unflatten(outs, tree)
 
-    @staticmethod
-    def _to_torch(a: np.ndarray, spec) -> torch.Tensor:
+    def _to_torch(self, a: np.ndarray, spec) -> torch.Tensor:
+        stored = self.plan.buffers[spec.buffer].dtype
+        if is_packed(stored):  # the half tensor as its buffer holds it
+            return host_tensor(a, stored)
         t = torch.from_numpy(a.copy())
         if a.dtype == np.uint32:
             t = t.view(torch.int32)
@@ -248,7 +250,8 @@ class CompiledModule:
                 raise ValueError(f"state {name!r} {list(t.shape)}: the plan holds "
                                  f"{list(spec.shape) if spec else 'no such state'}")
         for name, t in tensors.items():
-            self.exe.write(specs[name].buffer, to_device_array(t))
+            self.exe.write(specs[name].buffer,
+                           to_device_array(t, self.plan.buffers[specs[name].buffer].dtype))
 
     def gpu_times_ms(self, inputs_list, reps: int) -> list[float]:
         """Per-call GPU time (ms, from timestamps) over `reps` calls, rotating inputs."""

@@ -1,8 +1,11 @@
 """The device dtypes and what each one is on the host, in WGSL and in PyTorch: the one table.
 
 A graph value is 'f32', 'i32' (int32 and int64 tensors, int64 values within the int32
-range) or 'bool' (stored as u32 in a buffer, one element a word). Every module reads
-these facts here. Only numpy is imported; `torch_dtype` imports PyTorch when called.
+range) or 'bool' (stored as u32 in a buffer, one element a word). A buffer holds one of
+those or a *packed* half type, 'f16' or 'bf16': a float16 or bfloat16 tensor of the
+user's (an input, a weight, an output) stored as it is, two elements to a u32 word
+(element 2k in the low half), read as f32 (codegen.read_packed) and narrowed from f32
+with rounding to nearest even (kernels/half.wgsl). Every module reads these facts here.
 """
 
 from __future__ import annotations
@@ -28,8 +31,16 @@ DEVICE_DTYPES: dict[str, DeviceDtype] = {
     "f32": DeviceDtype(np.float32, "f32", "f32", 4, "float32"),
     "i32": DeviceDtype(np.int32, "i32", "i32", 4, "int64"),
     "bool": DeviceDtype(np.uint32, "bool", "u32", 4, "bool"),
+    # storage only: a value read from these buffers is f32 (host bf16 as its uint16 bits)
+    "f16": DeviceDtype(np.float16, "f32", "u32", 2, "float16"),
+    "bf16": DeviceDtype(np.uint16, "f32", "u32", 2, "bfloat16"),
 }
-DTYPES = tuple(DEVICE_DTYPES)  # in promotion order: the first present wins (ir.promote)
+# the dtypes a graph value has, in promotion order: the first present wins (ir.promote)
+DTYPES = ("f32", "i32", "bool")
+PACKED = ("f16", "bf16")  # buffer dtypes of two elements a word
+
+# the packed buffer dtype storing a PyTorch dtype as it is where it is not its device dtype
+STORAGE_OF: dict[str, str] = {"float16": "f16", "bfloat16": "bf16"}
 
 # the device dtype holding each supported PyTorch dtype, by name ('float32', not 'torch.float32')
 DEVICE_DTYPE_OF: dict[str, str] = {
@@ -60,9 +71,47 @@ def itemsize(dtype: str) -> int:
 
 
 def buffer_bytes(numel: int, dtype: str) -> int:
-    """The size of a buffer of `numel` elements of `dtype` (at least one word: wgpu refuses
-    empty bindings)."""
-    return max(4, numel * itemsize(dtype))
+    """The size of a buffer of `numel` elements of `dtype`, in whole words (at least one:
+    wgpu refuses empty bindings)."""
+    return max(4, -(-numel * itemsize(dtype) // 4) * 4)
+
+
+def is_packed(dtype: str) -> bool:
+    """Whether buffers of `dtype` hold two elements a word (f16, bf16)."""
+    return dtype in PACKED
+
+
+def storage_of_torch(torch_dtype) -> str | None:
+    """The packed buffer dtype storing a PyTorch dtype as it is ('torch.float16' -> 'f16'),
+    or None where its buffers hold its device dtype."""
+    return STORAGE_OF.get(str(torch_dtype).replace("torch.", ""))
+
+
+def to_storage(array: np.ndarray, dtype: str) -> np.ndarray:
+    """A host array as buffer dtype `dtype` holds it: f32 values narrowed to f16 or to
+    bf16's bits with rounding to nearest even (NaN stays NaN), as PyTorch rounds."""
+    if dtype == "bf16":
+        bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
+        rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16
+        nan = (bits & 0x7FFFFFFF) > 0x7F800000
+        return np.where(nan, (bits >> 16) | 0x40, rounded).astype(np.uint16)
+    return np.ascontiguousarray(array, dtype=numpy_type(dtype))
+
+
+def host_array(t: torch.Tensor, dtype: str) -> np.ndarray:
+    """The host array of a float16 or bfloat16 tensor stored as packed `dtype` as it is
+    (bf16: its uint16 bits)."""
+    t = t.detach().cpu().contiguous()
+    if dtype == "bf16":
+        return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    return t.to(torch.float16).numpy()
+
+
+def host_tensor(a: np.ndarray, dtype: str) -> torch.Tensor:
+    """A tensor from a host array of a packed buffer dtype (bf16: uint16 bits)."""
+    if dtype == "bf16":
+        return torch.from_numpy(np.array(a).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(np.array(a))
 
 
 def default_torch_name(dtype: str) -> str:
@@ -77,6 +126,12 @@ def device_dtype_of_torch(torch_dtype) -> str | None:
     if not name.startswith("torch."):
         return None
     return DEVICE_DTYPE_OF.get(name[len("torch."):])
+
+
+def holds(buffer_dtype: str, torch_name: str) -> bool:
+    """Whether a buffer of `buffer_dtype` may hold a tensor of PyTorch dtype `torch_name`
+    (its device dtype, or its packed storage)."""
+    return buffer_dtype in (DEVICE_DTYPE_OF.get(torch_name), STORAGE_OF.get(torch_name))
 
 
 def torch_dtype(name: str):

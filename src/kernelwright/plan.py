@@ -31,7 +31,7 @@ from safetensors.numpy import load_file, save_file
 from torch.utils import _pytree as pytree
 
 from .codegen.codegen import BINDING, used_bindings
-from .dtypes import DEVICE_DTYPE_OF, DEVICE_DTYPES, element_type, itemsize, numpy_type
+from .dtypes import DEVICE_DTYPES, element_type, holds, itemsize, numpy_type
 
 # 2: output_tree may be a pytree spec ({"pytree": ...}); Python numbers baked in (scalars)
 FORMAT_VERSION = 2
@@ -267,7 +267,7 @@ def validate(plan: Plan) -> None:
                     or not all(_count(d) for d in t.shape):
                 raise ValueError(f"{what} {i} is malformed: {t}")
             buf = plan.buffers[t.buffer]
-            if DEVICE_DTYPE_OF.get(t.torch_dtype) != buf.dtype:
+            if not holds(buf.dtype, t.torch_dtype):
                 raise ValueError(f"{what} {i} is {t.torch_dtype}, its buffer b{buf.id} holds "
                                  f"{buf.dtype}")
             need = itemsize(buf.dtype) * math.prod(t.shape)

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from ..dtypes import numpy_type
+from ..dtypes import numpy_type, to_storage
 
 HEAVY_TAIL_CLIP = 20.0
 DRAW_CHUNK = 1 << 20  # elements drawn with one generator (on one thread) at a time
@@ -88,14 +88,15 @@ def draw_integers(high: int, key: list[int], shape: tuple) -> torch.Tensor:
 
 def kernel_inputs(operands: list[tuple[int, str]], t: int, seed: int) -> list[np.ndarray]:
     """Input set `t` of one kernel: random contents for buffers of (element count, dtype):
-    f32 of KERNEL_DISTRIBUTIONS[t % 3], i32 in [0, 8), bool 0 or 1. A set can be drawn
-    alone, so that a check over several sets holds one at a time."""
+    f32 of KERNEL_DISTRIBUTIONS[t % 3] (f16 and bf16 the same, narrowed), i32 in [0, 8),
+    bool 0 or 1. A set can be drawn alone, so that a check over several sets holds one at
+    a time."""
     kind = KERNEL_DISTRIBUTIONS[t % len(KERNEL_DISTRIBUTIONS)]
     arrays = []
     for i, (numel, dtype) in enumerate(operands):
         key, shape = seed_key(seed, t, i), (max(1, numel),)
-        if dtype == "f32":
-            arrays.append(draw(kind, key, shape).numpy())
+        if dtype in ("f32", "f16", "bf16"):
+            arrays.append(to_storage(draw(kind, key, shape).numpy(), dtype))
         else:
             ints = draw_integers(8 if dtype == "i32" else 2, key, shape).numpy()
             arrays.append(ints.astype(numpy_type(dtype), copy=False))

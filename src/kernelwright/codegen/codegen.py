@@ -28,7 +28,7 @@ from string import Template
 
 import numpy as np
 
-from ..dtypes import DEVICE_DTYPES, element_type, wgsl_type
+from ..dtypes import DEVICE_DTYPES, element_type, is_packed, wgsl_type
 from ..ir.ir import MOVEMENT_OPS, CompileError, Value, inline_sum
 
 KERNEL_DIR = Path(__file__).parent.parent / "kernels"
@@ -247,6 +247,8 @@ fn kw_erf(x: f32) -> f32 {
 }
 """,
     "kw_uniform": (KERNEL_DIR / "random.wgsl").read_text(),
+    # narrowing f32 to a packed half type's bits, two elements a word (pack_pair)
+    "half": "\n" + _template_text("half"),
 }
 
 
@@ -310,11 +312,13 @@ class KernelSource:
         return [f"x{i}: {element_type(v.dtype)}" for i, v in sorted(self.lanes.items())]
 
     def bindings(self, out: Value) -> str:
+        """The declarations of the reads, their vec4 views and the output, each as its
+        buffer holds it (a packed half type as array<u32>: read_packed)."""
         lines = [f"@group(0) @binding({i}) var<storage, read> in{i}: "
-                 f"array<{element_type(v.dtype)}>;" for i, v in enumerate(self.reads)]
+                 f"array<{element_type(v.stored)}>;" for i, v in enumerate(self.reads)]
         lines += [f"@group(0) @binding({len(self.reads) + j}) var<storage, read> in{i}v4: "
                   "array<vec4<f32>>;" for j, i in enumerate(self.views)]
-        out_t = f"vec4<{element_type(out.dtype)}>" if self.out_vec4 else element_type(out.dtype)
+        out_t = f"vec4<{element_type(out.stored)}>" if self.out_vec4 else element_type(out.stored)
         lines.append(f"@group(0) @binding({len(self.reads) + len(self.views)}) var<storage, "
                      f"read_write> out: array<{out_t}>;")
         return "\n".join(lines)
@@ -459,8 +463,12 @@ class Emitter:
             return self.cache[key]
         if v.kind in ("input", "const") or (v in self.materialized and v is not self.computes):
             flat = self.flat(idx)
-            expr = (self.src.lane(v) if self.lanes is not None and flat == self.lanes
-                    else f"{self.src.bind(v)}[{flat}]")
+            if is_packed(v.stored):  # widened here; never a lane (lanes are whole words)
+                expr = read_packed(self.src.bind(v), flat, v.stored)
+            elif self.lanes is not None and flat == self.lanes:
+                expr = self.src.lane(v)
+            else:
+                expr = f"{self.src.bind(v)}[{flat}]"
             if v.dtype == "bool":
                 expr = f"({expr} != 0u)"
         else:
@@ -689,6 +697,22 @@ def _is_simple(expr: str) -> bool:
 
 def to_buffer(expr: str, dtype: str) -> str:
     return f"select(0u, 1u, {expr})" if dtype == "bool" else expr
+
+
+def read_packed(buf: str, flat: str, dtype: str) -> str:
+    """Element `flat` (an i32 expression) of buffer `buf` of packed half type `dtype`, as
+    f32: the word holding it, its low half for an even index, its high half for an odd
+    one; f16 through unpack2x16float (exact), bf16 its bits moved to an f32's top half."""
+    word = f"{buf}[({flat}) >> 1u]"
+    if dtype == "f16":
+        return f"unpack2x16float({word})[({flat}) & 1]"
+    return f"bitcast<f32>(({word} >> (u32(({flat}) & 1) * 16u)) << 16u)"
+
+
+def pack_pair(lo: str, hi: str, dtype: str) -> str:
+    """The word of packed half type `dtype` holding f32 values `lo` (the even element)
+    and `hi`, each rounded to nearest even (HELPERS["half"]: kernels/half.wgsl)."""
+    return f"kw_pack_{dtype}({lo}, {hi})"
 
 
 # -- the bindings a kernel's WGSL declares and the ones its entry point reaches -----------

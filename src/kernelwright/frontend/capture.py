@@ -25,7 +25,7 @@ import torch.fx
 from torch._decomp import decomposition_table as torch_table
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
-from ..dtypes import default_torch_name
+from ..dtypes import default_torch_name, host_array, is_packed, storage_of_torch
 from ..ir.ir import CompileError, GraphBuilder, Value
 from ..lower.elementwise import device_dtype
 from ..lower.registry import lookup
@@ -250,8 +250,12 @@ def decomposition_table(keep_recurrent: bool = True) -> dict:
     return table
 
 
-def to_device_array(t: torch.Tensor) -> np.ndarray:
-    """A host array in the device's layout (int64 as int32, bool as uint32)."""
+def to_device_array(t: torch.Tensor, stored: str = "") -> np.ndarray:
+    """A host array in the device's layout (int64 as int32, bool as uint32); with
+    `stored` a packed half type (dtypes.PACKED), the float16 or bfloat16 tensor as it
+    is (its buffer's layout)."""
+    if is_packed(stored):
+        return host_array(t, stored)
     dt = device_dtype(t.dtype)
     t = t.detach().cpu()
     if dt == "f32":
@@ -305,6 +309,10 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                     doubles.append(f"weight '{node.name}'")
                 env[node] = b.const(to_device_array(t), dt, node.name,
                                     state=node.name in changing)
+                if node.name not in changing:
+                    _store_as_is(env[node], t.dtype)
+                elif isinstance(env[node], Value):  # state: read back in its dtype
+                    torch_dtypes[env[node]] = str(t.dtype).replace("torch.", "")
             elif "val" in node.meta and (node.meta["val"] is None
                                          or isinstance(node.meta["val"], (int, float, bool))):
                 env[node] = node.meta["val"]  # a Python number: specialized into the plan
@@ -315,6 +323,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 if val.dtype == torch.float64:
                     doubles.append(f"input '{node.name}'")
                 v = b.input(tuple(val.shape), device_dtype(val.dtype), node.name)
+                if node.name not in changing:
+                    _store_as_is(v, val.dtype)
                 torch_dtypes[v] = str(val.dtype).replace("torch.", "")
                 env[node] = v
         elif node.op == "call_function":
@@ -379,6 +389,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 if val is not None and tuple(val.shape) != v.shape:  # a broadcast scalar
                     v = b.expand(v, tuple(val.shape))
                     v = b.ew("copy", v)
+                if val is not None and storage_of_torch(val.dtype) and v.dtype == "f32":
+                    v = b.materialize(v)  # narrowed into its packed buffer (_narrow)
+                    v.storage = storage_of_torch(val.dtype)
                 torch_dtypes[v] = str(val.dtype).replace("torch.", "") if val is not None \
                     else default_torch_name(v.dtype)
                 b.graph.outputs.append(v)
@@ -386,12 +399,20 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             t = getattr(gm, node.target)
             _check_nonempty(t, f"constant '{node.target}'")
             env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
+            _store_as_is(env[node], t.dtype)
     if b.random_key is not None:
         torch_dtypes[b.random_key] = "int32"
     if doubles:
         warnings.warn(f"float64 {', '.join(doubles)} computed in float32 (kernelwright's "
                       "kernels are fp32; the outputs keep their float64 dtype)", stacklevel=3)
     return b, torch_dtypes
+
+
+def _store_as_is(v, torch_dtype) -> None:
+    """Give an input or weight of float16 or bfloat16 a buffer of that type (a packed half
+    type, read as f32), not f32. Inputs and weights the graph changes keep f32 buffers."""
+    if isinstance(v, Value) and v.kind in ("input", "const"):
+        v.storage = storage_of_torch(torch_dtype) or ""
 
 
 def _layout(arg) -> tuple[list[int], int] | None:

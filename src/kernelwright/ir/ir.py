@@ -104,10 +104,18 @@ class Value:
     name: str = ""
     data: np.ndarray | None = None  # for 'const'
     scalar: float | int | bool | None = None  # for 'scalar'
+    # the buffer dtype where it is not `dtype`: a packed half type ('f16', 'bf16') holding
+    # an f32 value of the user's float16 or bfloat16 tensor as it is (dtypes.PACKED)
+    storage: str = ""
 
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def stored(self) -> str:
+        """The dtype of this value's buffer (dtypes.DEVICE_DTYPES)."""
+        return self.storage or self.dtype
 
     def __repr__(self) -> str:
         return f"%{self.name}:{self.dtype}{list(self.shape)}"
@@ -323,7 +331,9 @@ class GraphBuilder:
             key = (id(x), tuple(dims))
             if key not in self._permuted:  # the constant kept too: its id stays its own
                 data = np.ascontiguousarray(np.transpose(x.data, dims))
-                self._permuted[key] = (x, self.const(data, x.dtype))
+                permuted = self.const(data, x.dtype)
+                permuted.storage = x.storage  # the same values: stored as the weight is
+                self._permuted[key] = (x, permuted)
             return self._permuted[key][1]
         return self._node("permute", [x], [x.shape[d] for d in dims], x.dtype, dims=dims)
 

@@ -216,8 +216,8 @@ def kernel_key(kind: str, out: Value, tnode: Node | None, reads: list[Value],
     of everything else that decides what the kernel computes: the generated functions
     (loaders, epilogue), the template node's attributes and the template files."""
     operands = tnode.inputs if tnode else reads
-    bucket = " ".join(f"{v.dtype}[{','.join(map(str, v.shape))}]" for v in operands)
-    bucket += f" -> {out.dtype}[{','.join(map(str, out.shape))}]"
+    bucket = " ".join(f"{v.stored}[{','.join(map(str, v.shape))}]" for v in operands)
+    bucket += f" -> {out.stored}[{','.join(map(str, out.shape))}]"
     attrs = json.dumps(tnode.attrs, sort_keys=True, default=str) if tnode else ""
     text = "\n".join((functions, attrs, _template_text(kind)))
     return KernelKey(kind, bucket.strip(), hashlib.sha1(text.encode()).hexdigest()[:16])
@@ -266,7 +266,7 @@ TEMPLATES = {
         out.numel, tiled=sum(size > 1 for size in out.shape) >= 2)),
     "materialize": (_materialize, lambda out, tnode, options: [
         k for k in elementwise_space(out.numel) if k["VEC"] == 1 or (
-            tnode.inputs[0].dtype == out.dtype and out.dtype in ("f32", "i32"))]),
+            tnode.inputs[0].dtype == out.dtype and out.stored in ("f32", "i32"))]),
     "reduce": (_reduce, lambda out, tnode, options: reduce_space(*tnode.inputs[0].shape)),
     "rows": (None, None),  # a row kernel: generated with its phases (fill_kernel)
     "scan": (_scan, lambda out, tnode, options: scan_space(tnode.inputs[0].shape[1],

@@ -187,11 +187,12 @@ def contiguous_dim(v: Value, materialized) -> int | None:
 def plain_strides(v: Value, materialized) -> tuple[Value, int, list[int]] | None:
     """(buffer value, offset, strides) when `v` is one f32 buffer read at an affine
     index through movement ops alone (permute, expand, slice, reshapes that keep a
-    view): a loader the matmul may replace by vec4 loads. None otherwise."""
+    view): a loader the matmul may replace by vec4 loads. None otherwise (a buffer of a
+    packed half type is read through its loader, which widens each element)."""
     if 0 in v.shape:
         return None
     if v.kind in ("input", "const") or v in materialized:
-        return (v, 0, contiguous_strides(v.shape)) if v.dtype == "f32" else None
+        return (v, 0, contiguous_strides(v.shape)) if v.stored == "f32" else None
     if v.kind != "node" or v.node.op not in ("permute", "expand", "slice", "reshape"):
         return None
     node, x = v.node, v.node.inputs[0]

@@ -9,9 +9,10 @@ from ..codegen.codegen import (
     Emitter,
     Index,
     buffer_address,
+    pack_pair,
     to_buffer,
 )
-from ..dtypes import element_type, wgsl_type
+from ..dtypes import element_type, is_packed, wgsl_type
 from ..ir.ir import Value
 from ..options import CompileOptions
 from .common import (
@@ -209,6 +210,8 @@ def _materialize(src, materialized, out, tnode, knobs, options: CompileOptions):
     four consecutive elements, their index arithmetic shared (Emitter.aligned), and
     they are stored 16 bytes at a time."""
     (x,) = tnode.inputs
+    if is_packed(out.stored):
+        return _narrow(src, materialized, out, tnode, knobs)
     vec4 = out.numel % 4 == 0 and x.dtype == out.dtype and x.dtype in ("f32", "i32")
     knobs = {"VEC": COPY_VEC if vec4 else 1, **(knobs or {})}
     require(knobs["VEC"] == 1 or vec4, knobs,
@@ -231,3 +234,28 @@ def _materialize(src, materialized, out, tnode, knobs, options: CompileOptions):
                                             final)
     return tmpl, {**slots, "functions": functions, "key_functions": key, "final": final}, \
         grid, knobs
+
+
+def _narrow(src, materialized, out, tnode, knobs):
+    """A copy into a buffer of a packed half type (an f16 or bf16 output): each step
+    computes two elements (the loader, then the epilogue) and stores them as one word, so
+    that no two invocations write halves of one word; the last step of an odd count
+    repeats its last element in the unused half. VEC 1 only (a step is already a word)."""
+    (x,) = tnode.inputs
+    knobs = merge_knobs(elementwise_knobs(out.numel), {"VEC": 1, **(knobs or {})})
+    wg, ept = check_wg(knobs), knobs["EPT"]
+    require(isinstance(ept, int) and ept >= 1, knobs, "EPT must be a positive integer")
+    require(knobs["VEC"] == 1 and knobs["TILE"] == 0, knobs,
+            "a packed half output is stored a word (two elements) a step: VEC 1, TILE 0")
+    em = Emitter(src, materialized)
+    functions = em.function("load_x", ["gi: i32"], x.dtype,
+                            em.value(x, Index(x.shape, flat="gi")))
+    src.helpers.add("half")
+    steps = -(-out.numel // 2)
+    threads = math.ceil(steps / ept)
+    grid, row = grid_1d(threads, wg)
+    pair = pack_pair("epilogue(load_x(gi), gi)", "epilogue(load_x(gj), gj)", out.stored)
+    body = "\n            ".join([
+        "let gi = q * 2;", f"let gj = min(gi + 1, {out.numel - 1});", f"out[q] = {pair};"])
+    return "elementwise", dict(functions=functions, WG=wg, ROW=row, THREADS=threads, EPT=ept,
+                               STEPS=steps, BODY=body), grid, knobs

@@ -388,8 +388,11 @@ class Executable:
             offset += n
 
     def write(self, bid: int, array: np.ndarray) -> None:
-        """Buffer `bid`'s bytes from `array` (in pieces, across its device buffers)."""
-        raw = array.reshape(-1).view(np.uint8)
+        """Buffer `bid`'s bytes from `array` (in pieces, across its device buffers), padded
+        to whole words (an odd count of two-byte elements: the queue writes words)."""
+        raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        if raw.size % 4:
+            raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
         for buf, local, offset, n in self._spans(bid, raw.size):
             self.dev.device.queue.write_buffer(buf, local, raw[offset:offset + n])
 

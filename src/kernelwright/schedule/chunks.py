@@ -39,8 +39,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..dtypes import buffer_bytes, itemsize
-from ..ir.ir import Node, Value
+from ..dtypes import buffer_bytes, is_packed, itemsize
+from ..ir.ir import CompileError, Node, Value
 from ..kernels import Generated, generate
 from ..options import BindingLimits, CompileOptions
 
@@ -92,7 +92,7 @@ class Space:
 
 
 def nbytes(v: Value) -> int:
-    return buffer_bytes(v.numel, v.dtype)
+    return buffer_bytes(v.numel, v.stored)
 
 
 def segment_bytes(v: Value, limits: BindingLimits) -> int:
@@ -232,7 +232,13 @@ def split_kernel(root: Value, tnode: Node | None, phases: list[tuple[Node, Value
     each binding at most space.limits.max_bytes; None when it cannot be split. `hints`:
     chunk lengths along the first dim larger than 1 to try first (`plan_segments`)."""
     limits = space.limits
-    biggest = max(nbytes(v) for v in [root, *materialized_reads(root, materialized)])
+    bound = [root, *materialized_reads(root, materialized)]
+    packed = [v for v in bound if is_packed(v.stored)]
+    if packed:
+        raise CompileError(f"{packed[0]} ({packed[0].stored}) is bound by a kernel over more "
+                           "bytes than one binding holds: float16 and bfloat16 tensors are "
+                           "not chunked yet")
+    biggest = max(nbytes(v) for v in bound)
     for level in range(len(root.shape)):  # chunks along dim `level`
         size = root.shape[level]
         if size == 1:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..codegen.codegen import OPS, TRANSCENDENTAL, contiguous_strides, used_bindings
-from ..dtypes import buffer_bytes, default_torch_name, itemsize, numpy_type
+from ..dtypes import buffer_bytes, default_torch_name, itemsize, to_storage
 from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from ..kernels import (
     ROW_LIMIT,
@@ -669,7 +669,7 @@ def large_read_cut(g: Group, materialized: set[Value], most: int) -> Value | Non
     def reads_big(v: Value) -> bool:
         if v not in big:
             if v.kind in ("input", "const") or v in materialized and v is not g.root:
-                big[v] = v.numel * itemsize(v.dtype) > most
+                big[v] = v.numel * itemsize(v.stored) > most
             elif v.node is None:
                 big[v] = False
             else:
@@ -685,7 +685,7 @@ def large_read_cut(g: Group, materialized: set[Value], most: int) -> Value | Non
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                options: CompileOptions) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
-    dtype of each graph input and output (int64 is held as i32 on the device). `options`:
+    dtype of each graph input, output and state (int64 is held as i32 on the device). `options`:
     the precision and waves the kernels are generated for, `options.choose` picks each
     kernel's knobs (None: the templates' heuristic defaults), `options.limits` is what
     a kernel may bind on the device (None: anything). A fused kernel that reads more
@@ -741,7 +741,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
 
     def new_buffer(v: Value, kind: str) -> int:
         seg = 0 if limits is None else (space or Space(limits)).segment(v)
-        buffers.append(Buffer(len(buffers), buffer_bytes(v.numel, v.dtype), kind, v.dtype,
+        buffers.append(Buffer(len(buffers), buffer_bytes(v.numel, v.stored), kind, v.stored,
                               seg))
         return len(buffers) - 1
 
@@ -756,18 +756,16 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                 last_use[v] = i
                 if v.kind == "const" and v not in buffer_of:
                     buffer_of[v] = new_buffer(v, "const")
-                    constants[buffer_of[v]] = np.ascontiguousarray(v.data,
-                                                                   dtype=numpy_type(v.dtype))
+                    constants[buffer_of[v]] = to_storage(v.data, v.stored)
 
     for state, _ in graph.updates:  # written by the call, whether or not a kernel reads it
         if state not in buffer_of:
             buffer_of[state] = new_buffer(state, "const")
-            constants[buffer_of[state]] = np.ascontiguousarray(state.data,
-                                                               dtype=numpy_type(state.dtype))
+            constants[buffer_of[state]] = to_storage(state.data, state.stored)
     for _, new in graph.updates:  # an update that is an input or a constant as it is
         if new.node is None and new not in buffer_of:
             buffer_of[new] = new_buffer(new, "const")
-            constants[buffer_of[new]] = np.ascontiguousarray(new.data, dtype=numpy_type(new.dtype))
+            constants[buffer_of[new]] = to_storage(new.data, new.stored)
 
     free: list[int] = []  # temp buffer ids free for reuse
     releases: dict[int, list[Value]] = {}
@@ -782,9 +780,9 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         elif v in outputs:  # an update's value: kept until the copy after the kernels
             buffer_of[v] = new_buffer(v, "temp")
         else:
-            need = buffer_bytes(v.numel, v.dtype)
+            need = buffer_bytes(v.numel, v.stored)
             # a value held in several device buffers (segment_bytes) has its own
-            fits = [b for b in free if buffers[b].nbytes >= need and buffers[b].dtype == v.dtype
+            fits = [b for b in free if buffers[b].nbytes >= need and buffers[b].dtype == v.stored
                     and not buffers[b].segment
                     and not (limits and (space or Space(limits)).segment(v))]
             if fits:
@@ -803,7 +801,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             return [w.offset, min(_aligned(w.nbytes), _aligned(buffers[buffer_of[v]].nbytes)
                                   - w.offset)]
         if limits is not None and buffers[buffer_of[v]].nbytes > limits.max_bytes:
-            return [0, _aligned(buffer_bytes(v.numel, v.dtype))]
+            return [0, _aligned(buffer_bytes(v.numel, v.stored))]
         return None
 
     kernels = []
@@ -831,7 +829,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         constants=constants,
         updates=[(buffer_of[new], buffer_of[state]) for state, new in graph.updates],
         state=[(state.name, TensorSpec(buffer_of[state], state.shape,
-                                       default_torch_name(state.dtype)))
+                                       torch_dtypes.get(state) or default_torch_name(state.dtype)))
                for state, _ in graph.updates],
         writes=[(i, TensorSpec(buffer_of[v], v.shape, torch_dtypes[graph.inputs[i]]))
                 for i, v in graph.writes],

@@ -173,8 +173,8 @@ def try_candidate(request: KernelRequest, knobs: dict, base: Executable, input_s
 
 
 def operands_of(gen: Generated, out: Value) -> list[tuple[int, str]]:
-    """(element count, device dtype) of every buffer the kernel binds: reads, then out."""
-    return [(v.numel, v.dtype) for v in gen.reads] + [(out.numel, out.dtype)]
+    """(element count, buffer dtype) of every buffer the kernel binds: reads, then out."""
+    return [(v.numel, v.stored) for v in gen.reads] + [(out.numel, out.stored)]
 
 
 def single_kernel_plan(name: str, source: str, grid: tuple[int, int, int],

@@ -1,0 +1,263 @@
+"""float16 and bfloat16 stored as they are: inputs, weights and outputs of a half dtype
+live in two-byte buffers (dtypes.PACKED), are computed in f32 and come back in their
+dtype; each result matches PyTorch run in float32 on the same half values within the
+harness's tolerance for these dtypes (check/tolerance.py: 1e-2)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kernelwright
+from kernelwright import tune
+from kernelwright.check.tolerance import Tolerance, outside
+from kernelwright.dtypes import buffer_bytes
+from kernelwright.ir.ir import CompileError
+from kernelwright.lower import attention as attention_ops
+from kernelwright.runtime.runtime import default_device, open_device
+
+HALVES = [torch.float16, torch.bfloat16]
+STORED = {torch.float16: "f16", torch.bfloat16: "bf16"}
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def check_half(module: torch.nn.Module, *inputs: torch.Tensor):
+    """Compile `module` (half weights, half inputs), run it on poisoned buffers and
+    compare each output with the module run in float32 on the CPU from the same half
+    values: same dtype as eager's, within the tolerance of that dtype. Returns the
+    compiled module."""
+    module = module.eval()
+    with torch.no_grad():
+        dtypes = [t.dtype for t in _leaves(module(*inputs))]
+        reference = _float32_copy(module)
+        want = _leaves(reference(*[t.float() if t.is_floating_point() else t for t in inputs]))
+    compiled = kernelwright.compile(module, list(inputs))
+    got = _leaves(compiled(*inputs, poison=True))
+    assert len(got) == len(want)
+    for g, w, dtype in zip(got, want, dtypes):
+        assert g.dtype == dtype and g.shape == w.shape, (g.dtype, dtype, g.shape, w.shape)
+        atol, rtol = Tolerance().for_dtype(dtype)
+        bad = outside(g.float(), w.float(), atol, rtol)
+        assert not bad.any(), (f"{int(bad.sum())} of {bad.numel()} elements off, largest "
+                               f"error {(g.float() - w.float()).abs().max().item()}")
+    return compiled
+
+
+def _float32_copy(module: torch.nn.Module) -> torch.nn.Module:
+    return copy.deepcopy(module).float()
+
+
+def _leaves(out) -> list[torch.Tensor]:
+    return torch.utils._pytree.tree_leaves(out)
+
+
+def _buffers(compiled, kind: str):
+    return [b for b in compiled.plan.buffers if b.kind == kind]
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_elementwise_is_one_kernel_and_stays_half(dtype):
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 33).to(dtype), torch.randn(33).to(dtype)
+    compiled = check_half(Fn(lambda a, b: torch.sigmoid(a) * b + torch.sin(a)), x, y)
+    assert len(compiled.plan.kernels) == 1  # the chain computed in the narrowing copy
+    inputs = _buffers(compiled, "input")
+    assert [b.dtype for b in inputs] == [STORED[dtype]] * 2
+    assert [b.nbytes for b in inputs] == [buffer_bytes(4 * 33, "f16"), 33 * 2 + 2]
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_odd_lengths(dtype):
+    torch.manual_seed(1)
+    for n in (1, 3, 7, 129):
+        x = torch.randn(n).to(dtype)
+        compiled = check_half(Fn(lambda a: a * 2.0 - 1.0), x)
+        assert compiled.plan.buffers[compiled.plan.outputs[0].buffer].nbytes == \
+            max(4, math.ceil(n * 2 / 4) * 4)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_values_come_back_exactly(dtype):
+    """Every half value read and stored again is the same bits (inf, NaN, subnormals)."""
+    bits = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16)
+    x = bits.view(dtype)
+    got = kernelwright.compile(Fn(lambda a: a * 1.0), [x])(x)
+    same = (got.view(torch.int16) == bits) | (torch.isnan(got) & torch.isnan(x))
+    assert got.dtype == dtype and bool(same.all())
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_narrowing_rounds_to_nearest_even(dtype):
+    """f32 values narrowed on the device as PyTorch narrows them: ties, overflow to
+    infinity, subnormals, NaN."""
+    torch.manual_seed(2)
+    info = torch.finfo(dtype)
+    tiny = info.tiny
+    special = torch.tensor([0.0, -0.0, 1.0, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11,
+                            1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 65504.0, 65519.0, 65520.0,
+                            -65520.0, 1e5, info.max * 2, float("inf"), float("-inf"),
+                            float("nan"), tiny, tiny / 3, tiny * 0.5, 2.0 ** -24, 2.0 ** -25,
+                            1.5 * 2.0 ** -25, 2.0 ** -26, 3.0e38, -3.4e38, 1e-40])
+    x = torch.cat([special, torch.randn(1001) * 100, torch.randn(500) * 1e-6])
+    compiled = kernelwright.compile(Fn(lambda a: (a * 1.0).to(dtype)), [x])
+    got, want = compiled(x), x.to(dtype)
+    assert got.dtype == dtype
+    same = (got.view(torch.int16) == want.view(torch.int16)) | (torch.isnan(got)
+                                                                 & torch.isnan(want))
+    assert bool(same.all()), (x[~same], got[~same], want[~same])
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_reductions(dtype):
+    torch.manual_seed(3)
+    x = torch.randn(5, 300).to(dtype)
+    check_half(Fn(lambda a: (a.sum(1), a.mean(0), a.amax(1), (a * a).sum())), x)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_softmax_and_layer_norm(dtype):
+    torch.manual_seed(4)
+    x = torch.randn(6, 40).to(dtype) * 4
+    check_half(Fn(lambda a: torch.softmax(a, -1)), x)
+    check_half(torch.nn.LayerNorm(40).to(dtype), x)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_linear_and_matmul(dtype):
+    torch.manual_seed(5)
+    lin = torch.nn.Linear(37, 19).to(dtype)
+    compiled = check_half(lin, torch.randn(5, 37).to(dtype))
+    consts = {b.dtype: b for b in _buffers(compiled, "const")}
+    weight = consts[STORED[dtype]]
+    assert weight.nbytes in (buffer_bytes(37 * 19, "f16"), buffer_bytes(19, "f16"))
+    assert sum(b.nbytes for b in _buffers(compiled, "const")) == \
+        buffer_bytes(37 * 19, "f16") + buffer_bytes(19, "f16")
+    a, b = torch.randn(2, 33, 20).to(dtype), torch.randn(2, 20, 18).to(dtype)
+    check_half(Fn(torch.bmm), a, b)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_conv_pool_and_scan(dtype):
+    torch.manual_seed(6)
+    x = torch.randn(1, 3, 9, 8).to(dtype)
+    check_half(torch.nn.Conv2d(3, 5, 3, padding=1).to(dtype), x)
+    check_half(torch.nn.Conv2d(3, 3, 3, groups=3).to(dtype), x)  # the direct kernel
+    check_half(Fn(lambda a: (F.max_pool2d(a, 2), F.avg_pool2d(a, 3, 1, 1))), x)
+    check_half(Fn(lambda a: torch.cumsum(a, -1)), x)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("dtype", HALVES)
+def test_sdpa(dtype, fused, monkeypatch):
+    """Decomposed (small scores) and through the fused attention kernel."""
+    monkeypatch.setattr(attention_ops, "FUSED", fused)
+    torch.manual_seed(7)
+    q, k, v = (torch.randn(1, 2, 11, 16).to(dtype) for _ in range(3))
+    compiled = check_half(
+        Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)), q, k, v)
+    assert fused == any(k.name.startswith("attention") for k in compiled.plan.kernels)
+
+
+class Block(torch.nn.Module):
+    """A pre-norm transformer block: attention (SDPA) and an MLP, with residuals."""
+
+    def __init__(self, dim: int = 32, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.qkv, self.proj = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
+        self.up, self.down = torch.nn.Linear(dim, 2 * dim), torch.nn.Linear(2 * dim, dim)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_transformer_block(dtype):
+    torch.manual_seed(8)
+    block = Block().to(dtype)
+    compiled = check_half(block, torch.randn(2, 9, 32).to(dtype))
+    weights = sum(p.numel() for p in block.parameters())
+    assert all(b.dtype == STORED[dtype] for b in _buffers(compiled, "const"))
+    assert sum(b.nbytes for b in _buffers(compiled, "const")) <= 2 * weights + 4 * 12
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_saved_plan_keeps_half_constants(dtype, tmp_path: Path):
+    torch.manual_seed(9)
+    lin = torch.nn.Linear(7, 3).to(dtype).eval()
+    x = torch.randn(2, 7).to(dtype)
+    compiled = kernelwright.compile(lin, [x])
+    compiled.plan.save(tmp_path / "plan")
+    loaded = kernelwright.Plan.load(tmp_path / "plan")
+    assert [b.dtype for b in loaded.buffers] == [b.dtype for b in compiled.plan.buffers]
+    assert all(loaded.constants[k].tobytes() == v.tobytes()
+               for k, v in compiled.plan.constants.items())
+    out = kernelwright.CompiledModule(loaded)(x)
+    assert out.dtype == dtype and torch.equal(out, compiled(x))
+
+
+def test_changed_half_weights_stay_float32():
+    """A half buffer the module changes in forward keeps an f32 buffer; its state comes
+    back in its dtype."""
+
+    class Counter(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("total", torch.zeros(3, dtype=torch.float16))
+
+        def forward(self, x):
+            self.total.add_(x)
+            return self.total * 2
+
+    x = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float16)
+    compiled = kernelwright.compile(Counter(), [x])
+    compiled(x)
+    out = compiled(x)
+    assert out.dtype == torch.float16 and torch.equal(out, torch.tensor([4.0, 8.0, 2.0],
+                                                                        dtype=torch.float16))
+    assert compiled.state()["total"].dtype == torch.float16
+
+
+def test_tuner_checks_half_kernels(tmp_path, monkeypatch):
+    """The tuner's single-kernel runs bind packed buffers as the plan does: every setting
+    of the narrowing copy runs and matches the default."""
+    monkeypatch.setenv("KERNELWRIGHT_TUNE_DB", str(tmp_path / "tune.sqlite"))
+    x = torch.randn(1001).to(torch.bfloat16)
+    session = tune.TuningSession(tune.TuneSettings(reps=1, warmup=0))
+    compiled = kernelwright.compile(Fn(lambda a: torch.exp(a) * 2), [x], choose=session.choose)
+    (result,) = session.results
+    assert len(result.candidates) > 1
+    assert {c.status for c in result.candidates} <= {"default", "ok"}, result.candidates
+    assert torch.equal(compiled(x), (torch.exp(x.float()) * 2).to(torch.bfloat16))
+
+
+def test_a_chunked_kernel_binding_a_half_buffer_is_a_clear_error():
+    """Packed buffers are not chunked yet: a kernel over more than one binding that binds
+    one is a CompileError saying so, not a wrong result."""
+    limit = 1 << 16
+    device = open_device(default_device().adapter, {"max-storage-buffer-binding-size": limit,
+                                                    "max-buffer-size": 2 * limit})
+    x = torch.randn(3 * limit // 2).to(torch.float16)
+    with pytest.raises(CompileError, match="not chunked yet"):
+        kernelwright.compile(Fn(lambda a: a * 2), [x], device=device)
+    small = torch.randn(limit // 8).to(torch.float16)  # the f32 version would fit too
+    assert torch.equal(kernelwright.compile(Fn(lambda a: a * 2), [small], device=device)(small),
+                       small * 2)
