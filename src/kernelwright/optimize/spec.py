@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from .. import tune
 from ..compiler import plan_module
 from ..ir.ir import Value
 from ..kernels import KernelRequest, KnobChooser
 from ..plan import Plan
-from ..tune import compiler_choice
 from .generator import Binding, Candidate, KernelSpec, bindings_of
 from .rewrite import rewrites_of
 
@@ -40,7 +40,7 @@ def capture_problem(model, inputs, choose: KnobChooser | None = None) -> Capture
     """Compile `model` for `inputs`, keeping each kernel's request. Knobs come from
     `choose` when given, else from the compiler's choice (tune.compiler_choice): the
     search starts from what the compiler makes by itself."""
-    inner = choose or compiler_choice
+    inner = choose or tune.compiler_choice
     requests: list[KernelRequest] = []
 
     def keep(request: KernelRequest):
