@@ -1,4 +1,4 @@
-"""Backward ATen ops (ops/backward.py) against torch.autograd on random inputs: each op
+"""Backward ATen ops (lower/backward.py) against torch.autograd on random inputs: each op
 is compiled on its own (the ATen op called directly, as a joint graph calls it) and its
 results compared with the gradients autograd computes for the forward op."""
 

@@ -1,7 +1,7 @@
 """Convolution against PyTorch eager: conv1d/2d/3d and conv_transpose1d/2d/3d with
 stride, padding, output_padding, dilation, groups (depthwise, pointwise), asymmetric
 kernels and inputs, with and without bias, batch > 1 and odd sizes. Each family runs
-through both lowerings (ops/conv.py): the implicit GEMM (window view + matmul) and the
+through both lowerings (lower/conv.py): the implicit GEMM (window view + matmul) and the
 direct kernel, forced by the `lowering` fixture; further tests check the default
 choice, fusion, and the window view itself (F.unfold)."""
 

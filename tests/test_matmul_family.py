@@ -136,7 +136,7 @@ BAND_SETTINGS = [dict(BM=32, BN=32, TM=4, TN=4, BK=8, VEC=4, DB=2, ROWS=0, UNROL
 @pytest.mark.parametrize("knobs", BAND_SETTINGS)
 def test_triangular_operands_bound_each_tiles_k_loop(knobs):
     """A tril / triu operand bounds each output tile's K loop to the band both operands
-    can be non-zero in (ops/linalg.k_range): tiles past the band run no step, or a
+    can be non-zero in (lower/linalg.k_range): tiles past the band run no step, or a
     range starting mid-K; offsets on both sides of the diagonal, shapes no tile
     divides, a batch."""
     torch.manual_seed(0)

@@ -1,5 +1,5 @@
 """One-hot operands: a product with (tokens == arange).float() is a gather of the other
-operand's rows (or columns), tokens outside the arange giving zeros (ops/linalg.one_hot)."""
+operand's rows (or columns), tokens outside the arange giving zeros (lower/linalg.one_hot)."""
 
 import importlib.util
 from pathlib import Path

@@ -106,7 +106,7 @@ def test_unbatched_input(nd):
 @pytest.mark.slow
 def test_an_average_of_a_convolution_is_one_convolution():
     """avg_pool(conv(x, w) + bias) with a stride-1 convolution and an unpadded pool is
-    one convolution by the averaged shifted weights at the pool's stride (ops/conv.
+    one convolution by the averaged shifted weights at the pool's stride (lower/conv.
     pooled_convolution): no pool kernel, the same values, in 2 and 3 dims, with groups,
     a divisor_override and an exact ceil_mode; a ReLU between them, a padded pool, a
     1 x 1 convolution (no fewer multiplications) or a strided one keep the pool."""
@@ -301,7 +301,7 @@ def test_vec4_loads(opt, case):
         assert ("v4[" in source, "load_x4(" in source) == (view, not view), source
 
 
-# -- adaptive pooling of long windows: a reduction over the windows (ops/pool.adaptive) --
+# -- adaptive pooling of long windows: a reduction over the windows (lower/pool.adaptive) --
 def _kinds(compiled) -> list[str]:
     return [k.key.split()[0] for k in compiled.plan.kernels]
 

@@ -1,7 +1,7 @@
 """Recurrent layers against PyTorch eager: nn.RNN, nn.LSTM, nn.GRU (multi-layer,
 bidirectional, batch_first, unbatched, initial states, proj_size) and the cells.
 
-capture keeps aten.rnn_tanh / rnn_relu / lstm / gru (.input) whole and ops/recurrent.py
+capture keeps aten.rnn_tanh / rnn_relu / lstm / gru (.input) whole and lower/recurrent.py
 unrolls them into per-timestep graphs, the ATen ops that torch's decomposition gives:
 one matmul for the input projection of all timesteps, then per step and direction an
 addmm with W_hh and the gate arithmetic, a flip for the reverse direction and a cat of
@@ -172,7 +172,7 @@ def _ir(module: nn.Module, inputs, keep_recurrent: bool) -> list:
 ])
 @pytest.mark.parametrize("head", [False, True])
 def test_lowering_matches_decomposition(make, shape, states, head):
-    # ops/recurrent.py builds the IR that torch's decomposition of the op gives; with a
+    # lower/recurrent.py builds the IR that torch's decomposition of the op gives; with a
     # Linear reading the output sequence (a batch_first one is a transposed view, which
     # decides how the Linear decomposes: capture._recurrent_outputs' strides)
     torch.manual_seed(6)

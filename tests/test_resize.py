@@ -2,7 +2,7 @@
 nearest-exact, (bi/tri)linear and bicubic over 1 to 3 dims, up and down, integer and
 non-integer scales, sizes and scale factors (recompute_scale_factor both ways),
 align_corners both ways; the ops torch.export leaves whole (2-d nearest and bilinear),
-those it decomposes, and every upsample op kept whole (ops/resize.py's lowering of each)."""
+those it decomposes, and every upsample op kept whole (lower/resize.py's lowering of each)."""
 
 import numpy as np
 import pytest
@@ -70,7 +70,7 @@ def test_decomposed_modes(nd, mode, kw):
 
 @pytest.fixture
 def whole():
-    """Capture keeps every upsample op whole (capture.KEEP_WHOLE; ops/resize.py lowers
+    """Capture keeps every upsample op whole (capture.KEEP_WHOLE; lower/resize.py lowers
     each): the test checks that the op it names reached the exported graph."""
     table = capture.decomposition_table()
     assert not any(getattr(op, name) in table for op in UPSAMPLE_OPS for name in op.overloads())

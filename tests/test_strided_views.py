@@ -1,4 +1,4 @@
-"""Tensor.unfold and as_strided as views (ops/movement.py) against PyTorch eager: windows
+"""Tensor.unfold and as_strided as views (lower/movement.py) against PyTorch eager: windows
 and patches along one dim, as_strided over contiguous, permuted and channels-last
 tensors, the as_strided that adaptive pooling to 1 x 1 of a permuted tensor exports, and
 Swin's window partition."""

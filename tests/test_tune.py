@@ -105,7 +105,7 @@ CASES = {
     "rows_softmax": ("rows", Fn(lambda x: torch.softmax(x, -1)), [(37, 300)],
                      kernels.rows_space(300, 3)),
     "scan": ("scan", Fn(lambda x: torch.cumsum(x, 1)), [(5, 700)], kernels.scan_space(700)),
-    # depthwise and 2 output channels: the direct kernels (ops/conv.implicit_gemm)
+    # depthwise and 2 output channels: the direct kernels (lower/conv.implicit_gemm)
     "conv": ("conv", torch.nn.Conv2d(3, 3, 3, padding=1, groups=3), [(2, 3, 11, 13)],
              kernels.conv_space(False)),
     "conv_transpose": ("conv", torch.nn.ConvTranspose2d(3, 2, 3, stride=2), [(1, 3, 5, 7)],

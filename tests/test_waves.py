@@ -1,5 +1,5 @@
 """Waves: the device's slots (tune/waves.py) and the large products' plans by them: tiles,
-K chunks, a tail of rows, aligned copies (ops/linalg.product_plan, kernels.matmul_tiles)."""
+K chunks, a tail of rows, aligned copies (lower/linalg.product_plan, kernels.matmul_tiles)."""
 
 from __future__ import annotations
 

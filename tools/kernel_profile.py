@@ -2,7 +2,7 @@
 kernel, median of 5 calls) summed by kernel name, the whole call's time and PyTorch
 eager's (CUDA events), for bundled problems at full size, under compiler variants.
 
-    python bench/kernel_profile.py --only level3/023,level3/015 [--out FILE.json]
+    python tools/kernel_profile.py --only level3/023,level3/015 [--out FILE.json]
         [--variants '{"base": {}, "k1024": {"kernels.cuts.SPLIT_K_MIN": 1024}}']
 
 A variant sets module constants of kernelwright (dotted paths under the package) while
@@ -82,7 +82,7 @@ def main() -> int:
     from kernelwright.harness.timing import keep_gpu_awake
 
     cuda = torch.cuda.is_available()
-    # strict fp32 as the suite's reference (bench.worker): cuDNN's convolutions and RNNs
+    # strict fp32 as the suite's reference (harness.worker): cuDNN's convolutions and RNNs
     # would otherwise use TF32, which PyTorch allows them by default
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

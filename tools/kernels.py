@@ -11,7 +11,7 @@
     python tools/kernels.py --large [--out baselines/kernels_large.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
-timestamps, measured as the bench harness does (bench.timing.time_candidate: warm-up
+timestamps, measured as the bench harness does (harness.timing.time_candidate: warm-up
 until steady, repetitions for ~0.2 s, median, inputs rotated among 3 sets), PyTorch's
 from CUDA events (median of --reps, same inputs; fp32 with TF32 off: strict mode).
 Reported per case: kernelwright ms, torch ms, ratio (torch / kernelwright: above 1 is
@@ -167,7 +167,7 @@ CASES = {
     "layernorm_16384x8192": dict(module=torch.nn.LayerNorm(8192),
                                  inputs=lambda: [torch.randn(16384, 8192)],
                                  bytes=4 * 16384 * 8192 * 2),
-    # Convolutions (ops/conv.py: implicit GEMM or the direct kernel; --conv-lowering
+    # Convolutions (lower/conv.py: implicit GEMM or the direct kernel; --conv-lowering
     # forces one, to measure the crossover).
     "conv3x3_64ch_128x128_b32": conv(torch.nn.Conv2d(64, 64, 3, padding=1), (32, 64, 128, 128)),
     "conv3x3_64ch_bias_relu_128x128_b32": dict(
@@ -202,7 +202,7 @@ CASES = {
         (16, 64, 16, 32, 32)),
     "conv_transpose1d_4s2_256to128_4096_b64": conv(torch.nn.ConvTranspose1d(256, 128, 4, 2, 1),
                                                    (64, 256, 4096)),
-    # Attention (ops/attention.py: the fused kernel or the decomposition; --attention
+    # Attention (lower/attention.py: the fused kernel or the decomposition; --attention
     # forces one)
     "sdpa_16x16_1024_e64": sdpa(16, 16, 1024, 1024, 64),
     "sdpa_causal_16x16_1024_e64": sdpa(16, 16, 1024, 1024, 64, causal=True),
@@ -488,13 +488,13 @@ def main() -> None:
                     help="also run kernelwright bench on the bundled level 2 (full size, "
                          "--compile-ref, --jobs 6) and add its figures")
     ap.add_argument("--conv-lowering", choices=("auto", "gemm", "direct"), default="auto",
-                    help="convolutions through ops/conv.py's choice (auto), or all through "
+                    help="convolutions through lower/conv.py's choice (auto), or all through "
                          "the implicit GEMM or the direct kernel (where each applies)")
     ap.add_argument("--conv-opt", type=int, choices=(1, 2, 4), default=None,
                     help="the direct convolution kernel's outputs per invocation (OPT knob), "
                          "forced through the knob chooser")
     ap.add_argument("--attention", choices=("auto", "fused", "decomposed"), default="auto",
-                    help="attention through ops/attention.py's choice (auto), or all through "
+                    help="attention through lower/attention.py's choice (auto), or all through "
                          "the fused kernel (where its tiles fit) or the decomposition")
     ap.add_argument("--split-k-target", type=int, default=None,
                     help="kernels/cuts.SPLIT_K_TARGET (workgroups split-K aims for) for this "

@@ -1,5 +1,5 @@
 """Large GEMMs with their plans forced (K chunks, a tail of rows, aligned copies) and their
-tiles: the measurements behind the choice by waves (ops/linalg.product_plan).
+tiles: the measurements behind the choice by waves (lower/linalg.product_plan).
 
     python tools/split_waves.py OUT.json CASE[,CASE...] [--chunks 1,2,3,4] [--tails 256]
                                 [--align] [--tiles wide,plain]
@@ -7,7 +7,7 @@ tiles: the measurements behind the choice by waves (ops/linalg.product_plan).
 A CASE not in tools/kernels.py named gemm_MxKxN is the product of an M x K and a K x N
 matrix (any shape, e.g. gemm_24576x8192x100).
 
-For each case of bench/kernels.py and each of the wide (kernels.matmul.MATMUL_LARGE_TILES)
+For each case of tools/kernels.py and each of the wide (kernels.matmul.MATMUL_LARGE_TILES)
 and the plain (MATMUL_PLAIN_TILES) tiles, every chunk count and every tail: the plan
 lower.linalg.product_plan returns forced to WavePlan(chunks=c) or WavePlan(tail=r) (chunks
 1: the compiler's own rule), with aligned copies of the operands where --align; waves

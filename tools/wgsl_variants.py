@@ -1,6 +1,6 @@
 """Kernels rewritten by hand: the compiler's kernel for a case of tools/kernels.py, timed
 as generated and with its WGSL text (or a weight constant) edited, each edit checked
-against PyTorch and timed as the harness times (bench.timing.time_candidate) against
+against PyTorch and timed as the harness times (harness.timing.time_candidate) against
 PyTorch on the same GPU. What wins goes into the templates and is measured again by
 tools/kernels.py.
 

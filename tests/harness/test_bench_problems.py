@@ -21,7 +21,7 @@ def suite(tmp_path: Path) -> Path:
         "level2/1_reference_raises.py": s.REFERENCE_RAISES,
         "level2/2_init_raises.py": s.INIT_RAISES,
         "level2/__pycache__/junk.py": "raise SystemExit",
-        "scripts/helper.py": "raise SystemExit('not a problem')",
+        "tools/helper.py": "raise SystemExit('not a problem')",
     })
 
 
@@ -47,7 +47,7 @@ def test_kernelbench_checkout_layout(tmp_path: Path) -> None:
         "KernelBench/level1/1_Square_matrix_multiplication_.py": s.RELU,
         "KernelBench/level3/5_AlexNet.py": s.RELU,
         "src/eval.py": "raise SystemExit",
-        "scripts/run_and_check.py": "raise SystemExit",
+        "tools/run_and_check.py": "raise SystemExit",
     })
     assert [(p.name, p.level) for p in problems.discover(tmp_path)] == [
         ("KernelBench/level1/1_Square_matrix_multiplication_", 1),

@@ -2,7 +2,7 @@
 driver.
 
 A convolution is lowered to an implicit GEMM (a matmul kernel) or to the direct kernel
-(ops/conv.implicit_gemm). For either, the built-in generator proposes the same kernel
+(lower/conv.implicit_gemm). For either, the built-in generator proposes the same kernel
 by the other lowering, with the same bindings, right after the own template's settings
 one knob away from the kernel's; the sandbox checks it
 against the compiler's kernel on fresh inputs. The search keeps it when it is faster:

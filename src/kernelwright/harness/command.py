@@ -4,7 +4,7 @@ It discovers the suite's problems (problems.py), runs each in a worker process
 (runner.py), prints the summary table (metrics.py) and writes, under ``--out``:
 ``results.json`` (every problem, the summary, the device and precision mode),
 ``results.sqlite`` (filled as the run goes, used by ``--resume``), and
-``report.html`` (report.py). cli.py registers this module's `add_parser`.
+``report.html`` (report.py). cli/main.py registers this module's `add_parser`.
 """
 
 from __future__ import annotations

@@ -208,7 +208,7 @@ class GraphBuilder:
     def __init__(self, options: CompileOptions | None = None) -> None:
         self.graph = Graph()
         # what the compile generates for: lowerings that choose a formulation read it
-        # (a large product's cut reads the device's waves: ops/linalg.product_plan)
+        # (a large product's cut reads the device's waves: lower/linalg.product_plan)
         self.options = options or CompileOptions()
         self.source = ""  # set by capture to the user's line of the op being lowered
         # random ops (lower/random.py): whether the graph may draw (capture's `random`), its

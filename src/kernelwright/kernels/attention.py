@@ -50,7 +50,7 @@ def attention_config(e: int, ev: int, knobs: dict | None = None) -> dict | None:
     knobs (default: attention_knobs): RM rows per invocation (4 or 8: two or one 16-byte
     query loads per row group), CN keys and CV output columns per invocation, the tiles'
     strides and sizes. None when they do not fit: workgroup memory, invocations, or
-    more than ATTENTION_MAX_REGISTERS outputs per invocation (ops/attention.py then
+    more than ATTENTION_MAX_REGISTERS outputs per invocation (lower/attention.py then
     decomposes instead)."""
     knobs = knobs or attention_knobs(e, ev)
     if knobs is None:

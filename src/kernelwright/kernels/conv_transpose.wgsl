@@ -5,7 +5,7 @@
 // for which i = (o + P - k * DIL) / S is exact and inside the input. Per dim those taps
 // are k0, k0 + M, k0 + 2 M, ... with g = gcd(S, DIL), M = S / g and
 // k0 = (o + P) / g * INV mod M (INV the inverse of DIL / g modulo M), and none exist
-// unless g divides o + P; templates.py computes g, M and INV. 1-d and 2-d convolutions
+// unless g divides o + P; kernels/conv.py computes g, M and INV. 1-d and 2-d convolutions
 // arrive with unit leading dims; loaders and `epilogue` work as in conv.wgsl.
 // Slots: BINDINGS, FUNCTIONS (load_x, load_w, epilogue), WG, ROW, NUMEL, CO,
 // CG (input channels per group), COG (output channels per group), and per spatial dim

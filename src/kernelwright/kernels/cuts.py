@@ -2,8 +2,8 @@
 formulation of x @ y is cheapest for these shapes under the compile's options. K in
 chunks (split-K: partial products summed by the reduce template), the last rows a
 product of their own, operands copied into buffers aligned to 4. The lowering
-(ops/linalg.planned_product) builds the plan it gets from `product_plan`; the rules and
-their measurements are in ops/linalg.product's docstring and `wave_plan`'s."""
+(lower/linalg.planned_product) builds the plan it gets from `product_plan`; the rules and
+their measurements are in lower/linalg.product's docstring and `wave_plan`'s."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from .matmul import (
     matmul_wide,
 )
 
-# The small grids' rule (see ops/linalg.product for its history).
+# The small grids' rule (see lower/linalg.product for its history).
 SPLIT_K_MIN = 512  # split K only from this depth on ...
 SPLIT_K_MAX_TILES = 128  # ... of a product of at most this many output tiles ...
 SPLIT_K_CHUNK = 128  # ... into chunks at least this deep ...

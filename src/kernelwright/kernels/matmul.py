@@ -124,7 +124,7 @@ MATMUL_ROWS64_MIN_WORKGROUPS = 2048
 # the tune cache); measured on the H200 (2026-12-02e, wave_probe_h200_2026-12-02e.json):
 # the time of one tile row steps up after every 264 wide tiles (132 SMs x 2) and every
 # 132 plain ones. Where they are known, a large product takes the tiles, the K chunks
-# (split-K), a tail of rows and aligned copies of least modelled time (ops/linalg.
+# (split-K), a tail of rows and aligned copies of least modelled time (lower/linalg.
 # wave_plan, through matmul_wave_cost):
 #     waves(T) * S * (tile area / rate) * depth * (1 + MATMUL_SPLIT_COST * (c + 1) / K)
 # with waves(T) = ceil(T / S) for the wide tiles. The plain tiles' steps of 132 are each
@@ -202,7 +202,7 @@ def reads_window(v: Value) -> bool:
 def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
                  window: bool = False, wide: bool = True,
                  waves: Waves | None = None) -> tuple[int, int, int, int]:
-    """The matmul template's (BM, BN, TM, TN) for `nb` products of M x N (ops/linalg.py
+    """The matmul template's (BM, BN, TM, TN) for `nb` products of M x N (lower/linalg.py
     reads the tile count to decide on split-K). Large products (both sides at least 512)
     get the wide tiles MATMUL_LARGE_TILES where `wide` (matmul_wide: M, N and K multiples
     of 4, K long enough), no operand reads a convolution's `window` and, where the
@@ -243,7 +243,7 @@ def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
     1.398 against 1.663 ms with 64 x 64 tiles (0.83 and 0.70 of cuBLAS; BK 8 1.792).
     Products that read no convolution windows (`window` False) take these tiles down to
     MATMUL_TALL_MIN_WORKGROUPS_PLAIN workgroups, where fewer tiles also let split-K
-    (ops/linalg.product_plan) cut the recurrent steps of an RNN: measured on the H200
+    (lower/linalg.product_plan) cut the recurrent steps of an RNN: measured on the H200
     (2026-12-02b, bench/results/profile_tall_h200_2026-12-02b.json, one threshold of 64
     for all products) the GRU of level1/107 (256 x 1024 x 3072 steps) 7.768 -> 6.242
     ms, level1/108 8.042 -> 7.716, but ResNet-18's convolutions 5.358 -> 5.706 and the
@@ -767,7 +767,7 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
                           for i in range(0, bk, step))
     else:
         inner = snippet("matmul_inner_loop").substitute(KV=kv, BK=bk, STEP=step, MULTIPLY=mult)
-    # A triangular operand (ops/linalg.k_range) bounds each tile's K loop: [klo, khi),
+    # A triangular operand (lower/linalg.k_range) bounds each tile's K loop: [klo, khi),
     # klo a multiple of BK; the loaders' masks still zero what lies outside the band.
     # An epilogue ending in where(mask, value, scalar) whose mask is a band of the
     # output (ir.where_band: causal attention's scores) needs no product in a tile

@@ -119,7 +119,7 @@ def scan_space(r: int, inner: int = 1, columns: int = 1) -> list[dict]:
     the row settings. STAGE 0 and 1 at every WG and ITEMS up to 8
     whose chunk is at most twice the row (rows longer than 2048: from 4 items, and STAGE 0
     at 4 only: on the H200 at 8192, fewer items were 1.9-3.9x slower than the default, STAGE
-    0 ITEMS 8 3.1x), then, at WG 256 (the settings bench/kernels.py --variants measures),
+    0 ITEMS 8 3.1x), then, at WG 256 (the settings tools/kernels.py --variants measures),
     the raked scan of the totals (SUMS 1) on STAGE 1 and the register-held rows of STAGE 2:
     ITEMS 8 in scalars (any loader) and VEC 4 groups of 8, 16 and 32 items, rows up to 8192
     in one pass (with the tree of SUMS 0 too, against the raking)."""

@@ -5,7 +5,7 @@
 // i + 2 WG, ... of the chunk (V = ITEMS / VEC of them), so that adjacent invocations
 // read and write adjacent groups when B = 1 (with VEC 4 and rows of a multiple of 4,
 // 16 bytes at a time: stored through a vec4 view of `out`, and loaded through one of
-// the input's buffer where x is a plain buffer read: templates._scan_regs). Each
+// the input's buffer where x is a plain buffer read: kernels/scan._scan_regs). Each
 // invocation scans its groups in registers, and only the groups' totals go through
 // workgroup memory: staged in `tile`, each invocation scans V consecutive ones
 // serially, the scan of the invocations' totals (SCAN_SUMS) gives it the total before

@@ -2,7 +2,7 @@
 
 An op lowered one way can note the others (ir.Node.lowering and .alternatives): a
 convolution lowered to the direct kernel notes its implicit GEMM (one matmul over the
-whole depth), one lowered to an implicit GEMM notes the direct kernel (ops/conv.py).
+whole depth), one lowered to an implicit GEMM notes the direct kernel (lower/conv.py).
 `rewrites_of(request)` builds, for the kernel of a `kernels.KernelRequest`, each
 alternative in new nodes, puts it in place of the template node's output in a copy of
 the kernel's epilogue (bias, activations: the ops between the template node and the

@@ -1,6 +1,6 @@
 """``kernelwright tune``: tune every kernel of a suite's problems and cache the winners.
 
-For each problem of a KernelBench-format suite (loaded with bench.problems) it
+For each problem of a KernelBench-format suite (loaded with harness.problems) it
 compiles the model inside a tuning session (choose.tuning), which tunes each kernel
 whose key the cache lacks and stores the winner; kernels already in the cache are
 used as they are. The compiled plan, now with the tuned knobs, is then checked once

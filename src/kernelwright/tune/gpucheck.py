@@ -201,7 +201,7 @@ def check_kernel(device, reference, candidate, input_set: Callable[[int], list],
                  trials: int, lock=None) -> KernelCheck:
     """Check `candidate` against `reference` (two runtime.Executable of one kernel each,
     the same buffers) on input sets `input_set(0) .. input_set(trials - 1)` (see the
-    module docstring); `lock` a bench.gpulock.GpuLock held shared around the GPU work
+    module docstring); `lock` a harness.gpulock.GpuLock held shared around the GPU work
     (default: the harness's, from the environment)."""
     if lock is None:
         lock = GpuLock.from_env()
