@@ -17,7 +17,6 @@ import kernelwright
 from kernelwright import tune
 from kernelwright.check.tolerance import Tolerance, outside
 from kernelwright.dtypes import buffer_bytes
-from kernelwright.ir.ir import CompileError
 from kernelwright.lower import attention as attention_ops
 from kernelwright.runtime.runtime import default_device, open_device
 
@@ -249,15 +248,20 @@ def test_tuner_checks_half_kernels(tmp_path, monkeypatch):
     assert torch.equal(compiled(x), (torch.exp(x.float()) * 2).to(torch.bfloat16))
 
 
-def test_a_chunked_kernel_binding_a_half_buffer_is_a_clear_error():
-    """Packed buffers are not chunked yet: a kernel over more than one binding that binds
-    one is a CompileError saying so, not a wrong result."""
+def test_a_half_tensor_over_one_binding_is_held_in_f32_and_chunked():
+    """Packed buffers are not chunked: a half tensor that a kernel over more than one
+    binding reads or writes is held in f32 instead (the chunked path), and the result is
+    the same as PyTorch's; a smaller one stays packed."""
     limit = 1 << 16
     device = open_device(default_device().adapter, {"max-storage-buffer-binding-size": limit,
                                                     "max-buffer-size": 2 * limit})
     x = torch.randn(3 * limit // 2).to(torch.float16)
-    with pytest.raises(CompileError, match="not chunked yet"):
-        kernelwright.compile(Fn(lambda a: a * 2), [x], device=device)
+    compiled = kernelwright.compile(Fn(lambda a: a * 2), [x], device=device)
+    assert any(k.name.endswith("]") for k in compiled.plan.kernels)  # chunked
+    assert all(b.dtype == "f32" for b in compiled.plan.buffers)
+    got = compiled(x)
+    assert got.dtype == torch.float16 and torch.equal(got, x * 2)
     small = torch.randn(limit // 8).to(torch.float16)  # the f32 version would fit too
-    assert torch.equal(kernelwright.compile(Fn(lambda a: a * 2), [small], device=device)(small),
-                       small * 2)
+    compiled = kernelwright.compile(Fn(lambda a: a * 2), [small], device=device)
+    assert compiled.plan.buffers[0].dtype == "f16"
+    assert torch.equal(compiled(small), small * 2)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..codegen.codegen import OPS, TRANSCENDENTAL, contiguous_strides, used_bindings
-from ..dtypes import buffer_bytes, default_torch_name, itemsize, to_storage
+from ..dtypes import buffer_bytes, default_torch_name, is_packed, itemsize, to_storage
 from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from ..kernels import (
     ROW_LIMIT,
@@ -50,6 +50,7 @@ from .chunks import (
     Chunk,
     Space,
     Window,
+    materialized_reads,
     needs_split,
     plan_segments,
     split_kernel,
@@ -713,6 +714,14 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         if not cuts:  # kernels over more bytes than one binding holds: chunks
             split = [i for i, (g, gen) in enumerate(zip(groups, gens))
                      if needs_split(gen, g.root, limits)]
+            packed = {v for i in split
+                      for v in [groups[i].root, *materialized_reads(groups[i].root,
+                                                                    materialized)]
+                      if is_packed(v.stored)}
+            if packed:  # packed halves are not chunked: such a value is held in f32
+                for v in packed:
+                    v.storage = None
+                continue
             phases = {i: [(p.template, p.root) for p in groups[i].phases] for i in split}
             space, hints = plan_segments(
                 [unit_windows(groups[i].root, groups[i].template, phases[i], materialized,
