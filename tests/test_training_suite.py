@@ -1,5 +1,5 @@
 """The training workloads (suite/training/) judged by `kernelwright bench --train`'s
-harness (bench/training.py) at their small configs on the software driver: each matches
+harness (harness/training.py) at their small configs on the software driver: each matches
 PyTorch eager under AdamW with clipping over STEPS steps (loss per step, gradient norm
 at step 0, parameters after); the harness fails a run that does not match; the command
 writes results.json, the SQLite rows and a report with both loss curves."""
@@ -55,7 +55,8 @@ def test_a_mismatch_fails(monkeypatch):
 
 def test_bench_train_writes_results_and_curves(tmp_path):
     args = argparse.Namespace(suite=None, only=["mlp"], size="small", steps=3, seed=0,
-                              compile_ref=False, out=tmp_path)
+                              compile_ref=False, out=tmp_path, timeout=300.0,
+                              max_rss_gb=None, resume=False)
     assert training.run(args) == 0
     doc = json.loads((tmp_path / "results.json").read_text())
     (r,) = doc["workloads"]

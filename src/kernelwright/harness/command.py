@@ -66,11 +66,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "KERNELWRIGHT_RUNTIME=dawn; f16 operands) and verify with the "
                              "fp16 tolerance 1e-2, labelled accelerated-f16")
     parser.add_argument("--resume", action="store_true",
-                        help="reuse results in OUT/results.sqlite made with the same settings")
+                        help="reuse results in OUT/results.sqlite made with the same settings "
+                             "(problems, or training workloads with --train)")
     parser.add_argument("--timeout", type=float, default=300.0,
-                        help="seconds allowed per problem (default: 300)")
+                        help="seconds allowed per problem, or per training workload with "
+                             "--train (default: 300)")
     parser.add_argument("--max-rss-gb", type=float, default=None,
-                        help="resident memory allowed per problem (default: 80%% of RAM)")
+                        help="resident memory allowed per problem or training workload "
+                             "(default: 80%% of RAM)")
     parser.add_argument("--all", dest="sample", action="store_const", const="all",
                         help="every problem of the suite (the default with a hardware GPU, or "
                              "with a SUITE, --only or --level)")
@@ -93,7 +96,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="judge training instead: each training workload (SUITE: a folder "
                              "of them; default: the bundled suite/training) compiled with "
                              "compile_training against PyTorch eager from the same weights and "
-                             "data (harness/training.py); --size, --only, --out, --seed apply")
+                             "data (harness/training.py), each in a worker process of its own; "
+                             "--size, --only, --out, --seed, --timeout, --max-rss-gb, "
+                             "--resume apply")
     parser.add_argument("--steps", type=int, default=None,
                         help="with --train: training steps compared (default: 20 on a software "
                              "driver, 200 on a hardware GPU)")

@@ -6,7 +6,9 @@ runner watches it from outside: past the time limit, or past the memory limit
 RLIMIT_AS, since GPU drivers reserve huge address space), its whole process
 group is killed and the problem is reported as "timeout" or "memory". A crash
 (a signal, a lost device, an exit without a result) is reported as "crash" with
-the tail of the worker's log. The run always goes on.
+the tail of the worker's log. The run always goes on. `run_worker` runs any
+`WorkerJob`: `kernelwright bench --train` runs each training workload through it
+(training.py) under the same limits.
 
 Each result is written to SQLite (`ResultStore`) the moment its problem
 finishes; with ``resume=True`` problems already finished with the same settings,
@@ -45,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import torch
 
@@ -53,7 +55,7 @@ from .gpulock import ENV as GPU_LOCK_ENV
 from .oom import OOM_REASON, gib
 from .problems import Problem
 from .progress import Progress
-from .worker import WorkerConfig, new_result
+from .worker import WorkerConfig
 
 POLL_S = 0.1
 RSS_POLL_S = 0.5  # reading every process's parent from /proc took ~30 ms here
@@ -373,13 +375,27 @@ def worker_env() -> dict[str, str]:
     return env
 
 
-def run_worker(cfg: WorkerConfig, workdir: Path, timeout_s: float, max_rss_gb: float,
+class WorkerJob(Protocol):
+    """What `run_worker` runs: a config whose `module` is the worker (run as ``python -m
+    MODULE --config @CONFIG.json --result RESULT.json``, rewriting RESULT.json with its
+    ``stage`` as it goes and ``finished: true`` at the end) and whose `blank` is the
+    result of a worker that wrote none (a problem's WorkerConfig; training.TrainJob)."""
+
+    module: ClassVar[str]
+    name: str
+
+    def to_json(self) -> str: ...
+
+    def blank(self) -> dict[str, Any]: ...
+
+
+def run_worker(cfg: WorkerJob, workdir: Path, timeout_s: float, max_rss_gb: float,
                on_tick: Callable[[float], None] | None = None,
                stop: threading.Event | None = None, gpu_lock: str | None = None,
                ) -> dict[str, Any]:
-    """Evaluate one problem in a worker process under time and memory limits; a set
-    `stop` kills it (the run was interrupted); `gpu_lock` is the lock file workers
-    running at the same time share (gpulock.py)."""
+    """Run one job (a problem, a training workload) in a worker process under time and
+    memory limits; a set `stop` kills it (the run was interrupted); `gpu_lock` is the
+    lock file workers running at the same time share (gpulock.py)."""
     workdir.mkdir(parents=True, exist_ok=True)
     stem = re.sub(r"[^\w.-]+", "_", cfg.name)
     config_path = workdir / f"{stem}.config.json"
@@ -387,7 +403,7 @@ def run_worker(cfg: WorkerConfig, workdir: Path, timeout_s: float, max_rss_gb: f
     log_path = workdir / f"{stem}.log"
     config_path.write_text(cfg.to_json())
     result_path.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "kernelwright.harness.worker",
+    command = [sys.executable, "-m", cfg.module,
                "--config", f"@{config_path}", "--result", str(result_path)]
     limit_bytes = max_rss_gb * 2**30
     killed_for = None
@@ -433,7 +449,7 @@ def run_worker(cfg: WorkerConfig, workdir: Path, timeout_s: float, max_rss_gb: f
         except (OSError, json.JSONDecodeError):
             result = None
     if result is None:
-        result = new_result(cfg)
+        result = cfg.blank()
     result["peak_rss_gb"] = round(peak_rss / 2**30, 3)
     result["wall_s"] = wall_s
     result["log"] = str(log_path)

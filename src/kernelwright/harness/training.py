@@ -20,8 +20,15 @@ generator, SIZES small/full), from the same initial weights and the same batches
 The eager reference runs on CUDA with TF32 off where there is CUDA, else on the CPU.
 Results go to results.json, the bench's SQLite store (one row per workload, the same
 table as the problems') and report.html with both loss curves per workload
-(train_report.py). Workloads run one after another in this process; an exception in
-one is its ERROR row and the run goes on.
+(train_report.py). Workloads run one after another, each in a worker process of its own
+(``python -m kernelwright.harness.training``, started and watched by runner.run_worker
+under ``--timeout`` seconds and ``--max-rss-gb``, as the problems' workers are): an
+exception in one is its ERROR row, a worker past its limits or dead (a driver crash) is
+its TIMEOUT, MEMORY or CRASH row naming the stage it was in, and the run goes on. Each
+row reaches SQLite as its workload finishes; ``--resume`` reuses the rows of an
+unchanged workload file measured with the same settings and compiler (the store is
+emptied first without it), and an interrupted run (SIGINT, SIGTERM) still writes
+results.json and the report of what finished.
 """
 
 from __future__ import annotations
@@ -30,15 +37,18 @@ import argparse
 import copy
 import dataclasses
 import fnmatch
+import hashlib
 import json
 import math
+import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -49,6 +59,7 @@ from . import gpu, runner, train_report
 from .problems import import_file, natural_key
 from .runner import compiler_digest
 from .timing import reference_label
+from .worker import write_json
 
 LOSS_RTOL = 1e-3
 NORM_RTOL = 1e-3
@@ -61,6 +72,9 @@ MAX_GRAD_NORM = 1.0
 WEIGHT_DECAY = 0.1
 DEFAULT_LR = 1e-3
 REQUIRED = ("SIZES", "build", "loss", "batch")
+# a worker's end that is no verdict of the workload (runner.run_worker's reasons): the
+# row's status says it in capitals
+WORKER_FAILURES = ("timeout", "memory", "crash", "interrupted")
 
 
 def bundled_workloads() -> Path:
@@ -111,6 +125,45 @@ class TrainSettings:
         return "train-" + json.dumps(fields, sort_keys=True)
 
 
+@dataclass
+class TrainJob:
+    """One workload for a worker process (runner.WorkerJob): its file and the settings."""
+
+    module: ClassVar[str] = "kernelwright.harness.training"
+    name: str
+    path: str
+    settings: dict[str, Any]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainJob:
+        return cls(**json.loads(text))
+
+    def blank(self) -> dict[str, Any]:
+        """The result of a worker that wrote none (it died before its first stage)."""
+        return new_result(Workload(self.name, Path(self.path)),
+                          TrainSettings(**self.settings))
+
+
+def workload_sha(workload: Workload) -> str:
+    """A digest of the workload's file and the shared files ("_*.py") beside it: a row
+    of another version is not reused by ``--resume``."""
+    digest = hashlib.sha256()
+    shared = sorted(workload.path.parent.glob("_*.py"))
+    for path in [workload.path, *shared]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def new_result(workload: Workload, settings: TrainSettings) -> dict[str, Any]:
+    """A workload's result before its first stage."""
+    return {"name": workload.name, "file": str(workload.path), "size": settings.size,
+            "steps": settings.steps, "status": "ERROR", "compiled": False, "correct": False,
+            "stage": "start", "finished": False}
+
+
 def _rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(b), 1e-12)
 
@@ -151,21 +204,30 @@ def _time_eager(model, opt, loss_fn, batches, device, step_fn=None) -> float:
     return (time.perf_counter() - t0) * 1e3 / len(batches)
 
 
-def run_workload(workload: Workload, settings: TrainSettings) -> dict[str, Any]:
-    """Judge one workload; never raises: a failure is the result's status and error."""
-    result: dict[str, Any] = {"name": workload.name, "file": str(workload.path),
-                              "size": settings.size, "steps": settings.steps,
-                              "status": "ERROR", "compiled": False, "correct": False}
+def run_workload(workload: Workload, settings: TrainSettings,
+                 on_stage: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Judge one workload in this process; never raises: a failure is the result's status
+    and error. `on_stage` is called with the result as each stage begins (its
+    ``stage``: load, compile, steps, eager, parity, timing, done)."""
+    result = new_result(workload, settings)
+
+    def stage(name: str) -> None:
+        result["stage"] = name
+        if on_stage:
+            on_stage(result)
+
     try:
-        _judge(workload, settings, result)
+        _judge(workload, settings, result, stage)
     except Exception as exc:  # noqa: BLE001 - any failure of a workload is its result
-        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["error"] = f"{type(exc).__name__}: {exc} (stage: {result['stage']})"
         result["reason"] = result.get("reason") or "error"
         result["traceback"] = traceback.format_exc(limit=8)
     return result
 
 
-def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any]) -> None:
+def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
+           stage: Callable[[str], None]) -> None:
+    stage("load")
     module = load(workload)
     if settings.size not in module.SIZES:
         raise ValueError(f"SIZES has no entry {settings.size!r}")
@@ -181,6 +243,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any]) 
         return tuple(module.batch(cfg, i))
 
     # ours: compile, then N steps from the initial weights
+    stage("compile")
     t0 = time.perf_counter()
     step = kernelwright.compile_training(
         model, batch(0), module.loss,
@@ -190,6 +253,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any]) 
     result["compiled"] = True
     result["device"] = default_device().description
     result["plan_bytes"] = sum(b.nbytes for b in step.plan.buffers)
+    stage("steps")
     ours, norm0 = [], None
     for i in range(n):
         ours.append(step(*batch(i)))
@@ -197,6 +261,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any]) 
     trained = {k: v.detach().float() for k, v in step.state_dict().items()}
 
     # PyTorch eager fp32, same weights, batches and optimizer
+    stage("eager")
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda" if cuda else "cpu")
     if cuda:
@@ -217,6 +282,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any]) 
     result["grad_norm0_ours"], result["grad_norm0_torch"] = norm0, their_norm0
 
     # parity
+    stage("parity")
     failures = []
     rels = [_rel(a, b) for a, b in zip(ours, theirs)]
     result["loss_max_rel"] = max(rels)
@@ -248,6 +314,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any]) 
 
     # timing: ours, eager, torch.compile of the same eager step
     if timed > 0:
+        stage("timing")
         tb = [batch(i) for i in range(timed)]
         step(*tb[0])
         t0 = time.perf_counter()
@@ -266,6 +333,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any]) 
             result["ref_compile_ms"] = _time_eager(reference, opt, module.loss, dev_batches,
                                                    dev, compiled)
             result["speedup_compile"] = result["ref_compile_ms"] / result["time_ms"]
+    stage("done")
 
 
 def default_steps() -> tuple[int, str]:
@@ -295,23 +363,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
     settings = TrainSettings(size=size, steps=steps, seed=args.seed,
                              compile_ref=args.compile_ref or torch.cuda.is_available())
+    timeout_s = args.timeout
+    max_rss_gb = args.max_rss_gb or runner.default_rss_limit_gb()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     print(f"kernelwright bench --train: {len(chosen)} workloads from {folder}, size {size} "
-          f"({size_why}), {steps} steps ({steps_why}), out {out}", file=sys.stderr)
-    store = runner.ResultStore(out / "results.sqlite")
-    store.start_run(settings)
-    results = []
+          f"({size_why}), {steps} steps ({steps_why}), {timeout_s:g} s each, out {out}",
+          file=sys.stderr)
+    results, interrupted = [], False
+    previous_handler = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        for w in chosen:
-            print(f"  {w.name} ...", end="", flush=True, file=sys.stderr)
-            r = run_workload(w, settings)
-            store.put(r, settings.key())
-            results.append(r)
-            print(f" {r['status']}" + (f": {r['error']}" if r.get("error") else ""),
-                  file=sys.stderr)
-    finally:
+        results = run_isolated(chosen, settings, out, timeout_s, max_rss_gb,
+                               resume=args.resume)
+    except KeyboardInterrupt:  # the running worker was killed; what finished is in SQLite
+        interrupted = True
+        store = runner.ResultStore(out / "results.sqlite")
+        done = {r["name"]: r for r in store.all(settings.key())}
         store.close()
+        results = [done[w.name] for w in chosen if w.name in done]
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
     devices = [r["device"] for r in results if r.get("device")]
     where = "CUDA, TF32 off" if torch.cuda.is_available() else "the CPU"
     info = {
@@ -335,4 +406,71 @@ def run(args: argparse.Namespace) -> int:
     print(train_report.format_table(results))
     print(f"\n{passed} of {len(results)} workloads match PyTorch; wrote "
           f"{out / 'results.json'}, {out / 'results.sqlite'}, {out / 'report.html'}")
+    if interrupted:
+        print(f"interrupted after {len(results)} of {len(chosen)} workloads; run again with "
+              "--resume to go on", file=sys.stderr)
+        return 130
     return 0 if passed == len(results) else 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM: stop like Ctrl-C, so that the running worker is killed too."""
+    raise KeyboardInterrupt
+
+
+def run_isolated(workloads: list[Workload], settings: TrainSettings, out: Path,
+                 timeout_s: float, max_rss_gb: float,
+                 resume: bool = False) -> list[dict[str, Any]]:
+    """Judge `workloads` one after another, each in its own worker process
+    (runner.run_worker, logs under OUT/work); each row reaches OUT/results.sqlite as it
+    finishes. With `resume`, a workload whose row there has the same settings, compiler
+    and file (`workload_sha`) is not run again; without, the store starts empty."""
+    store = runner.ResultStore(out / "results.sqlite", fresh=not resume)
+    store.start_run(settings)
+    key = settings.key()
+    results = []
+    try:
+        for w in workloads:
+            sha = workload_sha(w)
+            previous = store.get(w.name, key) if resume else None
+            if previous is not None and previous.get("file_sha") == sha:
+                print(f"  {w.name}: {previous['status']} (resumed)", file=sys.stderr)
+                results.append(previous)
+                continue
+            print(f"  {w.name} ...", end="", flush=True, file=sys.stderr)
+            job = TrainJob(w.name, str(w.path), dataclasses.asdict(settings))
+            r = runner.run_worker(job, out / "work", timeout_s, max_rss_gb)
+            if r.get("reason") in WORKER_FAILURES:
+                r["status"] = r["reason"].upper()
+            r["file_sha"] = sha
+            store.put(r, key)
+            results.append(r)
+            print(f" {r['status']}" + (f": {r['error']}" if r.get("error") else ""),
+                  file=sys.stderr)
+    finally:
+        store.close()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A worker: judge one workload (a TrainJob) and write its result, rewritten as each
+    stage begins so that a worker killed or dead still says where it was."""
+    parser = argparse.ArgumentParser(prog="python -m kernelwright.harness.training",
+                                     description="Judge one training workload (used by "
+                                                 "kernelwright bench --train).")
+    parser.add_argument("--config", required=True, help="TrainJob as JSON, or @FILE")
+    parser.add_argument("--result", required=True, type=Path, help="where to write the result")
+    args = parser.parse_args(argv)
+    text = Path(args.config[1:]).read_text() if args.config.startswith("@") else args.config
+    job = TrainJob.from_json(text)
+    started = time.perf_counter()
+    result = run_workload(Workload(job.name, Path(job.path)), TrainSettings(**job.settings),
+                          lambda r: write_json(args.result, r))
+    result["finished"] = True
+    result["wall_s"] = time.perf_counter() - started
+    write_json(args.result, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -34,7 +34,7 @@ import traceback
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -56,6 +56,7 @@ TIMING_INPUT_SETS = 3  # input sets rotated through while timing
 class WorkerConfig:
     """Everything a worker needs to evaluate one problem."""
 
+    module: ClassVar[str] = "kernelwright.harness.worker"  # the worker run by the runner
     path: str
     name: str
     level: int
@@ -76,6 +77,10 @@ class WorkerConfig:
     @classmethod
     def from_json(cls, text: str) -> WorkerConfig:
         return cls(**json.loads(text))
+
+    def blank(self) -> dict[str, Any]:
+        """The result of a worker that wrote none."""
+        return new_result(self)
 
 
 def new_result(cfg: WorkerConfig) -> dict[str, Any]:
