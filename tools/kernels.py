@@ -9,6 +9,7 @@
     python tools/kernels.py --attention-variants [--out baselines/attention_variants.json]
     python tools/kernels.py --variants [--only NAME] [--out baselines/memory_variants.json]
     python tools/kernels.py --large [--out baselines/kernels_large.json]
+    python tools/kernels.py --half [--tiny] [--only NAME] [--out baselines/kernels_half.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
 timestamps, measured as the bench harness does (harness.timing.time_candidate: warm-up
@@ -36,6 +37,13 @@ JSON records the runtime and the matrix unit (compiler.device_matrix) the run ha
 --size full --compile-ref --jobs 6` on the bundled suite, run as a subprocess, and its
 level-2 geometric-mean speedups and median compile time (the run's own files go to
 OUT's folder, suite_level2/).
+
+--half runs its own cases instead (HALF_BASES): a decode-sized linear (batch 1, a 4096 x
+4096 weight), an elementwise chain over 2^27, a layernorm 16384 x 8192 and a GEMM 4096^3,
+each stored in f32, f16 and bf16 (module and inputs converted; kernelwright stores half
+tensors as they are) against PyTorch in the same dtype, checked against the module in
+fp32 on the same half values (1e-2 x the output's scale for half, 1e-4 for f32); the
+rates count each dtype's bytes. --tiny shrinks them (the code path on a software driver).
 
 --matmul-variants times, for each GEMM case and the 3x3 convolution's implicit GEMM
 (MATMUL_CASES), every setting of the matmul
@@ -298,6 +306,33 @@ ATTENTION_CASES = ("sdpa_16x16_1024_e64", "sdpa_causal_16x16_1024_e64",
                    "sdpa_causal_8x12_2048_e64")
 
 
+HALF_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def half_bases(tiny: bool = False) -> dict[str, dict]:
+    """--half's cases in f32 (`half_cases` stores each in every HALF_DTYPES); `tiny`:
+    sizes that a software driver runs in seconds."""
+    d, n, rows, cols = (256, 1 << 14, 64, 256) if tiny else (4096, 1 << 27, 16384, 8192)
+    return {
+        # a decode step's projection: batch 1 against a d x d weight (the weight's read)
+        f"half_linear_decode_1x{d}x{d}": dict(module=torch.nn.Linear(d, d),
+                                               inputs=lambda: [torch.randn(1, d)],
+                                               bytes=4 * (d * d + d + 2 * d)),
+        f"half_elementwise_chain_2^{n.bit_length() - 1}": memory(
+            lambda x: (x * 2 + 1).relu() * 0.5, (n,), 1, 1),
+        f"half_layernorm_{rows}x{cols}": dict(module=torch.nn.LayerNorm(cols),
+                                              inputs=lambda: [torch.randn(rows, cols)],
+                                              bytes=4 * rows * cols * 2),
+        f"half_gemm_{d}": gemm(d, d, d),
+    }
+
+
+def half_cases(tiny: bool = False) -> dict[str, dict]:
+    """Each of `half_bases` stored in each of HALF_DTYPES (the case's ``storage``)."""
+    return {f"{name}_{label}": dict(case, storage=dtype)
+            for name, case in half_bases(tiny).items() for label, dtype in HALF_DTYPES.items()}
+
+
 def draw_sets(case: dict, count: int = 3) -> list[list[torch.Tensor]]:
     """`count` input sets of a case, drawn on the GPU where PyTorch sees one (hundreds of MB
     of normal draws take seconds on the CPU) and handed over on the CPU."""
@@ -308,20 +343,31 @@ def draw_sets(case: dict, count: int = 3) -> list[list[torch.Tensor]]:
     return [[x.cpu() for x in s] for s in sets]
 
 
-def case_reference(name: str, reps: int, low: torch.dtype | None = None):
+def case_reference(name: str, reps: int, low: torch.dtype | None = None,
+                   case: dict | None = None):
     """A case's module (back on the CPU), three input sets, PyTorch's result on the first
     (computed on the GPU where PyTorch sees one, fp32 with TF32 off) and PyTorch's median
     GPU ms over `reps` calls (nan without CUDA). With `low` (the f16 cases) PyTorch runs
-    in that dtype and the result is the exact product of the `low`-rounded inputs."""
-    case = CASES[name]
+    in that dtype and the result is the exact product of the `low`-rounded inputs. A case
+    with a ``storage`` dtype (--half) has its module and inputs in that dtype (PyTorch
+    runs in it) and its result is the module's in fp32 on those values. `case`: the
+    case itself where it is not CASES[name]."""
+    case = case or CASES[name]
     torch.manual_seed(0)
     module = case["module"].eval()
     sets = draw_sets(case, case.get("sets", 3))
+    storage = case.get("storage")
+    reference = module
+    if storage is not None:
+        reference = copy.deepcopy(module).float()
+        module = module.to(storage)
+        sets = [[x.to(storage) for x in s] for s in sets]
     cuda = torch.cuda.is_available()
-    first = [x.to(low).float() for x in sets[0]] if low else sets[0]
+    first = [x.to(low).float() for x in sets[0]] if low else [x.float() for x in sets[0]]
     with torch.no_grad():
-        ref = (module.cuda()(*[x.cuda() for x in first]).cpu() if cuda
-               else module(*first))
+        ref = (reference.cuda()(*[x.cuda() for x in first]).cpu() if cuda
+               else reference(*first))
+        reference.cpu()
     torch_sets = [[x.to(low) for x in s] for s in sets] if low else sets
     ref_ms = torch_ms(module, torch_sets, reps) if cuda else float("nan")
     return module.cpu(), sets, ref, ref_ms
@@ -484,6 +530,11 @@ def main() -> None:
                     help="time the knob variants of the memory-bound cases' kernels")
     ap.add_argument("--large", action="store_true",
                     help="only the cases over one binding (LARGE_CASES, 4-8 GiB each)")
+    ap.add_argument("--half", action="store_true",
+                    help="only the half-storage cases (half_cases): f32, f16 and bf16 "
+                         "storage, each against PyTorch in the same dtype")
+    ap.add_argument("--tiny", action="store_true",
+                    help="with --half: small sizes (the code path on a software driver)")
     ap.add_argument("--suite", action="store_true",
                     help="also run kernelwright bench on the bundled level 2 (full size, "
                          "--compile-ref, --jobs 6) and add its figures")
@@ -546,13 +597,17 @@ def run(args, choose=None) -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if torch.cuda.is_available():
         out["copy_tbps"] = copy_tbps(args.reps)  # the memory-bound cases' ceiling
-    for name, case in CASES.items():
+    half = args.half
+    cases = half_cases(args.tiny) if half else CASES
+    if half:
+        out["precision"] = "half storage: f32, f16 and bf16, PyTorch in the same dtype"
+    for name, case in cases.items():
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
-        if args.large != (name in LARGE_CASES):
+        if not half and args.large != (name in LARGE_CASES):
             continue
         low = case.get("torch_dtype")  # PyTorch's side runs in this dtype (f16 cases)
-        module, sets, ref, ref_ms = case_reference(name, args.reps, low)
+        module, sets, ref, ref_ms = case_reference(name, args.reps, low, case)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # PyTorch's cached blocks back, for wgpu's buffers
         t0 = time.perf_counter()
@@ -560,25 +615,29 @@ def run(args, choose=None) -> None:
                                         choose=choose)
         compile_s = time.perf_counter() - t0
         got = compiled(*sets[0], poison=True)
-        err = (got - ref).abs().max().item()
+        storage = case.get("storage", torch.float32)
+        err = (got.float() - ref).abs().max().item()
         scale = ref.abs().max().item() or 1.0
         kw_ms = time_candidate(compiled, sets).median_ms
+        narrow = low is not None or storage != torch.float32
         row = dict(case=name, kernels=len(compiled.plan.kernels),
                    precision=getattr(compiled, "precision", "strict"),
-                   torch_dtype=str(low or torch.float32).replace("torch.", ""),
+                   storage=str(storage).replace("torch.", ""), output_dtype=str(got.dtype),
+                   torch_dtype=str(low or storage).replace("torch.", ""),
                    kernel_names=[k.name for k in compiled.plan.kernels],
                    kernel_knobs=[k.knobs for k in compiled.plan.kernels],
                    compile_s=round(compile_s, 3),
                    max_abs_err=err, rel_err=err / scale,
-                   correct=matches(err, scale, 1e-2 if low else 1e-4),
+                   correct=matches(err, scale, 1e-2 if narrow else 1e-4),
                    kernelwright_ms=round(kw_ms, 4),
                    torch_ms=round(ref_ms, 4), ratio=round(ref_ms / kw_ms, 4))
         if "flops" in case:
             row["kernelwright_tflops"] = round(case["flops"] / kw_ms / 1e9, 2)
             row["torch_tflops"] = round(case["flops"] / ref_ms / 1e9, 2)
-        else:
-            row["kernelwright_tbps"] = round(case["bytes"] / kw_ms / 1e9, 3)
-            row["torch_tbps"] = round(case["bytes"] / ref_ms / 1e9, 3)
+        else:  # the bytes of an f32 case, scaled to its storage
+            moved = case["bytes"] * storage.itemsize / 4
+            row["kernelwright_tbps"] = round(moved / kw_ms / 1e9, 3)
+            row["torch_tbps"] = round(moved / ref_ms / 1e9, 3)
         rows.append(row)
         print(json.dumps(row), flush=True)
         Path(args.out).write_text(json.dumps(out, indent=1))  # a run cut short keeps its rows

@@ -27,7 +27,8 @@ def test_small_cases_are_checked_and_summarised(tmp_path, monkeypatch):
     monkeypatch.setattr(kb, "CASES", cases)
     out = tmp_path / "kernels.json"
     args = argparse.Namespace(only="", reps=3, out=str(out), suite=False, large=False,
-                              matmul_variants=False, attention_variants=False, variants=False)
+                              matmul_variants=False, attention_variants=False, variants=False,
+                              half=False, tiny=False)
     kb.run(args)
     document = json.loads(out.read_text())
     rows = {r["case"]: r for r in document["cases"]}
@@ -38,6 +39,26 @@ def test_small_cases_are_checked_and_summarised(tmp_path, monkeypatch):
     assert set(gemm["cases"]) == {"gemm_4096"}  # only the cases that ran
     if not torch.cuda.is_available():  # no PyTorch GPU time: no ratio, no target met
         assert not gemm["met"] and "copy_tbps" not in document
+
+
+def test_half_cases_store_each_dtype(tmp_path):
+    """--half --tiny: every base case in f32, f16 and bf16 storage, its output in that
+    dtype, checked against the module in fp32 on the same half values."""
+    kb = load_kernels_bench()
+    out = tmp_path / "half.json"
+    args = argparse.Namespace(only="elementwise,linear", reps=3, out=str(out), suite=False,
+                              large=False, matmul_variants=False, attention_variants=False,
+                              variants=False, half=True, tiny=True)
+    kb.run(args)
+    rows = {r["case"]: r for r in json.loads(out.read_text())["cases"]}
+    assert set(rows) == {f"{base}_{label}" for base in kb.half_bases(tiny=True)
+                         if "elementwise" in base or "linear" in base
+                         for label in kb.HALF_DTYPES}
+    for name, r in rows.items():
+        label = name.rsplit("_", 1)[1]
+        assert r["storage"] == str(kb.HALF_DTYPES[label]).replace("torch.", "")
+        assert r["output_dtype"] == str(kb.HALF_DTYPES[label])
+        assert r["correct"] and r["kernelwright_ms"] > 0, r
 
 
 def test_a_wrong_or_fallen_back_case_meets_no_target():
