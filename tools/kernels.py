@@ -1,6 +1,6 @@
 """Benchmark: single kernels against PyTorch on the same GPU (issue 5's figures; not a test).
 
-    python tools/kernels.py [--only NAME] [--conv-lowering auto|gemm|direct]
+    python tools/kernels.py [--only NAME] [--exclude NAME] [--conv-lowering auto|gemm|direct]
                             [--conv-opt 1|2|4] [--attention auto|fused|decomposed] [--suite]
                             [--shader-checks] [--split-k-target N]
                             [--out baselines/kernels.json]
@@ -515,6 +515,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="cases whose name contains one of these "
                     "comma-separated strings")
+    ap.add_argument("--exclude", default="", help="skip cases whose name contains one of "
+                    "these comma-separated strings (e.g. 'accelerated': the strict cases)")
     ap.add_argument("--reps", type=int, default=20, help="PyTorch's timed calls per case")
     ap.add_argument("--out", default=None)
     ap.add_argument("--matmul-variants", action="store_true",
@@ -603,6 +605,8 @@ def run(args, choose=None) -> None:
         out["precision"] = "half storage: f32, f16 and bf16, PyTorch in the same dtype"
     for name, case in cases.items():
         if args.only and not any(o in name for o in args.only.split(",")):
+            continue
+        if args.exclude and any(x in name for x in args.exclude.split(",")):
             continue
         if not half and args.large != (name in LARGE_CASES):
             continue
