@@ -26,14 +26,39 @@
 #   wgsl      tools/wgsl_variants.py (kernels rewritten by hand: a convolution's window
 #             loader, the GEMM's loop; more arguments in WGSL_ARGS, e.g. "--only conv3x3")
 #   conv      tools/kernels.py --only conv, with each lowering (auto, gemm, direct)
-#   attention tools/kernels.py --only sdpa, with each path (fused, decomposed), and
+#   attention  tools/kernels.py --only sdpa, with each path (fused, decomposed), and
 #             --attention-variants (every setting of the fused kernel)
 #   direct    tools/kernels.py --only conv --conv-lowering direct, OPT 1, 2 and 4
 #   coop      tools/coop_matmul.py --quick (the accelerated mode's matrix units: Dawn's
 #             subgroup matrices with KERNELWRIGHT_RUNTIME=dawn)
 #   profile   tools/kernel_profile.py with PROFILE_ARGS (e.g. "--only level3/023 --variants
 #             JSON", the JSON without spaces): each kernel's time in whole suite problems
-#   models    tools/models.py --size full
+#   models    the models suite at full size (kernelwright bench src/kernelwright/suite/models
+#             --size full --compile-ref --jobs 3 --resume, the diffusers U-Nets included;
+#             more arguments in MODELS_ARGS, e.g. "--only unet2d"), output $R/models
+#   smallmodels  tools/models.py --size full (the level-3 MLP, CNN and encoder block)
+#   train     kernelwright bench --train --size full --steps 50 --resume (TRAIN_STEPS
+#             overrides 50; more arguments in TRAIN_ARGS, e.g. "--only resnet50"): each
+#             workload in its own worker with an equal share of the limit less 40 s as its
+#             --timeout (TRAIN_TIMEOUT overrides), so that every workload finishes or is
+#             reported TIMEOUT/CRASH with its stage in one call; 50 steps: the loss at each
+#             step, the parameters after them and the timed steps fit 8 x 65 s of train=560
+#             where the 200-step parity may not; output $R/train
+#   train200  the same at --steps 200 (the 200-step parity), output $R/train200; with
+#             TRAIN_ARGS="--only ..." to split the workloads over calls
+#   generate  tools/generate_bench.py (SmolLM2-135M's config, batch 1) in fp32 then bf16,
+#             half the limit each: $R/generate_fp32.json, $R/generate_bf16.json
+#   accelerated  the accelerated f16 GEMMs on Dawn's subgroup matrices against cuBLAS f16
+#             (KERNELWRIGHT_RUNTIME=dawn tools/kernels.py --only gemm_4096_accelerated_f16,
+#             gemm_8192_accelerated_f16, a third of the limit: $R/kernels_accelerated.json),
+#             then kernelwright bench --accelerated --size full --level 2 --jobs 4 on Dawn
+#             ($R/accelerated)
+#   half      tools/kernels.py --half: f32 against f16 and bf16 storage (a decode linear,
+#             an elementwise chain, a layernorm, a GEMM), PyTorch in the same dtype:
+#             $R/kernels_half.json
+#   runtimes  tools/kernels.py --exclude accelerated (every strict case) on Dawn, then on
+#             wgpu-native, half the limit each (more arguments in RUNTIMES_ARGS, e.g.
+#             "--only gemm"): $R/kernels_dawn.json, $R/kernels_wgpu.json
 #   optimize  tools/optimize_suite.sh (issue 6, built-in generator; more arguments in
 #             OPT_ARGS, e.g. "--level 2" or "--redo level1/02*": split on spaces, no
 #             quotes, globs passed as they are), resumed from the state in out/kw_optimize
@@ -120,8 +145,49 @@ run_task() {
     profile) read -r -a pargs <<< "${PROFILE_ARGS:-}"
              limit "$secs" python3 tools/kernel_profile.py "${pargs[@]}" \
                --out "$R/profile.json" >> "$LOG" 2>&1 ;;
-    models) limit "$secs" python3 tools/models.py --size full --out "$R/models.json" \
-              >> "$LOG" 2>&1 ;;
+    models)
+      mkdir -p "$R/models"
+      read -r -a margs <<< "${MODELS_ARGS:-}"  # e.g. MODELS_ARGS="--only unet2d"
+      limit "$secs" python3 -m kernelwright.cli bench src/kernelwright/suite/models \
+        --size full --compile-ref --jobs 3 --resume --out "$R/models" "${margs[@]}" \
+        > "$R/models/bench.log" 2>&1
+      rm -rf "$R/models/work"
+      tail -14 "$R/models/bench.log" >> "$LOG" ;;
+    smallmodels) limit "$secs" python3 tools/models.py --size full --out "$R/models.json" \
+                   >> "$LOG" 2>&1 ;;
+    train|train200)
+      local dir="$R/$task" steps=${TRAIN_STEPS:-50} count
+      [ "$task" = train200 ] && steps=200
+      mkdir -p "$dir"
+      read -r -a targs <<< "${TRAIN_ARGS:-}"  # e.g. TRAIN_ARGS="--only resnet50"
+      count=$(ls src/kernelwright/suite/training/[a-z]*.py | wc -l)
+      limit "$secs" python3 -m kernelwright.cli bench --train --size full --steps "$steps" \
+        --timeout "${TRAIN_TIMEOUT:-$(( (secs - 40) / count ))}" --resume --out "$dir" \
+        "${targs[@]}" > "$dir/bench.log" 2>&1
+      tail -14 "$dir/bench.log" >> "$LOG" ;;
+    generate)
+      limit $((secs / 2)) python3 tools/generate_bench.py --out "$R/generate_fp32.json" \
+        >> "$LOG" 2>&1
+      limit $((secs / 2)) python3 tools/generate_bench.py --dtype bfloat16 \
+        --out "$R/generate_bf16.json" >> "$LOG" 2>&1 ;;
+    accelerated)
+      KERNELWRIGHT_RUNTIME=dawn limit $((secs / 3)) python3 tools/kernels.py \
+        --only gemm_4096_accelerated_f16,gemm_8192_accelerated_f16 \
+        --out "$R/kernels_accelerated.json" >> "$LOG" 2>&1
+      mkdir -p "$R/accelerated"
+      KERNELWRIGHT_RUNTIME=dawn limit $((secs - secs / 3)) python3 -m kernelwright.cli bench \
+        --accelerated --size full --level 2 --jobs 4 --resume --out "$R/accelerated" \
+        > "$R/accelerated/bench.log" 2>&1
+      rm -rf "$R/accelerated/work"
+      tail -12 "$R/accelerated/bench.log" >> "$LOG" ;;
+    half) limit "$secs" python3 tools/kernels.py --half --out "$R/kernels_half.json" \
+            >> "$LOG" 2>&1 ;;
+    runtimes)
+      read -r -a rargs <<< "${RUNTIMES_ARGS:-}"  # e.g. RUNTIMES_ARGS="--only gemm"
+      for rt in dawn wgpu; do
+        KERNELWRIGHT_RUNTIME=$rt limit $((secs / 2)) python3 tools/kernels.py \
+          --exclude accelerated "${rargs[@]}" --out "$R/kernels_$rt.json" >> "$LOG" 2>&1
+      done ;;
     optimize)
       read -r -a opt <<< "${OPT_ARGS:-}"
       RESULTS="$R/optimize" FROM=baselines/optimize_h200 RUN_BUDGET=$((secs - 45)) \

@@ -208,7 +208,7 @@ def run_workload(workload: Workload, settings: TrainSettings,
                  on_stage: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Judge one workload in this process; never raises: a failure is the result's status
     and error. `on_stage` is called with the result as each stage begins (its
-    ``stage``: load, compile, steps, eager, parity, timing, done)."""
+    ``stage``: load, compile, steps, eager, parity, timing, compile-ref, done)."""
     result = new_result(workload, settings)
 
     def stage(name: str) -> None:
@@ -328,6 +328,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
         if not cuda:
             result["compile_ref_note"] = "torch.compile timed on CUDA only (no CUDA here)"
         elif settings.compile_ref:
+            stage("compile-ref")  # what was timed so far reaches the result file first
             compiled = torch.compile(
                 lambda b: _eager_step(reference, opt, module.loss, b))
             result["ref_compile_ms"] = _time_eager(reference, opt, module.loss, dev_batches,
