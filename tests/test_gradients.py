@@ -5,7 +5,8 @@ differentiated, and the gradient of every parameter and of every input that requ
 one is compared with eager autograd's from the same weights and values (rtol 1e-4, atol
 1e-4 of the gradient's largest magnitude). An op's output that is not a loss is reduced
 by a fixed random weighting, so that every output element has its own upstream
-gradient."""
+gradient. The slow tier runs the same cases through compile_training (torch's joint
+export, the inputs made parameters)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import kernelwright
 from kernelwright.frontend.dynamo import kernelwright_backend
 
 
@@ -397,3 +399,56 @@ def test_gradients_match_autograd(make):
     torch.manual_seed(0)
     model, inputs = make()
     check_gradients(model, *inputs)
+
+
+class WeightedLoss(nn.Module):
+    """`_weighted` of model's output as a module for compile_training: the model's
+    floating-point inputs are parameters (so that their gradients are the step's too),
+    the others (indices, targets) its batch; the weights are buffers."""
+
+    def __init__(self, model: nn.Module, inputs: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.model = model
+        self.kinds = [x.is_floating_point() for x in inputs]
+        self.floats = nn.ParameterList(nn.Parameter(x.clone()) for x in inputs
+                                       if x.is_floating_point())
+        with torch.no_grad():
+            out = copy.deepcopy(model)(*inputs)
+        for i, t in enumerate(self._floats(out)):
+            scale = torch.randn(t.shape, generator=torch.Generator().manual_seed(100 + i))
+            self.register_buffer(f"scale{i}", torch.ones(()) if t.dim() == 0 else scale)
+
+    @staticmethod
+    def _floats(out) -> list[torch.Tensor]:
+        return [t for t in torch.utils._pytree.tree_leaves(out)
+                if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+    def forward(self, *others):
+        floats, rest = iter(self.floats), iter(others)
+        out = self.model(*[next(floats) if f else next(rest) for f in self.kinds])
+        return sum((t * getattr(self, f"scale{i}")).sum() for i, t in enumerate(self._floats(out)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", CASES)
+def test_compile_training_gradients_match_autograd(make):
+    """The same cases through compile_training (torch's joint export): SGD with lr 0 and
+    momentum, whose buffer after the first step is the gradient; the running statistics
+    it keeps against eager's."""
+    torch.manual_seed(0)
+    model, inputs = make()
+    module = WeightedLoss(model, inputs)
+    reference = copy.deepcopy(module)
+    batch = tuple(x for x in inputs if not x.is_floating_point())
+    step = kernelwright.compile_training(module, batch, None, optimizer=kernelwright.optim.SGD(
+        lr=0.0, momentum=0.9))
+    loss = step(*batch)
+    want = reference(*batch)
+    want.backward()
+    _close(torch.tensor(loss), want.detach(), "loss")
+    state, grads = step.state_dict(), step.optimizer_state()
+    for name, p in reference.named_parameters():
+        _close(grads[name]["momentum_buffer"], p.grad, f"{name}'s gradient")
+    for name, buf in reference.named_buffers():
+        if buf.is_floating_point() and name in state:
+            _close(state[name], buf, name)
