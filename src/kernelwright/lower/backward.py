@@ -22,6 +22,11 @@ every gradient is deterministic).
   divisor_override), summed over the taps.
 * _adaptive_avg_pool2d/3d_backward: separable, one product per pooled dim by a
   constant [O, I] matrix of 1 / (window length) inside each window.
+* adaptive_max_pool2d/3d_backward: where the pooled dims divide evenly, the max pool's
+  gradient (kernel = stride = I / O); else each input element sums the gradients of its
+  plane's windows whose index names it (movement.scatter_rows).
+* replication_pad1d/2d/3d_backward: per padded dim, the borders' gradients summed into
+  the first and last input entries (slices, sums and a cat).
 * slice_scatter, select_scatter (the backward of slice and select, e.g. of a rotary
   embedding's halves): the source spread to the input's size along the dim (entry k at
   start + k * step, by a pad and reshape, as the pooling gradients spread theirs), then
@@ -39,6 +44,7 @@ from ..ir.ir import CompileError, GraphBuilder, Value
 from .conv import convolution, per_dim
 from .elementwise import as_dtype
 from .linalg import product
+from .movement import scatter_rows
 from .registry import register
 
 
@@ -224,6 +230,60 @@ def adaptive_avg_pool2d_backward(b, gy, x):
 @register("aten._adaptive_avg_pool3d_backward.default")
 def adaptive_avg_pool3d_backward(b, gy, x):
     return _adaptive_avg_pool_backward(b, 3, gy, x)
+
+
+def _adaptive_max_pool_backward(b: GraphBuilder, nd: int, gy: Value, x: Value,
+                                indices: Value) -> Value:
+    """Each input element collects the gradients of the windows whose recorded index (a
+    flat position in its plane) names it. Where every pooled dim divides evenly, the
+    windows are a max pool's (kernel = stride = I / O) and its gradient is used; else
+    each input element searches its plane's indices (`scatter_rows`, summing: O(I * O)
+    comparisons per plane)."""
+    lead, size = x.shape[:len(x.shape) - nd], list(x.shape[len(x.shape) - nd:])
+    out = list(gy.shape[len(gy.shape) - nd:])
+    if all(i % o == 0 for i, o in zip(size, out)):
+        kernel = [i // o for i, o in zip(size, out)]
+        return _max_pool_backward(b, nd, gy, x, kernel, kernel, 0, 1, indices)
+    planes, j, k = math.prod(lead), math.prod(size), math.prod(out)
+    zeros = b.expand(b.scalar(0.0), (planes, j, 1))
+    g = scatter_rows(b, zeros, b.reshape(as_dtype(b, indices, "i32"), (planes, k)),
+                     b.reshape(as_dtype(b, gy, "f32"), (planes, k, 1)), "sum")
+    return b.reshape(g, x.shape)
+
+
+@register("aten.adaptive_max_pool2d_backward.default")
+def adaptive_max_pool2d_backward(b, gy, x, indices):
+    return _adaptive_max_pool_backward(b, 2, gy, x, indices)
+
+
+@register("aten.adaptive_max_pool3d_backward.default")
+def adaptive_max_pool3d_backward(b, gy, x, indices):
+    return _adaptive_max_pool_backward(b, 3, gy, x, indices)
+
+
+@register("aten.replication_pad1d_backward.default", "aten.replication_pad2d_backward.default",
+          "aten.replication_pad3d_backward.default")
+def replication_pad_backward(b: GraphBuilder, gy: Value, x: Value, padding) -> Value:
+    """Per padded dim (the last, then the one before, as `padding` lists them), the
+    gradient of the first input entry sums the output's left border and it, that of the
+    last entry it and the right border, the entries between pass through."""
+    g = as_dtype(b, gy, "f32")
+    for j in range(len(padding) // 2):
+        left, right = padding[2 * j], padding[2 * j + 1]
+        dim = len(x.shape) - 1 - j
+        size = x.shape[dim]
+        if left < 0 or right < 0:
+            raise CompileError(f"replication_pad_backward of a negative padding {padding}")
+        if size == 1:
+            g = b.reduce(g, "sum", [dim], keepdim=True)
+            continue
+        parts = [b.reduce(b.slice(g, dim, 0, left + 1), "sum", [dim], keepdim=True)]
+        if size > 2:
+            parts.append(b.slice(g, dim, left + 1, left + size - 1))
+        parts.append(b.reduce(b.slice(g, dim, left + size - 1, left + size + right), "sum",
+                              [dim], keepdim=True))
+        g = b.cat(parts, dim)
+    return g
 
 
 @register("aten.slice_scatter.default")

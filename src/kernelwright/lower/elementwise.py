@@ -310,6 +310,15 @@ def identity(b, x, **_):
     return x
 
 
+@register("aten.copy.default")
+def copy(b, x, src, non_blocking=False):
+    """The functional copy_ (functionalized graphs, e.g. circular padding's): src cast to
+    x's dtype and broadcast to x's shape; x's values are not read."""
+    if not isinstance(src, Value):
+        return full_like(b, x, src)
+    return b.expand(as_dtype(b, src, x.dtype), x.shape)
+
+
 @register("aten.scalar_tensor.default")
 def scalar_tensor(b, s, dtype=None, **_):
     return b.scalar(s, device_dtype(dtype) if dtype is not None else "f32")
@@ -326,6 +335,14 @@ def empty(b, size, *layout, dtype=None, **_):
     # Uninitialized memory may hold anything; zeros need no buffer. Decompositions
     # create one only to take its shape (full_like(empty, 1.0)).
     return full(b, size, 0, dtype if dtype is not None else "torch.float32")
+
+
+@register("aten.new_empty_strided.default", "aten.new_empty.default")
+def new_empty(b, x, size, *layout, dtype=None, **_):
+    # zeros of x's dtype (unless given), as `empty`; strides are a host layout, and
+    # device buffers are dense
+    dt = x.dtype if dtype is None else device_dtype(dtype)
+    return b.expand(b.scalar(_convert(0, dt), dt), tuple(size))
 
 
 @register("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
