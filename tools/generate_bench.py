@@ -15,7 +15,7 @@ the static cache holding C + N positions on every side. Each side is timed by th
 clock of whole generate calls (median of `--reps`, after a warm-up that compiles):
 `prefill_ms` is a call making one token (the prompt's forward and its logits), and
 `decode_tokens_per_s` is (N - 1) / (time of N tokens - time of one), the decode steps
-alone. kernelwright runs on the default wgpu device, PyTorch on CUDA (on the CPU, and
+alone (null where N tokens took no longer than one: a tiny model's noise). kernelwright runs on the default wgpu device, PyTorch on CUDA (on the CPU, and
 labelled so, where PyTorch sees no GPU); fp32 runs with TF32 off on both. torch.compile
 compiles the model's forward (`--torch-compile-mode`, reduce-overhead by default:
 transformers' recipe for a static cache, CUDA graphs). Reported per context and side:
@@ -91,8 +91,10 @@ def figures(generate, reps: int, new: int, sync) -> tuple[dict, torch.Tensor, fl
     warm_s = time.perf_counter() - t0
     one = median_time(lambda: generate(1), reps, sync)
     many = median_time(lambda: generate(new), reps, sync)
-    return ({"prefill_ms": one * 1e3,
-             "decode_tokens_per_s": (new - 1) / max(many - one, 1e-9),
+    # N tokens no slower than one (a tiny model, timer noise): no decode figure, not a
+    # rate from a difference of almost nothing
+    rate = (new - 1) / (many - one) if many > one else None
+    return ({"prefill_ms": one * 1e3, "decode_tokens_per_s": rate,
              "generate_ms": many * 1e3}, tokens.cpu(), warm_s)
 
 
@@ -199,8 +201,9 @@ def main(argv: list[str] | None = None) -> dict:
         mine = row["kernelwright"]
         for side in ("eager", "torch_compile"):
             if side in row:
-                mine[f"decode_vs_{side}"] = (mine["decode_tokens_per_s"]
-                                             / row[side]["decode_tokens_per_s"])
+                rates = mine["decode_tokens_per_s"], row[side]["decode_tokens_per_s"]
+                mine[f"decode_vs_{side}"] = (rates[0] / rates[1] if None not in rates
+                                             else None)
                 mine[f"prefill_vs_{side}"] = row[side]["prefill_ms"] / mine["prefill_ms"]
         out["contexts"][str(context)] = row
         print(json.dumps({"context": context, **row}, default=_plain), flush=True)
