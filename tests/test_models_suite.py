@@ -3,6 +3,7 @@ transformers and diffusers from their configs with random weights. Every file im
 (with or without its library), builds and runs at its small size, builds at its full
 size on the meta device, and some of them match eager through kernelwright.compile."""
 
+import copy
 import importlib.util
 import re
 import sys
@@ -12,6 +13,7 @@ import pytest
 import torch
 from conftest import check
 
+import kernelwright
 from kernelwright.harness import problems
 
 SUITE = Path(__file__).resolve().parents[1] / "src" / "kernelwright" / "suite" / "models"
@@ -85,3 +87,31 @@ def test_small_size_matches_eager(name):
         pytest.skip(f"{library(problem)} is not installed")
     loaded = problems.load(problem, "small")
     check(loaded.build_model(0), *loaded.inputs(0), atol=1e-4, rtol=1e-4)
+
+
+def test_whisper_decoder_steps_carry_the_cache():
+    """Three successive decode steps of the Whisper decoder through the compiled module,
+    its self-attention cache carried on the GPU from step to step (state), each step's
+    logits and the cache after it matching eager running the same wrapper."""
+    problem = PROBLEMS[NAMES.index("009_whisper_decoder_step")]
+    if importlib.util.find_spec(library(problem)) is None:
+        pytest.skip(f"{library(problem)} is not installed")
+    loaded = problems.load(problem, "small")
+    model = loaded.build_model(0)
+    eager = copy.deepcopy(model)  # its own cache: running it changes its buffers
+    module = loaded.module
+    start = module.prompt
+    compiled = kernelwright.compile(model, [torch.zeros(module.batch_size, 1, dtype=torch.long),
+                                            torch.tensor([start])])
+    assert {f"self_keys_{i}" for i in range(module.layers)} <= set(compiled.state())
+    generator = torch.Generator().manual_seed(1)
+    for step in range(3):
+        tokens = torch.randint(0, module.vocab, (module.batch_size, 1), generator=generator)
+        position = torch.tensor([start + step])
+        got = compiled(tokens, position)
+        with torch.no_grad():
+            want = eager(tokens, position)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+        state = compiled.state()
+        for name in ("self_keys_0", "self_values_1"):
+            torch.testing.assert_close(state[name], getattr(eager, name), atol=1e-4, rtol=1e-4)
