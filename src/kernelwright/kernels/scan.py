@@ -29,10 +29,9 @@ SCANNERS = {
     # op: (accumulator type, identity, combine body (a before b), leaf from v at r, final).
     # f32 max/min propagate NaN, and the arg scans follow torch.cummax: ties and NaNs go
     # to the later element, and a NaN, once seen, is the running max (or min).
-    # logaddexp tests its infinite operands on their bits and does no arithmetic on them:
-    # WGSL (and Vulkan without float controls) let a compiler assume no infinities, and
-    # Mesa 26.1's software driver evaluates abs(-inf - b) as -inf where it sees the
-    # identity -inf (logcumsumexp gave inf on both runtimes there).
+    # logaddexp returns the other operand of a -inf (tested on its bits) rather than compute
+    # with it: Mesa 26.1 folds abs(-inf - b) to -inf where it sees the identity (codegen's
+    # F32_BITS note; logcumsumexp gave inf there on both runtimes).
     "sum": ("{t}", "{zero}", "return a + b;", "v", "acc"),
     "prod": ("{t}", "{one}", "return a * b;", "v", "acc"),
     "max": ("{t}", "{lowest}", "{nan_ab}return max(a, b);", "v", "acc"),
