@@ -48,7 +48,9 @@ def _template_text(name: str) -> str:
 # (Tint) enforces it: `bitcast<f32>(0xff800000u)` is refused there (naga folds it to
 # -inf). Infinities and NaN are therefore the bits passed through a function call,
 # which is never a constant expression: F32_BITS, declared in each kernel that calls
-# it (with_f32_bits).
+# it (with_f32_bits). A driver's compiler still sees through the call and may assume no
+# infinities (WGSL allows it): Mesa 26.1's folds abs(-inf - b) to -inf. Kernels test
+# infinities and NaN on their bits (is_nan) and no result rests on arithmetic with one.
 F32_BITS = "kw_f32_bits"
 F32_BITS_FN = f"\nfn {F32_BITS}(bits: u32) -> f32 {{\n    return bitcast<f32>(bits);\n}}\n"
 NEG_INF, POS_INF, NAN = (f"{F32_BITS}({b}u)" for b in ("0xff800000", "0x7f800000", "0x7fc00000"))

@@ -29,11 +29,16 @@ SCANNERS = {
     # op: (accumulator type, identity, combine body (a before b), leaf from v at r, final).
     # f32 max/min propagate NaN, and the arg scans follow torch.cummax: ties and NaNs go
     # to the later element, and a NaN, once seen, is the running max (or min).
+    # logaddexp returns the other operand of a -inf (tested on its bits) rather than compute
+    # with it: Mesa 26.1 folds abs(-inf - b) to -inf where it sees the identity (codegen's
+    # F32_BITS note; logcumsumexp gave inf there on both runtimes).
     "sum": ("{t}", "{zero}", "return a + b;", "v", "acc"),
     "prod": ("{t}", "{one}", "return a * b;", "v", "acc"),
     "max": ("{t}", "{lowest}", "{nan_ab}return max(a, b);", "v", "acc"),
     "min": ("{t}", "{highest}", "{nan_ab}return min(a, b);", "v", "acc"),
     "logaddexp": ("f32", "{lowest}",
+                  "if (bitcast<u32>(a) == 0xff800000u) {{ return b; }} "
+                  "if (bitcast<u32>(b) == 0xff800000u) {{ return a; }} "
                   "let m = max(a, b); if ((bitcast<u32>(m) & 0x7fffffffu) == 0x7f800000u) "
                   "{{ return m; }} return m + log(1.0 + exp(-abs(a - b)));", "v", "acc"),
     "argmax": ("ArgAcc", "ArgAcc({lowest}, -1)",

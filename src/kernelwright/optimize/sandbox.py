@@ -146,7 +146,9 @@ def serve() -> int:
     os.dup2(2, 1)  # anything else written to stdout (drivers, prints) goes to the log
     sys.stdout = sys.stderr
 
-    device = runtime.default_device()
+    # the checked device: the candidate is untrusted, and the reference, the best kernel
+    # and the comparisons must share its buffers (Dawn's checked device is another one)
+    device = runtime.default_device().checked()
     keep_gpu_awake()  # timings 1.6-3.6x apart without (harness/timing.py)
     reply.write(json.dumps({"ready": True, "device": device.description,
                             "timestamps": device.has_timestamps}) + "\n")
