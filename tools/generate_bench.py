@@ -15,8 +15,9 @@ the static cache holding C + N positions on every side. Each side is timed by th
 clock of whole generate calls (median of `--reps`, after a warm-up that compiles):
 `prefill_ms` is a call making one token (the prompt's forward and its logits), and
 `decode_tokens_per_s` is (N - 1) / (time of N tokens - time of one), the decode steps
-alone (null where N tokens took no longer than one: a tiny model's noise). kernelwright runs on the default wgpu device, PyTorch on CUDA (on the CPU, and
-labelled so, where PyTorch sees no GPU); fp32 runs with TF32 off on both. torch.compile
+alone (null where N tokens took no longer than one: a tiny model's noise). kernelwright
+runs on the default wgpu device, PyTorch on CUDA (on the CPU, and labelled so, where
+PyTorch sees no GPU); fp32 runs with TF32 off on both. torch.compile
 compiles the model's forward (`--torch-compile-mode`, reduce-overhead by default:
 transformers' recipe for a static cache, CUDA graphs). Reported per context and side:
 those times, compile times (kernelwright: its prefill and decode plans, from their
