@@ -17,8 +17,11 @@ import kernelwright
 from kernelwright import tune
 from kernelwright.check.tolerance import Tolerance, outside
 from kernelwright.dtypes import buffer_bytes
+from kernelwright.generate import _PLANS
+from kernelwright.ir.ir import GraphBuilder
 from kernelwright.lower import attention as attention_ops
 from kernelwright.runtime.runtime import default_device, open_device
+from kernelwright.schedule.schedule import same_state_storage
 
 HALVES = [torch.float16, torch.bfloat16]
 STORED = {torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -213,26 +216,118 @@ def test_saved_plan_keeps_half_constants(dtype, tmp_path: Path):
     assert out.dtype == dtype and torch.equal(out, compiled(x))
 
 
-def test_changed_half_weights_stay_float32():
-    """A half buffer the module changes in forward keeps an f32 buffer; its state comes
-    back in its dtype."""
+class Stateful(torch.nn.Module):
+    """Half buffers changed in forward: a running sum and a cache [5, 3] (15 elements:
+    its rows straddle the words of a packed buffer) whose row `pos` is written by
+    index_copy."""
 
-    class Counter(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.register_buffer("total", torch.zeros(3, dtype=torch.float16))
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3, dtype=dtype))
+        self.register_buffer("cache", torch.full((5, 3), 0.1, dtype=dtype))
 
-        def forward(self, x):
-            self.total.add_(x)
-            return self.total * 2
+    def forward(self, x, pos):
+        self.total.add_(x)
+        self.cache.index_copy_(0, pos, x.unsqueeze(0) * 3)
+        return self.total * 2 + self.cache.sum(0)
 
-    x = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float16)
-    compiled = kernelwright.compile(Counter(), [x])
-    compiled(x)
-    out = compiled(x)
-    assert out.dtype == torch.float16 and torch.equal(out, torch.tensor([4.0, 8.0, 2.0],
-                                                                        dtype=torch.float16))
-    assert compiled.state()["total"].dtype == torch.float16
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_half_state_is_stored_packed(dtype):
+    """Half buffers a forward changes live in packed buffers (2 bytes an element) and
+    match eager's, bit for bit, over several calls: the running sum rounded as eager
+    rounds it, the index_copy writing only its row (the other halves of the words it
+    shares with its neighbours keep their values)."""
+    torch.manual_seed(3)
+    eager = Stateful(dtype)
+    xs = [torch.randn(3).to(dtype) for _ in range(4)]
+    positions = [torch.tensor([p]) for p in (1, 4, 2, 1)]
+    compiled = kernelwright.compile(Stateful(dtype), [xs[0], positions[0]])
+    specs = dict(compiled.plan.state)
+    for name in ("total", "cache"):
+        buf = compiled.plan.buffers[specs[name].buffer]
+        numel = math.prod(specs[name].shape)
+        assert buf.dtype == STORED[dtype] and buf.nbytes == 2 * (numel + numel % 2)
+    for x, pos in zip(xs, positions):
+        with torch.no_grad():
+            want = eager(x, pos)
+        got = compiled(x, pos, poison=True)
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
+        state = compiled.state()
+        for name in ("total", "cache"):
+            assert state[name].dtype == dtype
+            assert torch.equal(state[name], getattr(eager, name)), name
+    assert not Stateful(dtype).total.any()  # the module's own buffers are left as they were
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_half_input_changed_in_place_is_packed(dtype):
+    """A half input that forward changes in place is uploaded and written back packed
+    (through the narrowing copy), and the caller's tensor gets eager's values."""
+
+    def put(cache, x, pos):
+        cache.index_copy_(0, pos, x)
+        return cache.sum(0)
+
+    torch.manual_seed(4)
+    cache = torch.randn(7, 3).to(dtype)
+    x, pos = torch.randn(1, 3).to(dtype), torch.tensor([5])
+    compiled = kernelwright.compile(Fn(put), [cache.clone(), x, pos])
+    assert compiled.plan.buffers[compiled.plan.inputs[0].buffer].dtype == STORED[dtype]
+    (_, spec), = compiled.plan.writes
+    assert compiled.plan.buffers[spec.buffer].dtype == STORED[dtype]
+    mine, theirs = cache.clone(), cache.clone()
+    got = compiled(mine, x, pos)
+    want = put(theirs, x, pos)
+    assert torch.equal(mine, theirs)
+    torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
+
+
+def test_guarded_half_state_is_held_in_f32():
+    """A state whose update is not a packed value (a training step's guarded select) is
+    held in f32 with its update, so that the copy after the call moves whole values."""
+    b = GraphBuilder()
+    state = b.const(torch.zeros(4).numpy(), "f32", "s", state=True)
+    state.storage = "bf16"
+    new = b.ew("add", state, b.scalar(1.0))
+    b.graph.updates.append((state, new))
+    same_state_storage(b.graph)
+    assert state.stored == new.stored == "f32"
+
+
+def _tiny_llama(dtype: torch.dtype) -> torch.nn.Module:
+    transformers = pytest.importorskip("transformers", reason="needs transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=128, max_position_embeddings=256)
+    return transformers.LlamaForCausalLM(config).eval().to(dtype)
+
+
+def test_generate_keeps_a_bf16_kv_cache_packed():
+    """kernelwright.generate on a bfloat16 Llama gives transformers' eager bf16 greedy
+    tokens with its KV cache in packed bf16 buffers: the plans save at least 2 bytes per
+    weight and per cache element against the same model's float32 plans."""
+    model, reference = _tiny_llama(torch.bfloat16), _tiny_llama(torch.float32)
+    ids = torch.randint(0, 128, (1, 6), generator=torch.Generator().manual_seed(1))
+    got = kernelwright.generate(model, ids, max_new_tokens=8, eos_token_id=[])
+    want = model.generate(ids, max_new_tokens=8, do_sample=False, eos_token_id=None,
+                          pad_token_id=0)
+    assert torch.equal(got, want)
+    kernelwright.generate(reference, ids, max_new_tokens=8, eos_token_id=[])
+    cache = 0
+    for plans in _PLANS[model].values():
+        for compiled in plans.plans.values():
+            for name, spec in compiled.plan.state:
+                buf = compiled.plan.buffers[spec.buffer]
+                assert buf.dtype == "bf16" and buf.nbytes == 2 * math.prod(spec.shape), name
+                assert compiled.state()[name].dtype == torch.bfloat16
+        cache += sum(math.prod(spec.shape) for _, spec in compiled.plan.state)
+    weights = sum(p.numel() for p in model.parameters())
+    saved = kernelwright.generate.device_bytes(reference) - \
+        kernelwright.generate.device_bytes(model)
+    assert saved >= 2 * (weights + cache)
 
 
 def test_tuner_checks_half_kernels(tmp_path, monkeypatch):

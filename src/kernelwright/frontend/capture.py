@@ -373,12 +373,17 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 if not isinstance(new, Value) or new is old:
                     continue
                 new = b.cast(b.expand(new, old.shape), old.dtype)
+                packed = storage_of_torch(torch_dtypes.get(old, "")) if old.dtype == "f32" \
+                    else None
+                if packed or old.kind != "const":
+                    raw, new = new, _written(b, new, packed)
+                    old.storage = packed or ""
+                    if packed and new.node.inputs[0] is raw:
+                        _read_narrowed(b, raw, new)
                 if old.kind == "const":
                     old.name = name
                     b.graph.updates.append((old, new))
                 else:
-                    if new.node is None:
-                        new = b.ew("copy", new)
                     b.graph.writes.append((b.graph.inputs.index(old), new))
             for v, m in zip(flat, metas):
                 if not isinstance(v, Value):
@@ -406,6 +411,33 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
         warnings.warn(f"float64 {', '.join(doubles)} computed in float32 (kernelwright's "
                       "kernels are fp32; the outputs keep their float64 dtype)", stacklevel=3)
     return b, torch_dtypes
+
+
+def _written(b: GraphBuilder, new: Value, packed: str | None) -> Value:
+    """The value a call writes into a changed buffer or input: a value of its own (a
+    copy of an input or constant returned as is), narrowed with `packed` (a packed half
+    type) into a buffer of that type, whole words at a time (kernels/half.wgsl): the
+    whole tensor is written, every word from its two elements, so a partial update (an
+    index_copy of a few positions) rewrites its neighbours' halves with their own values."""
+    if new.node is None:
+        new = b.ew("copy", new)
+    if packed:
+        new = b.materialize(new)
+        new.storage = packed
+    return new
+
+
+def _read_narrowed(b: GraphBuilder, raw: Value, packed: Value) -> None:
+    """Make the readers of `raw` (a buffer's new value, an index_copy into a KV cache
+    read by attention) read `packed`, its narrowed copy, as eager's readers read the half
+    buffer: one kernel writes the value (no f32 copy of the cache besides the packed one),
+    its copy placed right after raw's node so that the nodes stay in order."""
+    nodes = b.graph.nodes
+    for n in nodes:
+        if n is not packed.node:
+            n.inputs = [packed if v is raw else v for v in n.inputs]
+    nodes.remove(packed.node)
+    nodes.insert(nodes.index(raw.node) + 1, packed.node)
 
 
 def _store_as_is(v, torch_dtype) -> None:

@@ -683,6 +683,16 @@ def large_read_cut(g: Group, materialized: set[Value], most: int) -> Value | Non
     return min(inline, key=lambda v: v.numel, default=None)
 
 
+def same_state_storage(graph: Graph) -> None:
+    """Hold a state and its update's value in buffers of one type (the update is a copy
+    of bytes, Plan.updates): where one of them is a packed half and the other is not
+    (an update a training step guards with an f32 select; a packed value held in f32
+    for a chunked kernel), both are held in f32."""
+    for state, new in graph.updates:
+        if state.stored != new.stored:
+            state.storage = new.storage = None
+
+
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                options: CompileOptions) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
@@ -695,6 +705,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     bytes of a buffer than one binding holds is split into chunks (chunks.py). What
     still does not fit, runtime.check_limits refuses, naming the kernel or buffer."""
     limits = options.limits
+    same_state_storage(graph)
     nodes = live_nodes(graph)
     users, outputs = readers(nodes), set(graph.roots())
     store: frozenset[Value] = frozenset()
@@ -721,6 +732,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             if packed:  # packed halves are not chunked: such a value is held in f32
                 for v in packed:
                     v.storage = None
+                same_state_storage(graph)
                 continue
             phases = {i: [(p.template, p.root) for p in groups[i].phases] for i in split}
             space, hints = plan_segments(
