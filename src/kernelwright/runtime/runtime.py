@@ -317,8 +317,9 @@ class Executable:
                  share_state: Executable | None = None,
                  share_constants: bool = True) -> None:
         """`share_state`: another Executable on the same device whose state (Plan.state)
-        this one reads and updates too, buffer for buffer where a name and size agree
-        (a prompt's plan and a decode step's sharing one KV cache). With
+        this one reads and updates too, buffer for buffer by name (a prompt's plan and a
+        decode step's sharing one KV cache); a name whose buffers differ in size or dtype
+        is a ValueError. With
         `share_constants` its constant buffers are this one's too wherever the host data
         are the same bytes (`_same_constants`: a model's weights, uploaded once for all
         its plans); the caller vouches that the other's constants are still what it
@@ -338,9 +339,16 @@ class Executable:
                                  "plan with untrusted kernels runs on Device.checked())")
             theirs = {name: spec.buffer for name, spec in share_state.plan.state}
             for name, spec in plan.state:
-                if name in theirs and share_state.plan.buffers[theirs[name]].nbytes == \
-                        plan.buffers[spec.buffer].nbytes:
-                    shared[spec.buffer] = share_state.segments[theirs[name]]
+                if name not in theirs:
+                    continue
+                mine, other = plan.buffers[spec.buffer], share_state.plan.buffers[theirs[name]]
+                if (mine.nbytes, mine.dtype) != (other.nbytes, other.dtype):
+                    # not one buffer: each plan would read and update its own copy
+                    raise ValueError(
+                        f"share_state: state {name!r} is {mine.nbytes} bytes of {mine.dtype} "
+                        f"here but {other.nbytes} bytes of {other.dtype} in the other plan "
+                        "(a half tensor one plan holds in f32, or another shape)")
+                shared[spec.buffer] = share_state.segments[theirs[name]]
             if share_constants:
                 for mine, their in _same_constants(plan, share_state.plan).items():
                     shared.setdefault(mine, share_state.segments[their])
