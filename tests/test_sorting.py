@@ -8,10 +8,11 @@ from conftest import Fn, check
 
 import kernelwright
 from kernelwright.ir.ir import CompileError
+from kernelwright.kernels import sort_space
 
 
-def exact(module, *inputs):
-    return check(module, *inputs, atol=0, rtol=0, equal_nan=True)
+def exact(module, *inputs, choose=None):
+    return check(module, *inputs, atol=0, rtol=0, equal_nan=True, choose=choose)
 
 
 def tied(*shape):
@@ -35,6 +36,18 @@ def test_row_lengths(n):
                         torch.argsort(x, dim=1, stable=True))), x)
 
 
+def test_every_setting():
+    """Each workgroup size of the tuner's space sorts alike (fewer invocations than
+    pairs: each takes several compare-exchanges of a step)."""
+    x = tied(3, 300)
+    space = sort_space(300)
+    assert len(space) == 4
+    for knobs in space:
+        compiled = exact(Fn(lambda x: torch.sort(x, dim=1, descending=True, stable=True)), x,
+                         choose=lambda request, k=knobs: k if request.kind == "sort" else None)
+        assert [k.knobs for k in compiled.plan.kernels if k.name == "sort"] == [knobs]
+
+
 def test_nan_inf_and_signed_zero():
     """NaN is the largest value (last ascending, first descending), ties of NaN, of
     +-inf and of -0 with +0 keep their order."""
@@ -46,10 +59,10 @@ def test_nan_inf_and_signed_zero():
                         torch.sort(x, dim=0, stable=True), torch.msort(x))), x)
 
 
-def test_int_and_default_sort():
+def test_int_bool_and_default_sort():
     i = torch.randint(-5, 6, (4, 9))
     x = torch.randperm(36).float().reshape(4, 9)  # distinct: sort.default's order is defined
-    exact(Fn(lambda i, x: (torch.sort(i, dim=1, stable=True),
+    exact(Fn(lambda i, x: (torch.sort(i, dim=1, stable=True), torch.sort(i > 0, dim=1, stable=True),
                            torch.sort(i, dim=0, descending=True, stable=True),
                            torch.sort(x), torch.sort(x, 0, True), torch.argsort(x, 1, True))),
           i, x)
@@ -70,7 +83,8 @@ def test_sorted_indices_downstream():
     x, y = tied(4, 10), torch.randn(4, 10)
     exact(Fn(lambda x, y: (torch.gather(y, 1, torch.sort(x, dim=1, stable=True)[1]),
                            torch.take_along_dim(y, torch.topk(y, 3, dim=1)[1], 1),
-                           torch.sort(x * 2 + y, dim=0, stable=True)[0] - 1)), x, y)
+                           torch.sort(x * 2 + y, dim=0, stable=True)[0] - 1,
+                           torch.argsort(x, dim=1, stable=True) * 3 + 1)), x, y)
 
 
 def test_topk_long_rows():
