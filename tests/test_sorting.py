@@ -130,3 +130,12 @@ class MoE(torch.nn.Module):
 def test_mixture_of_experts():
     torch.manual_seed(0)
     check(MoE(), torch.randn(10, 8))
+
+
+def test_half_input():
+    """A float16 input is read from its packed buffer; the values come back as float16."""
+    x = torch.randn(3, 50).half()
+    x[0, :10] = 1.0
+    x[1, 3] = float("nan")
+    exact(Fn(lambda x: (torch.sort(x, dim=1, stable=True),
+                        torch.topk(x, 3, dim=0, largest=False))), x)
