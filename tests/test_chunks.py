@@ -84,8 +84,9 @@ def test_elementwise_reading_a_transposed_input_whole(small_device):
     lambda x: torch.cumsum(x, 1),
     lambda x: torch.cumsum(x.reshape(24, 4, 1200), 1),
     lambda x: x.argmax(1),
+    lambda x: torch.sort(x.reshape(24, 4, 1200), 1, descending=True),
 ], ids=["softmax", "layernorm", "log_softmax", "sum_rows", "max_minus_mean", "sum_middle",
-        "cumsum_rows", "cumsum_middle", "argmax"])
+        "cumsum_rows", "cumsum_middle", "argmax", "sort_middle"])
 def test_rows_reductions_and_scans(small_device, fn):
     check(small_device, fn, [r(96, 1200)], atol=1e-3, rtol=1e-4)
 

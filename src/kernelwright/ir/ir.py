@@ -9,7 +9,7 @@ Capture (capture.py) walks an ATen-level FX graph and, through the op registry
                  index map that reads its index tensor; window: sliding windows
                  (im2col as a view, out-of-range taps 0)
     index        iota (a value computed from its own index: arange, tril masks)
-    templates    reduce, scan, matmul, conv, pool, attention, (more as kernels are added);
+    templates    reduce, scan, sort, matmul, conv, pool, attention, (more as kernels are added);
                  materialize: a copy kernel that forces a value into a buffer
 
 Movement ops never copy: codegen turns them into index arithmetic inside whatever
@@ -34,7 +34,7 @@ from ..dtypes import DTYPES
 from ..options import CompileOptions
 
 MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat", "gather", "window")
-TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "materialize")
+TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "sort", "materialize")
 # A sum of at most this many items per output (split-K's partial products: an RNN
 # step's chunks) is computed in their loads by the elementwise and row kernels that
 # read it, not by a reduce kernel of its own (`inline_sum`, schedule.recompute_cheap_values,
@@ -527,6 +527,29 @@ class GraphBuilder:
         dtype = "i32" if op in ("argmax", "argmin") or x.dtype == "bool" else x.dtype
         y = self._node("scan", [x3], x3.shape, dtype, op=op)
         return self.reshape(y, shape)
+
+    def sort(self, x: Value, dim: int, descending: bool = False,
+             k: int | None = None) -> tuple[Value, Value]:
+        """Stable sort of x along `dim` (ascending, or `descending`; NaN is the largest
+        value, ties keep their order, as torch.sort(stable=True)): the values and the
+        indices (i32) of the first `k` (None: all) of each row. The node sees x as
+        [A, R, B] and stores the indices [A, k, B]; the values are x gathered at them."""
+        shape = x.shape
+        if not shape:
+            x = self.reshape(x, (1,))
+        dim %= len(x.shape)
+        a, r = math.prod(x.shape[:dim]), x.shape[dim]
+        k = r if k is None else int(k)
+        if not 1 <= k <= r:
+            raise CompileError(f"the first {k} of a sort of {r} elements")
+        x3 = self.reshape(x, (a, r, math.prod(x.shape[dim + 1:])))
+        idx = self._node("sort", [x3], (a, k, x3.shape[2]), "i32",
+                         descending=bool(descending), k=k)
+        idx = self.reshape(idx, (*x.shape[:dim], k, *x.shape[dim + 1:]))
+        values = self.gather(x, dim, idx)
+        if not shape:
+            return self.reshape(values, ()), self.reshape(idx, ())
+        return values, idx
 
     def matmul(self, a: Value, b: Value, bounds: dict | None = None) -> Value:
         """Batched matrix product of a [..., M, K] and b [..., K, N], batch dims broadcast.

@@ -1,7 +1,7 @@
 """The kernel backend: fill a WGSL template for one scheduled kernel (its loaders,
 epilogue and knobs). This module is the registry the scheduler and the tuner use; each
 template family has its own module beside its .wgsl files (elementwise, rows, scan,
-matmul, matmul_coop, attention, conv, pool: knobs, search space, cost model,
+sort, matmul, matmul_coop, attention, conv, pool: knobs, search space, cost model,
 generator), common.py what they share, cuts.py how a product is cut for the matmul.
 
 `generate(out, tnode, ...)` picks the template by the group's template node (none:
@@ -76,16 +76,17 @@ from .rows import (
     rows_space,
 )
 from .scan import _scan, scan_space
+from .sort import SORT_LIMIT, _sort, sort_space
 
 __all__ = [
     "COOP_TILE", "Generated", "KernelKey", "KernelRequest", "KnobChooser", "MATMUL_BK",
     "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE", "ROW_LIMIT",
-    "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config", "attention_space",
-    "conv_knobs", "conv_space", "elementwise_space", "fill_kernel", "generate", "kernel_key",
-    "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
+    "SORT_LIMIT", "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config",
+    "attention_space", "conv_knobs", "conv_space", "elementwise_space", "fill_kernel", "generate",
+    "kernel_key", "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
     "matmul_tiles", "matmul_wave_cost", "matmul_wide", "matrix_unit", "plain_strides", "pool_space",
     "product_plan", "reads_window", "reduce_space", "row_kernel_fits", "row_major", "rows_space",
-    "scan_space", "template_kind",
+    "scan_space", "sort_space", "template_kind",
 ]
 
 
@@ -273,6 +274,7 @@ TEMPLATES = {
                                                   tnode.inputs[0].shape[2],
                                                   tnode.inputs[0].numel
                                                   // max(1, tnode.inputs[0].shape[1]))),
+    "sort": (_sort, lambda out, tnode, options: sort_space(tnode.inputs[0].shape[1])),
     "matmul": (_matmul, lambda out, tnode, options: _matmul_space(out, tnode)),
     "matmul_coop": (_matmul_coop, _matmul_coop_space),
     "attention": (_attention, lambda out, tnode, options: _attention_space(out, tnode)),

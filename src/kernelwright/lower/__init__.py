@@ -28,4 +28,5 @@ from . import (  # noqa: F401  (each family registers its lowerings)
     reductions,
     resize,
     scans,
+    sorting,
 )

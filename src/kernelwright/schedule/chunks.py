@@ -609,6 +609,13 @@ def _scan(node: Node, box: Box):
     return [(node.inputs[0], box)], None
 
 
+def _sort(node: Node, box: Box):
+    """sort [A, R, B] -> [A, K, B]: whole rows, the chunk's (a, b)."""
+    if box[1] != (0, node.out.shape[1]):
+        raise Unsplittable("a sort along its split dim")
+    return [(node.inputs[0], (box[0], (0, node.inputs[0].shape[1]), box[2]))], None
+
+
 def _matmul(node: Node, box: Box):
     x, y = node.inputs
     bs, ms, ns = box
@@ -643,5 +650,5 @@ _RULES: dict[str, Rule] = {
     "ew": _same, "materialize": _same, "reshape": _reshape, "permute": _permute,
     "expand": _expand, "slice": _slice, "pad": _pad, "cat": _cat, "gather": _gather,
     "window": _window_rule, "iota": _iota, "reduce": _rows, "pool": _rows,
-    "scan": _scan, "matmul": _matmul, "conv": _conv, "attention": _attention,
+    "scan": _scan, "sort": _sort, "matmul": _matmul, "conv": _conv, "attention": _attention,
 }
