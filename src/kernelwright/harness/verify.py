@@ -40,6 +40,18 @@ Each defence answers one loophole that fooled published kernel agents:
 - the reference is a private copy of the model, and PyTorch's functions and the
   model's classes are checked unchanged after the candidate ran
   ("tampered-reference").
+- a module with state (a call changes its buffers or tensor attributes: a KV cache written
+  in place, batch norm's running statistics in training mode; found by comparing the
+  reference's state before and after its first call, or from a non-empty ``state()`` of
+  the candidate, as kernelwright's `CompiledModule` has) is judged in *sequences*
+  (`Verdict.sequence`): the candidate, made from the module as built, and a fresh copy of
+  the reference start from the same state and make the same calls in the same order,
+  `SEQUENCE_CALLS` per trial on inputs of consecutive seeds, every output compared; after
+  each trial the candidate's ``state()``, where it has one, is compared with the
+  reference's ("state"). The screens run on a copy of their own, so no extra call advances
+  the state compared; a float64 re-judgement reruns the trial's calls so far in float64
+  from the state the trial started with; the alt-shape candidate, made anew, is compared
+  with a fresh reference.
 
 How it runs, and what it holds: every trial is first *screened* (its inputs drawn,
 the reference run on them, outputs poisoned at once) for the distributions the
