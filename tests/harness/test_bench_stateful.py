@@ -139,3 +139,22 @@ def test_the_float64_rerun_replays_the_sequence_from_its_start() -> None:
     torch.testing.assert_close(outputs[0].float(), fp32[0])
     assert v.changed_state(start, reference.model) == ["total"]
     assert v.changed_state(v.snapshot_state(reference.model), copy.deepcopy(reference.model)) == []
+
+
+class Uncopyable(RunningSum):
+    """A RunningSum that cannot be deep-copied: the reference runs the model itself."""
+
+    def __deepcopy__(self, memo: dict) -> Uncopyable:
+        raise TypeError("not copyable")
+
+
+def test_an_uncopyable_module_is_reset_to_its_state_as_built_after_the_screens() -> None:
+    made: list[NumpyRunningSum] = []
+
+    def make(model: nn.Module, example: list) -> NumpyRunningSum:
+        made.append(NumpyRunningSum(model))
+        return made[-1]
+
+    verdict = v.verify(Uncopyable(), inputs, make, trials=3, alt_shape=False).verdict
+    assert verdict.correct and verdict.sequence, verdict.error
+    assert not made[0].start.any()  # made from the state as built, not the screened one

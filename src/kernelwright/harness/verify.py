@@ -825,20 +825,19 @@ class Verifier:
 
     def detect_state(self, names: list[str] | None = None) -> bool:
         """Whether the module has state: `names` (the candidate's state), or else the
-        tensors the reference's calls so far changed. Once it has, the reference that ran
-        those calls only screens, and a fresh copy from the state as built runs beside
-        the candidate, so that both start from the same state and make the same calls."""
+        tensors the reference's calls so far changed."""
         names = names if names is not None else changed_state(self.start, self.reference.model)
         if names and not self.stateful:
             self.stateful, self.state_names = True, list(names)
-            self.screener, self.reference = self.reference, self.fresh_reference()
         return self.stateful
 
-    def fresh_reference(self) -> Reference:
-        """A new private copy of the model, with the state it was built with."""
-        reference = Reference(self.model, self.reference_device)
-        load_state(reference.model, self.start)
-        return reference
+    def restart(self) -> None:
+        """Before a new candidate's calls: for a module with state, the reference beside it
+        becomes a fresh copy with the state as built, so that both start from the same
+        state and make the same calls; the first copy (`screener`) only screens."""
+        if self.stateful:
+            self.reference = Reference(self.model, self.reference_device)
+            load_state(self.reference.model, self.start)  # the model itself, if uncopyable
 
     def begin_sequence(self) -> None:
         """A trial starts: remember the reference's state, for a float64 rerun."""
@@ -1079,6 +1078,7 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
     verdict.degenerate = classify_degenerate(verifier, plan, ranges, ref_dtypes, tol, seed,
                                              stage)
 
+    verifier.restart()  # the screens' calls changed no state the candidate is made from
     stage("compile")
     candidate = build(make, model, verifier.draw("own", seed + EXAMPLE_SEED_OFFSET, fresh=True),
                       verdict, verifier)
@@ -1090,6 +1090,7 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
             with gpu_section():
                 held = candidate_state(candidate)
             verdict.sequence = verifier.detect_state(sorted(held or ()))
+            verifier.restart()
         run_trials(verifier, candidate, plan, verdict, stage)
         if alt_shape:
             stage("alt-shape")
@@ -1312,9 +1313,8 @@ def run_alt_shape(verifier: Verifier, make: Factory, model: torch.nn.Module,
             raise Rejected("alt-shape-failed", f"at {verdict.alt_shape} the factory failed: "
                            f"{short_exception(exc)}") from None
         example = None
-        if verifier.stateful:  # a new candidate, from the state as built: a new reference too
-            verifier.reference = verifier.fresh_reference()
-            verifier.begin_sequence()
+        verifier.restart()  # a new candidate, from the state as built
+        verifier.begin_sequence()
         try:
             verifier.check(candidate, check_inputs)
         except Rejected as rejection:
