@@ -40,6 +40,18 @@ Each defence answers one loophole that fooled published kernel agents:
 - the reference is a private copy of the model, and PyTorch's functions and the
   model's classes are checked unchanged after the candidate ran
   ("tampered-reference").
+- a module with state (a call changes its buffers or tensor attributes: a KV cache written
+  in place, batch norm's running statistics in training mode; found by comparing the
+  reference's state before and after its first call, or from a non-empty ``state()`` of
+  the candidate, as kernelwright's `CompiledModule` has) is judged in *sequences*
+  (`Verdict.sequence`): the candidate, made from the module as built, and a fresh copy of
+  the reference start from the same state and make the same calls in the same order,
+  `SEQUENCE_CALLS` per trial on inputs of consecutive seeds, every output compared; after
+  each trial the candidate's ``state()``, where it has one, is compared with the
+  reference's ("state"). The screens run on a copy of their own, so no extra call advances
+  the state compared; a float64 re-judgement reruns the trial's calls so far in float64
+  from the state the trial started with; the alt-shape candidate, made anew, is compared
+  with a fresh reference.
 
 How it runs, and what it holds: every trial is first *screened* (its inputs drawn,
 the reference run on them, outputs poisoned at once) for the distributions the
@@ -100,6 +112,7 @@ REASONS = {
     "alt-shape-failed": "wrong, or failed to build, at another input shape",
     "degenerate-zero": "the reference is (near) zero and the candidate does not carry it",
     "degenerate-constant": "the reference is constant on every input: nothing can be verified",
+    "state": "the state a call leaves (buffers it changes) differs from the reference's",
 }
 
 # ATen ops that only move data in and out; anything else is PyTorch computing.
@@ -126,6 +139,7 @@ CHUNK = 1 << 22  # elements compared at a time, to bound temporary memory
 # more than 1e-4 near zero only because they add in another order; a kernel computing
 # in fp16/TF32 (8192x the fp32 rounding) or wrongly is still far outside.
 FP32_NOISE_FACTOR = 4.0
+SEQUENCE_CALLS = 3  # calls per trial of a module with state, each on fresh inputs
 
 
 class Rejected(Exception):
@@ -161,6 +175,7 @@ class Verdict:
     alt_shape: str | None = None  # the other shape tried, or why none was
     trials: list[dict] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # how a correct verdict was reached
+    sequence: bool = False  # judged as sequences of calls: the module has state
 
     @property
     def error(self) -> str | None:
@@ -522,8 +537,8 @@ class Reference:
         except Exception:  # noqa: BLE001 - an uncopyable model is still usable as it is
             self.model, device = model, "cpu"  # but must not be moved under the candidate
         self.device = torch.device(device)
+        self.copied = self.model is not model
         self.model.to(self.device).eval()
-        self.protected = {storage_ptr(t) for t in self._owned_tensors()}
         self._model64: torch.nn.Module | None = None  # see float64
 
     def _owned_tensors(self) -> list[torch.Tensor]:
@@ -564,11 +579,33 @@ class Reference:
             return None
 
     def _run64(self, inputs: list) -> list:
-        args = [x.detach().to(self.device, torch.float64, copy=True)
+        with torch.no_grad():
+            return flatten(self._model64(*self.place64(inputs)))
+
+    def place64(self, inputs: list) -> list:
+        """`place`, with float tensors made float64."""
+        return [x.detach().to(self.device, torch.float64, copy=True)
                 if isinstance(x, torch.Tensor) and x.is_floating_point()
                 else self.place([x])[0] for x in inputs]
-        with torch.no_grad():
-            return flatten(self._model64(*args))
+
+    def rerun64(self, start: dict[str, torch.Tensor],
+                calls: list[list]) -> tuple[list, dict[str, torch.Tensor]] | None:
+        """A sequence of calls again in float64: a float64 copy of the model from the state
+        `start` (`snapshot_state`) run on `calls` in order; the last call's outputs and the
+        state it leaves, or None when the model cannot run in float64."""
+        try:
+            model = copy.deepcopy(self.model)
+            load_state(model, start)
+            model.double()
+            load_state(model, start, torch.float64)  # attributes too, which double() skips
+            leaves: list = []
+            with torch.no_grad():
+                for args in calls:
+                    leaves = flatten(model(*self.place64(args)))
+            return leaves, tensor_state(model)
+        except Exception as exc:  # noqa: BLE001 - some models cannot run in float64
+            reraise_oom(exc, "the float64 reference's sequence")
+            return None
 
     def _float64_by_batch(self, inputs: list, fp32: list) -> list | None:
         """The float64 outputs computed over 2, 4, 8, ... slices of the leading (batch)
@@ -620,10 +657,72 @@ class Reference:
         return True
 
     def release(self, leaves: list) -> None:
-        """Poison outputs once compared (never the model's own tensors)."""
+        """Poison outputs once compared (never the model's own tensors: its parameters and
+        its state as it is now, which a call may have replaced)."""
+        protected = {storage_ptr(t) for t in self._owned_tensors()}
         for leaf in leaves:
-            if isinstance(leaf, torch.Tensor) and storage_ptr(leaf) not in self.protected:
+            if isinstance(leaf, torch.Tensor) and storage_ptr(leaf) not in protected:
                 poison_tensor(leaf)
+
+
+# --- state: what a call leaves for the next ------------------------------------
+
+
+def tensor_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The module's buffers and plain tensor attributes by dotted name, as
+    `CompiledModule.state()` names them: what a call may change and the next one read."""
+    state = dict(model.named_buffers())
+    for prefix, module in model.named_modules():
+        for key, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                state[f"{prefix}.{key}" if prefix else key] = value
+    return state
+
+
+def snapshot_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Copies of `tensor_state(model)`, to compare with or go back to (`load_state`)."""
+    return {name: t.detach().clone() for name, t in tensor_state(model).items()}
+
+
+def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor],
+               dtype: torch.dtype | None = None) -> None:
+    """Give the module copies of `state` (a `snapshot_state`), float tensors cast to
+    `dtype` when given."""
+    for name, t in state.items():
+        owner, _, key = name.rpartition(".")
+        value = t.detach().clone()
+        if dtype is not None and value.is_floating_point():
+            value = value.to(dtype)
+        setattr(model.get_submodule(owner), key, value)
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal shape, dtype and values (NaN equal to NaN)."""
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+        return False
+    if torch.equal(a, b):
+        return True
+    return a.is_floating_point() and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)
+
+
+def changed_state(before: dict[str, torch.Tensor], model: torch.nn.Module) -> list[str]:
+    """The names of the module's state tensors that differ from `before` (or are new)."""
+    return sorted(name for name, t in tensor_state(model).items()
+                  if name not in before or not same_values(before[name], t.detach()))
+
+
+def candidate_state(candidate: Candidate) -> dict[str, torch.Tensor] | None:
+    """What the candidate's ``state()`` says it holds (kernelwright's `CompiledModule`
+    has one), or None when it has no such method."""
+    method = getattr(candidate, "state", None)
+    if not callable(method):
+        return None
+    try:
+        held = method()
+    except Exception as exc:  # noqa: BLE001 - the candidate's own failure
+        reraise_oom(exc, "the candidate's state()")
+        raise Rejected("runtime", f"state(): {short_exception(exc)}") from exc
+    return dict(held) if isinstance(held, dict) else None
 
 
 class TamperGuard:
@@ -712,10 +811,80 @@ class Verifier:
         self.own_inputs = own_inputs
         self.tol = tol
         self.check_torch_calls = check_torch_calls
+        self.reference_device = reference_device
         self.reference = Reference(model, reference_device)
+        self.screener = self.reference  # runs the screens; a copy of its own once stateful
+        self.start = snapshot_state(self.reference.model)  # the state as built
+        self.stateful = False  # judged in sequences of calls (`detect_state`)
+        self.state_names: list[str] = []  # the state tensors a call changes
+        self.sequence_start: dict[str, torch.Tensor] = {}  # the reference's, at its start
+        self.sequence_calls: list[list] = []  # the reference's inputs of the sequence so far
         self.guard = TamperGuard(model)
         self.screen_error = ""  # why the reference last failed to run in `screen`
         self.scaled: list[bool] | None = None  # per output leaf: atol scaled (a tiny output)
+
+    def detect_state(self, names: list[str] | None = None) -> bool:
+        """Whether the module has state: `names` (the candidate's state), or else the
+        tensors the reference's calls so far changed."""
+        names = names if names is not None else changed_state(self.start, self.reference.model)
+        if names and not self.stateful:
+            self.stateful, self.state_names = True, list(names)
+        return self.stateful
+
+    def restart(self) -> None:
+        """Before a new candidate's calls: for a module with state, the reference beside it
+        becomes a fresh copy with the state as built, so that both start from the same
+        state and make the same calls; the first copy (`screener`) only screens."""
+        if self.stateful:
+            self.reference = Reference(self.model, self.reference_device)
+            load_state(self.reference.model, self.start)  # the model itself, if uncopyable
+
+    def begin_sequence(self) -> None:
+        """A trial starts: remember the reference's state, for a float64 rerun."""
+        if self.stateful:
+            self.sequence_start = snapshot_state(self.reference.model)
+            self.sequence_calls = []
+
+    def end_sequence(self, candidate: Candidate) -> int:
+        """A trial ended: the candidate's state (`candidate_state`) against the
+        reference's, in strict mode judged again against a float64 rerun of the sequence
+        as outputs are; the number of state tensors compared (0: no state to compare)."""
+        if not self.stateful:
+            return 0
+        with self.gpu():
+            theirs = candidate_state(candidate)
+            if theirs is None:
+                return 0
+            ours = tensor_state(self.reference.model)
+            names = sorted(set(self.state_names)
+                           | set(changed_state(self.sequence_start, self.reference.model)))
+            compared = [name for name in names if name in ours and name in theirs]
+            if not compared:
+                raise Rejected("state", f"state() holds none of the tensors a call changes "
+                               f"({', '.join(names[:8])}), only: "
+                               f"{', '.join(sorted(theirs)[:8]) or 'nothing'}")
+            exact: dict[str, torch.Tensor] | None = None
+            for name in compared:
+                mine = ours[name].detach()
+                try:
+                    try:
+                        compare_leaf(theirs[name], mine, self.tol, f"state {name}")
+                    except Rejected as rejection:
+                        fp32 = mine.is_floating_point() and mine.dtype != torch.float64
+                        if (rejection.reason != "mismatch" or self.tol.label != "strict"
+                                or not fp32):
+                            raise
+                        if exact is None:
+                            rerun = self.reference.rerun64(self.sequence_start,
+                                                           self.sequence_calls)
+                            exact = rerun[1] if rerun is not None else {}
+                        if name not in exact or exact[name].shape != mine.shape:
+                            raise
+                        compare_leaf(theirs[name], mine, self.tol, f"state {name}", exact[name])
+                except Rejected as rejection:
+                    raise Rejected("state", f"after the trial's calls, {rejection.detail}"
+                                   ) from None
+        return len(compared)
 
     def draw(self, distribution: str, seed: int, fresh: bool = False) -> list:
         """`trial_inputs`, drawn inside the draw section."""
@@ -727,7 +896,7 @@ class Verifier:
         outputs poisoned at once; None when it cannot run on them."""
         with self.gpu():
             try:
-                leaves = self.reference(inputs)
+                leaves = self.screener(inputs)
             except Exception as exc:  # noqa: BLE001 - this distribution or shape is not allowed
                 reraise_oom(exc, f"the reference on inputs {describe_inputs(inputs)}")
                 self.screen_error = short_exception(exc)
@@ -735,7 +904,7 @@ class Verifier:
             try:
                 extents = [leaf_range(leaf) for leaf in leaves]
             finally:
-                self.reference.release(leaves)
+                self.screener.release(leaves)
         return Screened([(lo, hi) for lo, hi, _ in extents],
                         [leaf.dtype if isinstance(leaf, torch.Tensor) else None
                          for leaf in leaves],
@@ -791,17 +960,28 @@ class Verifier:
             out = self.call(candidate, inputs)
         with self.gpu():
             ref_leaves = self.reference(ref_args)
+            if self.stateful:
+                self.sequence_calls.append(ref_args)
             try:
                 return compare(out, ref_leaves, self.tol, scaled=self.scaled)
             except Rejected as rejection:
                 if rejection.reason != "mismatch" or self.tol.label != "strict":
                     raise
-                exact = self.reference.float64(ref_args, ref_leaves)
+                exact = self.exact(ref_args, ref_leaves)
                 if exact is None:
                     raise
                 return compare(out, ref_leaves, self.tol, exact, self.scaled)
             finally:
                 self.reference.release(ref_leaves)
+
+
+    def exact(self, ref_args: list, ref_leaves: list) -> list | None:
+        """The float64 reference's outputs for the call just made: of the sequence so far
+        rerun from its starting state where the module has state."""
+        if not self.stateful:
+            return self.reference.float64(ref_args, ref_leaves)
+        rerun = self.reference.rerun64(self.sequence_start, self.sequence_calls)
+        return rerun[0] if rerun is not None else None
 
 
 def constant_extent(per_trial: list[list[tuple[float, float]]]) -> list[tuple[float, float]]:
@@ -892,10 +1072,13 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
         screened = screen_trial(verifier, spec)
         ranges.append(screened.ranges)
         ref_dtypes = screened.dtypes
+        if spec.index == 0:  # the reference's first call: did it change the module's state?
+            verdict.sequence = verifier.detect_state()
 
     verdict.degenerate = classify_degenerate(verifier, plan, ranges, ref_dtypes, tol, seed,
                                              stage)
 
+    verifier.restart()  # the screens' calls changed no state the candidate is made from
     stage("compile")
     candidate = build(make, model, verifier.draw("own", seed + EXAMPLE_SEED_OFFSET, fresh=True),
                       verdict, verifier)
@@ -903,6 +1086,11 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
         return Verification(verdict, None)
 
     try:
+        if not verifier.stateful:
+            with gpu_section():
+                held = candidate_state(candidate)
+            verdict.sequence = verifier.detect_state(sorted(held or ()))
+            verifier.restart()
         run_trials(verifier, candidate, plan, verdict, stage)
         if alt_shape:
             stage("alt-shape")
@@ -917,13 +1105,28 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
             reason = f"degenerate-{verdict.degenerate}"
             detail = f"the reference output is {verdict.degenerate} on every input tried; {detail}"
         verdict.reason, verdict.detail = reason, detail
+        note_sequence(verdict, verifier)
         return Verification(verdict, candidate)
     verdict.correct = True
+    note_sequence(verdict, verifier)
     if verdict.degenerate == "tiny":
         verdict.flags.append(
             "scaled-tolerance: the reference output is below the tolerance on every input "
             "but varies; checked with atol scaled to max |ref| of each output")
     return Verification(verdict, candidate)
+
+
+def note_sequence(verdict: Verdict, verifier: Verifier) -> None:
+    """Say in the verdict's flags that a module with state was judged in sequences."""
+    if not verifier.stateful:
+        return
+    compared = any(record.get("state_compared") for record in verdict.trials)
+    verdict.flags.append(
+        f"sequence: the module has state ({', '.join(verifier.state_names[:8])}); each trial "
+        f"is {SEQUENCE_CALLS} calls in order, the candidate and a reference copy carrying "
+        "their state from the same start, every output compared"
+        + (" and the state after each trial" if compared else
+           "; the candidate has no state() to compare"))
 
 
 def screen_trial(verifier: Verifier, spec: TrialSpec) -> Screened:
@@ -1003,15 +1206,21 @@ def build(make: Factory, model: torch.nn.Module, example: list, verdict: Verdict
 def run_trials(verifier: Verifier, candidate: Candidate, plan: list[TrialSpec],
                verdict: Verdict, stage: Callable[[str], None] = lambda name: None) -> None:
     """Check `candidate` on each trial's inputs, drawn again from the trial's seed as it
-    comes; trial 0's are kept for the reuse trial, which writes into those tensors."""
+    comes; trial 0's are kept for the reuse trial, which writes into those tensors. For a
+    module with state a trial is a sequence: `SEQUENCE_CALLS` calls on inputs of the seeds
+    seed, seed + 1, ... (the reuse trial: its call and the repeated one), then the state
+    the candidate holds against the reference's (`Verifier.end_sequence`)."""
     first_inputs: list | None = None
     spent: list[torch.Tensor] = []  # see retire
     for spec in plan:
         stage(f"trial {spec.index} ({spec.distribution})")
+        verifier.begin_sequence()
         inputs = verifier.draw(spec.distribution, spec.seed, fresh=True)
         record = {"index": spec.index, "distribution": spec.distribution, "seed": spec.seed,
                   "reuse": spec.reuse, "inputs": describe_inputs(inputs)}
         verdict.trials.append(record)
+        calls = (2 if spec.reuse else SEQUENCE_CALLS) if verifier.stateful else 1
+        where = trial_place(spec, verifier, 1, calls)
         values = None
         if spec.reuse:  # the tensors drawn hold the values written, for the reference
             for target, value in zip(first_inputs, inputs):
@@ -1025,9 +1234,9 @@ def run_trials(verifier: Verifier, candidate: Candidate, plan: list[TrialSpec],
         except Rejected as rejection:
             record["failed"] = rejection.reason
             if spec.reuse and rejection.reason in ("mismatch", "nan/poison"):
-                raise Rejected("stale-on-reuse", "new values written into the same input "
-                               f"tensors, output did not follow ({rejection.detail})") from None
-            where = f"trial {spec.index} ({spec.distribution})"
+                raise Rejected("stale-on-reuse", f"{where}: new values written into the same "
+                               "input tensors, output did not follow "
+                               f"({rejection.detail})") from None
             raise Rejected(rejection.reason, f"{where}: {rejection.detail}") from None
         record["max_abs_err"] = max((s.max_abs_err for s in stats), default=0.0)
         record["max_abs_ref"] = max((s.max_ref for s in stats), default=0.0)
@@ -1037,14 +1246,45 @@ def run_trials(verifier: Verifier, candidate: Candidate, plan: list[TrialSpec],
             except Rejected as rejection:
                 record["failed"] = "not-deterministic-on-reuse"
                 if rejection.reason in ("mismatch", "nan/poison", "shape", "dtype", "structure"):
-                    raise Rejected("not-deterministic-on-reuse", "a second call on the same "
-                                   f"inputs gave another answer ({rejection.detail})") from None
+                    raise Rejected("not-deterministic-on-reuse",
+                                   f"{trial_place(spec, verifier, 2, calls)}: a second call on "
+                                   f"the same inputs gave another answer ({rejection.detail})"
+                                   ) from None
                 raise
             retire(first_inputs, spent)  # nothing writes into them again
             first_inputs = None
         elif inputs is not first_inputs:
             retire(inputs, spent)
         inputs = values = None  # dropped before the next trial's are drawn
+        for call in range(1, calls if not spec.reuse else 1):
+            more = verifier.draw(spec.distribution, spec.seed + call, fresh=True)
+            try:
+                stats = verifier.check(candidate, more)
+            except Rejected as rejection:
+                record["failed"] = rejection.reason
+                raise Rejected(rejection.reason, f"{trial_place(spec, verifier, call + 1, calls)}"
+                               f": {rejection.detail}") from None
+            record["max_abs_err"] = max([record["max_abs_err"]] + [s.max_abs_err for s in stats])
+            record["max_abs_ref"] = max([record["max_abs_ref"]] + [s.max_ref for s in stats])
+            retire(more, spent)
+            more = None
+        if verifier.stateful:
+            record["calls"] = calls
+            try:
+                record["state_compared"] = verifier.end_sequence(candidate)
+            except Rejected as rejection:
+                record["failed"] = rejection.reason
+                raise Rejected(rejection.reason, f"trial {spec.index} ({spec.distribution}), "
+                               f"{rejection.detail}") from None
+
+
+def trial_place(spec: TrialSpec, verifier: Verifier, call: int, calls: int) -> str:
+    """Where in the verification a call is, for a rejection's detail."""
+    where = f"trial {spec.index} ({spec.distribution})"
+    if not verifier.stateful:
+        return where
+    return (f"{where}, call {call} of {calls} of a sequence (the module's state carried from "
+            f"call to call: {', '.join(verifier.state_names[:4])})")
 
 
 def run_alt_shape(verifier: Verifier, make: Factory, model: torch.nn.Module,
@@ -1073,6 +1313,8 @@ def run_alt_shape(verifier: Verifier, make: Factory, model: torch.nn.Module,
             raise Rejected("alt-shape-failed", f"at {verdict.alt_shape} the factory failed: "
                            f"{short_exception(exc)}") from None
         example = None
+        verifier.restart()  # a new candidate, from the state as built
+        verifier.begin_sequence()
         try:
             verifier.check(candidate, check_inputs)
         except Rejected as rejection:

@@ -15,6 +15,8 @@ are not billed to the problem; ``stage_s`` says when each stage began (seconds
 after the worker's imports). Verification reports its own stages ("screen 0 (own)",
 ..., "compile", "trial 0 (own)", ..., "alt-shape", see verify.verify), so a worker
 killed or crashed during it names the trial it was in.
+``sequence`` is true when the module has state (a call changes its buffers) and was
+judged as sequences of calls (see verify.py).
 
 The candidate factory is named by a spec: ``kernelwright`` (the compiler's
 ``kernelwright.compile``), ``package.module:function`` or ``path/to/file.py:function``;
@@ -96,6 +98,7 @@ def new_result(cfg: WorkerConfig) -> dict[str, Any]:
         "ref_compile_error": None,
         "precision": precision_label(cfg.loose, cfg.accelerated),
         "reference": None, "device": None, "degenerate": None, "alt_shape": None,
+        "sequence": False,
         "inputs": None, "input_bytes": None,
         "flags": [], "trials": [], "wall_s": None, "warmup_s": None, "stage_s": {},
     }
@@ -260,7 +263,7 @@ def evaluate_stages(cfg: WorkerConfig, result: dict[str, Any],
     verdict = verification.verdict
     result.update({key: value for key, value in verdict.to_dict().items()
                    if key in ("compiled", "correct", "reason", "error", "compile_s",
-                              "degenerate", "alt_shape", "trials", "precision")})
+                              "degenerate", "alt_shape", "trials", "precision", "sequence")})
     if verdict.degenerate:
         result["flags"].append(f"degenerate: {verdict.degenerate}")
     result["flags"].extend(verdict.flags)

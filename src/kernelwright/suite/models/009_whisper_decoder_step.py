@@ -17,10 +17,15 @@ its keys and values from the buffers and never projects the encoder's output aga
 
 Building the module also runs a prompt of `prompt` tokens (Whisper's forced start: start
 of transcript, language, task, no timestamps) through it, filling the cache's first
-slots. `get_inputs` gives the step right after that prompt: every call there writes the
-same slot and reads only the prompt's slots besides, so each call's logits depend on its
-own inputs alone, as the harness needs to judge calls one by one (successive steps, the
-cache carried from one to the next, are tested in tests/test_models_suite.py).
+slots. The module keeps the next position as a buffer too (`next_position`): a call
+given only the tokens (`get_inputs`) decodes at that position and advances it, so
+successive calls are successive steps, each attending to the prompt and the steps
+before it, the cache and the position carried as state. The harness judges such a
+module as sequences of calls from the same state (harness/verify.py). When the cache is
+full the position goes back to the first slot after the prompt, so that a benchmark's
+thousands of timed calls stay within it: the later steps then overwrite the earliest
+ones and, as the mask hides the slots after a step's own, attend to the prompt and the
+steps since. Explicit positions (a second argument) are still taken, as by the prompt.
 """
 
 import torch
@@ -135,13 +140,21 @@ class Model(nn.Module):
                     self.register_buffer(f"cross_{name}_{i}", states.transpose(1, 2).contiguous())
                     self.register_buffer(f"self_{name}_{i}",
                                          torch.zeros(batch_size, heads, cache_len, head_dim))
+            self.register_buffer("next_position", torch.zeros(1, dtype=torch.long))
+            self.prompt = prompt
             self(torch.randint(0, vocab, (batch_size, prompt)), torch.arange(prompt))
 
-    def forward(self, input_ids, position):
+    def forward(self, input_ids, position=None):
         """Logits [batch, T, vocab] of tokens `input_ids` [batch, T] at cache positions
-        `position` [T], each attending to the cache's slots up to its own."""
+        `position` [T] (by default `next_position` onwards), each attending to the cache's
+        slots up to its own; `next_position` then follows the last, within the cache."""
         b, t = input_ids.shape
         length = self.self_keys_0.shape[2]
+        if position is None:
+            position = self.next_position + torch.arange(t)
+        following = position[-1:] + 1
+        self.next_position.copy_(torch.where(following < length, following,
+                                             torch.full_like(following, self.prompt)))
         slots = torch.arange(length, device=position.device)
         allowed = slots.unsqueeze(0) <= position.unsqueeze(1)  # [T, length]
         mask = torch.zeros(t, length).masked_fill(~allowed, torch.finfo(torch.float32).min)
@@ -157,7 +170,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randint(0, vocab, (batch_size, 1)), torch.tensor([prompt])]
+    return [torch.randint(0, vocab, (batch_size, 1))]
 
 
 def get_init_inputs():
