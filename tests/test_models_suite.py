@@ -23,7 +23,7 @@ NAMES = [p.name for p in PROBLEMS]
 
 def library(problem) -> str:
     """The package a problem's model comes from (the one its file says it needs)."""
-    return re.search(r"needs the (\w+) package", Path(problem.path).read_text()).group(1)
+    return re.search(r"require\(\"(\w+)\"\)", Path(problem.path).read_text()).group(1)
 
 
 def installed(problem):

@@ -4,11 +4,7 @@ token ids -> logits."""
 import torch
 from torch import nn
 
-try:
-    import transformers
-except ImportError as _exc:  # the file still imports; building Model says why it cannot
-    transformers = None
-    _IMPORT_ERROR = f"{type(_exc).__name__}: {_exc}"
+from kernelwright.suite.models._library import require
 
 batch_size = 1
 seq_len = 512
@@ -26,17 +22,10 @@ SIZES = {
 }
 
 
-def _require_transformers():
-    if transformers is None:
-        raise ImportError("this models-suite problem needs the transformers package "
-                          f"(pip install transformers); importing it failed: {_IMPORT_ERROR}")
-    return transformers
-
-
 class Model(nn.Module):
     def __init__(self, hidden, layers, heads, vocab, positions):
         super().__init__()
-        tf = _require_transformers()
+        tf = require("transformers")
         config = tf.GPT2Config(n_embd=hidden, n_layer=layers, n_head=heads, vocab_size=vocab,
                                n_positions=positions, bos_token_id=vocab - 1,
                                eos_token_id=vocab - 1, use_cache=False)

@@ -4,11 +4,7 @@ images -> last hidden state."""
 import torch
 from torch import nn
 
-try:
-    import transformers
-except ImportError as _exc:  # the file still imports; building Model says why it cannot
-    transformers = None
-    _IMPORT_ERROR = f"{type(_exc).__name__}: {_exc}"
+from kernelwright.suite.models._library import require
 
 batch_size = 8
 image_size = 224
@@ -26,17 +22,10 @@ SIZES = {
 }
 
 
-def _require_transformers():
-    if transformers is None:
-        raise ImportError("this models-suite problem needs the transformers package "
-                          f"(pip install transformers); importing it failed: {_IMPORT_ERROR}")
-    return transformers
-
-
 class Model(nn.Module):
     def __init__(self, image_size, patch_size, hidden, layers, heads, intermediate):
         super().__init__()
-        tf = _require_transformers()
+        tf = require("transformers")
         config = tf.ViTConfig(image_size=image_size, patch_size=patch_size, hidden_size=hidden,
                               num_hidden_layers=layers, num_attention_heads=heads,
                               intermediate_size=intermediate)

@@ -4,11 +4,7 @@ token ids -> logits."""
 import torch
 from torch import nn
 
-try:
-    import transformers
-except ImportError as _exc:  # the file still imports; building Model says why it cannot
-    transformers = None
-    _IMPORT_ERROR = f"{type(_exc).__name__}: {_exc}"
+from kernelwright.suite.models._library import require
 
 batch_size = 1
 seq_len = 512
@@ -27,17 +23,10 @@ SIZES = {
 }
 
 
-def _require_transformers():
-    if transformers is None:
-        raise ImportError("this models-suite problem needs the transformers package "
-                          f"(pip install transformers); importing it failed: {_IMPORT_ERROR}")
-    return transformers
-
-
 class Model(nn.Module):
     def __init__(self, hidden, layers, heads, kv_heads, intermediate, vocab):
         super().__init__()
-        tf = _require_transformers()
+        tf = require("transformers")
         config = tf.Qwen2Config(
             hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
             num_key_value_heads=kv_heads, intermediate_size=intermediate, vocab_size=vocab,

@@ -4,12 +4,7 @@ audio), random weights: log-mel features -> last hidden state."""
 import torch
 from torch import nn
 
-try:
-    import transformers
-    from transformers.models.whisper.modeling_whisper import WhisperEncoder
-except ImportError as _exc:  # the file still imports; building Model says why it cannot
-    transformers = None
-    _IMPORT_ERROR = f"{type(_exc).__name__}: {_exc}"
+from kernelwright.suite.models._library import require
 
 batch_size = 1
 mel_bins = 80
@@ -27,22 +22,15 @@ SIZES = {
 }
 
 
-def _require_transformers():
-    if transformers is None:
-        raise ImportError("this models-suite problem needs the transformers package "
-                          f"(pip install transformers); importing it failed: {_IMPORT_ERROR}")
-    return transformers
-
-
 class Model(nn.Module):
     def __init__(self, mel_bins, positions, hidden, layers, heads, ffn):
         super().__init__()
-        tf = _require_transformers()
+        tf = require("transformers")
         config = tf.WhisperConfig(num_mel_bins=mel_bins, max_source_positions=positions,
                                   d_model=hidden, encoder_layers=layers,
                                   encoder_attention_heads=heads, encoder_ffn_dim=ffn,
                                   use_cache=False)
-        self.model = WhisperEncoder(config).eval()
+        self.model = tf.models.whisper.modeling_whisper.WhisperEncoder(config).eval()
 
     def forward(self, input_features):
         return self.model(input_features=input_features).last_hidden_state

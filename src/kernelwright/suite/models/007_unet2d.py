@@ -5,11 +5,7 @@ the predicted noise (full: 64x64 images, DDPM's channels)."""
 import torch
 from torch import nn
 
-try:
-    import diffusers
-except ImportError as _exc:  # the file still imports; building Model says why it cannot
-    diffusers = None
-    _IMPORT_ERROR = f"{type(_exc).__name__}: {_exc}"
+from kernelwright.suite.models._library import require
 
 batch_size = 1
 channels = 3
@@ -29,17 +25,10 @@ SIZES = {
 }
 
 
-def _require_diffusers():
-    if diffusers is None:
-        raise ImportError("this models-suite problem needs the diffusers package "
-                          f"(pip install diffusers); importing it failed: {_IMPORT_ERROR}")
-    return diffusers
-
-
 class Model(nn.Module):
     def __init__(self, channels, size, widths, attention, layers, groups, head_dim):
         super().__init__()
-        df = _require_diffusers()
+        df = require("diffusers")
         down = tuple("AttnDownBlock2D" if a else "DownBlock2D" for a in attention)
         up = tuple("AttnUpBlock2D" if a else "UpBlock2D" for a in reversed(attention))
         self.model = df.UNet2DModel(sample_size=size, in_channels=channels,

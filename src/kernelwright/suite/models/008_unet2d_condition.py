@@ -6,11 +6,7 @@ Diffusion 1.5's U-Net config on a 64x64 latent and 77 text tokens)."""
 import torch
 from torch import nn
 
-try:
-    import diffusers
-except ImportError as _exc:  # the file still imports; building Model says why it cannot
-    diffusers = None
-    _IMPORT_ERROR = f"{type(_exc).__name__}: {_exc}"
+from kernelwright.suite.models._library import require
 
 batch_size = 1
 channels = 4
@@ -33,17 +29,10 @@ SIZES = {
 }
 
 
-def _require_diffusers():
-    if diffusers is None:
-        raise ImportError("this models-suite problem needs the diffusers package "
-                          f"(pip install diffusers); importing it failed: {_IMPORT_ERROR}")
-    return diffusers
-
-
 class Model(nn.Module):
     def __init__(self, channels, size, widths, cross, layers, groups, heads, text_dim):
         super().__init__()
-        df = _require_diffusers()
+        df = require("diffusers")
         down = tuple("CrossAttnDownBlock2D" if c else "DownBlock2D" for c in cross)
         up = tuple("CrossAttnUpBlock2D" if c else "UpBlock2D" for c in reversed(cross))
         self.model = df.UNet2DConditionModel(

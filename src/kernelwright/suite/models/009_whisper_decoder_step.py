@@ -31,13 +31,12 @@ steps since. Explicit positions (a second argument) are still taken, as by the p
 import torch
 from torch import nn
 
-try:
-    import transformers
+from kernelwright.suite.models._library import require
+
+try:  # the step's cache subclasses transformers' (require says why it is missing)
     from transformers.cache_utils import EncoderDecoderCache
-except ImportError as _exc:  # the file still imports; building Model says why it cannot
-    transformers = None
+except ImportError:
     EncoderDecoderCache = object
-    _IMPORT_ERROR = f"{type(_exc).__name__}: {_exc}"
 
 batch_size = 1
 mel_bins = 80
@@ -56,13 +55,6 @@ SIZES = {
     "full": {"batch_size": 1, "mel_bins": 80, "positions": 1500, "hidden": 384, "layers": 4,
              "heads": 6, "ffn": 1536, "vocab": 51865, "cache_len": 448, "prompt": 4},
 }
-
-
-def _require_transformers():
-    if transformers is None:
-        raise ImportError("this models-suite problem needs the transformers package "
-                          f"(pip install transformers); importing it failed: {_IMPORT_ERROR}")
-    return transformers
 
 
 class _SelfAttentionCache:
@@ -119,7 +111,7 @@ class Model(nn.Module):
     def __init__(self, batch_size, mel_bins, positions, hidden, layers, heads, ffn, vocab,
                  cache_len, prompt):
         super().__init__()
-        tf = _require_transformers()
+        tf = require("transformers")
         special = min(50257, vocab - 1)  # whisper's <|endoftext|>, inside a tiny vocabulary
         config = tf.WhisperConfig(
             vocab_size=vocab, num_mel_bins=mel_bins, d_model=hidden, encoder_layers=layers,
