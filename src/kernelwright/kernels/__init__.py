@@ -1,7 +1,7 @@
 """The kernel backend: fill a WGSL template for one scheduled kernel (its loaders,
 epilogue and knobs). This module is the registry the scheduler and the tuner use; each
 template family has its own module beside its .wgsl files (elementwise, rows, scan,
-sort, matmul, matmul_coop, attention, conv, pool: knobs, search space, cost model,
+sort, matmul, matmul_coop, attention, attention_coop, conv, pool: knobs, search space, cost model,
 generator), common.py what they share, cuts.py how a product is cut for the matmul.
 
 `generate(out, tnode, ...)` picks the template by the group's template node (none:
@@ -36,6 +36,7 @@ from ..codegen.codegen import HELPERS, KERNEL_DIR, KernelSource, template, to_bu
 from ..ir.ir import CompileError, Node, Value
 from ..options import CompileOptions
 from .attention import _attention, _attention_space, attention_config, attention_space
+from .attention_coop import _attention_coop, _attention_coop_space, attention_template
 from .common import (
     MAX_GRID,
     MAX_WG,
@@ -82,7 +83,8 @@ __all__ = [
     "COOP_TILE", "Generated", "KernelKey", "KernelRequest", "KnobChooser", "MATMUL_BK",
     "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE", "ROW_LIMIT",
     "SORT_LIMIT", "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config",
-    "attention_space", "conv_knobs", "conv_space", "elementwise_space", "fill_kernel", "generate",
+    "attention_space", "attention_template", "conv_knobs", "conv_space", "elementwise_space",
+    "fill_kernel", "generate",
     "kernel_key", "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
     "matmul_tiles", "matmul_wave_cost", "matmul_wide", "matrix_unit", "plain_strides", "pool_space",
     "product_plan", "reads_window", "reduce_space", "row_kernel_fits", "row_major", "rows_space",
@@ -249,9 +251,13 @@ def template_kind(tnode: Node | None, options: CompileOptions | None = None) -> 
     (None: the defaults, strict).
     In the accelerated precision an f32 matmul with M, N and K of at least one matrix of
     the options' matrix unit goes to `matmul_coop`; smaller ones stay exact (fp32
-    `matmul`)."""
+    `matmul`); an attention goes where attention_template says (`attention_coop` on
+    subgroup matrices)."""
     if tnode is None:
         return "elementwise"
+    if tnode.op == "attention":
+        q, _, v = tnode.inputs[:3]
+        return attention_template(options, q.shape[2], v.shape[2]) or tnode.op
     if tnode.op == "matmul" and options is not None and options.precision == "accelerated":
         a, b = tnode.inputs
         if tnode.out.dtype == "f32" and accelerates(options.matrix, a.shape[1], b.shape[2],
@@ -278,6 +284,7 @@ TEMPLATES = {
     "matmul": (_matmul, lambda out, tnode, options: _matmul_space(out, tnode)),
     "matmul_coop": (_matmul_coop, _matmul_coop_space),
     "attention": (_attention, lambda out, tnode, options: _attention_space(out, tnode)),
+    "attention_coop": (_attention_coop, _attention_coop_space),
     "conv": (_conv, lambda out, tnode, options: conv_space(tnode.attrs["transposed"])),
     "pool": (_pool, lambda out, tnode, options: pool_space(tnode)),
 }

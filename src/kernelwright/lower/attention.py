@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 
 from ..ir.ir import CompileError, GraphBuilder, Value, broadcast_shapes
-from ..kernels import attention_config
+from ..kernels import attention_template
+from ..options import CompileOptions
 from .elementwise import as_dtype, binary, unary_float
 from .linalg import lse_probabilities, product
 from .registry import register
@@ -78,19 +79,23 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
             attn_mask = b.ew("where", attn_mask, b.scalar(0.0), b.scalar(NEG_INF))
         attn_mask = as_dtype(b, attn_mask, "f32")
         batch = broadcast_shapes(batch, attn_mask.shape[:-2])
-    if fused(math.prod(batch), lq, s, e, ev):
+    if fused(math.prod(batch), lq, s, e, ev, b.options):
         return _fused(b, q, k, v, attn_mask, is_causal, scale, batch)
     return _decomposed(b, q, k, v, attn_mask, is_causal, scale)
 
 
-def fused(nb: int, lq: int, s: int, e: int, ev: int) -> bool:
-    """The one decision between the fused kernel and the decomposition (see FUSED and
-    the measurements above MAX_SCORES_BYTES)."""
-    if e < 1 or ev < 1 or attention_config(e, ev) is None:
-        return False  # head dims too wide for the kernel's workgroup tiles
+def fused(nb: int, lq: int, s: int, e: int, ev: int,
+          options: CompileOptions | None = None) -> bool:
+    """The one decision between a fused kernel and the decomposition for `options`: the
+    accelerated kernel (kernels.attention_template: `attention_coop`, both products on
+    the matrix units) whenever it fits, the strict one for scores too large to store
+    (see FUSED and the measurements above MAX_SCORES_BYTES)."""
+    kind = attention_template(options, e, ev) if e >= 1 and ev >= 1 else None
+    if kind is None:
+        return False  # head dims too wide for the kernels' workgroup tiles
     if FUSED is not None:
         return FUSED
-    return nb * lq * s * 4 >= MAX_SCORES_BYTES
+    return kind == "attention_coop" or nb * lq * s * 4 >= MAX_SCORES_BYTES
 
 
 def _fused(b, q, k, v, mask, causal, scale, batch) -> Value:
