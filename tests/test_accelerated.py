@@ -460,8 +460,8 @@ def test_conv2d_on_the_device(matrix_device):
 
 
 def test_decomposed_attention_on_the_device(matrix_device, monkeypatch):
-    """Attention decomposed into matmuls (scores, then weights @ V) puts both products on
-    the units; the fused attention kernel stays strict."""
+    """Attention decomposed into matmuls (forced: scores, then weights @ V) puts both
+    products on the units (the fused one: tests/test_accelerated_attention.py)."""
     monkeypatch.setattr(attention_ops, "FUSED", False)
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 2, 24, 16) for _ in range(3))
