@@ -48,9 +48,11 @@
 #             TRAIN_ARGS="--only ..." to split the workloads over calls
 #   generate  tools/generate_bench.py (SmolLM2-135M's config, batch 1) in fp32 then bf16,
 #             half the limit each: $R/generate_fp32.json, $R/generate_bf16.json
-#   accelerated  the accelerated f16 GEMMs on Dawn's subgroup matrices against cuBLAS f16
-#             (KERNELWRIGHT_RUNTIME=dawn tools/kernels.py --only gemm_4096_accelerated_f16,
-#             gemm_8192_accelerated_f16, a third of the limit: $R/kernels_accelerated.json),
+#   accelerated  the accelerated f16 GEMMs and SDPA on Dawn's subgroup matrices against
+#             cuBLAS f16 and PyTorch's f16 SDPA (KERNELWRIGHT_RUNTIME=dawn tools/kernels.py
+#             --only gemm_4096_accelerated_f16,sdpa_16x16_1024_e64_accelerated_f16,
+#             sdpa_causal_16x16_1024_e64_accelerated_f16,gemm_8192_accelerated_f16, a
+#             third of the limit: $R/kernels_accelerated.json),
 #             then kernelwright bench --accelerated --size full --level 2 --jobs 4 on Dawn
 #             ($R/accelerated)
 #   half      tools/kernels.py --half: f32 against f16 and bf16 storage (a decode linear,
@@ -113,7 +115,7 @@ run_task() {
                >> "$LOG" 2>&1 ;;
     checks) limit "$secs" python3 tools/kernels.py --shader-checks --out "$R/kernels_checks.json" \
               --only "${CHECK_CASES:-gemm_4096,gemm_irr,linear,conv3x3_64ch_128,conv1d,conv3d,sdpa_16,softmax_16384,layernorm,cumsum,maxpool,elementwise}" \
-              >> "$LOG" 2>&1 ;;
+              --exclude accelerated >> "$LOG" 2>&1 ;;
     matmul) read -r -a margs <<< "${MATMUL_ARGS:-}"  # e.g. MATMUL_ARGS="--only conv"
             limit "$secs" python3 tools/kernels.py --matmul-variants "${margs[@]}" \
               --out "$R/matmul_variants.json" >> "$LOG" 2>&1 ;;
@@ -135,8 +137,8 @@ run_task() {
       done ;;
     attention)
       for path in fused decomposed; do
-        limit $((secs / 3)) python3 tools/kernels.py --only sdpa --attention "$path" \
-          --out "$R/attention_$path.json" >> "$LOG" 2>&1
+        limit $((secs / 3)) python3 tools/kernels.py --only sdpa --exclude accelerated \
+          --attention "$path" --out "$R/attention_$path.json" >> "$LOG" 2>&1
       done
       limit $((secs / 3)) python3 tools/kernels.py --attention-variants \
         --out "$R/attention_variants.json" >> "$LOG" 2>&1 ;;
@@ -172,7 +174,7 @@ run_task() {
         --out "$R/generate_bf16.json" >> "$LOG" 2>&1 ;;
     accelerated)
       KERNELWRIGHT_RUNTIME=dawn limit $((secs / 3)) python3 tools/kernels.py \
-        --only gemm_4096_accelerated_f16,gemm_8192_accelerated_f16 \
+        --only gemm_4096_accelerated_f16,sdpa_16x16_1024_e64_accelerated_f16,sdpa_causal_16x16_1024_e64_accelerated_f16,gemm_8192_accelerated_f16 \
         --out "$R/kernels_accelerated.json" >> "$LOG" 2>&1
       mkdir -p "$R/accelerated"
       KERNELWRIGHT_RUNTIME=dawn limit $((secs - secs / 3)) python3 -m kernelwright.cli bench \
