@@ -8,7 +8,8 @@ the kernel's mask loader, as do the broadcasts of a [L, S] mask) and emits one
 `attention` node (kernels/attention.wgsl, online softmax over key blocks, the L x S
 scores never stored) or decomposes: scores by matmul, scale, mask, each row's
 log-sum-exp, exp(scores - lse) by V (zeros for fully masked rows). `fused` is the one
-choice between them.
+choice between them; in the accelerated precision the node fuses whenever the kernel on
+the matrix units fits (kernels.attention_template, which also names its kernel).
 
 nn.MultiheadAttention with need_weights=True exports as explicit bmm / softmax / mean
 (PyTorch computes the weights itself), which the matmul and reduction ops lower.
