@@ -105,7 +105,10 @@ def test_full_size_builds_on_meta(problem):
     assert sum(p.numel() for p in params) > 5_000_000  # the real config, not the tiny one
 
 
-@pytest.mark.parametrize("name", ["001_llama", "003_bert", "008_unet2d_condition"])
+@pytest.mark.parametrize("name", ["001_llama", "003_bert", "008_unet2d_condition",
+                                  "010_resnet50", "011_mobilenet_v3", "012_efficientnet_b0",
+                                  "013_vit_b_16", "014_swin_t", "015_convnext_tiny",
+                                  "016_vit_small"])
 def test_small_size_matches_eager(name):
     problem = PROBLEMS[NAMES.index(name)]
     skip_unless_importable(problem)
