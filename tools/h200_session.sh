@@ -36,6 +36,11 @@
 #   models    the models suite at full size (kernelwright bench src/kernelwright/suite/models
 #             --size full --compile-ref --jobs 3 --resume, the diffusers U-Nets included;
 #             more arguments in MODELS_ARGS, e.g. "--only unet2d"), output $R/models
+#   halfmodels  the same in bfloat16 (kernelwright bench src/kernelwright/suite/models
+#             --size full --dtype bfloat16 --compile-ref --jobs 3 --resume: each model and
+#             its float inputs cast, PyTorch timed in bf16 too, peak memory of both; more
+#             arguments in HALFMODELS_ARGS, e.g. "--dtype float16" or "--set
+#             batch_size=1"), output $R/halfmodels
 #   smallmodels  tools/models.py --size full (the level-3 MLP, CNN and encoder block)
 #   train     kernelwright bench --train --size full --steps 50 --resume (TRAIN_STEPS
 #             overrides 50; more arguments in TRAIN_ARGS, e.g. "--only resnet50"): each
@@ -166,6 +171,14 @@ run_task() {
         > "$R/models/bench.log" 2>&1
       rm -rf "$R/models/work"
       tail -14 "$R/models/bench.log" >> "$LOG" ;;
+    halfmodels)
+      mkdir -p "$R/halfmodels"
+      read -r -a hargs <<< "${HALFMODELS_ARGS:-}"  # e.g. HALFMODELS_ARGS="--only llama"
+      limit "$secs" python3 -m kernelwright.cli bench src/kernelwright/suite/models \
+        --size full --dtype bfloat16 --compile-ref --jobs 3 --resume --out "$R/halfmodels" \
+        "${hargs[@]}" > "$R/halfmodels/bench.log" 2>&1
+      rm -rf "$R/halfmodels/work"
+      tail -14 "$R/halfmodels/bench.log" >> "$LOG" ;;
     smallmodels) limit "$secs" python3 tools/models.py --size full --out "$R/models.json" \
                    >> "$LOG" 2>&1 ;;
     train|train200)

@@ -244,7 +244,7 @@ def run_oom_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                 "output_bytes": GIB // 4, "output_known": True, "budget_bytes": 3 * GIB}
     monkeypatch.setattr(runner, "run_worker", fake_worker)
     monkeypatch.setattr(runner, "cuda_present", lambda: True)
-    monkeypatch.setattr(runner, "gpu_budgets", lambda found, size, seed: (
+    monkeypatch.setattr(runner, "gpu_budgets", lambda found, size, seed, *settings: (
         10 * GIB, {p.name: estimate for p in found}))
     monkeypatch.setattr(runner, "memory_room", lambda: True)
     results = runner.run_suite(problems.discover(suite), runner.BenchSettings(),

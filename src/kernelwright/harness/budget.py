@@ -19,7 +19,8 @@ intermediates. JOB_OVERHEAD_BYTES is a CUDA context and its allocator's slack. A
 estimate is a guess, so an out-of-memory error of a job run beside others is retried
 alone (runner.py).
 
-``python -m kernelwright.harness.budget [--size S] [--seed N] FILE...`` prints one JSON
+``python -m kernelwright.harness.budget [--size S] [--seed N] [--dtype D] [--set NAME=VALUE]
+FILE...`` (the bench's options of those names) prints one JSON
 object: ``capacity`` (free bytes of CUDA device 0, null without CUDA) and, when there
 is a capacity, ``budgets`` (problem file -> `Estimate` fields, or null where the
 problem cannot be sized this way). The runner calls it in a subprocess: problem files
@@ -37,7 +38,7 @@ from typing import Any
 
 import torch
 
-from .problems import Problem, load
+from .problems import DTYPES, Problem, load, parse_override
 from .verify import describe_inputs
 
 BUDGET_FACTOR = 4
@@ -72,10 +73,12 @@ def budget_bytes(input_bytes: int, param_bytes: int, output_bytes: int) -> int:
     return BUDGET_FACTOR * (input_bytes + param_bytes + output_bytes) + JOB_OVERHEAD_BYTES
 
 
-def estimate(path: Path, size: str | None, seed: int = 0) -> Estimate:
-    """The sizes of the problem file at `path` with SIZES[size] applied, found on the
-    meta device; raises where the problem cannot run there at all."""
-    loaded = load(Problem(path.stem, path, 0), size)
+def estimate(path: Path, size: str | None, seed: int = 0,
+             overrides: dict[str, str] | None = None, dtype: str | None = None) -> Estimate:
+    """The sizes of the problem file at `path` with SIZES[size] and `overrides` applied and
+    cast to `dtype` (problems.load), found on the meta device; raises where the problem
+    cannot run there at all."""
+    loaded = load(Problem(path.stem, path, 0), size, overrides, dtype)
     inputs = loaded.inputs(seed, "meta")
     input_bytes = tensor_bytes(inputs)
     largest = max((tensor_bytes(x) for x in inputs), default=0)
@@ -106,13 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--size")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", choices=sorted(DTYPES))
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        type=parse_override, metavar="NAME=VALUE")
     args = parser.parse_args(argv)
+    overrides = dict(args.overrides)
     capacity = cuda_capacity()
     budgets: dict[str, dict | None] = {}
     if capacity is not None:
         for path in args.files:
             try:
-                budgets[str(path)] = asdict(estimate(path, args.size, args.seed))
+                budgets[str(path)] = asdict(estimate(path, args.size, args.seed, overrides,
+                                                     args.dtype))
             except (Exception, SystemExit):  # noqa: BLE001 - user code: its budget stays unknown
                 budgets[str(path)] = None
     json.dump({"capacity": capacity, "budgets": budgets}, sys.stdout)

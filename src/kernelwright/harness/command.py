@@ -2,7 +2,7 @@
 
 It discovers the suite's problems (problems.py), runs each in a worker process
 (runner.py), prints the summary table (metrics.py) and writes, under ``--out``:
-``results.json`` (every problem, the summary, the device and precision mode),
+``results.json`` (every problem, the summary, the device, precision mode and dtype),
 ``results.sqlite`` (filled as the run goes, used by ``--resume``), and
 ``report.html`` (report.py). cli/main.py registers this module's `add_parser`.
 """
@@ -21,6 +21,7 @@ from typing import Any
 from ..cli.options import add_suite_options, bundled_suite, select
 from ..tune.waves import device_waves
 from . import gpu, metrics, problems, report, runner, timing, training
+from .problems import DTYPES, parse_override
 from .timing import reference_label
 from .worker import precision_label
 
@@ -65,6 +66,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "matrix units: Dawn's subgroup matrices with "
                              "KERNELWRIGHT_RUNTIME=dawn; f16 operands) and verify with the "
                              "fp16 tolerance 1e-2, labelled accelerated-f16")
+    parser.add_argument("--dtype", choices=list(DTYPES),
+                        help="run every problem in this dtype: the reference model cast with "
+                             ".to(dtype) and every floating-point input too (integer inputs "
+                             "as they are), the candidate compiled from them, verified with "
+                             "that dtype's tolerance (1e-2 for float16 and bfloat16) and timed "
+                             "against PyTorch in the same dtype (default: the problem's own)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        type=override, metavar="NAME=VALUE",
+                        help="set the problem module's global NAME to the Python literal "
+                             "VALUE after SIZES is applied, e.g. --set batch_size=1 "
+                             "(repeatable; a problem without that global fails to load)")
     parser.add_argument("--resume", action="store_true",
                         help="reuse results in OUT/results.sqlite made with the same settings "
                              "(problems, or training workloads with --train)")
@@ -105,6 +117,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def override(text: str) -> tuple[str, str]:
+    """An argparse type: ``NAME=VALUE`` (problems.parse_override)."""
+    try:
+        return parse_override(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def default_sample(args: argparse.Namespace) -> tuple[str, str]:
     """"all" or "quick", and why: as asked; every problem where the run names its problems
     (a SUITE, --only, --level) or has a hardware GPU; else the quick sample."""
@@ -132,6 +152,8 @@ def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,
         "size": f"{size} ({size_why})",
         "device": devices[0] if devices else "unknown (no problem reached the device)",
         "precision": precision_label(args.loose, args.accelerated),
+        "dtype": args.dtype or "the problems' own",
+        "overrides": " ".join(f"{name}={value}" for name, value in args.overrides) or "none",
         "reference": references[0] if references else reference_label(),
         "reference_compile": "torch.compile timed" if args.compile_ref else "not timed",
         "candidate": args.candidate,
@@ -142,6 +164,10 @@ def run_info(args: argparse.Namespace, suite: Path, size: str, size_why: str,
 
 def run(args: argparse.Namespace) -> int:
     if args.train:
+        if args.dtype or args.overrides:
+            print("kernelwright bench: --dtype and --set are for problems, not --train",
+                  file=sys.stderr)
+            return 2
         return training.run(args)
     suite = args.suite or bundled_suite()
     try:
@@ -167,12 +193,15 @@ def run(args: argparse.Namespace) -> int:
         compile_ref=args.compile_ref,
         candidate=args.candidate, seed=args.seed, alt_shape=not args.no_alt_shape,
         timeout_s=args.timeout,
-        max_rss_gb=args.max_rss_gb or runner.default_rss_limit_gb())
+        max_rss_gb=args.max_rss_gb or runner.default_rss_limit_gb(),
+        dtype=args.dtype, overrides=dict(args.overrides))
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     print(f"kernelwright bench: {len(chosen)} problems from {suite} ({sample}: {sample_why}), "
           f"size {size} ({size_why}), "
-          f"{precision_label(args.loose, args.accelerated)} precision, out {out}",
+          f"{precision_label(args.loose, args.accelerated)} precision, "
+          f"dtype {args.dtype or 'own'}"
+          + "".join(f", {name}={value}" for name, value in args.overrides) + f", out {out}",
           file=sys.stderr)
     caveat = timing.side_by_side_caveat() if args.jobs > 1 else None
     if caveat:
@@ -213,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
 
     print()
     print(f"device: {info['device']}   precision: {info['precision']}   "
-          f"reference: {info['reference']}")
+          f"dtype: {info['dtype']}   reference: {info['reference']}")
     if caveat:
         print(f"not trustworthy: {info['timing_caveat']}")
     print(metrics.format_table(summary))

@@ -1,11 +1,17 @@
-"""The GPU the harness runs on: whether it is a hardware one, and the problem size
-that suits it (bench's and bench --train's defaults)."""
+"""The GPU the harness runs on: whether it is a hardware one, the problem size that
+suits it (bench's and bench --train's defaults), and PyTorch's peak GPU memory over a
+reference's work (`torch_peak_bytes`, bench's and bench --train's "torch mem")."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
 from ..runtime import runtime
+
+T = TypeVar("T")
 
 
 def no_hardware_gpu() -> str | None:
@@ -26,3 +32,13 @@ def default_size() -> tuple[str, str]:
         return "small", why
 
     return "full", runtime.default_device().description
+
+
+def torch_peak_bytes(run: Callable[[], T]) -> tuple[T, int | None]:
+    """`run()`'s value and torch.cuda.max_memory_allocated over it, the peak reset first
+    (so what the process holds on the GPU when it starts counts too); None without CUDA."""
+    if not torch.cuda.is_available():
+        return run(), None
+    torch.cuda.reset_peak_memory_stats()
+    value = run()
+    return value, int(torch.cuda.max_memory_allocated())

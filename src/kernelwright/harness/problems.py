@@ -9,7 +9,11 @@ taken, so the checkout's own scripts are left alone.
 
 Files may define ``SIZES = {"small": {...}, "full": {...}}``: dicts of
 module-global overrides applied before ``get_init_inputs``/``get_inputs`` run.
-Files without ``SIZES`` are used as they are.
+Files without ``SIZES`` are used as they are. ``--set NAME=VALUE`` overrides
+(`parse_override`, `apply_overrides`) are applied after SIZES: a name the module does not
+define is a `ProblemError` naming the problem. A `dtype` given to `load` casts the
+reference model (``.to(dtype)``) and every floating-point input (integer inputs stay as
+they are): ``kernelwright bench --dtype``.
 
 `discover` hands a sorted list of `Problem` (name, path, level) to the runner;
 `load` hands a `LoadedProblem` (the module's three names, sized) to the worker,
@@ -18,6 +22,7 @@ or raises `ProblemError` with the reason the file cannot be used.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import random
 import re
@@ -36,6 +41,10 @@ from .oom import reraise_oom
 LEVEL_DIR = re.compile(r"^level[_-]?(\d+)$", re.IGNORECASE)
 SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+# the dtypes `kernelwright bench --dtype` may cast a problem to, by name
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+}
 
 
 class ProblemError(Exception):
@@ -63,6 +72,7 @@ class LoadedProblem:
     problem: Problem
     module: ModuleType
     size: str | None  # the SIZES entry applied, None when the file has none
+    dtype: torch.dtype | None = None  # the model and float inputs cast to it; None: as made
 
     @property
     def model_class(self) -> type[torch.nn.Module]:
@@ -78,15 +88,23 @@ class LoadedProblem:
         milliseconds instead of seconds), and tensors it makes elsewhere stay there."""
         seed_everything(seed)
         if device == "cpu":
-            return [x.cpu() if isinstance(x, torch.Tensor) else x
+            return [self.cast(x.cpu()) if isinstance(x, torch.Tensor) else x
                     for x in self.module.get_inputs()]
         with torch.device(device):
-            return list(self.module.get_inputs())
+            return [self.cast(x) for x in self.module.get_inputs()]
+
+    def cast(self, x: Any) -> Any:
+        """`x` in the problem's `dtype` where it is a floating-point tensor and one is set."""
+        if self.dtype is None or not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            return x
+        return x.to(self.dtype)
 
     def build_model(self, seed: int = 0) -> torch.nn.Module:
-        """The reference model in eval mode, its weights drawn with `seed`."""
+        """The reference model in eval mode, its weights drawn with `seed` (and cast to
+        `dtype` when one is set)."""
         seed_everything(seed)
-        return self.model_class(*self.init_inputs()).eval()
+        model = self.model_class(*self.init_inputs()).eval()
+        return model if self.dtype is None else model.to(self.dtype)
 
 
 def seed_everything(seed: int) -> None:
@@ -147,8 +165,11 @@ def import_file(path: Path, module_name: str) -> ModuleType:
     return module
 
 
-def load(problem: Problem, size: str | None = None) -> LoadedProblem:
-    """Import `problem`'s file, check its names and apply SIZES[size] when defined."""
+def load(problem: Problem, size: str | None = None, overrides: dict[str, str] | None = None,
+         dtype: str | None = None) -> LoadedProblem:
+    """Import `problem`'s file, check its names, apply SIZES[size] when defined, then
+    `overrides` (global name -> Python literal text, `apply_overrides`); `dtype` (a name of
+    DTYPES) is the dtype its model and float inputs are cast to."""
     module_name = "kernelwright_problem_" + re.sub(r"\W", "_", problem.name)
     try:
         module = import_file(problem.path, module_name)
@@ -165,7 +186,8 @@ def load(problem: Problem, size: str | None = None) -> LoadedProblem:
         if not callable(getattr(module, name)):
             raise ProblemError("load", f"{name} is not callable")
     applied = apply_size(module, size)
-    return LoadedProblem(problem, module, applied)
+    apply_overrides(module, overrides or {}, problem.name)
+    return LoadedProblem(problem, module, applied, DTYPES[dtype] if dtype else None)
 
 
 def apply_size(module: ModuleType, size: str | None) -> str | None:
@@ -177,6 +199,32 @@ def apply_size(module: ModuleType, size: str | None) -> str | None:
         raise ProblemError("load", f"SIZES has no entry {size!r} (has {sorted(sizes)})")
     vars(module).update(sizes[size])
     return size
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` as (NAME, VALUE's text); raises ValueError unless NAME is an
+    identifier and VALUE a Python literal (``ast.literal_eval``: quote a string)."""
+    name, sep, value = text.partition("=")
+    name, value = name.strip(), value.strip()
+    if not sep or not name.isidentifier():
+        raise ValueError(f"{text!r} is not NAME=VALUE")
+    try:
+        ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        raise ValueError(f"{text!r}: {value!r} is not a Python literal (a number, a quoted "
+                         f"string, a tuple, ...): {type(exc).__name__}") from None
+    return name, value
+
+
+def apply_overrides(module: ModuleType, overrides: dict[str, str], name: str) -> None:
+    """Set each of the module's globals named in `overrides` to its literal's value; one it
+    does not define is a ProblemError naming the problem `name`."""
+    unknown = [key for key in overrides if key not in vars(module)]
+    if unknown:
+        raise ProblemError("load", f"--set {', '.join(unknown)}: problem {name} has no "
+                           f"global {' or '.join(map(repr, unknown))}")
+    for key, value in overrides.items():
+        setattr(module, key, ast.literal_eval(value))
 
 
 def call_user(stage: str, fn: Callable[[], Any]) -> Any:

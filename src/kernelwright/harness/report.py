@@ -5,7 +5,8 @@ inline CSS and inline SVG, so it opens anywhere, offline, and can be attached
 to an issue. It shows the run's settings (device, precision mode, how the
 reference was timed), the summary table from metrics.py, three plots (speedup
 per problem, geometric-mean speedup per level, compile time per problem) and a
-table of every problem with its status, error and numbers.
+table of every problem with its status, error, dtype, numbers and memory (our plan's
+device bytes against PyTorch's peak over a reference call, in MiB).
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ def esc(value: Any) -> str:
 
 def num(value: float | None, spec: str = ".3g", suffix: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def mib(n: int | None) -> str:
+    """Bytes as MiB, "-" when unknown."""
+    return "-" if n is None else f"{n / 2**20:.1f} MiB"
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
@@ -180,8 +186,9 @@ def summary_table(summary: dict[str, Any]) -> str:
 
 
 def problems_table(results: list[dict[str, Any]]) -> str:
-    head = ["problem", "level", "status", "error", "compile s", "time ms", "eager ms",
-            "speedup eager", "compile ms", "speedup compile", "flags"]
+    head = ["problem", "level", "status", "error", "dtype", "compile s", "time ms",
+            "eager ms", "speedup eager", "compile ms", "speedup compile", "plan mem",
+            "torch mem", "flags"]
     rows = []
     for r in results:
         status = status_of(r)
@@ -192,12 +199,15 @@ def problems_table(results: list[dict[str, Any]]) -> str:
             f"<td>{esc(r.get('level'))}</td>",
             f'<td class="status">{status}</td>',
             f'<td class="error" title="{esc(error)}">{esc(short)}</td>',
+            f"<td>{esc(r.get('dtype'))}</td>",
             f"<td>{num(r.get('compile_s'), '.3g')}</td>",
             f"<td>{num(r.get('time_ms'), '.4g')}</td>",
             f"<td>{num(r.get('ref_eager_ms'), '.4g')}</td>",
             f"<td>{num(r.get('speedup_eager'), '.3g', 'x')}</td>",
             f"<td>{num(r.get('ref_compile_ms'), '.4g')}</td>",
             f"<td>{num(r.get('speedup_compile'), '.3g', 'x')}</td>",
+            f"<td>{mib(r.get('plan_bytes'))}</td>",
+            f"<td>{mib(r.get('torch_peak_bytes'))}</td>",
             f'<td class="flag">{esc("; ".join(r.get("flags") or []))}</td>',
         ]
         rows.append(f'<tr class="{status}">' + "".join(cells) + "</tr>")
@@ -236,7 +246,12 @@ def render(run: dict[str, Any], summary: dict[str, Any], results: list[dict[str,
     body.append("<h2>Plots</h2>")
     for fig_id, caption, svg in figures:
         body.append(f'<figure id="{fig_id}"><figcaption>{esc(caption)}</figcaption>{svg}</figure>')
-    body += ["<h2>Problems</h2>", problems_table(results)]
+    body += ["<h2>Problems</h2>", problems_table(results),
+             "<p>dtype: the problem's dtype as run (<code>--dtype</code> casts the model and "
+             "its float inputs). plan mem: the device memory our compiled plan allocates "
+             "(weights, inputs, outputs, intermediates); torch mem: "
+             "torch.cuda.max_memory_allocated over a call of the reference, its model and "
+             "inputs on the GPU (- without CUDA).</p>"]
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             "<title>kernelwright bench report</title>"
             f"<style>{STYLE}</style></head><body>" + "\n".join(body) + "</body></html>\n")

@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -166,14 +166,19 @@ class Admission:
             self._changed.notify_all()
 
 
-def gpu_budgets(problems: list[Problem], size: str | None,
-                seed: int) -> tuple[int | None, dict[str, dict | None]]:
+def gpu_budgets(problems: list[Problem], size: str | None, seed: int,
+                dtype: str | None = None, overrides: dict[str, str] | None = None,
+                ) -> tuple[int | None, dict[str, dict | None]]:
     """The CUDA GPU's free memory and each problem's `budget.Estimate` (as a dict, None
-    where unknown), from budget.py in a subprocess; (None, {}) without CUDA or when it
-    fails."""
+    where unknown) at `size`, in `dtype`, with `overrides`, from budget.py in a
+    subprocess; (None, {}) without CUDA or when it fails."""
     command = [sys.executable, "-m", "kernelwright.harness.budget", "--seed", str(seed)]
     if size:
         command += ["--size", size]
+    if dtype:
+        command += ["--dtype", dtype]
+    for name, value in (overrides or {}).items():
+        command += ["--set", f"{name}={value}"]
     command += [str(p.path) for p in problems]
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=worker_env(),
@@ -196,7 +201,10 @@ def cuda_present() -> bool:
 
 @dataclass
 class BenchSettings:
-    """How a suite is evaluated; all but the limits decide whether a stored result is reusable."""
+    """How a suite is evaluated; all but the limits decide whether a stored result is
+    reusable. `dtype` (``--dtype``: a name of problems.DTYPES, None for the problems' own)
+    and `overrides` (``--set``: global name -> literal text) count only when set, so a run
+    without them keeps the key it had before they existed."""
 
     size: str | None = "small"
     trials: int = 5
@@ -209,10 +217,15 @@ class BenchSettings:
     time_target_s: float = 0.2
     timeout_s: float = 300.0
     max_rss_gb: float = 16.0
+    dtype: str | None = None
+    overrides: dict[str, str] = field(default_factory=dict)
 
     def key(self) -> str:
         fields = asdict(self)
         del fields["timeout_s"], fields["max_rss_gb"]
+        for name in ("dtype", "overrides"):
+            if not fields[name]:
+                del fields[name]
         fields["compiler"] = compiler_digest()
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -222,7 +235,8 @@ class BenchSettings:
                             accelerated=self.accelerated,
                             compile_ref=self.compile_ref, candidate=self.candidate,
                             seed=self.seed, alt_shape=self.alt_shape,
-                            time_target_s=self.time_target_s)
+                            time_target_s=self.time_target_s, dtype=self.dtype,
+                            overrides=dict(self.overrides))
 
 
 NOT_COMPILER = ("harness", "optimize", "suite")  # the harness, the search agent, problems
@@ -248,10 +262,13 @@ def file_sha(path: Path) -> str:
 
 
 class ResultStore:
-    """Results in SQLite, one row per (problem, settings), committed as each finishes."""
+    """Results in SQLite, one row per (problem, settings), committed as each finishes; a
+    store made before a column of ADDED existed gets it on opening."""
 
     COLUMNS = ("level", "compiled", "correct", "reason", "error", "compile_s", "time_ms",
-               "ref_eager_ms", "speedup_eager", "ref_compile_ms", "speedup_compile")
+               "ref_eager_ms", "speedup_eager", "ref_compile_ms", "speedup_compile",
+               "dtype", "plan_bytes", "torch_peak_bytes")
+    ADDED = {"dtype": "TEXT", "plan_bytes": "INTEGER", "torch_peak_bytes": "INTEGER"}
 
     def __init__(self, path: Path, fresh: bool = False) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -265,6 +282,10 @@ class ResultStore:
             "error TEXT, compile_s REAL, time_ms REAL, ref_eager_ms REAL, speedup_eager REAL, "
             "ref_compile_ms REAL, speedup_compile REAL, finished_at TEXT, "
             "result TEXT NOT NULL, PRIMARY KEY (name, settings))")
+        present = {row[1] for row in self.db.execute("PRAGMA table_info(results)")}
+        for column, kind in self.ADDED.items():
+            if column not in present:
+                self.db.execute(f"ALTER TABLE results ADD COLUMN {column} {kind}")
         self.db.execute("CREATE TABLE IF NOT EXISTS runs (settings TEXT PRIMARY KEY, "
                         "description TEXT, started_at TEXT)")
         self.db.commit()
@@ -531,7 +552,7 @@ def run_suite(problems: list[Problem], settings: BenchSettings, out_dir: Path,
     capacity, budgets = None, {}
     if jobs > 1 and todo and cuda_present():
         capacity, budgets = gpu_budgets([problem for _, problem, _ in todo], settings.size,
-                                        settings.seed)
+                                        settings.seed, settings.dtype, settings.overrides)
     admission = Admission(capacity, stop)
 
     def run_admitted(problem: Problem, budget: int | None, alone: bool) -> tuple[dict, Job]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .report import STYLE, esc, num
+from .report import STYLE, esc, mib, num
 
 OURS, THEIRS = "#2563eb", "#dc2626"
 
@@ -53,10 +53,6 @@ def loss_plot(ours: list[float], theirs: list[float], width: int = 460,
             + line(ours, OURS, "", "kernelwright") + legend + "</svg>")
 
 
-def _mib(n: int | None) -> str:
-    return "-" if n is None else f"{n / 2**20:.1f} MiB"
-
-
 COLUMNS = ("workload", "status", "loss rel", "norm0 rel", "compile s", "step ms",
            "eager ms", "x eager", "compile ms", "x compile", "plan mem", "torch mem")
 
@@ -66,8 +62,8 @@ def _row(r: dict[str, Any]) -> list[str]:
             num(r.get("grad_norm0_rel"), ".1e"), num(r.get("compile_s"), ".1f"),
             num(r.get("time_ms"), ".3g"), num(r.get("ref_eager_ms"), ".3g"),
             num(r.get("speedup_eager"), ".2f"), num(r.get("ref_compile_ms"), ".3g"),
-            num(r.get("speedup_compile"), ".2f"), _mib(r.get("plan_bytes")),
-            _mib(r.get("torch_peak_bytes"))]
+            num(r.get("speedup_compile"), ".2f"), mib(r.get("plan_bytes")),
+            mib(r.get("torch_peak_bytes"))]
 
 
 def format_table(results: list[dict[str, Any]]) -> str:

@@ -269,14 +269,16 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
         torch.backends.cudnn.allow_tf32 = False
     reference.to(dev)
     opt = _eager_setup(reference, lr)
-    theirs, their_norm0 = [], None
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(dev)
-    for i in range(n):
-        loss, norm = _eager_step(reference, opt, module.loss, _to(batch(i), dev))
-        theirs.append(float(loss))
-        their_norm0 = float(norm) if i == 0 else their_norm0
-    result["torch_peak_bytes"] = torch.cuda.max_memory_allocated(dev) if cuda else None
+
+    def eager_steps() -> tuple[list[float], float | None]:
+        losses, first_norm = [], None
+        for i in range(n):
+            loss, norm = _eager_step(reference, opt, module.loss, _to(batch(i), dev))
+            losses.append(float(loss))
+            first_norm = float(norm) if i == 0 else first_norm
+        return losses, first_norm
+
+    (theirs, their_norm0), result["torch_peak_bytes"] = gpu.torch_peak_bytes(eager_steps)
     result["memory_note"] = None if cuda else "torch's peak needs CUDA"
     result["loss_ours"], result["loss_torch"] = ours, theirs
     result["grad_norm0_ours"], result["grad_norm0_torch"] = norm0, their_norm0

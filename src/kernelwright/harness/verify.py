@@ -21,10 +21,13 @@ Each defence answers one loophole that fooled published kernel agents:
   then calls the candidate again on them ("not-deterministic-on-reuse");
 - outputs poisoned before each run (``poison=True`` where the candidate takes it),
   every element checked: shape, dtype, no NaN/Inf where the reference is finite,
-  ``|a - b| <= atol + rtol * |b|`` with tolerances by dtype; in strict mode a float
-  output outside it is judged again against a float64 run of the reference, within
-  the tolerance or 4x PyTorch's own fp32 error there (FP32_NOISE_FACTOR): long fp32
-  sums added in another order than PyTorch's pass, fp16/TF32 arithmetic does not;
+  ``|a - b| <= atol + rtol * |b|`` with tolerances by the output's dtype
+  (check.tolerance: 1e-2 for fp16/bf16, as KernelBench; ``bench --dtype``); in strict
+  mode a float output outside it is judged again against a float64 run of the
+  reference, within the tolerance or 4x PyTorch's own error there (FP32_NOISE_FACTOR):
+  long fp32 sums added in another order than PyTorch's pass, fp16/TF32 arithmetic in
+  an fp32 problem does not; a half problem's PyTorch reference, rounded at every op, may
+  be further from float64 than a candidate computing in f32 and rounding once;
 - degenerate problems (reference output constant or near zero) are flagged;
   a near-zero output must also carry the reference's signal to 10%, and a
   reference that is constant on every distribution tried cannot tell a real
@@ -640,8 +643,10 @@ class Reference:
         return None
 
     def _same_as_slice(self, part: list, fp32: list, start: int, step: int) -> bool:
-        """Whether the float32 model on `part` gives the slice [start, start + step) of
-        every output in `fp32` (to 1e-4 of each output's largest magnitude)."""
+        """Whether the model on `part` gives the slice [start, start + step) of every
+        output in `fp32` (its own-precision outputs), to the strict tolerance of the
+        output's dtype (1e-4 for float32, 1e-2 for half), atol scaled to each output's
+        largest magnitude."""
         with torch.no_grad():
             own = flatten(self.model(*self.place(part)))
         if len(own) != len(fp32):
@@ -651,7 +656,8 @@ class Reference:
             if not isinstance(o, torch.Tensor) or o.shape != want.shape:
                 return False
             scale = float(want.abs().max()) if want.numel() else 0.0
-            if not torch.allclose(o.to(want.dtype), want, rtol=1e-4, atol=1e-4 * scale,
+            atol, rtol = Tolerance().for_dtype(want.dtype)
+            if not torch.allclose(o.to(want.dtype), want, rtol=rtol, atol=atol * scale,
                                   equal_nan=True):
                 return False
         return True
@@ -1040,7 +1046,8 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
            check_torch_calls: bool = True, reference_device: str = "cpu",
            accelerated: bool = False, gpu_section: GpuSection = nullcontext,
            draw_section: GpuSection = nullcontext,
-           on_stage: Callable[[str], None] | None = None) -> Verification:
+           on_stage: Callable[[str], None] | None = None,
+           dtype: torch.dtype | None = None) -> Verification:
     """Make a candidate with `make` and verify it against `model`; see the module docstring.
 
     `own_inputs(seed)` returns the problem's own inputs drawn with `seed`; it must
@@ -1053,11 +1060,12 @@ def verify(model: torch.nn.Module, own_inputs: InputSource, make: Factory, *,
     call, not a whole verification. `draw_section()` is entered around drawing each
     input set (the same lock, where `own_inputs` draws on the GPU). `on_stage(name)` is
     told where the verification is: "screen 0 (own)", ..., "compile", "trial 0 (own)",
-    ..., "alt-shape".
+    ..., "alt-shape". `dtype` is the dtype the problem was cast to (``bench --dtype``),
+    whose tolerance a half one gives every float output (check.tolerance.Tolerance).
     Exceptions from the factory or the candidate become rejections, never escape.
     """
     stage = on_stage or (lambda name: None)
-    tol = Tolerance(loose, accelerated)
+    tol = Tolerance(loose, accelerated, dtype)
     verdict = Verdict(precision=tol.label)
     verifier = Verifier(model, own_inputs, tol, check_torch_calls, reference_device,
                         gpu_section, draw_section)

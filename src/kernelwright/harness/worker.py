@@ -18,6 +18,13 @@ killed or crashed during it names the trial it was in.
 ``sequence`` is true when the module has state (a call changes its buffers) and was
 judged as sequences of calls (see verify.py).
 
+``dtype`` is the dtype the problem ran in: the configured one (``bench --dtype``: model
+and float inputs cast, problems.load) or, without one, the float dtypes of its model and
+inputs; ``overrides`` the ``--set`` globals. Memory: ``plan_bytes`` is the device memory
+the candidate's plan allocates (kernelwright's `CompiledModule`; None for a candidate
+without one), ``torch_peak_bytes`` torch.cuda.max_memory_allocated over the reference's
+first call, its model and inputs on the GPU (gpu.torch_peak_bytes; None without CUDA).
+
 The candidate factory is named by a spec: ``kernelwright`` (the compiler's
 ``kernelwright.compile``), ``package.module:function`` or ``path/to/file.py:function``;
 the function is called as ``make(model, example_inputs)`` and returns a callable.
@@ -34,7 +41,7 @@ import sys
 import time
 import traceback
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,7 +51,7 @@ import kernelwright
 from kernelwright.runtime import runtime
 
 from ..check.tolerance import Tolerance
-from . import problems, timing, verify
+from . import gpu, problems, timing, verify
 from .gpulock import GpuLock
 from .oom import OOM_REASON, OutOfMemory, gib, is_out_of_memory, reraise_oom
 from .problems import import_file
@@ -72,6 +79,8 @@ class WorkerConfig:
     alt_shape: bool = True
     check_torch_calls: bool = True
     time_target_s: float = 0.2
+    dtype: str | None = None  # a name of problems.DTYPES, or None: the problem's own
+    overrides: dict[str, str] = field(default_factory=dict)  # --set: global -> literal
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -97,6 +106,8 @@ def new_result(cfg: WorkerConfig) -> dict[str, Any]:
         "ref_compile_ms": None, "ref_compile": None, "speedup_compile": None,
         "ref_compile_error": None,
         "precision": precision_label(cfg.loose, cfg.accelerated),
+        "dtype": cfg.dtype, "overrides": dict(cfg.overrides),
+        "plan_bytes": None, "torch_peak_bytes": None,
         "reference": None, "device": None, "degenerate": None, "alt_shape": None,
         "sequence": False,
         "inputs": None, "input_bytes": None,
@@ -107,6 +118,23 @@ def new_result(cfg: WorkerConfig) -> dict[str, Any]:
 def precision_label(loose: bool, accelerated: bool) -> str:
     """The precision mode of a run, as check.tolerance.Tolerance labels it."""
     return Tolerance(loose, accelerated).label
+
+
+def float_dtypes(model: torch.nn.Module, inputs: list) -> str | None:
+    """The floating-point dtypes of a model's parameters and buffers and of the tensor
+    inputs, by name ("float32", "bfloat16+float32"); None when there are none."""
+    tensors = [*model.parameters(), *model.buffers(),
+               *(x for x in inputs if isinstance(x, torch.Tensor))]
+    names = sorted({str(t.dtype).removeprefix("torch.") for t in tensors
+                    if t.is_floating_point()})
+    return "+".join(names) or None
+
+
+def plan_bytes(candidate: Any) -> int | None:
+    """The device memory a kernelwright candidate's plan allocates (runtime.device_bytes of
+    its Executable); None for a candidate that has none."""
+    exe = getattr(candidate, "exe", None)
+    return runtime.device_bytes([exe]) if isinstance(exe, runtime.Executable) else None
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -208,7 +236,7 @@ def evaluate_stages(cfg: WorkerConfig, result: dict[str, Any],
     stage("load")
     problem = problems.Problem(cfg.name, Path(cfg.path), cfg.level)
     try:
-        loaded = problems.load(problem, cfg.size)
+        loaded = problems.load(problem, cfg.size, cfg.overrides, cfg.dtype)
         stage("reference")
         model = problems.call_user("reference", lambda: loaded.build_model(cfg.seed))
         # inputs are drawn on the reference's device (fast), or on the CPU where the
@@ -227,8 +255,11 @@ def evaluate_stages(cfg: WorkerConfig, result: dict[str, Any],
             result["inputs"] = verify.describe_inputs(own)
             result["input_bytes"] = sum(x.numel() * x.element_size() for x in own
                                         if isinstance(x, torch.Tensor))
-            problems.call_user("reference", lambda: copy.deepcopy(model).to(ref_device)(
-                *[x.to(ref_device) if isinstance(x, torch.Tensor) else x for x in own]))
+            result["dtype"] = cfg.dtype or float_dtypes(model, own)
+            _, result["torch_peak_bytes"] = gpu.torch_peak_bytes(
+                lambda: problems.call_user("reference", lambda: copy.deepcopy(model).to(
+                    ref_device)(*[x.to(ref_device) if isinstance(x, torch.Tensor) else x
+                                  for x in own])))
         own = None  # not kept: verification draws its inputs one trial at a time
     except problems.ProblemError as exc:
         return fail(exc.stage, exc.message)
@@ -256,7 +287,8 @@ def evaluate_stages(cfg: WorkerConfig, result: dict[str, Any],
                                      reference_device=ref_device, gpu_section=lock.shared,
                                      draw_section=lock.shared if input_device != "cpu"
                                      else nullcontext,
-                                     on_stage=stage)
+                                     on_stage=stage,
+                                     dtype=problems.DTYPES.get(cfg.dtype or ""))
     except Exception as exc:  # noqa: BLE001 - the reference failed on a trial's own inputs
         reraise_oom(exc, f"verification (stage {result['stage']})")
         return fail("reference", f"{type(exc).__name__}: {exc}")
@@ -273,6 +305,7 @@ def evaluate_stages(cfg: WorkerConfig, result: dict[str, Any],
     if isinstance(reported, (int, float)):
         result["compile_s_reported"] = float(reported)
     result["device"] = describe_device(cfg.candidate)
+    result["plan_bytes"] = plan_bytes(verification.candidate)
     if not verdict.correct:
         return result
 
