@@ -56,7 +56,7 @@
 #   accelerated  the accelerated f16 GEMMs and SDPA on Dawn's subgroup matrices against
 #             cuBLAS f16 and PyTorch's f16 SDPA (KERNELWRIGHT_RUNTIME=dawn tools/kernels.py
 #             --only gemm_4096_accelerated_f16,sdpa_16x16_1024_e64_accelerated_f16,
-#             sdpa_causal_16x16_1024_e64_accelerated_f16,gemm_8192_accelerated_f16, a
+#             sdpa_causal_16x16_1024_e64_accelerated_f16,conv3x3_64ch_128x128_b32_accelerated_f16,conv3x3_256ch_56x56_b32_accelerated_f16,gemm_8192_accelerated_f16, a
 #             third of the limit: $R/kernels_accelerated.json),
 #             then kernelwright bench --accelerated --size full --level 2 --jobs 4 on Dawn
 #             ($R/accelerated)
@@ -143,12 +143,14 @@ run_task() {
             --out "$R/wgsl_variants.json" >> "$LOG" 2>&1 ;;
     conv)
       for lowering in auto gemm direct; do
-        limit $((secs / 3)) python3 tools/kernels.py --only conv --conv-lowering "$lowering" \
+        limit $((secs / 3)) python3 tools/kernels.py --only conv --exclude accelerated \
+          --conv-lowering "$lowering" \
           --out "$R/conv_$lowering.json" >> "$LOG" 2>&1
       done ;;
     direct)
       for opt in 1 2 4; do
-        limit $((secs / 3)) python3 tools/kernels.py --only conv --conv-lowering direct \
+        limit $((secs / 3)) python3 tools/kernels.py --only conv --exclude accelerated \
+          --conv-lowering direct \
           --conv-opt "$opt" --out "$R/conv_direct_opt$opt.json" >> "$LOG" 2>&1
       done ;;
     attention)
@@ -198,7 +200,7 @@ run_task() {
         --out "$R/generate_bf16.json" >> "$LOG" 2>&1 ;;
     accelerated)
       KERNELWRIGHT_RUNTIME=dawn limit $((secs / 3)) python3 tools/kernels.py \
-        --only gemm_4096_accelerated_f16,sdpa_16x16_1024_e64_accelerated_f16,sdpa_causal_16x16_1024_e64_accelerated_f16,gemm_8192_accelerated_f16 \
+        --only gemm_4096_accelerated_f16,sdpa_16x16_1024_e64_accelerated_f16,sdpa_causal_16x16_1024_e64_accelerated_f16,conv3x3_64ch_128x128_b32_accelerated_f16,conv3x3_256ch_56x56_b32_accelerated_f16,gemm_8192_accelerated_f16 \
         --out "$R/kernels_accelerated.json" >> "$LOG" 2>&1
       mkdir -p "$R/accelerated"
       KERNELWRIGHT_RUNTIME=dawn limit $((secs - secs / 3)) python3 -m kernelwright.cli bench \
