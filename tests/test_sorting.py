@@ -7,8 +7,8 @@ import torch
 from conftest import Fn, check
 
 import kernelwright
-from kernelwright.ir.ir import CompileError
-from kernelwright.kernels import sort_space
+from kernelwright.kernels import SORT_LIMIT, sort_space
+from kernelwright.runtime.runtime import default_device, open_device
 
 
 def exact(module, *inputs, choose=None):
@@ -102,10 +102,66 @@ def test_topk_long_rows():
     assert torch.equal(v2, up[0][:, :5]) and torch.equal(i2, up[1][:, :5])
 
 
-def test_full_sort_of_long_rows_is_a_compile_error():
-    with pytest.raises(CompileError, match="2048"):
-        kernelwright.compile(Fn(lambda x: torch.sort(x)), [torch.randn(2, 3000)])
+@pytest.mark.parametrize("n", [3000, 4096, 5000, 20000])
+def test_long_rows(n):
+    """Rows longer than one workgroup sorts (SORT_LIMIT): chunks sorted in workgroup
+    memory, merged by passes over the row (one stage for 3000 and 4096, four for 20000,
+    with half-cleaners between chunks); ties (few distinct values), NaN and infinities
+    keep the stable order, in both directions."""
+    x = tied(2, n)
+    x[0, ::97] = float("nan")
+    x[1, 5::131] = float("-inf")
+    x[1, 7::151] = float("inf")
+    module = Fn(lambda x: (torch.sort(x, dim=1, stable=True),
+                           torch.sort(x, dim=-1, descending=True, stable=True),
+                           torch.argsort(x, dim=1, stable=True)))
+    compiled = exact(module, x)
+    passes = [k for k in compiled.plan.kernels if k.name == "sort"]
+    stages = (n - 1).bit_length() - SORT_LIMIT.bit_length() + 1
+    # each of the three sorts: its chunks, then per stage a mirror pass, a half-cleaner per
+    # distance between chunks and a merge of each chunk
+    assert len(passes) == 3 * (1 + sum(2 + s for s in range(stages)))
 
+
+def test_long_rows_every_setting():
+    """Each setting of the tuner's space for the passes of a long sort (the chunks' sorts
+    and merges, the global merge passes) sorts alike."""
+    x = tied(2, 5000)
+    spaces = {}
+
+    def pick(request, at):
+        if request.kind != "sort":
+            return None
+        spaces[request.key] = request.space
+        return request.space[at % len(request.space)]
+    for at in range(4):
+        exact(Fn(lambda x: torch.sort(x, dim=1, stable=True)), x,
+              choose=lambda request, at=at: pick(request, at))
+    assert len(spaces) >= 3 and all(len(s) >= 3 for s in spaces.values())
+
+
+def test_long_rows_distinct_topk_and_kthvalue():
+    """A default (unstable) sort, a top-k too large for the chunked top-k and kthvalue of
+    long rows of distinct values (their order is defined), of floats and of integers."""
+    n = 20000
+    x = torch.randperm(2 * n).float().reshape(2, n) - n
+    i = torch.randperm(2 * n).reshape(2, n)
+    exact(Fn(lambda x, i: (torch.sort(x), torch.topk(x, 3000), torch.topk(i, 3000, largest=False),
+                           torch.kthvalue(x, 7001, 1), torch.kthvalue(i, 12345, 1, keepdim=True),
+                           torch.argsort(i, descending=True))), x, i)
+
+
+def test_long_rows_other_dims_and_dtypes():
+    """A long sort along dim 0 (the lowering's permute) of floats, integers and bools, and
+    of a float16 input (its values come back as float16)."""
+    x = tied(3000, 3)
+    i = torch.randint(-4, 5, (3000, 2))
+    h = torch.randn(2, 2, 2500).half()
+    exact(Fn(lambda x, i, h: (torch.sort(x, dim=0, stable=True),
+                              torch.sort(x, dim=0, descending=True, stable=True),
+                              torch.sort(i, dim=0, stable=True),
+                              torch.sort(i > 0, dim=0, descending=True, stable=True),
+                              torch.sort(h, dim=-1, stable=True))), x, i, h)
 
 class MoE(torch.nn.Module):
     """A mixture-of-experts layer: each token's two best of four experts (by a router),
@@ -139,3 +195,17 @@ def test_half_input():
     x[1, 3] = float("nan")
     exact(Fn(lambda x: (torch.sort(x, dim=1, stable=True),
                         torch.topk(x, 3, dim=0, largest=False))), x)
+
+
+def test_long_rows_chunked_over_bindings():
+    """Long rows whose pairs (32 KiB a row) take more than one binding of a device whose
+    bindings hold 64 KiB: each pass is rebuilt per chunk of whole rows (chunks.py)."""
+    device = open_device(default_device().adapter, {"max-storage-buffer-binding-size": 1 << 16,
+                                                    "max-buffer-size": 1 << 17})
+    x = tied(6, 3000)
+    module = Fn(lambda x: torch.sort(x, dim=1, descending=True, stable=True)).eval()
+    compiled = kernelwright.compile(module, [x], device=device)
+    assert any("[chunk" in k.name for k in compiled.plan.kernels), compiled.plan.summary()
+    values, idx = compiled(x, poison=True)
+    want = torch.sort(x, dim=1, descending=True, stable=True)
+    assert torch.equal(values, want[0]) and torch.equal(idx, want[1])

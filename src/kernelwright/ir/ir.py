@@ -179,6 +179,10 @@ def promote(*dtypes: str) -> str:
     raise CompileError(f"unknown dtypes {dtypes}")
 
 
+def _pow2(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
 def _producers_first(nodes: list) -> list:
     """`nodes` reordered so that each comes after the nodes computing its inputs, the
     order otherwise kept (a depth-first walk of the inputs, in order)."""
@@ -550,6 +554,35 @@ class GraphBuilder:
         if not shape:
             return self.reshape(values, ()), self.reshape(idx, ())
         return values, idx
+
+    def sort_pass(self, x: Value, stage: str, *, chunk: int = 0, padded: int = 0,
+                  descending: bool = False, half: int = 0, mask: int = 0) -> Value:
+        """One pass of the sort of rows longer than one workgroup holds (lower/sorting.py
+        builds the passes). Its result holds each row's P (key, index) pairs as i32
+        [A, 2 * P, B]: pair i's key (a u32 whose order is the values', kernels/sort.wgsl)
+        at 2 * i, its index at 2 * i + 1. "chunks": the rows of x [A, R, B] padded to
+        `padded` (P, a power of two) with pairs that sort last, each `chunk` of P sorted by
+        (key, index), the keys inverted where `descending`; "merge" (x: pairs): pair i, bit
+        `half` clear, compared with pair i ^ `mask` (`half` itself, or 2 * half - 1: its
+        mirror in its block of 2 * half), the smaller kept at i; "bitonic" (x: pairs):
+        each `chunk` of pairs, a bitonic sequence, sorted."""
+        if len(x.shape) != 3:
+            raise CompileError(f"sort pass over {list(x.shape)}, not [A, R, B]")
+        a, r, inner = x.shape
+        if stage == "chunks":
+            if not (_pow2(chunk) and _pow2(padded) and chunk <= padded and r <= padded):
+                raise CompileError(f"sort chunks of {chunk} of rows of {r} padded to {padded}")
+            return self._node("sort", [x], (a, 2 * padded, inner), "i32", stage=stage,
+                              chunk=chunk, padded=padded, descending=bool(descending))
+        if x.dtype != "i32" or r % 2 or not _pow2(r // 2):
+            raise CompileError(f"sort pass over {x.dtype}{list(x.shape)}: not pairs")
+        if stage == "merge" and _pow2(half) and mask in (half, 2 * half - 1) \
+                and 2 * half <= r // 2:
+            return self._node("sort", [x], x.shape, "i32", stage=stage, half=half, mask=mask)
+        if stage == "bitonic" and _pow2(chunk) and chunk <= r // 2:
+            return self._node("sort", [x], x.shape, "i32", stage=stage, chunk=chunk)
+        raise CompileError(f"sort pass {stage} (chunk {chunk}, half {half}, mask {mask}) "
+                           f"over pairs {list(x.shape)}")
 
     def matmul(self, a: Value, b: Value, bounds: dict | None = None) -> Value:
         """Batched matrix product of a [..., M, K] and b [..., K, N], batch dims broadcast.

@@ -77,7 +77,7 @@ from .rows import (
     rows_space,
 )
 from .scan import _scan, scan_space
-from .sort import SORT_LIMIT, _sort, sort_space
+from .sort import SORT_LIMIT, _sort, _sort_space, sort_space
 
 __all__ = [
     "COOP_TILE", "Generated", "KernelKey", "KernelRequest", "KnobChooser", "MATMUL_BK",
@@ -231,6 +231,8 @@ def _template_text(kind: str) -> str:
     names = {"reduce": ("rows",), "conv": ("conv", "conv_transpose"),
              "scan": ("scan", "scan_staged", "scan_regs", "scan_sums", "scan_rake",
                       "scan_cols"),
+             "sort": ("sort", "sort_merge", "sort_load_values", "sort_load_pairs",
+                      "sort_store_first", "sort_store_pairs"),
              "elementwise": ("elementwise", "transpose"),
              "materialize": ("elementwise",)}.get(kind, (kind,))
     return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
@@ -280,7 +282,7 @@ TEMPLATES = {
                                                   tnode.inputs[0].shape[2],
                                                   tnode.inputs[0].numel
                                                   // max(1, tnode.inputs[0].shape[1]))),
-    "sort": (_sort, lambda out, tnode, options: sort_space(tnode.inputs[0].shape[1])),
+    "sort": (_sort, _sort_space),
     "matmul": (_matmul, lambda out, tnode, options: _matmul_space(out, tnode)),
     "matmul_coop": (_matmul_coop, _matmul_coop_space),
     "attention": (_attention, lambda out, tnode, options: _attention_space(out, tnode)),

@@ -1,11 +1,17 @@
-// Sort of each row of x[A, R, B] along R, one workgroup per row (a, b), in workgroup
-// memory: the row's (key, index) pairs, padded to P (a power of two) with pairs that
-// sort last, go through a bitonic sorting network, and the indices of the first K
-// pairs are stored (out[a, k, b]). A key is a u32 whose unsigned order is the order
+// Sort in workgroup memory, one workgroup per chunk of P (key, index) pairs of a row
+// (a, b) of x[A, R, B]: the whole row padded to P (a power of two; CHUNKS 1), or, for a
+// row longer than one workgroup holds (lower/sorting.py), each of its CHUNKS chunks of
+// P. LOAD places pair r of the chunk (element g = c0 + r of the row) in keys[r],
+// idxs[r]: from x's values (sort_load_values.wgsl; padding past R sorts last) or from
+// pairs an earlier pass stored (sort_load_pairs.wgsl). Blocks of `size` from FIRST up
+// to P are sorted alternately up and down by a bitonic network (FIRST 2: a whole sort;
+// FIRST P: only the last merge, for a chunk that is already a bitonic sequence), and
+// STORES writes the result (sort_store_first.wgsl: the indices of the first K;
+// sort_store_pairs.wgsl: the pairs). A key is a u32 whose unsigned order is the order
 // of the values (key_f32: NaN the largest, -0 equal to +0; key_i32), inverted by FLIP
 // ("~") for a descending sort; ties go to the lower index, so the sort is stable.
-// Slots: BINDINGS, FUNCTIONS (load_x, epilogue), WG, P, R, K, B, ROWS (A * B), GRID_X,
-// KEY (key_f32 or key_i32), FLIP ("" or "~"), STORE.
+// Slots: BINDINGS, FUNCTIONS (load_x, epilogue), WG, P, FIRST, CHUNKS, B, GROUPS
+// (A * B * CHUNKS), GRID_X, LOAD, STORES.
 $BINDINGS
 $FUNCTIONS
 
@@ -29,23 +35,22 @@ var<workgroup> idxs: array<i32, $P>;
 
 @compute @workgroup_size($WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let row = i32(wid.x) + i32(wid.y) * $GRID_X;
+    let w = i32(wid.x) + i32(wid.y) * $GRID_X;
     let li = i32(lid);
-    let live = row < $ROWS;  // workgroups past the last row still meet every barrier
-    let a = min(row, $ROWS - 1) / $B;  // their loads stay in the tensor
-    let b = min(row, $ROWS - 1) % $B;
+    let live = w < $GROUPS;  // workgroups past the last chunk still meet every barrier
+    let wl = min(w, $GROUPS - 1);  // their loads stay in the tensor
+    let row = wl / $CHUNKS;
+    let c0 = (wl % $CHUNKS) * $P;  // the chunk's first element in the row
+    let a = row / $B;
+    let b = row % $B;
     for (var r = li; r < $P; r += $WG) {
-        var key = 0xffffffffu;  // padding: after every element (its index is larger)
-        if (r < $R) {
-            key = $FLIP$KEY(load_x(a, r, b));
-        }
-        keys[r] = key;
-        idxs[r] = r;
+        let g = c0 + r;
+$LOAD
     }
     workgroupBarrier();
     // Blocks of `size` sorted alternately up and down, merged by compare-exchanges of
     // pairs `gap` apart: P / 2 pairs per step, WG at a time.
-    for (var size = 2; size <= $P; size = size * 2) {
+    for (var size = $FIRST; size <= $P; size = size * 2) {
         for (var gap = size / 2; gap > 0; gap = gap / 2) {
             for (var t = li; t < $P / 2; t += $WG) {
                 let i = (t / gap) * 2 * gap + t % gap;
@@ -66,10 +71,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
     }
     if (live) {
-        for (var r = li; r < $K; r += $WG) {
-            let gi = (a * $K + r) * $B + b;
-            let acc = idxs[r];
-            $STORE
-        }
+$STORES
     }
 }

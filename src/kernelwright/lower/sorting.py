@@ -1,18 +1,21 @@
 """Sorting: sort (stable or not: both stable), topk, kthvalue; argsort and msort export
 as sort.
 
-All go through the one `sort` primitive (kernels/sort.wgsl: one workgroup sorts each
-row in its memory, rows of at most SORT_LIMIT elements). A top-k of longer rows, k at
-most SORT_LIMIT / 2, takes the first k of each chunk of SORT_LIMIT elements, then the
+A row of at most SORT_LIMIT elements goes through the one `sort` primitive
+(kernels/sort.wgsl: one workgroup sorts each row in its memory). A top-k of longer rows,
+k at most SORT_LIMIT / 2, takes the first k of each chunk of SORT_LIMIT elements, then the
 first k of those candidates (again in chunks while they are more than SORT_LIMIT): the
-candidates keep the row's order, so ties still go to the lower index. A full sort of
-a longer row is a CompileError naming the limit.
+candidates keep the row's order, so ties still go to the lower index. Any other sort of
+a longer row is a bitonic sort in passes over its (key, index) pairs (`_long_indices`):
+chunks sorted in workgroup memory, merged by passes over the whole row. Either way ties
+go to the lower index: the order of torch.sort(stable=True), NaN the largest value.
 """
 
 from __future__ import annotations
 
-from ..ir.ir import CompileError, GraphBuilder, Value
+from ..ir.ir import GraphBuilder, Value
 from ..kernels import SORT_LIMIT
+from ..kernels.common import pow2_ceil
 from .elementwise import as_dtype
 from .registry import register
 
@@ -38,9 +41,12 @@ def first_k(b: GraphBuilder, x: Value, dim: int, descending: bool,
     if r <= SORT_LIMIT:
         return b.sort(x, dim, descending, k)
     if k > SORT_LIMIT // 2:
-        raise CompileError(f"sort of rows of {r} elements, the first {k} of each: rows longer "
-                           f"than {SORT_LIMIT} are sorted only for at most the first "
-                           f"{SORT_LIMIT // 2}")
+        rows, back = _last_dim(b, x, dim)
+        lead = rows.shape[:-1]
+        flat = b.reshape(rows, (-1, r, 1))
+        idx = b.reshape(_long_indices(b, flat, descending, k, SORT_LIMIT), (*lead, k))
+        idx = b.permute(idx, back)
+        return b.gather(x, dim, idx), idx
     keys = as_dtype(b, x, "i32") if x.dtype == "bool" else x
     rows, back = _last_dim(b, keys, dim)
     idx = b.permute(_chunked_indices(b, rows, descending, k), back)
@@ -68,6 +74,32 @@ def _chunked_indices(b: GraphBuilder, x: Value, descending: bool, k: int) -> Val
     else:
         _, pick = b.sort(values, -1, descending, k)
     return b.gather(cand, len(lead), pick)
+
+
+def _long_indices(b: GraphBuilder, x: Value, descending: bool, k: int, chunk: int) -> Value:
+    """The indices [N, k] of the first k of each row of x [N, R, 1] sorted stably, R longer
+    than `chunk` (a power of two): a bitonic sort of the rows' (key, index) pairs padded to
+    P, a power of two (GraphBuilder.sort_pass). Chunks of `chunk` pairs are sorted in
+    workgroup memory; then for each block size s = 2 * chunk ... P, each sorted block of s / 2
+    is merged with the next: a pass comparing each pair of the lower block with its mirror
+    in the block of s, half-cleaners at distances s / 4 ... chunk (each leaves every pair in
+    its half of the distance's blocks, each half a bitonic sequence), and a merge of each
+    chunk, a bitonic sequence by then, in workgroup memory. Every block is sorted
+    ascending by (key, index), the keys inverted for a descending sort."""
+    n, r, _ = x.shape
+    p = pow2_ceil(r)
+    pairs = b.sort_pass(x, "chunks", chunk=chunk, padded=p, descending=descending)
+    size = 2 * chunk
+    while size <= p:
+        pairs = b.sort_pass(pairs, "merge", half=size // 2, mask=size - 1)
+        gap = size // 4
+        while gap >= chunk:
+            pairs = b.sort_pass(pairs, "merge", half=gap, mask=gap)
+            gap //= 2
+        pairs = b.sort_pass(pairs, "bitonic", chunk=chunk)
+        size *= 2
+    idx = b.slice(b.slice(b.reshape(pairs, (n, p, 2)), 2, 1, 2), 1, 0, k)
+    return b.reshape(idx, (n, k))
 
 
 @register("aten.sort.default")
