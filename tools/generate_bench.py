@@ -191,25 +191,37 @@ def main(argv: list[str] | None = None) -> dict:
         ids = torch.randint(3, config["vocab_size"], (1, context),
                             generator=torch.Generator().manual_seed(context))
         row: dict = {}
-        row["eager"], want = theirs(args.tiny, dtype, ids, new, args.reps, device, None)
-        if mode is not None:
-            row["torch_compile"], got = theirs(args.tiny, dtype, ids, new, args.reps, device,
-                                               mode)
-            row["torch_compile"]["tokens_equal_eager"] = first_difference(got, want) is None
+        out["contexts"][str(context)] = row
+
+        def save() -> None:  # after each side: a run cut short keeps what it measured
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(out, indent=1, default=_plain))
+
         row["kernelwright"], got = ours(args.tiny, dtype, ids, new, args.reps)
-        row["kernelwright"]["tokens_equal_eager"] = first_difference(got, want) is None
-        row["kernelwright"]["first_token_differing"] = first_difference(got, want)
+        save()
+        row["eager"], want = theirs(args.tiny, dtype, ids, new, args.reps, device, None)
         mine = row["kernelwright"]
+        mine["tokens_equal_eager"] = first_difference(got, want) is None
+        mine["first_token_differing"] = first_difference(got, want)
+        save()
+        if mode is not None:
+            try:
+                row["torch_compile"], theirs_got = theirs(args.tiny, dtype, ids, new,
+                                                          args.reps, device, mode)
+                row["torch_compile"]["tokens_equal_eager"] = (
+                    first_difference(theirs_got, want) is None)
+            except Exception as exc:  # the baseline's failure is a finding, not a crash
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                row["torch_compile"] = {"mode": mode,
+                                        "error": f"{type(exc).__name__}: {first}"[:300]}
         for side in ("eager", "torch_compile"):
-            if side in row:
+            if side in row and "prefill_ms" in row[side]:
                 rates = mine["decode_tokens_per_s"], row[side]["decode_tokens_per_s"]
                 mine[f"decode_vs_{side}"] = (rates[0] / rates[1] if None not in rates
                                              else None)
                 mine[f"prefill_vs_{side}"] = row[side]["prefill_ms"] / mine["prefill_ms"]
-        out["contexts"][str(context)] = row
         print(json.dumps({"context": context, **row}, default=_plain), flush=True)
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(out, indent=1, default=_plain))
+        save()
     return out
 
 
