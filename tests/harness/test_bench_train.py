@@ -5,6 +5,7 @@ Tiny workloads on the software driver."""
 
 from __future__ import annotations
 
+import copy
 import json
 import sqlite3
 from pathlib import Path
@@ -101,3 +102,28 @@ def test_resume_reruns_only_changed_files(train_run, capsys):
     rows = {r["name"]: r for r in doc["workloads"]}
     assert rows["a_ok"]["loss_ours"] == train_run["rows"]["a_ok"]["loss_ours"]
     assert "still no model" in rows["b_raises"]["error"]
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_torch_compile_reference_traces_a_loaded_workload(name):
+    """The torch.compile reference (timed on CUDA only) traces the eager step of a workload
+    the harness loaded: dynamo imports the module of the loss by name, so it stays
+    registered (it was not, and every workload failed at stage compile-ref on the GPU)."""
+    torch = pytest.importorskip("torch")
+    from kernelwright.harness import training
+
+    workload = next(w for w in training.discover(training.bundled_workloads())
+                    if w.name == name)
+    module = training.load(workload)
+    cfg = module.SIZES["small"]
+    torch.manual_seed(0)
+    model = module.build(cfg).train()
+    twin = copy.deepcopy(model)
+    b = tuple(module.batch(cfg, 0))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    step = torch.compile(lambda batch: training._eager_step(model, opt, module.loss, batch),
+                         backend="eager")
+    loss, norm = step(b)
+    want, want_norm = training._eager_step(
+        twin, torch.optim.AdamW(twin.parameters(), lr=1e-3), module.loss, b)
+    assert torch.allclose(loss, want, rtol=1e-5) and torch.allclose(norm, want_norm, rtol=1e-4)

@@ -151,17 +151,21 @@ def discover(suite: Path | str) -> list[Problem]:
     return sorted(problems, key=lambda p: (p.level, natural_key(p.name)))
 
 
-def import_file(path: Path, module_name: str) -> ModuleType:
-    """Import one Python file as a fresh module (not kept in sys.modules)."""
+def import_file(path: Path, module_name: str, keep: bool = False) -> ModuleType:
+    """Import one Python file as a fresh module, registered in sys.modules while it runs
+    (dataclasses and pickling look modules up by name) and afterwards only with `keep`
+    (a worker that traces the module's functions with torch.compile, which imports the
+    module of each function it inlines by name)."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
+    sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     finally:
-        sys.modules.pop(module_name, None)
+        if not keep:
+            sys.modules.pop(module_name, None)
     return module
 
 

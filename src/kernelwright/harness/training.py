@@ -102,8 +102,9 @@ def discover(folder: Path | str) -> list[Workload]:
 
 
 def load(workload: Workload) -> ModuleType:
-    """The workload's module, its required names checked."""
-    module = import_file(workload.path, f"kernelwright_training_{workload.name}")
+    """The workload's module (kept in sys.modules: the torch.compile reference traces its
+    loss), its required names checked."""
+    module = import_file(workload.path, f"kernelwright_training_{workload.name}", keep=True)
     missing = [n for n in REQUIRED if not hasattr(module, n)]
     if missing:
         raise ValueError(f"{workload.path}: missing {', '.join(missing)}")
