@@ -1,8 +1,9 @@
 """The training workloads (suite/training/) judged by `kernelwright bench --train`'s
 harness (harness/training.py) at their small configs on the software driver: each matches
 PyTorch eager under AdamW with clipping over STEPS steps (loss per step, gradient norm
-at step 0, parameters after); the harness fails a run that does not match; the command
-writes results.json, the SQLite rows and a report with both loss curves."""
+at step 0, parameters after) and is as close to PyTorch float64 as PyTorch fp32 is (the
+control); the harness fails a run that does not match; the command writes results.json,
+the SQLite rows and a report with both loss curves and the control's."""
 
 import argparse
 import json
@@ -40,6 +41,9 @@ def test_workload_matches_pytorch(workload):
     assert result["grad_norm0_rel"] <= training.NORM_RTOL
     assert result["param_excess"] <= 0
     assert result["plan_bytes"] > 0
+    # the float64 control: as close to PyTorch float64 as PyTorch fp32 is
+    assert result["control"] == "PASS", result.get("control_error")
+    assert len(result["loss_f64"]) == STEPS
 
 
 def test_a_mismatch_fails(monkeypatch):
@@ -56,7 +60,7 @@ def test_a_mismatch_fails(monkeypatch):
 def test_bench_train_writes_results_and_curves(tmp_path):
     args = argparse.Namespace(suite=None, only=["mlp"], size="small", steps=3, seed=0,
                               compile_ref=False, out=tmp_path, timeout=300.0,
-                              max_rss_gb=None, resume=False)
+                              max_rss_gb=None, resume=False, train_control=True)
     assert training.run(args) == 0
     doc = json.loads((tmp_path / "results.json").read_text())
     (r,) = doc["workloads"]
@@ -71,3 +75,4 @@ def test_bench_train_writes_results_and_curves(tmp_path):
     assert 'id="loss-mlp"' in page
     assert page.count('<polyline class="kernelwright"') == 1
     assert page.count('<polyline class="torch"') == 1
+    assert r["control"] == "PASS" and len(r["rel_ours_f64"]) == 3 and 'id="control-mlp"' in page

@@ -7,6 +7,12 @@ generator, SIZES small/full), from the same initial weights and the same batches
   a global norm of 1): the loss at every one of N steps within LOSS_RTOL relative, the
   global gradient norm at step 0 within NORM_RTOL relative, every parameter after the
   N steps within PARAM_ATOL + PARAM_RTOL * |torch's|;
+* a float64 control beside that gate: PyTorch trains a float64 copy of the model on the
+  same batches (cast to float64) under the same optimizer, on the eager reference's
+  device; per step, PyTorch fp32's relative loss difference from it and ours. Two fp32
+  runs with different summation orders drift apart in a chaotic optimisation, so the
+  control asks whether ours drifts from the exact run more than PyTorch's own fp32 does:
+  `control_failures` (the gate stays the status; the control is reported beside it);
 * timing, on the same GPU in the same run: the compiled step's wall time per step (a
   step returns the loss, so each timed step ends with the GPU done; it includes the
   batch's upload, which eager's timing, its batches already on its device, does not),
@@ -71,6 +77,12 @@ TIMED_STEPS = 10  # steps timed per contender, after its warm-up step
 MAX_GRAD_NORM = 1.0
 WEIGHT_DECAY = 0.1
 DEFAULT_LR = 1e-3
+# the float64 control: ours may be this many times further from float64 than PyTorch fp32
+CONTROL_FACTOR = 4.0
+# below these distances from float64 both fp32 runs are at rounding level, not judged: a
+# loss's relative difference, a parameter's |x - x64| / (PARAM_ATOL + PARAM_RTOL |x64|)
+CONTROL_LOSS_FLOOR = 1e-6
+CONTROL_PARAM_FLOOR = 1e-3
 REQUIRED = ("SIZES", "build", "loss", "batch")
 # a worker's end that is no verdict of the workload (runner.run_worker's reasons): the
 # row's status says it in capitals
@@ -120,6 +132,7 @@ class TrainSettings:
     seed: int = 0
     compile_ref: bool = True
     timed_steps: int = TIMED_STEPS
+    control: bool = True
 
     def key(self) -> str:
         fields = dataclasses.asdict(self) | {"mode": "train", "compiler": compiler_digest()}
@@ -173,6 +186,11 @@ def _eager_setup(model: torch.nn.Module, lr: float):
     return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
 
 
+def _our_optimizer(lr: float) -> kernelwright.optim.AdamW:
+    """The compiled step's optimizer: the eager reference's settings."""
+    return kernelwright.optim.AdamW(lr=lr, weight_decay=WEIGHT_DECAY)
+
+
 def _eager_step(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn,
                 batch: tuple) -> tuple[torch.Tensor, torch.Tensor]:
     """One PyTorch training step: the loss and the gradient norm before clipping."""
@@ -186,6 +204,61 @@ def _eager_step(model: torch.nn.Module, opt: torch.optim.Optimizer, loss_fn,
 
 def _to(batch: tuple, device: torch.device) -> tuple:
     return tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in batch)
+
+
+def _to_f64(batch: tuple, device: torch.device) -> tuple:
+    """`batch` on `device`, its floating-point tensors in float64."""
+    return tuple(t.to(device, torch.float64 if t.is_floating_point() else t.dtype)
+                 if isinstance(t, torch.Tensor) else t for t in batch)
+
+
+def param_distance(state: dict[str, torch.Tensor],
+                   exact: dict[str, torch.Tensor]) -> tuple[float, str | None]:
+    """The largest |x - x64| / (PARAM_ATOL + PARAM_RTOL |x64|) over the floating-point
+    entries of `exact` (a float64 state dict) and the entry it is in."""
+    worst, worst_name = 0.0, None
+    for name, want in exact.items():
+        if not want.dtype.is_floating_point:
+            continue
+        want = want.detach().double().cpu()
+        got = state[name].detach().double().cpu().reshape(want.shape)
+        score = ((got - want).abs() / (PARAM_ATOL + PARAM_RTOL * want.abs())).max().item()
+        score = score if score == score else math.inf  # NaN: as far as can be
+        if worst_name is None or score > worst:
+            worst, worst_name = score, name
+    return worst, worst_name
+
+
+def control_ratios(rel_ours: list[float], rel_torch: list[float], param_ours: float,
+                   param_torch: float) -> tuple[list[float], float]:
+    """How many times further from float64 ours is than PyTorch fp32: per step, the ratio
+    of the largest relative loss differences so far (a running maximum: one step where
+    torch's loss happens to cross float64's proves nothing), each floored at
+    CONTROL_LOSS_FLOOR; and the parameters' ratio after the steps (CONTROL_PARAM_FLOOR)."""
+    ratios, ours_max, torch_max = [], 0.0, 0.0
+    for a, b in zip(rel_ours, rel_torch):
+        ours_max = max(ours_max, a if a == a else math.inf)
+        torch_max = max(torch_max, b if b == b else math.inf)
+        ratios.append(max(ours_max, CONTROL_LOSS_FLOOR) / max(torch_max, CONTROL_LOSS_FLOOR))
+    return ratios, max(param_ours, CONTROL_PARAM_FLOOR) / max(param_torch, CONTROL_PARAM_FLOOR)
+
+
+def control_failures(rel_ours: list[float], rel_torch: list[float], param_ours: float,
+                     param_torch: float) -> list[str]:
+    """Where ours is more than CONTROL_FACTOR times further from float64 than PyTorch fp32
+    (`control_ratios`): the first such step, and the parameters; empty when none."""
+    ratios, param_ratio = control_ratios(rel_ours, rel_torch, param_ours, param_torch)
+    failures = []
+    bad = [i for i, r in enumerate(ratios) if not r <= CONTROL_FACTOR]
+    if bad:
+        i = bad[0]
+        failures.append(f"loss at step {i}: {max(rel_ours[:i + 1]):.2e} from float64 vs "
+                        f"PyTorch fp32's {max(rel_torch[:i + 1]):.2e} (x{ratios[i]:.3g} > "
+                        f"x{CONTROL_FACTOR:g})")
+    if not param_ratio <= CONTROL_FACTOR:
+        failures.append(f"parameters: {param_ours:.2e} from float64 vs PyTorch fp32's "
+                        f"{param_torch:.2e} (x{param_ratio:.3g} > x{CONTROL_FACTOR:g})")
+    return failures
 
 
 def _sync(device: torch.device) -> None:
@@ -209,7 +282,8 @@ def run_workload(workload: Workload, settings: TrainSettings,
                  on_stage: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Judge one workload in this process; never raises: a failure is the result's status
     and error. `on_stage` is called with the result as each stage begins (its
-    ``stage``: load, compile, steps, eager, parity, timing, compile-ref, done)."""
+    ``stage``: load, compile, steps, eager, parity, control, timing, compile-ref,
+    done)."""
     result = new_result(workload, settings)
 
     def stage(name: str) -> None:
@@ -237,6 +311,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
     torch.manual_seed(settings.seed)
     model = module.build(cfg).train()
     reference = copy.deepcopy(model)
+    exact = copy.deepcopy(model) if settings.control else None  # the float64 control's
     result["parameters"] = sum(p.numel() for p in model.parameters())
     n, timed = settings.steps, settings.timed_steps
 
@@ -248,7 +323,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
     t0 = time.perf_counter()
     step = kernelwright.compile_training(
         model, batch(0), module.loss,
-        optimizer=kernelwright.optim.AdamW(lr=lr, weight_decay=WEIGHT_DECAY),
+        optimizer=_our_optimizer(lr),
         max_grad_norm=MAX_GRAD_NORM)
     result["compile_s"] = time.perf_counter() - t0
     result["compiled"] = True
@@ -314,6 +389,10 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
     result["status"] = "PASS" if not failures else "FAIL"
     result["reason"] = None if not failures else "mismatch"
     result["error"] = "; ".join(failures) or None
+    if exact is not None:
+        stage("control")
+        _control(exact, module, batch, lr, dev, trained, reference.state_dict(), result)
+        del exact
 
     # timing: ours, eager, torch.compile of the same eager step
     if timed > 0:
@@ -338,6 +417,47 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
                                                    dev, compiled)
             result["speedup_compile"] = result["ref_compile_ms"] / result["time_ms"]
     stage("done")
+
+
+def _control(exact: torch.nn.Module, module: ModuleType, batch: Callable[[int], tuple],
+             lr: float, dev: torch.device, trained: dict[str, torch.Tensor],
+             theirs: dict[str, torch.Tensor], result: dict[str, Any]) -> None:
+    """The float64 control: `exact` (the initial weights) trained in float64 on `dev` over
+    the same steps; its losses, both fp32 runs' distances from it and the verdict into
+    `result` (``control``: PASS, FAIL, or ERROR where the float64 run fails; the gate's
+    status is left as it is)."""
+    t0 = time.perf_counter()
+    try:
+        exact.double().to(dev)
+        opt = _eager_setup(exact, lr)
+        losses = [float(_eager_step(exact, opt, module.loss, _to_f64(batch(i), dev))[0])
+                  for i in range(len(result["loss_ours"]))]
+    except Exception as exc:  # noqa: BLE001 - the control's failure is not the gate's
+        result["control"] = "ERROR"
+        result["control_error"] = f"float64 run: {type(exc).__name__}: {exc}"
+        return
+    finally:
+        result["control_s"] = time.perf_counter() - t0
+    result["loss_f64"] = losses
+    if not all(math.isfinite(v) for v in losses):
+        result["control"] = "ERROR"
+        result["control_error"] = "float64 run: a loss is not finite"
+        return
+    exact_state = exact.state_dict()
+    rel_ours = [_rel(a, b) for a, b in zip(result["loss_ours"], losses)]
+    rel_torch = [_rel(a, b) for a, b in zip(result["loss_torch"], losses)]
+    result["rel_ours_f64"], result["rel_torch_f64"] = rel_ours, rel_torch
+    result["param_ours_f64"], result["param_ours_f64_worst"] = param_distance(
+        trained, exact_state)
+    result["param_torch_f64"], result["param_torch_f64_worst"] = param_distance(
+        theirs, exact_state)
+    ratios, result["control_param_ratio"] = control_ratios(
+        rel_ours, rel_torch, result["param_ours_f64"], result["param_torch_f64"])
+    result["control_loss_ratio"] = max(ratios)
+    failures = control_failures(rel_ours, rel_torch, result["param_ours_f64"],
+                                result["param_torch_f64"])
+    result["control"] = "FAIL" if failures else "PASS"
+    result["control_error"] = "; ".join(failures) or None
 
 
 def default_steps() -> tuple[int, str]:
@@ -366,7 +486,8 @@ def run(args: argparse.Namespace) -> int:
         print("kernelwright bench --train: --steps must be at least 1", file=sys.stderr)
         return 2
     settings = TrainSettings(size=size, steps=steps, seed=args.seed,
-                             compile_ref=args.compile_ref or torch.cuda.is_available())
+                             compile_ref=args.compile_ref or torch.cuda.is_available(),
+                             control=args.train_control)
     timeout_s = args.timeout
     max_rss_gb = args.max_rss_gb or runner.default_rss_limit_gb()
     out: Path = args.out
@@ -388,33 +509,53 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
     devices = [r["device"] for r in results if r.get("device")]
-    where = "CUDA, TF32 off" if torch.cuda.is_available() else "the CPU"
+    cuda = torch.cuda.is_available()
+    where = "CUDA" if cuda else "the CPU"
     info = {
         "created": runner.now_iso(), "mode": "train", "suite": str(folder),
         "size": f"{size} ({size_why})", "steps": f"{steps} ({steps_why})",
         "device": devices[0] if devices else "unknown (no workload reached the device)",
-        "reference": f"PyTorch eager fp32 on {where}; {reference_label()}",
+        "reference": f"PyTorch eager fp32 on {where}{', TF32 off' if cuda else ''}; "
+                     f"{reference_label()}",
         "optimizer": f"AdamW (weight decay {WEIGHT_DECAY}), gradients clipped to norm "
                      f"{MAX_GRAD_NORM}",
         "tolerance": f"loss {LOSS_RTOL} relative at every step, gradient norm {NORM_RTOL} "
                      f"relative at step 0, parameters atol {PARAM_ATOL} + rtol {PARAM_RTOL}",
+        "control": (f"PyTorch float64 on {where} over the same steps: ours within "
+                    f"{CONTROL_FACTOR:g}x of PyTorch fp32's distance from it (losses: the "
+                    f"largest relative difference so far, floor {CONTROL_LOSS_FLOOR:g}; "
+                    f"parameters after: floor {CONTROL_PARAM_FLOOR:g} of the tolerance)"
+                    if settings.control else "off (--no-train-control)"),
         "seed": args.seed,
     }
     passed = sum(r["status"] == "PASS" for r in results)
-    summary = {"workloads": len(results), "passed": passed}
+    summary = {"workloads": len(results), "passed": passed,
+               "control_passed": sum(r.get("control") == "PASS" for r in results)}
     document = {**info, "settings": dataclasses.asdict(settings), "summary": summary,
                 "workloads": results}
     (out / "results.json").write_text(json.dumps(document, indent=1, default=str))
     train_report.write_report(out / "report.html", info, results)
     print()
     print(train_report.format_table(results))
-    print(f"\n{passed} of {len(results)} workloads match PyTorch; wrote "
+    print(f"\n{summary_line(results, steps, settings.control)}; wrote "
           f"{out / 'results.json'}, {out / 'results.sqlite'}, {out / 'report.html'}")
     if interrupted:
         print(f"interrupted after {len(results)} of {len(chosen)} workloads; run again with "
               "--resume to go on", file=sys.stderr)
         return 130
     return 0 if passed == len(results) else 1
+
+
+def summary_line(results: list[dict[str, Any]], steps: int, control: bool) -> str:
+    """The gate's count and, with the control, the control's: "3 of 8 within 1e-3 of
+    PyTorch over 200 steps; 8 of 8 as close to float64 as PyTorch fp32 is"."""
+    passed = sum(r["status"] == "PASS" for r in results)
+    line = f"{passed} of {len(results)} within {LOSS_RTOL:g} of PyTorch over {steps} steps"
+    if control:
+        close = sum(r.get("control") == "PASS" for r in results)
+        line += (f"; {close} of {len(results)} as close to float64 as PyTorch fp32 is "
+                 f"(within {CONTROL_FACTOR:g}x)")
+    return line
 
 
 def _interrupt(signum: int, frame: object) -> None:
