@@ -1,5 +1,7 @@
 """State a call changes (ir.Graph.updates, Plan.updates): the constant's buffer holds
-the new value after the call, so the next call reads it."""
+the new value after the call, so the next call reads it: copied over the state by a copy
+kernel once the state's last reader ran (schedule.early_updates), else after the call's
+kernels."""
 
 import numpy as np
 
@@ -18,7 +20,9 @@ def test_an_update_is_read_by_the_next_call():
     b.graph.outputs.append(out)
     b.graph.updates.append((total, new))
     plan = build_plan(b.graph, "single", {x: "float32", out: "float32"}, CompileOptions())
-    assert len(plan.updates) == 1
+    assert plan.updates == []  # copied by a kernel, its buffer then free for others
+    [state] = [spec.buffer for _, spec in plan.state]
+    assert [k.name for k in plan.kernels if k.bindings[-1] == state] == ["copy"]
     exe = Executable(plan)
     xs = [np.random.default_rng(i).standard_normal((5, 3)).astype(np.float32) for i in range(3)]
     running = np.zeros((5, 3), np.float32)
@@ -39,9 +43,8 @@ def test_a_state_no_kernel_reads_is_still_written():
     exe = Executable(plan)
     a = np.arange(4, dtype=np.float32)
     exe.run([a])
-    (src, dst), = plan.updates
-    raw = exe.dev.device.queue.read_buffer(exe.buffers[dst], 0, 16)
-    np.testing.assert_allclose(np.frombuffer(raw, np.float32), np.exp(a), rtol=1e-6)
+    [(_, spec)] = plan.state
+    np.testing.assert_allclose(exe.read(spec), np.exp(a), rtol=1e-6)
 
 
 def test_a_permuted_state_is_read_as_updated():
@@ -60,3 +63,43 @@ def test_a_permuted_state_is_read_as_updated():
     for step in range(3):
         (got,) = exe.run([a])
         np.testing.assert_allclose(got, a @ (weight + step).T, rtol=1e-5, atol=1e-5)
+
+
+
+def _updated_twice_over(new_of, reader, want) -> None:
+    """A state `total` updated to `new_of(b, total, x)`, the output `reader(b, total,
+    new)`; over three calls the output and the state against `want(old, x)` -> (output,
+    new state) in numpy. The update must not overwrite the old value before every reader
+    of it ran (its own kernel's transposed read included): the copy kernel writing the
+    state follows every kernel that reads it."""
+    b = GraphBuilder()
+    x = b.input((4, 4), "f32", "x")
+    total = b.const(np.zeros((4, 4), np.float32), "f32", "total", state=True)
+    new = new_of(b, total, x)
+    out = reader(b, total, new)
+    b.graph.outputs.append(out)
+    b.graph.updates.append((total, new))
+    plan = build_plan(b.graph, "single", {x: "float32", out: "float32"}, CompileOptions())
+    [(_, spec)] = plan.state
+    assert plan.updates == []
+    [writer] = [i for i, k in enumerate(plan.kernels) if k.bindings[-1] == spec.buffer]
+    assert all(i < writer for i, k in enumerate(plan.kernels) if spec.buffer in k.bindings[:-1])
+    exe = Executable(plan)
+    state = np.zeros((4, 4), np.float32)
+    for i in range(3):
+        a = np.random.default_rng(i).standard_normal((4, 4)).astype(np.float32)
+        expected, state = want(state, a)
+        (got,) = exe.run([a])
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+        np.testing.assert_allclose(exe.read(spec), state, rtol=1e-6)
+
+
+def test_an_old_value_read_after_its_update_is_not_overwritten():
+    _updated_twice_over(lambda b, t, x: b.ew("add", t, x), lambda b, t, new: b.ew("mul", t, new),
+                        lambda old, a: (old * (old + a), old + a))
+
+
+def test_an_update_reading_its_state_at_other_elements_is_copied_after():
+    _updated_twice_over(lambda b, t, x: b.ew("add", x, b.permute(t, [1, 0])),
+                        lambda b, t, new: b.ew("mul", new, b.scalar(2.0)),
+                        lambda old, a: (2 * (a + old.T), a + old.T))

@@ -96,7 +96,8 @@ class Plan:
     constants: dict[int, np.ndarray] = field(default_factory=dict)  # buffer id -> data
     # (source, state) buffer ids: after a call's kernels the state buffer (a constant: a
     # buffer the module changes, a parameter a training step updates) takes the source's
-    # bytes, so the next call reads the new value
+    # bytes, so the next call reads the new value; a state a copy kernel writes
+    # (schedule.early_updates) has none
     updates: list[tuple[int, int]] = field(default_factory=list)
     state: list[tuple[str, TensorSpec]] = field(default_factory=list)  # updated, by name
     # (input position, where its new value is): inputs a call changes in place, written
@@ -124,6 +125,10 @@ class Plan:
         for src, dst in self.updates:
             names = [n for n, t in self.state if t.buffer == dst]
             lines.append(f"  update b{dst} ({', '.join(names)}) <- b{src}")
+        copied, written = {dst for _, dst in self.updates}, {k.bindings[-1] for k in self.kernels}
+        for name, t in self.state:  # copied over its old value by a kernel
+            if t.buffer not in copied and t.buffer in written:
+                lines.append(f"  update b{t.buffer} ({name}) by a kernel")
         for i, spec in self.writes:
             lines.append(f"  write  input {i} <- b{spec.buffer}")
         return "\n".join(lines)

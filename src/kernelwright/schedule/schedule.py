@@ -693,6 +693,35 @@ def same_state_storage(graph: Graph) -> None:
             state.storage = new.storage = None
 
 
+def early_updates(graph: Graph, groups: list[Group], chunked: list[list[Chunk]],
+                  returned: set[Value], fits) -> dict[Value, int]:
+    """The updates whose new value a copy kernel writes over the state (value -> the index
+    of the kernel it follows) as soon as both the kernel computing the value and the
+    state's last reader have run, so that the value's buffer is free for the kernels
+    after it, rather than held to the copies after all kernels (a training step: 3 x the
+    parameters' bytes under Adam). Such an update is a kernel's value (no input,
+    constant, output or write-back: `returned`), the only update of its state, agrees
+    with it in shape and storage and fits one binding and one device buffer (`fits`)."""
+    index = {g.root: i for i, g in enumerate(groups)}
+    last_read: dict[Value, int] = {}
+    for i, parts in enumerate(chunked):
+        for chunk in parts:
+            for v in chunk.gen.reads:
+                last_read[v] = i
+    count: dict[Value, int] = {}
+    for state, _ in graph.updates:
+        count[state] = count.get(state, 0) + 1
+    out: dict[Value, int] = {}
+    for state, new in graph.updates:
+        i = index.get(new)
+        if (i is None or count[state] > 1 or new in returned or new in out
+                or state.kind != "const" or new.stored != state.stored
+                or new.shape != state.shape or not fits(new) or not fits(state)):
+            continue
+        out[new] = max(i, last_read.get(state, -1))
+    return out
+
+
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                options: CompileOptions) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
@@ -751,6 +780,24 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             break
         store |= cuts
 
+    # Updates copied over their state by a kernel as early as it may run (early_updates).
+    returned = set(graph.outputs) | {v for _, v in graph.writes}
+
+    def fits(v: Value) -> bool:
+        return limits is None or (buffer_bytes(v.numel, v.stored) <= limits.max_bytes
+                                  and not (space or Space(limits)).segment(v))
+
+    early = early_updates(graph, groups, chunked, returned, fits)
+    copy_of: dict[Value, Value] = {}  # a copy kernel's value -> the state it writes
+    for new, after in sorted(early.items(), key=lambda e: -e[1]):
+        state = next(s for s, n in graph.updates if n is new)
+        out = Value(new.shape, new.dtype, storage=new.storage)
+        out.node = Node("ew", [new], {"fn": "copy"}, out)
+        gen = generate(out, None, materialized | {out}, lambda v: id(v), options)
+        groups.insert(after + 1, Group(out, members=[out.node]))
+        chunked.insert(after + 1, [Chunk(gen)])
+        copy_of[out] = state
+
     def source(v: Value, chunk: Chunk) -> Value:  # the value whose buffer a read binds
         w = chunk.windows.get(v)
         return v if w is None else w.value
@@ -791,14 +838,15 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     free: list[int] = []  # temp buffer ids free for reuse
     releases: dict[int, list[Value]] = {}
     for v, i in last_use.items():
-        if v in materialized and v not in outputs:
+        if v in materialized and (v not in outputs or v in early):
             releases.setdefault(i, []).append(v)
-    returned = set(graph.outputs) | {v for _, v in graph.writes}
     for i, g in enumerate(groups):
         v = g.root
-        if v in returned:
+        if v in copy_of:  # a copy kernel writes the state's own buffer
+            buffer_of[v] = buffer_of[copy_of[v]]
+        elif v in returned:
             buffer_of[v] = new_buffer(v, "output")
-        elif v in outputs:  # an update's value: kept until the copy after the kernels
+        elif v in outputs and v not in early:  # kept until the copy after the kernels
             buffer_of[v] = new_buffer(v, "temp")
         else:
             need = buffer_bytes(v.numel, v.stored)
@@ -848,7 +896,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         outputs=[TensorSpec(buffer_of[v], v.shape, torch_dtypes[v]) for v in graph.outputs],
         output_tree=output_tree,
         constants=constants,
-        updates=[(buffer_of[new], buffer_of[state]) for state, new in graph.updates],
+        updates=[(buffer_of[new], buffer_of[state]) for state, new in graph.updates
+                 if new not in early],
         state=[(state.name, TensorSpec(buffer_of[state], state.shape,
                                        torch_dtypes.get(state) or default_torch_name(state.dtype)))
                for state, _ in graph.updates],

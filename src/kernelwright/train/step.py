@@ -342,35 +342,59 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
     Dropout (and other random ops) draw from `seed` (None: one drawn from torch's default
     generator, so torch.manual_seed makes a run repeatable), anew at every call. See
     TrainingStep for calling it."""
-    if accumulate < 1:
-        raise ValueError(f"accumulate must be at least 1, got {accumulate}")
-    torch_optimizer = None
-    if isinstance(optimizer, torch.optim.Optimizer):
-        torch_optimizer, optimizer = optimizer, from_torch(optimizer)
-        _check_coverage(model, torch_optimizer)
-    elif not isinstance(optimizer, Optimizer):
-        raise TypeError(f"optimizer must be a kernelwright.optim or torch.optim optimizer, "
-                        f"got {type(optimizer).__name__}")
-    batch = tuple(example_batch) if isinstance(example_batch, (tuple, list)) \
-        else (example_batch,)
+    torch_optimizer = optimizer if isinstance(optimizer, torch.optim.Optimizer) else None
     dev = device or default_device()
     try:
         limits = dev.binding_limits
     except Exception:  # noqa: BLE001 - no adapter: plan without a device's limits
         limits = None
     options = CompileOptions("strict", device_waves(dev), limits, choose_knobs)
-    ep = capture_joint(model, batch, loss_fn)
-    graph, names = _joint_graph(ep, optimizer, max_grad_norm, accumulate, options)
-    b, torch_dtypes = graph
-    plan = build_plan(b.graph, "tuple", torch_dtypes, options)
-    plan.scalars = {}
-    compiled = CompiledModule(plan, dev)
-    params, optim_state, buffers = names
+    planned = plan_training(model, example_batch, loss_fn, optimizer, options,
+                            max_grad_norm, accumulate)
+    compiled = CompiledModule(planned.plan, dev)
     if seed is None:
         seed = int(torch.randint(0, 2**31 - 1, ()).item())
-    return TrainingStep(compiled, optimizer, params, optim_state, buffers, skip_nonfinite,
-                        lr_schedule, accumulate, random=b.random_key is not None, seed=seed,
-                        torch_optimizer=torch_optimizer)
+    return TrainingStep(compiled, planned.optimizer, planned.params, planned.optim_state,
+                        planned.buffers, skip_nonfinite, lr_schedule, accumulate,
+                        random=planned.random, seed=seed, torch_optimizer=torch_optimizer)
+
+
+@dataclasses.dataclass
+class PlannedStep:
+    """A training step's plan before any device holds it (plan_training): the plan, the
+    optimizer it applies, and the names TrainingStep reads the state by."""
+
+    plan: Plan
+    optimizer: Optimizer
+    params: dict[str, str]  # the parameter's name -> its name in Plan.state
+    optim_state: dict[str, tuple[str, str]]  # Plan.state name -> (parameter, state name)
+    buffers: dict[str, str]  # buffer's name -> Plan.state name
+    random: bool  # whether the plan takes a random key
+
+
+def plan_training(model: torch.nn.Module, example_batch, loss_fn: Callable | None,
+                  optimizer: Optimizer | torch.optim.Optimizer, options: CompileOptions,
+                  max_grad_norm: float | None = None, accumulate: int = 1) -> PlannedStep:
+    """The plan of one training step (compile_training's arguments), built for `options`
+    (its binding limits, waves and knob chooser) without a device: nothing is allocated,
+    so a step planned for a larger device than this one can be measured
+    (tools/plan_memory.py)."""
+    if accumulate < 1:
+        raise ValueError(f"accumulate must be at least 1, got {accumulate}")
+    if isinstance(optimizer, torch.optim.Optimizer):
+        _check_coverage(model, optimizer)
+        optimizer = from_torch(optimizer)
+    elif not isinstance(optimizer, Optimizer):
+        raise TypeError(f"optimizer must be a kernelwright.optim or torch.optim optimizer, "
+                        f"got {type(optimizer).__name__}")
+    batch = tuple(example_batch) if isinstance(example_batch, (tuple, list)) \
+        else (example_batch,)
+    ep = capture_joint(model, batch, loss_fn)
+    (b, torch_dtypes), (params, optim_state, buffers) = _joint_graph(
+        ep, optimizer, max_grad_norm, accumulate, options)
+    plan = build_plan(b.graph, "tuple", torch_dtypes, options)
+    plan.scalars = {}
+    return PlannedStep(plan, optimizer, params, optim_state, buffers, b.random_key is not None)
 
 
 def _check_coverage(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
