@@ -192,8 +192,8 @@ def test_cooperative_wgsl_structure(knobs):
 
 
 @pytest.mark.parametrize("unit", [SUB8, SUB16], ids=str)
-@pytest.mark.parametrize("knobs", [None, {"LOAD": "col"}, {"BM": 64, "BN": 128, "WM": 32,
-                                                           "WN": 64, "BK": 64}])
+@pytest.mark.parametrize("knobs", [None, {"LOAD": "col"}, {"LOAD": "k"}, {"LOAD": "mn"},
+                                   {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "BK": 64}])
 def test_subgroup_matrix_wgsl_structure(unit, knobs):
     graph, _ = matmul_graph(300, 200, 260, transposed_b=True, relu=True)
     gen = generated(graph, knobs, unit=unit)
@@ -205,12 +205,13 @@ def test_subgroup_matrix_wgsl_structure(unit, knobs):
             in src)
     assert "coop" not in re.sub(r"//.*", "", src)
     assert f"@workgroup_size({lay['nsg'] * unit.subgroup})" in src
-    col = "true" if used["LOAD"] == "col" else "false"
+    col_a, col_b = ("false" if r else "true"
+                    for r in kernels.matmul_coop.TILE_ORDERS[used["LOAD"]])
     left = f"subgroupMatrixLoad<subgroup_matrix_left<f16, {s}, {s}>>(&tile_a, u32("
     right = f"subgroupMatrixLoad<subgroup_matrix_right<f16, {s}, {s}>>(&tile_b, u32("
     assert src.count(left) == ti and src.count(right) == tj
-    assert src.count(f"), {col}, {lay['sa']}u)") == ti
-    assert src.count(f"), {col}, {lay['sb']}u)") == tj
+    assert re.findall(rf"tile_a, u32\(.*\), {col_a}, {lay['sa']}u\)", src) and len(
+        re.findall(rf"tile_b, u32\(.*\), {col_b}, {lay['sb']}u\)", src)) == tj
     assert src.count(f"subgroup_matrix_result<f32, {s}, {s}>()") == ti * tj
     assert src.count("subgroupMatrixMultiplyAccumulate(") == ti * tj
     assert src.count("subgroupMatrixStore(&tile_c, u32(cbase), acc_") == ti * tj
@@ -373,6 +374,8 @@ EMULATED = [  # (unit, knobs over SMALL, B transposed, A through a prologue)
     (SUB16, {"LOAD": "row", "VEC": 4, "PREFETCH": 1}, False, False),
     (SUB16, {"LOAD": "col", "VEC": 4, "STAGES": 2, "EPI": "row"}, True, True),
     (SUB16, {"LOAD": "row", **PIPELINE, "WM": 64, "WN": 64}, False, False),
+    (SUB16, {"LOAD": "k", **PIPELINE}, True, False),
+    (SUB16, {"LOAD": "mn", "VEC": 4, "PREFETCH": 1, "EPI": "row"}, False, True),
 ]
 
 
@@ -400,7 +403,7 @@ def test_index_arithmetic_with_emulated_matrix_ops(unit, over, transposed, prolo
     if knobs["VEC"] == 4:  # four elements a load: through a view, or a prologue's lanes
         assert ("load_a4(" in kernel.source) == prologue
         assert "in1v4[" in kernel.source
-    row_major = kernels.matmul_coop.COOP_LOADS[knobs["LOAD"]][2]
+    row_major = kernels.matmul_coop.TILE_ORDERS[knobs["LOAD"]][0]  # (wgpu-native: both)
     accs = (knobs["WM"] // 16) * (knobs["WN"] // 16)
     kernel.source = emulated(kernel.source, row_major, accs)
     rng = np.random.default_rng(3)
@@ -516,13 +519,14 @@ def test_matmul_on_the_device(matrix_device, m, k, n):
     run_accelerated(matrix_device, Fn(torch.mm), [torch.randn(m, k), torch.randn(k, n)])
 
 
-DEVICE_KNOBS = [  # in the matrix's sides s; "LOAD": the spelling's other order
+DEVICE_KNOBS = [  # in the matrix's sides s; "LOAD" None: the spelling's second order
     {"LOAD": None}, {"BM": 8, "BN": 4, "WM": 4, "WN": 2, "BK": 64},
     {"VEC": 4}, {"PREFETCH": 1}, {"STAGES": 2}, {"VEC": 4, "PREFETCH": 1, "STAGES": 2},
     {"VEC": 4, "PREFETCH": 1, "STAGES": 2, "EPI": "row", "GROUP": 2, "LOAD": None},
     {"BM": 4, "BN": 4, "WM": 2, "WN": 2, "VEC": 4, "PREFETCH": 1, "EPI": "row", "GROUP": 2},
     {"BM": 8, "BN": 16, "WM": 4, "WN": 4, "BK": 16, "VEC": 4, "PREFETCH": 1, "STAGES": 2,
-     "EPI": "row"}]
+     "EPI": "row"}, {"LOAD": "k", "VEC": 4, "PREFETCH": 1, "STAGES": 2},
+    {"LOAD": "mn", "VEC": 4, "PREFETCH": 1}]
 
 
 @pytest.mark.parametrize("over", DEVICE_KNOBS, ids=str)
@@ -534,8 +538,10 @@ def test_matmul_with_other_knobs_on_the_device(matrix_device, over, transposed):
     unit = compiler.device_matrix(matrix_device)
     s = unit.m
     knobs = {k: v * s if k in ("BM", "BN", "WM", "WN") else v for k, v in over.items()}
-    if "LOAD" in knobs:
-        knobs["LOAD"] = MATRIX_LOADS[unit.api][-1]
+    if knobs.get("LOAD", "") is None:
+        knobs["LOAD"] = MATRIX_LOADS[unit.api][1]
+    if knobs.get("LOAD", MATRIX_LOADS[unit.api][0]) not in MATRIX_LOADS[unit.api]:
+        pytest.skip(f"LOAD {knobs['LOAD']} is not one of {unit.api}'s")
     seen = []
 
     def choose(request):

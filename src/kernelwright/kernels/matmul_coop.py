@@ -31,10 +31,17 @@ COOP_UNIT = MatrixUnit("cooperative-matrix", COOP_TILE, COOP_TILE, COOP_TILE, CO
 # the tiles are laid out row-major (tile_a [m][k], tile_b [k][n]) or column-major
 # (tile_a [k][m], tile_b [n][k]). naga's coopLoad reads column-major; coopLoadT reads
 # rows (tools/coop_matmul.py tries the three on a device). Dawn's subgroupMatrixLoad
-# takes the order as an argument: "row" and "col" both.
+# takes the order as an argument: "row" and "col" both, and TILE_ORDERS' mixed ones.
 COOP_LOADS = {"col": ("coopLoad", "coopStore", False), "row": ("coopLoad", "coopStore", True),
               "rowT": ("coopLoadT", "coopStoreT", True)}
-MATRIX_LOADS = {"cooperative-matrix": ("col", "row", "rowT"), "subgroup-matrix": ("row", "col")}
+# Dawn's loads take the order each, so its tiles may also each follow the operand's
+# contiguous dim: "k", both K-contiguous (tile_a [m][k], tile_b [n][k]: A @ B^T, a
+# linear's weight), or "mn" (tile_a [k][m], tile_b [k][n]). Whether tile_a and tile_b
+# are row-major, by LOAD:
+TILE_ORDERS = {"row": (True, True), "col": (False, False), "rowT": (True, True),
+               "k": (True, False), "mn": (False, True)}
+MATRIX_LOADS = {"cooperative-matrix": ("col", "row", "rowT"),
+                "subgroup-matrix": ("row", "col", "k", "mn")}
 # Block and warp tiles, in units of the matrix's sides (m, n): BM, BN, WM, WN. The last
 # two (128 x 256 and 256 x 128 on 16 x 16 matrices) are 8 subgroups of 4 x 4
 # accumulators: 128 f32 registers a lane for the accumulators on NVIDIA's.
@@ -84,18 +91,16 @@ def _coop_layout(knobs: dict, unit: MatrixUnit = COOP_UNIT) -> dict:
     """Strides and sizes of the staged tiles for the knobs' LOAD (f16 elements; a_words
     and b_words per stage) and of the f32 scratch the epilogue stores through."""
     bm, bn, bk, pad = knobs["BM"], knobs["BN"], knobs["BK"], knobs["PAD"]
-    row_major = COOP_LOADS[knobs["LOAD"]][2]
-    if row_major:  # tile_a [m][k], tile_b [k][n]
-        sa, sb = bk + pad, bn + pad
-        a_words, b_words = bm * sa, bk * sb
-    else:  # tile_a [k][m], tile_b [n][k]
-        sa, sb = bm + pad, bk + pad
-        a_words, b_words = bk * sa, bn * sb
+    a_row, b_row = TILE_ORDERS[knobs["LOAD"]]
+    sa = bk + pad if a_row else bm + pad  # tile_a [m][k] or [k][m]
+    sb = bn + pad if b_row else bk + pad  # tile_b [k][n] or [n][k]
+    a_words = (bm if a_row else bk) * sa
+    b_words = (bk if b_row else bn) * sb
     nsg = (bm // knobs["WM"]) * (bn // knobs["WN"])
     cell = unit.m * unit.n
     scratch = cell if knobs.get("EPI", "acc") == "acc" else unit.m * knobs["WN"]
     stages = knobs.get("STAGES", 1)
-    return dict(row_major=row_major, sa=sa, sb=sb, a_words=a_words, b_words=b_words, nsg=nsg,
+    return dict(a_row=a_row, b_row=b_row, sa=sa, sb=sb, a_words=a_words, b_words=b_words, nsg=nsg,
                 cell=cell, scratch=scratch,
                 bytes=2 * stages * (a_words + b_words) + 4 * nsg * scratch)
 
@@ -145,7 +150,8 @@ class _Spelling:
     def __init__(self, unit: MatrixUnit, load: str):
         self.unit, self.load = unit, load
         self.sub = unit.api == "subgroup-matrix"
-        self.row_major = COOP_LOADS[load][2]
+        self.rows = TILE_ORDERS[load]  # whether tile_a, tile_b are row-major
+        self.row_major = self.rows[0]  # wgpu-native's: one order for both
 
     @property
     def enable(self) -> str:
@@ -159,7 +165,7 @@ class _Spelling:
         if self.sub:
             kind = (f"subgroup_matrix_left<f16, {u.k}, {u.m}>" if side == "a"
                     else f"subgroup_matrix_right<f16, {u.n}, {u.k}>")
-            col = "false" if self.row_major else "true"
+            col = "false" if self.rows[side == "b"] else "true"
             return f"subgroupMatrixLoad<{kind}>(&tile_{side}, u32({offset}), {col}, {stride}u)"
         role = "A" if side == "a" else "B"
         return (f"{COOP_LOADS[self.load][0]}<coop_mat{u.m}x{u.n}<f16, {role}>>"
@@ -237,10 +243,10 @@ class _Staging:
         self.lo_width = (self.rows if along_rows else bk) // width
         self.rounds = -(-self.units // wg)
         self.wg = wg
-        if lay["row_major"]:  # tile_a [m][k], tile_b [k][n]
-            self.stride_r, self.stride_k = (lay["sa"], 1) if a else (1, lay["sb"])
-        else:  # tile_a [k][m], tile_b [n][k]
-            self.stride_r, self.stride_k = (1, lay["sa"]) if a else (lay["sb"], 1)
+        if a:  # tile_a [m][k] (row-major) or [k][m]
+            self.stride_r, self.stride_k = (lay["sa"], 1) if lay["a_row"] else (1, lay["sa"])
+        else:  # tile_b [k][n] (row-major) or [n][k]
+            self.stride_r, self.stride_k = (1, lay["sb"]) if lay["b_row"] else (lay["sb"], 1)
         self.row_dim, self.x = row_dim, x
 
     def call(self, row: str, k: str, suffix: str = "") -> str:
@@ -360,11 +366,11 @@ def _matmul_coop(src, materialized, out, tnode, knobs, options: CompileOptions):
            _Staging(src, materialized, "b", b, knobs, lay, wg, 1)]
     functions = scalar + "".join(loader(src, materialized, f"load_{op.name}4", x, lanes=op.lanes)
                                  for op, x in zip(ops, (a, b)) if op.lanes is not None)
-    sa, sb, row_major = lay["sa"], lay["sb"], lay["row_major"]
+    sa, sb = lay["sa"], lay["sb"]
     two = knobs["STAGES"] == 2
     prefetch = knobs["PREFETCH"] == 1
-    a_frag = "(wm + {o}) * {s} + kk" if row_major else "kk * {s} + wm + {o}"
-    b_frag = "kk * {s} + wn + {o}" if row_major else "(wn + {o}) * {s} + kk"
+    a_frag = "(wm + {o}) * {s} + kk" if lay["a_row"] else "kk * {s} + wm + {o}"
+    b_frag = "kk * {s} + wn + {o}" if lay["b_row"] else "(wn + {o}) * {s} + kk"
     if two:
         a_frag, b_frag = "ra + " + a_frag, "rb + " + b_frag
     ti, tj = wm // unit.m, wn // unit.n
