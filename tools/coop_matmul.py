@@ -285,13 +285,16 @@ def variant_knobs(dev: runtime.Device, unit: MatrixUnit, sizes: list[int], quick
 
 
 def template_variants(dev: runtime.Device, unit: MatrixUnit, sizes: list[int],
-                      variants: dict[str, dict], cuda: bool) -> dict:
+                      variants: dict[str, dict], cuda: bool, out: dict, save) -> None:
+    """Each variant checked at an odd shape, then the correct ones timed at each size,
+    recorded into `out` and saved (`save()`) after each, so that a run stopped at its
+    time limit keeps what it measured."""
     rng = np.random.default_rng(2)
     odd = (1000, 1100, 900)  # M, K, N: partial tiles on every side
     xs = rng.standard_normal(odd[:2]).astype(np.float32)
     ys = rng.standard_normal(odd[1:]).astype(np.float32)
     ref_odd = reference(xs, ys, cuda)
-    out = {"odd_shape": odd, "variants": {}, "sizes": {}}
+    out.update({"odd_shape": odd, "variants": {}, "sizes": {}})
     correct = []
     for name, over in variants.items():
         rec: dict = {"knobs_over_defaults": over}
@@ -307,6 +310,7 @@ def template_variants(dev: runtime.Device, unit: MatrixUnit, sizes: list[int],
             rec["error"] = err_text(exc)
         log(f"variant {name} at {odd}:", {k: v for k, v in rec.items() if k != "knobs"})
         out["variants"][name] = rec
+        save()
     for s in sizes:
         reps = 20 if s <= 4096 else 10
         srec: dict = {"flops": 2 * s ** 3}
@@ -333,6 +337,7 @@ def template_variants(dev: runtime.Device, unit: MatrixUnit, sizes: list[int],
             srec["kw_strict_fp32"] = {"error": err_text(exc)}
         log(f"size {s}: kw strict fp32", srec["kw_strict_fp32"])
         srec["variants"] = {}
+        out["sizes"][str(s)] = srec
         for name in correct:
             rec = {}
             try:
@@ -349,8 +354,7 @@ def template_variants(dev: runtime.Device, unit: MatrixUnit, sizes: list[int],
                 rec["error"] = err_text(exc)
             log(f"size {s}: variant {name}", rec)
             srec["variants"][name] = rec
-        out["sizes"][str(s)] = srec
-    return out
+            save()
 
 
 # -- 5. end to end ------------------------------------------------------------------------
@@ -420,7 +424,14 @@ def main(argv=None) -> int:
     if args.space:
         sizes = sizes[:1]
     variants = variant_knobs(dev, unit, sizes, args.quick, args.space)
-    result["template"] = template_variants(dev, unit, sizes, variants, cuda)
+    result["template"] = {}
+    try:
+        template_variants(dev, unit, sizes, variants, cuda, result["template"], save)
+    except KeyboardInterrupt:  # the session's time limit (SIGINT): keep what was measured
+        result["template"]["stopped"] = "interrupted at the time limit"
+        save()
+        log(f"interrupted; wrote {out}")
+        return 1
     save()
     result["end_to_end"] = end_to_end(dev)
     save()
