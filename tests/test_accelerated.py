@@ -192,8 +192,8 @@ def test_cooperative_wgsl_structure(knobs):
 
 
 @pytest.mark.parametrize("unit", [SUB8, SUB16], ids=str)
-@pytest.mark.parametrize("knobs", [None, {"LOAD": "col"}, {"BM": 64, "BN": 128, "WM": 32,
-                                                           "WN": 64, "BK": 64}])
+@pytest.mark.parametrize("knobs", [None, {"LOAD": "col"}, {"LOAD": "k"}, {"LOAD": "mn"},
+                                   {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "BK": 64}])
 def test_subgroup_matrix_wgsl_structure(unit, knobs):
     graph, _ = matmul_graph(300, 200, 260, transposed_b=True, relu=True)
     gen = generated(graph, knobs, unit=unit)
@@ -205,12 +205,13 @@ def test_subgroup_matrix_wgsl_structure(unit, knobs):
             in src)
     assert "coop" not in re.sub(r"//.*", "", src)
     assert f"@workgroup_size({lay['nsg'] * unit.subgroup})" in src
-    col = "true" if used["LOAD"] == "col" else "false"
+    col_a, col_b = ("false" if r else "true"
+                    for r in kernels.matmul_coop.TILE_ORDERS[used["LOAD"]])
     left = f"subgroupMatrixLoad<subgroup_matrix_left<f16, {s}, {s}>>(&tile_a, u32("
     right = f"subgroupMatrixLoad<subgroup_matrix_right<f16, {s}, {s}>>(&tile_b, u32("
     assert src.count(left) == ti and src.count(right) == tj
-    assert src.count(f"), {col}, {lay['sa']}u)") == ti
-    assert src.count(f"), {col}, {lay['sb']}u)") == tj
+    assert re.findall(rf"tile_a, u32\(.*\), {col_a}, {lay['sa']}u\)", src) and len(
+        re.findall(rf"tile_b, u32\(.*\), {col_b}, {lay['sb']}u\)", src)) == tj
     assert src.count(f"subgroup_matrix_result<f32, {s}, {s}>()") == ti * tj
     assert src.count("subgroupMatrixMultiplyAccumulate(") == ti * tj
     assert src.count("subgroupMatrixStore(&tile_c, u32(cbase), acc_") == ti * tj
@@ -223,11 +224,58 @@ def test_subgroup_matrix_wgsl_structure(unit, knobs):
         assert (used["BM"], used["BN"], used["WM"], used["WN"]) == (8 * s, 8 * s, 4 * s, 2 * s)
 
 
+@pytest.mark.parametrize("unit", [SUB16, COOP_UNIT], ids=str)
+@pytest.mark.parametrize("over", [
+    {"VEC": 4}, {"PREFETCH": 1}, {"STAGES": 2}, {"VEC": 4, "PREFETCH": 1, "STAGES": 2},
+    {"GROUP": 4, "EPI": "row"}, {"BM": 128, "BN": 256, "WM": 64, "WN": 64, "BK": 16,
+                                 "VEC": 4, "PREFETCH": 1, "STAGES": 2, "EPI": "row"}])
+def test_pipeline_knobs_wgsl(unit, over):
+    """What each knob of the staging, K loop, tile order and epilogue writes, for
+    NVIDIA's 16 x 16 x 16 matrices in subgroups of 32 (Dawn's spelling) and wgpu-native's:
+    A @ B^T + relu, 1000 x 600 x 900 (K a multiple of 4, M and N partial tiles)."""
+    graph, _ = matmul_graph(1000, 600, 900, transposed_b=True, relu=True)
+    gen = generated(graph, over, unit=unit)
+    src, used = gen.source, gen.knobs
+    lay = kernels.matmul_coop._coop_layout(used, unit)
+    ti, tj, bk = used["WM"] // 16, used["WN"] // 16, used["BK"]
+    stages = used["STAGES"]
+    assert lay["bytes"] == gen.workgroup_bytes == (2 * stages * (lay["a_words"] + lay["b_words"])
+                                                   + 4 * lay["nsg"] * lay["scratch"])
+    assert f"array<f16, {stages * lay['a_words']}>" in src
+    assert f"array<f16, {stages * lay['b_words']}>" in src
+    assert f"@workgroup_size({lay['nsg'] * 32})" in src
+    assert_uniform_matrix_calls(src)
+    # VEC 4: both plain operands read 16 bytes a load through their vec4 views
+    assert ("in0v4[" in src and "in1v4[" in src and "vec4<f32>;" in src) == (used["VEC"] == 4)
+    if used["VEC"] == 1:
+        assert "load_a(b, m0 + " in src and "load_b(b, kb + " in src
+    # K 600 is not a multiple of BK 32 or 16: the K test is written
+    assert " < 600) {" in src
+    # PREFETCH 1 or STAGES 2: the next tiles fetched while the multiplies run
+    assert (f"if (k0 + {bk} < 600) {{" in src) == (used["PREFETCH"] == 1 or stages == 2)
+    assert ("let ra = ((k0 / " in src) == (stages == 2)
+    loop = src[src.index("for (var k0"):src.index("for (var kk")]
+    assert loop.count("workgroupBarrier();") == (1 if stages == 1 else 0)
+    assert ("let pid = " in src) == (used["GROUP"] > 0)
+    sub = unit.api == "subgroup-matrix"
+    mma = "subgroupMatrixMultiplyAccumulate(" if sub else "coopMultiplyAdd("
+    assert src.count(mma) == ti * tj
+    epilogue = src[src.index("for (var kk"):]
+    per_store = 1 if used["EPI"] == "row" else tj
+    assert epilogue.count("workgroupBarrier();") == 2 * ti * per_store + 1
+    assert src.count("epilogue(acc, gi)") == ti * per_store
+    if sub and used["EPI"] == "row":
+        row = f"subgroupMatrixStore(&tile_c, u32(cbase + 16), acc_0_1, false, {used['WN']}u);"
+        assert row in src
+
+
 @pytest.mark.parametrize("unit,bad", [
     (COOP_UNIT, {"WM": 24}), (COOP_UNIT, {"BK": 8}), (COOP_UNIT, {"PAD": 4}),
     (COOP_UNIT, {"LOAD": "diag"}), (COOP_UNIT, {"BM": 128, "BN": 128, "WM": 16, "WN": 16}),
     (COOP_UNIT, {"TM": 4}), (SUB8, {"LOAD": "rowT"}), (SUB8, {"WM": 12}), (SUB8, {"BK": 12}),
-    (SUB16, {"WN": 24}), (SUB8, {"BM": 256, "BN": 256, "WM": 8, "WN": 8})])
+    (SUB16, {"WN": 24}), (SUB8, {"BM": 256, "BN": 256, "WM": 8, "WN": 8}),
+    (SUB16, {"VEC": 2}), (SUB16, {"PREFETCH": 2}), (SUB16, {"STAGES": 3}),
+    (SUB16, {"GROUP": -1}), (SUB16, {"EPI": "tile"}), (SUB16, {"VEC": 4, "BK": 36})])
 def test_bad_knobs_are_compile_errors(unit, bad):
     with pytest.raises(CompileError):
         generated(matmul_graph(300, 200, 260)[0], bad, unit=unit)
@@ -238,6 +286,14 @@ def test_knob_space_is_valid(unit):
     graph, _ = matmul_graph(1000, 700, 900)
     space = kernels.matmul_coop.matmul_coop_space(1000, 900, 700, unit)
     assert len(space) >= 6 and all(k["LOAD"] == MATRIX_LOADS[unit.api][0] for k in space)
+    # the pipelines and the banded tile order beside the first-measured kernel
+    styles = {(k["VEC"], k["PREFETCH"], k["STAGES"], k["EPI"]) for k in space}
+    assert styles == set(kernels.matmul_coop.COOP_PIPELINES)
+    assert any(k["GROUP"] for k in space) and not any(k["GROUP"] and not k["PREFETCH"]
+                                                      for k in space)
+    big = kernels.matmul_coop.matmul_coop_space(4096, 4096, 4096, unit, workgroup_bytes=49152)
+    assert {(k["BM"], k["BN"]) for k in big} >= {(8 * unit.m, 16 * unit.n),
+                                                 (16 * unit.m, 8 * unit.n)}
     for knobs in space:
         gen = generated(graph, knobs, unit=unit)
         assert gen.knobs == knobs
@@ -249,69 +305,114 @@ def test_knob_space_is_valid(unit):
     assert kernels.knob_space("matmul_coop", g.root, g.template, (), accelerated(unit)) == space
 
 
-# The cooperative builtins emulated in plain WGSL. A fragment is (base, stride) into its
-# staged tile, read lazily in the memory order the template assumes for its LOAD; every
-# invocation keeps its own copy of its subgroup's accumulators in private memory.
+# The matrix builtins of both spellings emulated in plain WGSL, for 16 x 16 x 16 matrices
+# and subgroups of 32 (NVIDIA's configuration). A fragment is (base, stride, column-major)
+# into its staged tile, read when multiplied; lane l of a subgroup holds elements l, l +
+# 32, ... of each accumulator (row-major), in private memory, as a real subgroup would.
 EMULATION = """
-var<private> emu_acc: array<f32, NACC * 256>;
-fn at(r: i32, c: i32, s: i32) -> i32 { return select(c * s + r, r * s + c, ROW); }
+var<private> emu_acc: array<f32, NACC * 8>;
+var<private> emu_lane: i32;
+fn at(r: i32, c: i32, s: i32, col: i32) -> i32 { return select(r * s + c, c * s + r, col != 0); }
 fn emu_zero(id: i32) -> i32 {
-  for (var i = 0; i < 256; i++) { emu_acc[id * 256 + i] = 0.0; } return id; }
-fn emu_mma(a: vec2<i32>, b: vec2<i32>, id: i32) -> i32 {
-  for (var r = 0; r < 16; r++) { for (var q = 0; q < 16; q++) {
-    var s = emu_acc[id * 256 + r * 16 + q];
+  for (var i = 0; i < 8; i++) { emu_acc[id * 8 + i] = 0.0; } return id; }
+fn emu_mma(a: vec3<i32>, b: vec3<i32>, id: i32) -> i32 {
+  for (var i = 0; i < 8; i++) {
+    let e = emu_lane + 32 * i; let r = e / 16; let q = e % 16;
+    var s = emu_acc[id * 8 + i];
     for (var k = 0; k < 16; k++) {
-      s = fma(f32(tile_a[a.x + at(r, k, a.y)]), f32(tile_b[b.x + at(k, q, b.y)]), s); }
-    emu_acc[id * 256 + r * 16 + q] = s; } }
+      s = fma(f32(tile_a[a.x + at(r, k, a.y, a.z)]), f32(tile_b[b.x + at(k, q, b.y, b.z)]), s); }
+    emu_acc[id * 8 + i] = s; }
   return id; }
-fn emu_store(id: i32, base: i32) {
-  for (var i = 0; i < 256; i++) { tile_c[base + at(i / 16, i % 16, 16)] = emu_acc[id * 256 + i]; } }
+fn emu_store(id: i32, base: i32, stride: i32, col: i32) {
+  for (var i = 0; i < 8; i++) {
+    let e = emu_lane + 32 * i;
+    tile_c[base + at(e / 16, e % 16, stride, col)] = emu_acc[id * 8 + i]; } }
 """
 
 
 def emulated(src: str, row_major: bool, accumulators: int) -> str:
-    src = src.replace("enable wgpu_cooperative_matrix;\n", "")
+    """`src` (either spelling, 16 x 16 x 16 matrices, subgroups of 32) with its matrix
+    builtins replaced by EMULATION's; `row_major`: wgpu-native's LOAD order."""
+    for line in ("enable wgpu_cooperative_matrix;\n", "enable subgroups;\n",
+                 "enable chromium_experimental_subgroup_matrix;\n"):
+        src = src.replace(line, "")
     src = src.replace(",\n        @builtin(subgroup_id) sg: u32,\n"
                       "        @builtin(subgroup_invocation_id) lane: u32) {",
-                      ") {\n    let sg = li / 32u; let lane = li % 32u;")
+                      ") {\n    let sg = li / 32u; let lane = li % 32u;"
+                      " emu_lane = i32(lane);")
+    col = "0" if row_major else "1"
     src = re.sub(r"coopLoadT?<coop_mat16x16<f16, [AB]>>\(&tile_[ab]\[(.*?)\], (\d+)u\)",
-                 r"vec2<i32>(\1, \2)", src)
+                 rf"vec3<i32>(\1, \2, {col})", src)
+    src = re.sub(r"subgroupMatrixLoad<subgroup_matrix_(left|right)<f16, 16, 16>>"
+                 r"\(&tile_[ab], u32\((.*?)\), (true|false), (\d+)u\)",
+                 lambda g: f"vec3<i32>({g[2]}, {g[4]}, {int(g[3] == 'true')})", src)
     ids = iter(range(accumulators))
-    src = re.sub(r"coopLoadT?<coop_mat16x16<f32, C>>\(&tile_c\[cbase\], 16u\)",
+    src = re.sub(r"coopLoadT?<coop_mat16x16<f32, C>>\(&tile_c\[cbase\], 16u\)"
+                 r"|subgroup_matrix_result<f32, 16, 16>\(\)",
                  lambda _: f"emu_zero({next(ids)})", src)
-    src = re.sub(r"coopStoreT?\((acc_\d+_\d+), &tile_c\[cbase\], 16u\)",
-                 r"emu_store(\1, cbase)", src)
+    src = re.sub(r"coopStoreT?\((acc_\d+_\d+), &tile_c\[(.*?)\], (\d+)u\)",
+                 rf"emu_store(\1, \2, \3, {col})", src)
+    src = re.sub(r"subgroupMatrixStore\(&tile_c, u32\((.*?)\), (acc_\d+_\d+), false, (\d+)u\)",
+                 r"emu_store(\2, \1, \3, 0)", src)
     src = src.replace("coopMultiplyAdd(", "emu_mma(")
-    assert not COOP_CALL.search(re.sub(r"//.*", "", src))
+    src = src.replace("subgroupMatrixMultiplyAccumulate(", "emu_mma(")
+    assert not MATRIX_CALL.search(re.sub(r"//.*", "", src)), src
     head, _, body = src.partition("\n@compute")
-    emulation = EMULATION.replace("ROW", "true" if row_major else "false")
-    return head + emulation.replace("NACC", str(accumulators)) + "\n@compute" + body
+    return head + EMULATION.replace("NACC", str(accumulators)) + "\n@compute" + body
 
 
-@pytest.mark.parametrize("load", ["col", "rowT"])
-def test_index_arithmetic_with_emulated_cooperative_ops(load):
-    """The template's staging, fragment offsets, accumulator layout and epilogue store, run
-    on the software driver with the cooperative builtins replaced by plain WGSL: A @ B^T
-    + relu at a shape with partial tiles on every side, batch 2, against numpy on the
-    f16-rounded operands."""
-    bsz, m, k, n = 2, 37, 45, 50
+SMALL = {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "BK": 32, "PAD": 8}
+PIPELINE = {"VEC": 4, "PREFETCH": 1, "STAGES": 2, "GROUP": 2, "EPI": "row"}
+EMULATED = [  # (unit, knobs over SMALL, B transposed, A through a prologue)
+    (COOP_UNIT, {"LOAD": "col"}, True, False),
+    (COOP_UNIT, {"LOAD": "rowT"}, True, False),
+    (COOP_UNIT, {"LOAD": "col", **PIPELINE}, False, False),
+    (COOP_UNIT, {"LOAD": "row", **PIPELINE, "STAGES": 1}, True, True),
+    (SUB16, {"LOAD": "row"}, True, False),
+    (SUB16, {"LOAD": "row", **PIPELINE}, True, False),
+    (SUB16, {"LOAD": "col", **PIPELINE, "BK": 16}, False, True),
+    (SUB16, {"LOAD": "row", "VEC": 4, "PREFETCH": 1}, False, False),
+    (SUB16, {"LOAD": "col", "VEC": 4, "STAGES": 2, "EPI": "row"}, True, True),
+    (SUB16, {"LOAD": "row", **PIPELINE, "WM": 64, "WN": 64}, False, False),
+    (SUB16, {"LOAD": "k", **PIPELINE}, True, False),
+    (SUB16, {"LOAD": "mn", "VEC": 4, "PREFETCH": 1, "EPI": "row"}, False, True),
+]
+
+
+@pytest.mark.parametrize("unit,over,transposed,prologue", EMULATED,
+                         ids=[f"{u.api}-{i}" for i, (u, *_) in enumerate(EMULATED)])
+def test_index_arithmetic_with_emulated_matrix_ops(unit, over, transposed, prologue):
+    """The template's staging (scalar or four a load, a vec4 view or a prologue's four
+    lanes), K loop (prefetch, two stages), tile order, fragment offsets, accumulator layout
+    and epilogue stores for NVIDIA's 16 x 16 x 16 matrices in subgroups of 32, run on the
+    software driver with the matrix builtins replaced by plain WGSL: relu(A @ B) at a
+    shape with partial tiles on every side (K a multiple of 4 but not of BK), batch 2,
+    against numpy on the f16-rounded operands."""
+    bsz, m, k, n = 2, 140, 40, 72
     b = GraphBuilder()
     x = b.input((bsz, m, k), "f32", "x")
-    w = b.input((bsz, n, k), "f32", "w")
-    y = b.ew("relu", b.matmul(x, b.transpose(w, 1, 2)))
+    w = b.input((bsz, n, k) if transposed else (bsz, k, n), "f32", "w")
+    xa = b.ew("abs", x) if prologue else x
+    y = b.ew("relu", b.matmul(xa, b.transpose(w, 1, 2) if transposed else w))
     b.graph.outputs.append(y)
-    knobs = {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "BK": 32, "PAD": 8, "LOAD": load}
+    knobs = {**kernels.matmul_coop.matmul_coop_knobs(m, n, unit), **SMALL, **over}
     plan = build_plan(b.graph, "single", {x: "float32", w: "float32", y: "float32"},
-                      accelerated(choose=lambda request: knobs))
+                      accelerated(unit, choose=lambda request: knobs))
     (kernel,) = plan.kernels
     assert kernel.key.startswith("matmul_coop") and kernel.knobs == knobs
-    kernel.source = emulated(kernel.source, kernels.matmul_coop.COOP_LOADS[load][2], 4)
+    if knobs["VEC"] == 4:  # four elements a load: through a view, or a prologue's lanes
+        assert ("load_a4(" in kernel.source) == prologue
+        assert "in1v4[" in kernel.source
+    row_major = kernels.matmul_coop.TILE_ORDERS[knobs["LOAD"]][0]  # (wgpu-native: both)
+    accs = (knobs["WM"] // 16) * (knobs["WN"] // 16)
+    kernel.source = emulated(kernel.source, row_major, accs)
     rng = np.random.default_rng(3)
     xs = rng.standard_normal((bsz, m, k)).astype(np.float32)
-    ws = rng.standard_normal((bsz, n, k)).astype(np.float32)
-    (got,) = runtime.Executable(plan).run([xs, ws])
+    ws = rng.standard_normal(tuple(w.shape)).astype(np.float32)
+    (got,) = runtime.Executable(plan, runtime.default_device("wgpu")).run([xs, ws])
     r16 = [a.astype(np.float16).astype(np.float64) for a in (xs, ws)]
-    want = np.maximum(r16[0] @ r16[1].transpose(0, 2, 1), 0)
+    left = np.abs(r16[0]) if prologue else r16[0]
+    want = np.maximum(left @ (r16[1].transpose(0, 2, 1) if transposed else r16[1]), 0)
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
 
 
@@ -418,25 +519,44 @@ def test_matmul_on_the_device(matrix_device, m, k, n):
     run_accelerated(matrix_device, Fn(torch.mm), [torch.randn(m, k), torch.randn(k, n)])
 
 
-def test_matmul_with_other_knobs_on_the_device(matrix_device):
-    """The other load order and a tile larger than the product, forced through the
-    chooser: the same product."""
+DEVICE_KNOBS = [  # in the matrix's sides s; "LOAD" None: the spelling's second order
+    {"LOAD": None}, {"BM": 8, "BN": 4, "WM": 4, "WN": 2, "BK": 64},
+    {"VEC": 4}, {"PREFETCH": 1}, {"STAGES": 2}, {"VEC": 4, "PREFETCH": 1, "STAGES": 2},
+    {"VEC": 4, "PREFETCH": 1, "STAGES": 2, "EPI": "row", "GROUP": 2, "LOAD": None},
+    {"BM": 4, "BN": 4, "WM": 2, "WN": 2, "VEC": 4, "PREFETCH": 1, "EPI": "row", "GROUP": 2},
+    {"BM": 8, "BN": 16, "WM": 4, "WN": 4, "BK": 16, "VEC": 4, "PREFETCH": 1, "STAGES": 2,
+     "EPI": "row"}, {"LOAD": "k", "VEC": 4, "PREFETCH": 1, "STAGES": 2},
+    {"LOAD": "mn", "VEC": 4, "PREFETCH": 1}]
+
+
+@pytest.mark.parametrize("over", DEVICE_KNOBS, ids=str)
+@pytest.mark.parametrize("transposed", [True, False], ids=["a@b.T", "a@b"])
+def test_matmul_with_other_knobs_on_the_device(matrix_device, over, transposed):
+    """Other load orders, tiles (larger than the product too), wide loads, prefetching,
+    two stages, the banded tile order and the row epilogue, forced through the chooser:
+    the same product, with partial tiles on every side."""
     unit = compiler.device_matrix(matrix_device)
     s = unit.m
-    for knobs in ({"LOAD": MATRIX_LOADS[unit.api][-1]},
-                  {"BM": 8 * s, "BN": 4 * s, "WM": 4 * s, "WN": 2 * s, "BK": 64}):
-        seen = []
+    knobs = {k: v * s if k in ("BM", "BN", "WM", "WN") else v for k, v in over.items()}
+    if knobs.get("LOAD", "") is None:
+        knobs["LOAD"] = MATRIX_LOADS[unit.api][1]
+    if knobs.get("LOAD", MATRIX_LOADS[unit.api][0]) not in MATRIX_LOADS[unit.api]:
+        pytest.skip(f"LOAD {knobs['LOAD']} is not one of {unit.api}'s")
+    seen = []
 
-        def choose(request, knobs=knobs, seen=seen):
-            if request.kind != "matmul_coop":
-                return None
-            seen.append({**request.default.knobs, **knobs})
-            return seen[-1]
+    def choose(request):
+        if request.kind != "matmul_coop":
+            return None
+        seen.append({**request.default.knobs, **knobs})
+        return seen[-1]
 
-        torch.manual_seed(1)
-        cm = run_accelerated(matrix_device, Fn(lambda a, b: a @ b.T),
-                             [torch.randn(45, 70), torch.randn(52, 70)], choose)
-        assert [k.knobs for k in cm.plan.kernels if k.key.startswith("matmul_coop")] == seen
+    torch.manual_seed(1)
+    if transposed:
+        fn, inputs = Fn(lambda a, b: a @ b.T), [torch.randn(45, 72), torch.randn(52, 72)]
+    else:
+        fn, inputs = Fn(torch.mm), [torch.randn(70, 36), torch.randn(36, 60)]
+    cm = run_accelerated(matrix_device, fn, inputs, choose)
+    assert [k.knobs for k in cm.plan.kernels if k.key.startswith("matmul_coop")] == seen
 
 
 def test_linear_with_bias_and_activation_on_the_device(matrix_device):

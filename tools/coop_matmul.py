@@ -4,7 +4,7 @@ right, and how fast it is against cuBLAS's f16 GEMM.
 Run on the GPU machine (KERNELWRIGHT_RUNTIME=dawn: Dawn's subgroup matrices; else
 wgpu-native's cooperative matrices, which no released wgpu-py enables):
 
-    python tools/coop_matmul.py [--out results.json] [--sizes 4096,8192] [--quick]
+    python tools/coop_matmul.py [--out results.json] [--sizes 4096,8192] [--quick | --space]
 
 It writes a JSON (to --out, else $OUT/coop_matmul.json, else ./coop_matmul.json) and
 prints as it goes:
@@ -17,7 +17,9 @@ prints as it goes:
    f16 -> f16 (on Dawn the adapter's subgroup-matrix configs and the unit chosen);
 3. compiler.accelerated_unavailable: the probe compile(precision="accelerated") runs;
 4. the matmul_coop template (kernelwright's real kernel, through build_plan) in
-   several variants (LOAD order, warp tiling, BK), each checked at an odd shape with
+   several variants (VARIANTS: LOAD order, warp tiling, BK, and the pipeline's knobs
+   VEC, PREFETCH, STAGES, GROUP, EPI; --quick: QUICK; --space: the whole knob space at
+   the first size), each checked at an odd shape with
    partial tiles against torch.matmul of the f16-rounded operands (fp16 tolerance:
    atol = rtol = 1e-2) and then, if correct, checked and timed (GPU timestamps) at
    M = N = K = each size against torch's f16 matmul (cuBLAS, CUDA events) and
@@ -47,11 +49,14 @@ from kernelwright.schedule.schedule import build_plan
 
 TOL = 1e-2  # the fp16 tolerance: |kw - ref| <= TOL + TOL * |ref|
 
+PIPE = {"VEC": 4, "PREFETCH": 1, "STAGES": 2}  # wide loads, prefetched, two stages
 VARIANTS = {  # name -> knobs over matmul_coop_knobs' defaults for a large product
     "default": {},
     "load-row": {"LOAD": "row"},
     "load-rowT": {"LOAD": "rowT"},
     "load-col": {"LOAD": "col"},
+    "load-k": {"LOAD": "k"},
+    "load-mn": {"LOAD": "mn"},
     "warp64x64": {"WM": 64, "WN": 64},
     "warp32x64": {"WM": 32, "WN": 64},
     "bk16": {"BK": 16},
@@ -59,7 +64,30 @@ VARIANTS = {  # name -> knobs over matmul_coop_knobs' defaults for a large produ
     "pad0": {"PAD": 0},
     "tile128x64": {"BN": 64, "WM": 64, "WN": 32},
     "tile64x64": {"BM": 64, "BN": 64, "WM": 32, "WN": 32},
+    # one knob of the pipeline at a time, then together (docs/DECISIONS.md)
+    "vec4": {"VEC": 4},
+    "prefetch": {"PREFETCH": 1},
+    "stages2": {"STAGES": 2},
+    "vec4-prefetch": {"VEC": 4, "PREFETCH": 1},
+    "pipe": PIPE,
+    "pipe-row": {**PIPE, "EPI": "row"},
+    "pipe-group8": {**PIPE, "GROUP": 8},
+    "pipe-bk16": {**PIPE, "BK": 16},
+    "pipe-bk64": {**PIPE, "BK": 64},
+    "pipe-pad16": {**PIPE, "PAD": 16},
+    "pipe-pad0": {**PIPE, "PAD": 0},
+    "pipe-warp64x64": {**PIPE, "WM": 64, "WN": 64},
+    "pipe-tile128x256": {**PIPE, "BN": 256, "WM": 64, "WN": 64, "BK": 16},
+    "pipe-tile256x128": {**PIPE, "BM": 256, "WM": 64, "WN": 64, "BK": 16},
+    "pipe-tile128x256-bk32": {**PIPE, "BN": 256, "WM": 64, "WN": 64, "BK": 32},
+    "all-tile128x256": {**PIPE, "BN": 256, "WM": 64, "WN": 64, "BK": 16, "EPI": "row",
+                        "GROUP": 8},
 }
+# --quick (the `coop` task of tools/h200_session.sh): the load orders and the pipeline's
+# knobs, alone and together, and the larger tiles
+QUICK = ["default", "vec4", "prefetch", "stages2", "vec4-prefetch", "pipe", "pipe-row",
+         "pipe-group8", "pipe-bk16", "pipe-bk64", "pipe-pad16", "pipe-warp64x64",
+         "pipe-tile128x256", "pipe-tile256x128", "pipe-tile128x256-bk32", "all-tile128x256"]
 
 
 def log(*args) -> None:
@@ -239,21 +267,39 @@ def time_cublas(s: int, reps: int) -> dict:
     return {"ms": ms, "tflops": 2 * s ** 3 / ms / 1e9}
 
 
-def template_variants(dev: runtime.Device, unit: MatrixUnit, sizes: list[int], quick: bool,
-                      cuda: bool) -> dict:
+def variant_knobs(dev: runtime.Device, unit: MatrixUnit, sizes: list[int], quick: bool,
+                  space: bool) -> dict[str, dict]:
+    """The variants to run, name -> knobs over the defaults: --space, every knob set of
+    matmul_coop_space at the first size within the device's workgroup memory; --quick,
+    the spelling's load orders and QUICK; else all of VARIANTS the spelling has."""
+    loads = kernels.matmul_coop.MATRIX_LOADS[unit.api]
+    if space:
+        s = sizes[0]
+        limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
+        return {f"space{i}": knobs for i, knobs in enumerate(
+            kernels.matmul_coop.matmul_coop_space(s, s, s, unit, workgroup_bytes=limit))}
+    names = (QUICK[:1] + [f"load-{load}" for load in loads] + QUICK[1:] if quick
+             else list(VARIANTS))
+    return {name: VARIANTS[name] for name in names
+            if VARIANTS[name].get("LOAD", loads[0]) in loads}
+
+
+def template_variants(dev: runtime.Device, unit: MatrixUnit, sizes: list[int],
+                      variants: dict[str, dict], cuda: bool, out: dict, save) -> None:
+    """Each variant checked at an odd shape, then the correct ones timed at each size,
+    recorded into `out` and saved (`save()`) after each, so that a run stopped at its
+    time limit keeps what it measured."""
     rng = np.random.default_rng(2)
     odd = (1000, 1100, 900)  # M, K, N: partial tiles on every side
     xs = rng.standard_normal(odd[:2]).astype(np.float32)
     ys = rng.standard_normal(odd[1:]).astype(np.float32)
     ref_odd = reference(xs, ys, cuda)
-    out = {"odd_shape": odd, "variants": {}, "sizes": {}}
-    loads = [f"load-{load}" for load in kernels.matmul_coop.MATRIX_LOADS[unit.api]]
-    names = ["default", *loads] if quick else list(VARIANTS)
+    out.update({"odd_shape": odd, "variants": {}, "sizes": {}})
     correct = []
-    for name in names:
-        rec: dict = {"knobs_over_defaults": VARIANTS[name]}
+    for name, over in variants.items():
+        rec: dict = {"knobs_over_defaults": over}
         try:
-            plan, knobs = template_plan(*odd, VARIANTS[name], unit)
+            plan, knobs = template_plan(*odd, over, unit)
             rec["knobs"] = knobs
             (got,) = runtime.Executable(plan, dev).run([xs, ys])
             rec.update(check(got, ref_odd))
@@ -264,6 +310,7 @@ def template_variants(dev: runtime.Device, unit: MatrixUnit, sizes: list[int], q
             rec["error"] = err_text(exc)
         log(f"variant {name} at {odd}:", {k: v for k, v in rec.items() if k != "knobs"})
         out["variants"][name] = rec
+        save()
     for s in sizes:
         reps = 20 if s <= 4096 else 10
         srec: dict = {"flops": 2 * s ** 3}
@@ -290,10 +337,11 @@ def template_variants(dev: runtime.Device, unit: MatrixUnit, sizes: list[int], q
             srec["kw_strict_fp32"] = {"error": err_text(exc)}
         log(f"size {s}: kw strict fp32", srec["kw_strict_fp32"])
         srec["variants"] = {}
+        out["sizes"][str(s)] = srec
         for name in correct:
             rec = {}
             try:
-                plan, _ = template_plan(s, s, s, VARIANTS[name], unit)
+                plan, _ = template_plan(s, s, s, variants[name], unit)
                 exe = runtime.Executable(plan, dev)
                 (got,) = exe.run([xs, ys])
                 rec.update(check(got, ref))
@@ -306,8 +354,7 @@ def template_variants(dev: runtime.Device, unit: MatrixUnit, sizes: list[int], q
                 rec["error"] = err_text(exc)
             log(f"size {s}: variant {name}", rec)
             srec["variants"][name] = rec
-        out["sizes"][str(s)] = srec
-    return out
+            save()
 
 
 # -- 5. end to end ------------------------------------------------------------------------
@@ -339,7 +386,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="JSON path (default $OUT/coop_matmul.json)")
     ap.add_argument("--sizes", default="4096,8192", help="square sizes to time")
-    ap.add_argument("--quick", action="store_true", help="only the LOAD variants")
+    ap.add_argument("--quick", action="store_true",
+                    help="the LOAD variants, the pipeline's knobs and the larger tiles")
+    ap.add_argument("--space", action="store_true",
+                    help="every knob set of matmul_coop_space, at the first size only")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else Path(os.environ.get("OUT", ".")) / "coop_matmul.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -370,9 +420,18 @@ def main(argv=None) -> int:
     result["probe"] = compiler.accelerated_unavailable(dev)
     log("accelerated_unavailable:", result["probe"])
     save()
-    result["template"] = template_variants(dev, unit,
-                                           [int(s) for s in args.sizes.split(",") if s],
-                                           args.quick, cuda)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.space:
+        sizes = sizes[:1]
+    variants = variant_knobs(dev, unit, sizes, args.quick, args.space)
+    result["template"] = {}
+    try:
+        template_variants(dev, unit, sizes, variants, cuda, result["template"], save)
+    except KeyboardInterrupt:  # the session's time limit (SIGINT): keep what was measured
+        result["template"]["stopped"] = "interrupted at the time limit"
+        save()
+        log(f"interrupted; wrote {out}")
+        return 1
     save()
     result["end_to_end"] = end_to_end(dev)
     save()

@@ -17,10 +17,12 @@ from .common import (
     contiguous_dim,
     loader,
     merge_knobs,
+    plain_strides,
     pow2_ceil,
     require,
     snippet,
 )
+from .matmul import _tile_origin
 
 COOP_TILE = 16  # wgpu-native's cooperative matrices: 16 x 16 f16 operands, f32 results
 COOP_SUBGROUP = 32  # invocations per subgroup wgpu-native's path is written for (NVIDIA's)
@@ -29,13 +31,22 @@ COOP_UNIT = MatrixUnit("cooperative-matrix", COOP_TILE, COOP_TILE, COOP_TILE, CO
 # the tiles are laid out row-major (tile_a [m][k], tile_b [k][n]) or column-major
 # (tile_a [k][m], tile_b [n][k]). naga's coopLoad reads column-major; coopLoadT reads
 # rows (tools/coop_matmul.py tries the three on a device). Dawn's subgroupMatrixLoad
-# takes the order as an argument: "row" and "col" both.
+# takes the order as an argument: "row" and "col" both, and TILE_ORDERS' mixed ones.
 COOP_LOADS = {"col": ("coopLoad", "coopStore", False), "row": ("coopLoad", "coopStore", True),
               "rowT": ("coopLoadT", "coopStoreT", True)}
-MATRIX_LOADS = {"cooperative-matrix": ("col", "row", "rowT"), "subgroup-matrix": ("row", "col")}
-# Block and warp tiles, in units of the matrix's sides (m, n): BM, BN, WM, WN.
+# Dawn's loads take the order each, so its tiles may also each follow the operand's
+# contiguous dim: "k", both K-contiguous (tile_a [m][k], tile_b [n][k]: A @ B^T, a
+# linear's weight), or "mn" (tile_a [k][m], tile_b [k][n]). Whether tile_a and tile_b
+# are row-major, by LOAD:
+TILE_ORDERS = {"row": (True, True), "col": (False, False), "rowT": (True, True),
+               "k": (True, False), "mn": (False, True)}
+MATRIX_LOADS = {"cooperative-matrix": ("col", "row", "rowT"),
+                "subgroup-matrix": ("row", "col", "k", "mn")}
+# Block and warp tiles, in units of the matrix's sides (m, n): BM, BN, WM, WN. The last
+# two (128 x 256 and 256 x 128 on 16 x 16 matrices) are 8 subgroups of 4 x 4
+# accumulators: 128 f32 registers a lane for the accumulators on NVIDIA's.
 COOP_WARP_TILES = ((4, 4, 2, 2), (8, 4, 4, 2), (4, 8, 2, 4), (8, 8, 4, 2), (8, 8, 2, 4),
-                   (8, 8, 4, 4))
+                   (8, 8, 4, 4), (8, 16, 4, 4), (16, 8, 4, 4))
 COOP_BKS = (16, 32, 64)
 COOP_WORKGROUP_BYTES = 32768  # the space keeps to 32 KiB (the defaults use at most 27 KiB)
 
@@ -65,44 +76,64 @@ def matmul_coop_knobs(m: int, n: int, unit: MatrixUnit = COOP_UNIT) -> dict:
     """8 x 8 matrices per tile in 8 subgroups of 4 x 2 accumulators for products of at
     least that, else 4 x 4 in 4 subgroups of 2 x 2 (on 16 x 16 matrices: 128 x 128 tiles
     with 64 x 32 warp tiles, or 64 x 64 with 32 x 32); BK 32; rows of the staged tiles
-    padded by 8 f16 (16 bytes); the tiles' order the spelling's first."""
+    padded by 8 f16 (16 bytes); the tiles' order the spelling's first; scalar loads
+    staged straight into one workgroup buffer, tiles in grid order, the epilogue one
+    accumulator at a time (VEC 1, PREFETCH 0, STAGES 1, GROUP 0, EPI "acc": the knobs
+    that await the GPU sweep keep the kernel as first measured)."""
     large = m >= 8 * unit.m and n >= 8 * unit.n
     bm, bn, wm, wn = (8, 8, 4, 2) if large else (4, 4, 2, 2)
     return {"BM": bm * unit.m, "BN": bn * unit.n, "WM": wm * unit.m, "WN": wn * unit.n,
-            "BK": max(32, unit.k), "PAD": 8, "LOAD": MATRIX_LOADS[unit.api][0]}
+            "BK": max(32, unit.k), "PAD": 8, "LOAD": MATRIX_LOADS[unit.api][0], "VEC": 1,
+            "PREFETCH": 0, "STAGES": 1, "GROUP": 0, "EPI": "acc"}
 
 
 def _coop_layout(knobs: dict, unit: MatrixUnit = COOP_UNIT) -> dict:
-    """Strides and sizes of the staged tiles for the knobs' LOAD (f16 elements)."""
+    """Strides and sizes of the staged tiles for the knobs' LOAD (f16 elements; a_words
+    and b_words per stage) and of the f32 scratch the epilogue stores through."""
     bm, bn, bk, pad = knobs["BM"], knobs["BN"], knobs["BK"], knobs["PAD"]
-    row_major = COOP_LOADS[knobs["LOAD"]][2]
-    if row_major:  # tile_a [m][k], tile_b [k][n]
-        sa, sb = bk + pad, bn + pad
-        a_words, b_words = bm * sa, bk * sb
-    else:  # tile_a [k][m], tile_b [n][k]
-        sa, sb = bm + pad, bk + pad
-        a_words, b_words = bk * sa, bn * sb
+    a_row, b_row = TILE_ORDERS[knobs["LOAD"]]
+    sa = bk + pad if a_row else bm + pad  # tile_a [m][k] or [k][m]
+    sb = bn + pad if b_row else bk + pad  # tile_b [k][n] or [n][k]
+    a_words = (bm if a_row else bk) * sa
+    b_words = (bk if b_row else bn) * sb
     nsg = (bm // knobs["WM"]) * (bn // knobs["WN"])
     cell = unit.m * unit.n
-    return dict(row_major=row_major, sa=sa, sb=sb, a_words=a_words, b_words=b_words, nsg=nsg,
-                cell=cell, bytes=2 * (a_words + b_words) + 4 * nsg * cell)
+    scratch = cell if knobs.get("EPI", "acc") == "acc" else unit.m * knobs["WN"]
+    stages = knobs.get("STAGES", 1)
+    return dict(a_row=a_row, b_row=b_row, sa=sa, sb=sb, a_words=a_words, b_words=b_words, nsg=nsg,
+                cell=cell, scratch=scratch,
+                bytes=2 * stages * (a_words + b_words) + 4 * nsg * scratch)
+
+
+# The pipelines the space offers beside the first-measured one (VEC, PREFETCH, STAGES,
+# EPI): wide loads into registers during the multiplies, in one or two staged buffers,
+# the epilogue a row of accumulators at a time.
+COOP_PIPELINES = ((1, 0, 1, "acc"), (4, 1, 1, "row"), (4, 1, 2, "row"))
+COOP_GROUP = 8  # tile rows per band in the space's GROUP variants of large products
 
 
 def matmul_coop_space(m: int, n: int, k: int, unit: MatrixUnit = COOP_UNIT,
-                      load: str | None = None) -> list[dict]:
-    """Warp tilings and BK (the load order and padding stay the defaults'): tiles at
-    most twice the product's sides (rounded up to a power of two), BK at most K's, the
-    workgroup memory within COOP_WORKGROUP_BYTES."""
+                      load: str | None = None,
+                      workgroup_bytes: int = COOP_WORKGROUP_BYTES) -> list[dict]:
+    """Warp tilings, BK and the pipelines of COOP_PIPELINES (the load order and padding
+    stay the defaults'; GROUP COOP_GROUP beside 0 where the grid has more than one band
+    of tiles): tiles at most twice the product's sides (rounded up to a power of two),
+    BK at most K's, the workgroup memory within `workgroup_bytes`."""
     load = load or MATRIX_LOADS[unit.api][0]
     space = []
     for bm, bn, wm, wn in COOP_WARP_TILES:
         for bk in COOP_BKS:
-            knobs = {"BM": bm * unit.m, "BN": bn * unit.n, "WM": wm * unit.m,
-                     "WN": wn * unit.n, "BK": bk, "PAD": 8, "LOAD": load}
-            if (knobs["BM"] <= 2 * pow2_ceil(m) and knobs["BN"] <= 2 * pow2_ceil(n)
-                    and bk % unit.k == 0 and bk <= max(16, pow2_ceil(k))
-                    and _coop_layout(knobs, unit)["bytes"] <= COOP_WORKGROUP_BYTES):
+            for vec, prefetch, stages, epi in COOP_PIPELINES:
+                knobs = {"BM": bm * unit.m, "BN": bn * unit.n, "WM": wm * unit.m,
+                         "WN": wn * unit.n, "BK": bk, "PAD": 8, "LOAD": load, "VEC": vec,
+                         "PREFETCH": prefetch, "STAGES": stages, "GROUP": 0, "EPI": epi}
+                if not (knobs["BM"] <= 2 * pow2_ceil(m) and knobs["BN"] <= 2 * pow2_ceil(n)
+                        and bk % unit.k == 0 and bk <= max(16, pow2_ceil(k))
+                        and _coop_layout(knobs, unit)["bytes"] <= workgroup_bytes):
+                    continue
                 space.append(knobs)
+                if prefetch and m > COOP_GROUP * knobs["BM"] and n > knobs["BN"]:
+                    space.append({**knobs, "GROUP": COOP_GROUP})
     return space
 
 
@@ -119,7 +150,8 @@ class _Spelling:
     def __init__(self, unit: MatrixUnit, load: str):
         self.unit, self.load = unit, load
         self.sub = unit.api == "subgroup-matrix"
-        self.row_major = COOP_LOADS[load][2]
+        self.rows = TILE_ORDERS[load]  # whether tile_a, tile_b are row-major
+        self.row_major = self.rows[0]  # wgpu-native's: one order for both
 
     @property
     def enable(self) -> str:
@@ -133,7 +165,7 @@ class _Spelling:
         if self.sub:
             kind = (f"subgroup_matrix_left<f16, {u.k}, {u.m}>" if side == "a"
                     else f"subgroup_matrix_right<f16, {u.n}, {u.k}>")
-            col = "false" if self.row_major else "true"
+            col = "false" if self.rows[side == "b"] else "true"
             return f"subgroupMatrixLoad<{kind}>(&tile_{side}, u32({offset}), {col}, {stride}u)"
         role = "A" if side == "a" else "B"
         return (f"{COOP_LOADS[self.load][0]}<coop_mat{u.m}x{u.n}<f16, {role}>>"
@@ -146,18 +178,157 @@ class _Spelling:
             return f"subgroup_matrix_result<f32, {u.n}, {u.m}>()"
         return f"{COOP_LOADS[self.load][0]}<coop_mat{u.m}x{u.n}<f32, C>>(&tile_c[cbase], {u.n}u)"
 
-    def store(self, acc: str) -> str:
-        """`acc` to this subgroup's slice of tile_c, row-major for Dawn's (stride n) and
-        in the LOAD's order for wgpu-native's."""
-        if self.sub:
-            return f"subgroupMatrixStore(&tile_c, u32(cbase), {acc}, false, {self.unit.n}u);"
-        return f"{COOP_LOADS[self.load][1]}({acc}, &tile_c[cbase], {self.unit.n}u);"
+    def scratch_major(self) -> bool:
+        """Whether results sit row-major in tile_c (Dawn's always; wgpu-native's in the
+        LOAD's order)."""
+        return self.sub or self.row_major
 
-    @property
-    def cell(self) -> str:
-        """The tile_c index of row r, column c of a stored accumulator."""
-        n, m = self.unit.n, self.unit.m
-        return f"r * {n} + c" if self.sub or self.row_major else f"c * {m} + r"
+    def store(self, acc: str, j: int, width: int) -> str:
+        """`acc`, the j-th of a row of accumulators `width` columns wide in all, to this
+        subgroup's slice of tile_c: row-major with stride `width`, or column-major (the
+        matrices one after another, stride m)."""
+        u = self.unit
+        off = j * u.n if self.scratch_major() else j * u.n * u.m
+        at = f"cbase + {off}" if off else "cbase"
+        stride = width if self.scratch_major() else u.m
+        if self.sub:
+            return f"subgroupMatrixStore(&tile_c, u32({at}), {acc}, false, {stride}u);"
+        return f"{COOP_LOADS[self.load][1]}({acc}, &tile_c[{at}], {stride}u);"
+
+    def cell(self, width: int) -> str:
+        """The tile_c index of row r, column c of a stored row of accumulators."""
+        return f"r * {width} + c" if self.scratch_major() else f"c * {self.unit.m} + r"
+
+
+_LANES = "xyzw"
+
+
+class _Staging:
+    """How one operand's BK-deep tile travels from its loader to workgroup memory: each
+    invocation's rounds of one element or four consecutive ones along the operand's
+    contiguous dim (VEC 4: a 16-byte load through a vec4 view of a plain f32 buffer, else
+    one `load_a4`/`load_b4` call whose four lanes share their index arithmetic), held in
+    registers `<n>r<u>` between the fetch (at K offset `kb`) and the store (rounded to
+    f16, at the tile offset the PUT is given)."""
+
+    def __init__(self, src, materialized, name: str, x, knobs: dict, lay: dict, wg: int,
+                 kdim: int):
+        self.name = name
+        a = name == "a"
+        row_dim = 1 if a else 2
+        self.rows = knobs["BM" if a else "BN"]
+        self.size = x.shape[row_dim]
+        self.base = "m0" if a else "n0"
+        self.kdim = kdim
+        self.bk = bk = knobs["BK"]
+        cdim = contiguous_dim(x, materialized)
+        # consecutive invocations walk the contiguous dim (A: K unless M is; B: N unless K is)
+        along_rows = cdim == row_dim if a else cdim != 3 - row_dim
+        vdim = row_dim if along_rows else 3 - row_dim
+        self.along_rows = along_rows
+        self.view = self.lanes = None
+        width = 1
+        if knobs["VEC"] == 4 and x.shape[vdim] % 4 == 0:
+            plain = plain_strides(x, materialized)
+            if plain is not None:
+                root, offset, st = plain
+                if (st[vdim] == 1 and offset % 4 == 0
+                        and all(s % 4 == 0 for d, s in enumerate(st) if d != vdim)):
+                    self.view = (src.view4(root), offset, st)
+            if self.view is None:
+                self.lanes = vdim
+            width = 4
+        self.width = width
+        self.units = self.rows * bk // width
+        self.lo_width = (self.rows if along_rows else bk) // width
+        self.rounds = -(-self.units // wg)
+        self.wg = wg
+        if a:  # tile_a [m][k] (row-major) or [k][m]
+            self.stride_r, self.stride_k = (lay["sa"], 1) if lay["a_row"] else (1, lay["sa"])
+        else:  # tile_b [k][n] (row-major) or [n][k]
+            self.stride_r, self.stride_k = (1, lay["sb"]) if lay["b_row"] else (lay["sb"], 1)
+        self.row_dim, self.x = row_dim, x
+
+    def call(self, row: str, k: str, suffix: str = "") -> str:
+        n = self.name
+        return (f"load_{n}{suffix}(b, {row}, {k})" if n == "a"
+                else f"load_{n}{suffix}(b, {k}, {row})")
+
+    def _partial(self, u: int, stmt: str) -> str:
+        if (u + 1) * self.wg > self.units:  # a last round that only part of the group loads
+            return f"if (lin + {u * self.wg} < {self.units}) {{ {stmt} }}"
+        return stmt
+
+    def registers(self) -> list[str]:
+        t = "f32" if self.width == 1 else "vec4<f32>"
+        return [f"    var {self.name}r{u}: {t};" for u in range(self.rounds)]
+
+    def setup(self) -> list[str]:
+        """Per round, what does not depend on kb: the tile row and K offset, the tile
+        slot, the row's bounds test and a vec4 view's address but for its K term."""
+        n, lines = self.name, []
+        for u in range(self.rounds):
+            lo = f"{n}t{u} % {self.lo_width}" + (f" * {self.width}" if self.width > 1 else "")
+            hi = f"{n}t{u} / {self.lo_width}"
+            r, kq = (f"{n}l{u}", f"{n}h{u}") if self.along_rows else (f"{n}h{u}", f"{n}l{u}")
+            line = (f"    let {n}t{u} = lin + {u * self.wg}; let {n}h{u} = {hi};"
+                    f" let {n}l{u} = {lo};"
+                    f" let {n}s{u} = {_term(r, self.stride_r)} + {_term(kq, self.stride_k)};")
+            if self.view is not None:
+                _, offset, st = self.view
+                terms = [str(offset // 4)] if offset else []
+                for dim, idx in ((0, "b"), (self.row_dim, f"({self.base} + {r})"),
+                                 (self.kdim, kq)):
+                    if st[dim] == 1:
+                        terms.append(f"{idx} / 4")
+                    elif st[dim]:
+                        terms.append(f"{idx} * {st[dim] // 4}")
+                line += f" let {n}i{u} = {' + '.join(terms) or '0'};"
+            lines.append(line)
+        return lines
+
+    def fetch(self, k: int) -> list[str]:
+        """The loads of the tile at K offset `kb` into the registers; a bounds test is
+        written only where a tile can cross M, N or K."""
+        n, lines = self.name, []
+        for u in range(self.rounds):
+            r, kq = (f"{n}l{u}", f"{n}h{u}") if self.along_rows else (f"{n}h{u}", f"{n}l{u}")
+            reg = f"{n}r{u}"
+            tests = []
+            if self.size % self.rows:
+                tests.append(f"{self.base} + {r} < {self.size}")
+            if k % self.bk:  # (a tile past K is never fetched: the K loop tests kb)
+                tests.append(f"kb + {kq} < {k}")
+            if self.view is not None:
+                name, _, st = self.view
+                kst = st[self.kdim]
+                kterm = "kb / 4" if kst == 1 else f"kb * {kst // 4}"
+                value = f"{name}[{n}i{u} + {kterm}]"
+            else:
+                value = self.call(f"{self.base} + {r}", f"kb + {kq}",
+                                  "4" if self.lanes is not None else "")
+            zero = "0.0" if self.width == 1 else "vec4<f32>(0.0)"
+            body = (f"{reg} = {zero}; if ({' && '.join(tests)}) {{ {reg} = {value}; }}"
+                    if tests else f"{reg} = {value};")
+            lines.append(f"        {{ {self._partial(u, body)} }}")
+        return lines
+
+    def put(self, off: str) -> list[str]:
+        """The registers rounded to f16 into the staged tile at `off` + each slot."""
+        n, lines = self.name, []
+        step = self.stride_r if self.along_rows else self.stride_k
+        for u in range(self.rounds):
+            if self.width == 1:
+                body = f"tile_{n}[{off}{n}s{u}] = f16({n}r{u});"
+            else:
+                body = " ".join(f"tile_{n}[{off}{n}s{u}{f' + {e * step}' if e else ''}]"
+                                f" = f16({n}r{u}.{_LANES[e]});" for e in range(4))
+            lines.append(f"        {{ {self._partial(u, body)} }}")
+        return lines
+
+
+def _term(var: str, stride: int) -> str:
+    return var if stride == 1 else f"{var} * {stride}"
 
 
 def _matmul_coop(src, materialized, out, tnode, knobs, options: CompileOptions):
@@ -178,34 +349,30 @@ def _matmul_coop(src, materialized, out, tnode, knobs, options: CompileOptions):
     require(bm % wm == 0 and bn % wn == 0, knobs, "WM must divide BM and WN divide BN")
     require(isinstance(pad, int) and pad >= 0 and pad % 8 == 0, knobs,
             "PAD must be a multiple of 8 (16 bytes: matrix loads want aligned rows)")
+    require(knobs["VEC"] in (1, 4) and bk % 4 == 0, knobs, "VEC is 1 or 4 (BK a multiple of 4)")
+    require(knobs["PREFETCH"] in (0, 1), knobs, "PREFETCH is 0 or 1")
+    require(knobs["STAGES"] in (1, 2), knobs, "STAGES is 1 or 2")
+    require(isinstance(knobs["GROUP"], int) and knobs["GROUP"] >= 0, knobs,
+            "GROUP must be a non-negative integer")
+    require(knobs["EPI"] in ("acc", "row"), knobs, 'EPI is "acc" or "row"')
     spell = _Spelling(unit, knobs["LOAD"])
     lay = _coop_layout(knobs, unit)
     nsg, wg = lay["nsg"], lay["nsg"] * unit.subgroup
     require(wg <= MAX_WG, knobs, f"more than {MAX_WG} invocations")
     if nb > MAX_GRID:
         raise CompileError(f"matmul batch {nb} exceeds the grid limit {MAX_GRID}")
-    functions = (loader(src, materialized, "load_a", a) + loader(src, materialized, "load_b", b))
-    sa, sb, row_major = lay["sa"], lay["sb"], lay["row_major"]
-    # Staging: consecutive invocations walk the operand's contiguous dim.
-    a_idx = ("kk", "mm", bm) if contiguous_dim(a, materialized) == 1 else ("mm", "kk", bk)
-    b_idx = ("nn", "kk", bk) if contiguous_dim(b, materialized) == 1 else ("kk", "nn", bn)
-    a_at = "mm * {s} + kk" if row_major else "kk * {s} + mm"
-    b_at = "kk * {s} + nn" if row_major else "nn * {s} + kk"
-    operands = (
-        ("a", a_idx, bm * bk, f"m0 + mm < {m} && k0 + kk < {k}", "load_a(b, m0 + mm, k0 + kk)",
-         a_at.format(s=sa)),
-        ("b", b_idx, bk * bn, f"k0 + kk < {k} && n0 + nn < {n}", "load_b(b, k0 + kk, n0 + nn)",
-         b_at.format(s=sb)))
-    staging = []
-    for name, (hi, lo, width), count, cond, call, at in operands:
-        for u in range(-(-count // wg)):
-            load = (f"let t = lin + {u * wg}; let {hi} = t / {width}; let {lo} = t % {width};"
-                    f" var v = 0.0; if ({cond}) {{ v = {call}; }} tile_{name}[{at}] = f16(v);")
-            if (u + 1) * wg > count:  # a last round that only part of the workgroup loads
-                load = f"if (lin + {u * wg} < {count}) {{ {load} }}"
-            staging.append(f"        {{ {load} }}")
-    a_frag = "(wm + {o}) * {s} + kk" if row_major else "kk * {s} + wm + {o}"
-    b_frag = "kk * {s} + wn + {o}" if row_major else "(wn + {o}) * {s} + kk"
+    scalar = loader(src, materialized, "load_a", a) + loader(src, materialized, "load_b", b)
+    ops = [_Staging(src, materialized, "a", a, knobs, lay, wg, 2),
+           _Staging(src, materialized, "b", b, knobs, lay, wg, 1)]
+    functions = scalar + "".join(loader(src, materialized, f"load_{op.name}4", x, lanes=op.lanes)
+                                 for op, x in zip(ops, (a, b)) if op.lanes is not None)
+    sa, sb = lay["sa"], lay["sb"]
+    two = knobs["STAGES"] == 2
+    prefetch = knobs["PREFETCH"] == 1
+    a_frag = "(wm + {o}) * {s} + kk" if lay["a_row"] else "kk * {s} + wm + {o}"
+    b_frag = "kk * {s} + wn + {o}" if lay["b_row"] else "(wn + {o}) * {s} + kk"
+    if two:
+        a_frag, b_frag = "ra + " + a_frag, "rb + " + b_frag
     ti, tj = wm // unit.m, wn // unit.n
     mult = [f"            let a{i} = {spell.operand('a', a_frag.format(o=i * unit.m, s=sa), sa)};"
             for i in range(ti)]
@@ -214,19 +381,58 @@ def _matmul_coop(src, materialized, out, tnode, knobs, options: CompileOptions):
     mult += [f"            acc_{i}_{j} = {_mma(unit)}(a{i}, b{j}, acc_{i}_{j});"
              for i in range(ti) for j in range(tj)]
     accs = [f"    var acc_{i}_{j} = {spell.accumulator()};" for i in range(ti) for j in range(tj)]
+
+    def block(lines: list[str], guard: str, inner: bool) -> str:
+        """Statements in a block (`guard`: its condition), inside the K loop or not."""
+        pad = "    " if inner else ""
+        return "\n".join([f"    {pad}{guard}{{"] + [pad + x for x in lines] + [f"    {pad}}}"])
+
+    def fetch(kb: str, guard: str = "", put: str | None = None, inner: bool = True) -> str:
+        body = [f"        let kb = {kb};"] + ops[0].fetch(k) + ops[1].fetch(k)
+        if put is not None:
+            body += ops[0].put(put.format("a")) + ops[1].put(put.format("b"))
+        return block(body, guard, inner)
+
+    def put(off: str, guard: str = "") -> str:
+        return block(ops[0].put(off.format("a")) + ops[1].put(off.format("b")), guard, True)
+
+    more = f"if (k0 + {bk} < {k}) "
+    if two:
+        loop = snippet("matmul_coop_loop2").substitute(
+            K=k, BK=bk, TK=unit.k, A_STAGE=lay["a_words"], B_STAGE=lay["b_words"],
+            FIRST=fetch("0", put="", inner=False), MULTIPLY="\n".join(mult),
+            FETCH_NEXT=fetch(f"k0 + {bk}", more, None if prefetch else "w{} + "),
+            PUT_LATE=put("w{} + ", more) if prefetch else "")
+    else:
+        loop = snippet("matmul_coop_loop1").substitute(
+            K=k, BK=bk, TK=unit.k, FETCH_FIRST=fetch("0", inner=False) if prefetch else "",
+            FETCH_NOW="" if prefetch else fetch("k0"), PUT=put(""),
+            FETCH_NEXT=fetch(f"k0 + {bk}", more) if prefetch else "",
+            MULTIPLY="\n".join(mult))
     stores = []
     for i in range(ti):
-        for j in range(tj):
-            stores += snippet("matmul_coop_store").substitute(
-                STORE_ACC=spell.store(f"acc_{i}_{j}"), SUBGROUP=unit.subgroup, CELLS=lay["cell"],
-                COLS=unit.n, ROW_OFF=i * unit.m, COL_OFF=j * unit.n, M=m, N=n,
-                CELL=spell.cell).split("\n")
-    slots = dict(functions=functions, ENABLE=spell.enable, M=m, N=n, K=k, BM=bm, BN=bn, BK=bk,
-                 TK=unit.k, WG=wg, NSG=nsg, CELLS=lay["cell"], WARPS_N=bn // wn, WM=wm, WN=wn,
-                 A_WORDS=lay["a_words"], B_WORDS=lay["b_words"], ACCUMULATORS="\n".join(accs),
-                 LOAD_TILES="\n".join(staging), MULTIPLY="\n".join(mult),
-                 STORE_BLOCK="\n".join(stores), workgroup_bytes=lay["bytes"])
-    return "matmul_coop", slots, (math.ceil(n / bn), math.ceil(m / bm), nb), knobs
+        if knobs["EPI"] == "acc":
+            for j in range(tj):
+                stores += snippet("matmul_coop_store").substitute(
+                    STORE_ACC=spell.store(f"acc_{i}_{j}", 0, unit.n), SUBGROUP=unit.subgroup,
+                    CELLS=lay["cell"], COLS=unit.n, ROW_OFF=i * unit.m, COL_OFF=j * unit.n,
+                    M=m, N=n, CELL=spell.cell(unit.n)).split("\n")
+        else:
+            stores += snippet("matmul_coop_store_row").substitute(
+                STORE_ACCS="\n    ".join(spell.store(f"acc_{i}_{j}", j, wn) for j in range(tj)),
+                SUBGROUP=unit.subgroup, STRIP=lay["scratch"], WN=wn, ROW_OFF=i * unit.m, M=m,
+                N=n, CELL=spell.cell(wn)).split("\n")
+    gx, gy = math.ceil(n / bn), math.ceil(m / bm)
+    slots = dict(functions=functions, key_functions=scalar, ENABLE=spell.enable, BM=bm, BN=bn,
+                 WG=wg, NSG=nsg, SCRATCH=lay["scratch"], WARPS_N=bn // wn, WM=wm, WN=wn,
+                 A_WORDS=lay["a_words"] * knobs["STAGES"],
+                 B_WORDS=lay["b_words"] * knobs["STAGES"],
+                 ORIGIN=_tile_origin(knobs["GROUP"], gx, gy, bm, bn),
+                 REGISTERS="\n".join(ops[0].registers() + ops[1].registers()),
+                 SETUP="\n".join(ops[0].setup() + ops[1].setup()),
+                 ACCUMULATORS="\n".join(accs), K_LOOP=loop, STORE_BLOCK="\n".join(stores),
+                 workgroup_bytes=lay["bytes"])
+    return "matmul_coop", slots, (gx, gy, nb), knobs
 
 
 def _mma(unit: MatrixUnit) -> str:

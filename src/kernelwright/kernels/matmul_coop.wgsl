@@ -4,26 +4,31 @@
 // spelled by kernels/matmul_coop.py for the device's api: Dawn's subgroup matrices
 // (subgroupMatrixLoad, subgroupMatrixMultiplyAccumulate, subgroupMatrixStore) or
 // wgpu-native's cooperative matrices (coopLoad, coopMultiplyAdd, coopStore); one
-// matrix product is m x k by k x n (TK = k), CELLS = m * n results.
-// A workgroup of NSG subgroups computes a BM x BN tile; subgroup sg owns the WM x WN
-// warp tile at (wm, wn), held as (WM / m) x (WN / n) f32 accumulators (acc_i_j). Each
-// BK-deep step the whole workgroup stages A and B through the loaders (load_a, load_b:
-// fused prologues, transposes and broadcasts cost no copy), rounds them to f16 and
-// writes them to workgroup memory in the layout the matrix loads read (LOAD_TILES; rows
-// padded by PAD elements against bank conflicts); zero padding past M, N and K makes
-// every matrix operation work on whole matrices. After the K loop each subgroup stores
-// its accumulators one at a time into its slice of tile_c, from which its invocations
-// apply `epilogue` (fused consumers: bias, activations) and store with bounds checks
+// matrix product is m x k by k x n.
+// A workgroup of NSG subgroups computes a BM x BN tile at (m0, n0) (ORIGIN: the grid's
+// order, or bands of GROUP tile rows walked column by column); subgroup sg owns the
+// WM x WN warp tile at (wm, wn), held as (WM / m) x (WN / n) f32 accumulators (acc_i_j).
+// Each BK-deep step (K_LOOP: kernels/matmul_coop_loop1.wgsl or _loop2.wgsl) the whole
+// workgroup fetches A and B through the loaders (load_a, load_b: fused prologues,
+// transposes and broadcasts cost no copy; VEC 4: four elements a load) into registers
+// (REGISTERS, their index arithmetic set up once in SETUP), rounds them to f16 and
+// writes them to workgroup memory in the layout the matrix loads read (rows padded by
+// PAD elements against bank conflicts; STAGES 2: two buffers, one written while the
+// other is read); zero padding past M, N and K makes every matrix operation work on
+// whole matrices. After the K loop each subgroup stores its accumulators (one, or a
+// row of them: EPI) into its slice of tile_c, from which its invocations apply
+// `epilogue` (fused consumers: bias, activations) and store with bounds checks
 // (STORE_BLOCK). Matrix operations run in uniform control flow only: the loops have
 // constant bounds, and bounds checks guard plain loads and stores, never a matrix one.
-// Slots: ENABLE, BINDINGS, FUNCTIONS, M, N, K, BM, BN, BK, TK, WG, NSG, CELLS, WARPS_N,
-// WM, WN, A_WORDS, B_WORDS, ACCUMULATORS, LOAD_TILES, MULTIPLY, STORE_BLOCK.
+// Slots: ENABLE, BINDINGS, FUNCTIONS, BM, BN, WG, NSG, SCRATCH (tile_c elements a
+// subgroup), WARPS_N, WM, WN, A_WORDS, B_WORDS, ORIGIN, REGISTERS, SETUP,
+// ACCUMULATORS, K_LOOP, STORE_BLOCK.
 $ENABLE
 $BINDINGS
 $FUNCTIONS
 var<workgroup> tile_a: array<f16, $A_WORDS>;
 var<workgroup> tile_b: array<f16, $B_WORDS>;
-var<workgroup> tile_c: array<f32, $NSG * $CELLS>;  // one result matrix per subgroup
+var<workgroup> tile_c: array<f32, $NSG * $SCRATCH>;  // each subgroup's results, staged
 
 @compute @workgroup_size($WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -31,24 +36,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_invocation_id) lane: u32) {
     let b = i32(wid.z);
-    let m0 = i32(wid.y) * $BM;
-    let n0 = i32(wid.x) * $BN;
+$ORIGIN
     let lin = i32(li);
     let wm = i32(sg / $WARPS_N) * $WM;
     let wn = i32(sg % $WARPS_N) * $WN;
-    let cbase = i32(sg) * $CELLS;
-    for (var e = lin; e < $NSG * $CELLS; e += $WG) {
+    let cbase = i32(sg) * $SCRATCH;
+    for (var e = lin; e < $NSG * $SCRATCH; e += $WG) {
         tile_c[e] = 0.0;
     }
+$REGISTERS
+$SETUP
     workgroupBarrier();
 $ACCUMULATORS
-    for (var k0 = 0; k0 < $K; k0 += $BK) {
-$LOAD_TILES
-        workgroupBarrier();
-        for (var kk = 0; kk < $BK; kk += $TK) {
-$MULTIPLY
-        }
-        workgroupBarrier();
-    }
+$K_LOOP
 $STORE_BLOCK
 }
