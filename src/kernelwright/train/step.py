@@ -26,7 +26,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ..compiler import CompiledModule, mutations
+from ..compiler import CompiledModule, _collector_paused, mutations
 from ..frontend.capture import decomposition_table, fx_to_ir, user_line
 from ..ir.ir import CompileError, GraphBuilder, Value
 from ..lower.random import key_tensor
@@ -370,10 +370,11 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
     except Exception:  # noqa: BLE001 - no adapter: plan without a device's limits
         limits = None
     options = CompileOptions("strict", device_waves(dev), limits, choose_knobs)
-    ep = capture_joint(model, batch, loss_fn)
-    graph, names = _joint_graph(ep, optimizer, max_grad_norm, accumulate, options)
-    b, torch_dtypes = graph
-    plan = build_plan(b.graph, "tuple", torch_dtypes, options)
+    with _collector_paused():  # as compile's planning: the graphs are all alive until planned
+        ep = capture_joint(model, batch, loss_fn)
+        graph, names = _joint_graph(ep, optimizer, max_grad_norm, accumulate, options)
+        b, torch_dtypes = graph
+        plan = build_plan(b.graph, "tuple", torch_dtypes, options)
     plan.scalars = {}
     compiled = CompiledModule(plan, dev)
     params, optim_state, buffers = names
