@@ -230,6 +230,7 @@ def test_generate_bench_runs_at_the_tiny_config(tmp_path):
         assert mine["tokens_equal_eager"] and mine["first_token_differing"] is None
         assert mine["plans"] == 2 and mine["weights_held_as"] == ["float32"]
         assert mine["device_bytes"] > sum(p.numel() * 4 for p in tiny("llama").parameters())
-        for side in (mine, eager):
-            assert side["prefill_ms"] > 0 and side["decode_tokens_per_s"] > 0
+        for side in (mine, eager):  # no decode rate where N tokens timed no slower than
+            rate = side["decode_tokens_per_s"]  # one (a loaded CI machine's timer noise)
+            assert side["prefill_ms"] > 0 and (rate is None or rate > 0)
         assert mine["compile_s"]["prefill"] > 0 and mine["compile_s"]["decode"] > 0

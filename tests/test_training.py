@@ -10,9 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch._decomp import get_decompositions
 
 import kernelwright
 from kernelwright import CompileError
+from kernelwright.frontend.capture import decomposition_table
 from kernelwright.lower.registry import REGISTRY
 from kernelwright.train import step as step_module
 
@@ -237,6 +239,16 @@ def test_op_without_gradient_lowering_is_a_compile_error(monkeypatch):
                                            r"in 3 \(MaxPool2d\)"):
         kernelwright.compile_training(model, _batches((4, 3, 12, 12), 5)[0], F.cross_entropy,
                                       optimizer=kernelwright.optim.SGD(lr=0.1))
+
+
+def test_joint_graph_is_retraced_only_to_decompose_an_op_it_holds():
+    joint = step_module.capture_joint(_mlp(), _batches((16, 12), 5)[0], F.cross_entropy)
+    assert step_module._decompose_joint(joint, decomposition_table()) is joint
+    addmm = torch.ops.aten.addmm.default
+    assert any(n.target is addmm for n in joint.graph.nodes)
+    out = step_module._decompose_joint(joint, get_decompositions([addmm]))
+    targets = {n.target for n in out.graph.nodes}
+    assert addmm not in targets and torch.ops.aten.mm.default in targets
 
 
 def test_batch_of_another_shape_is_refused():

@@ -4,7 +4,7 @@
 
     python tools/generate_bench.py [--dtype float32|bfloat16] [--contexts 512,2048]
                                    [--new-tokens 32] [--reps 3]
-                                   [--torch-compile-mode reduce-overhead|default|none]
+                                   [--torch-compile-mode default|reduce-overhead|none]
                                    [--out baselines/generate.json]
     python tools/generate_bench.py --tiny --torch-compile-mode none   # a small config
 
@@ -18,8 +18,12 @@ clock of whole generate calls (median of `--reps`, after a warm-up that compiles
 alone (null where N tokens took no longer than one: a tiny model's noise). kernelwright
 runs on the default wgpu device, PyTorch on CUDA (on the CPU, and labelled so, where
 PyTorch sees no GPU); fp32 runs with TF32 off on both. torch.compile
-compiles the model's forward (`--torch-compile-mode`, reduce-overhead by default:
-transformers' recipe for a static cache, CUDA graphs). Reported per context and side:
+compiles the model's forward (`--torch-compile-mode`, default by default:
+reduce-overhead, transformers' recipe for a static cache with CUDA graphs, failed on an
+H100 with torch 2.11 and transformers 5.25, "accessing tensor output of CUDAGraphs that
+has been overwritten by a subsequent run", from the cache's in-place
+`cumulative_length.add_`; a failing side is recorded with its error). Reported per
+context and side:
 those times, compile times (kernelwright: its prefill and decode plans, from their
 compile; PyTorch's: the warm-up calls' wall time), the memory (kernelwright: the bytes
 its plans allocate on the device, `kernelwright.generate.device_bytes`; PyTorch:
@@ -164,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict:
                     help="prompt lengths, comma separated (default 512,2048; --tiny 16,40)")
     ap.add_argument("--new-tokens", type=int, default=None, help="default 32; --tiny 6")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--torch-compile-mode", default="reduce-overhead",
+    ap.add_argument("--torch-compile-mode", default="default",
                     help="torch.compile's mode for the model's forward; none: skip it")
     ap.add_argument("--tiny", action="store_true", help="a two-layer config (the test's)")
     ap.add_argument("--out", default="baselines/generate.json")

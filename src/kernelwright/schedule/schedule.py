@@ -35,6 +35,7 @@ from ..dtypes import buffer_bytes, default_torch_name, is_packed, itemsize, to_s
 from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from ..kernels import (
     ROW_LIMIT,
+    Generated,
     Without,
     generate,
     matmul_loads_once,
@@ -722,6 +723,39 @@ def early_updates(graph: Graph, groups: list[Group], chunked: list[list[Chunk]],
     return out
 
 
+class Asked:
+    """A set's `in`, each answer recorded: the membership a kernel's generation read."""
+
+    def __init__(self, values) -> None:
+        self.values = values
+        self.answers: dict[Value, bool] = {}
+
+    def __contains__(self, v) -> bool:
+        found = v in self.values
+        self.answers[v] = found
+        return found
+
+
+def _generate(group: Group, materialized: set[Value], band_only: bool,
+              options: CompileOptions, made: dict) -> Generated:
+    """The group's kernel (kernels.generate), or the one generated for the same group in
+    an earlier round of build_plan's loop where every value whose materialization that
+    generation asked about is materialized as it was then: the kernel is a function of
+    those answers, so a round that cuts a few kernels generates only the kernels the cut
+    changed. `made` holds the earlier rounds' kernels."""
+    phases = [(p.template, p.root) for p in group.phases]
+    key = (group.root, group.template, *phases, band_only)
+    earlier = made.get(key)
+    if earlier is not None and all((v in materialized) == was
+                                   for v, was in earlier[0].items()):
+        return earlier[1]
+    asked = Asked(materialized)
+    gen = generate(group.root, group.template, asked, lambda v: id(v), options, phases,
+                   band_only)
+    made[key] = (asked.answers, gen)
+    return gen
+
+
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                options: CompileOptions) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
@@ -738,12 +772,12 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     nodes = live_nodes(graph)
     users, outputs = readers(nodes), set(graph.roots())
     store: frozenset[Value] = frozenset()
+    made: dict[tuple, tuple[dict[Value, bool], Generated]] = {}  # _generate's kernels
     while True:
         groups = fuse(graph, nodes, store)
         materialized = {g.root for g in groups}
-        gens = [generate(g.root, g.template, materialized, lambda v: id(v), options,
-                         [(p.template, p.root) for p in g.phases],
-                         read_only_in_band(g.root, users, outputs))
+        gens = [_generate(g, materialized, read_only_in_band(g.root, users, outputs),
+                          options, made)
                 for g in groups]
         chunked = [[Chunk(gen)] for gen in gens]
         space = None
@@ -762,6 +796,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                 for v in packed:
                     v.storage = None
                 same_state_storage(graph)
+                made.clear()  # kernels reading or writing them change
                 continue
             phases = {i: [(p.template, p.root) for p in groups[i].phases] for i in split}
             space, hints = plan_segments(
