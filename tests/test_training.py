@@ -407,7 +407,9 @@ def test_torch_optimizer_of_part_of_the_model_or_unsupported_is_refused():
         kernelwright.compile_training(model, batch, F.cross_entropy, optimizer="adam")
 
 
-def test_kernel_times_of_a_step_time_every_kernel_and_are_a_step():
+def test_timing_a_step_times_every_kernel_and_is_a_step():
+    """kernel_times_ms and gpu_time_ms time a real step: the parameters and counters move
+    on as a plain call's do."""
     batches = _batches((16, 12), 5)
     timed = kernelwright.compile_training(_mlp(), batches[0], F.cross_entropy,
                                           optimizer=kernelwright.optim.Adam(lr=1e-2),
@@ -429,3 +431,6 @@ def test_kernel_times_of_a_step_time_every_kernel_and_are_a_step():
     with pytest.raises(FloatingPointError, match="not finite"):
         timed.kernel_times_ms(bad, batches[0][1])
     assert timed.steps == 3
+    assert timed.gpu_time_ms(*batches[3]) > 0 and timed.steps == 4
+    plain(*batches[3])
+    assert timed(*batches[0]) == pytest.approx(plain(*batches[0]), rel=1e-6)

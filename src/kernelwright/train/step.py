@@ -228,11 +228,22 @@ class TrainingStep:
         (CompiledModule.kernel_times_ms: timestamps around each kernel, one compute pass
         per kernel). The timed call is a step: it updates parameters, optimizer state and
         counters as calling the step does (a non-finite step raises or is skipped alike)."""
+        return self._measured(batch, lambda args: self.compiled.kernel_times_ms(*args))
+
+    def gpu_time_ms(self, *batch) -> float:
+        """GPU time of one step on `batch`, its kernels in one compute pass
+        (CompiledModule.gpu_times_ms: timestamps around the pass); a step, as
+        kernel_times_ms's timed call is."""
+        return self._measured(batch, lambda args: self.compiled.gpu_times_ms([args], 1)[0])
+
+    def _measured(self, batch: tuple, measure: Callable):
+        """`measure(the plan's arguments)` for one step on `batch`, then the step counted
+        from the outputs it left on the GPU; returns what `measure` returned."""
         args, apply = self._call_args(batch)
-        times = self.compiled.kernel_times_ms(*args)
+        result = measure(args)
         loss, norm, ok = (self.compiled.exe.read(spec) for spec in self.plan.outputs)
         self._account(float(loss), float(norm), bool(ok), apply)
-        return times
+        return result
 
     def _call_args(self, batch: tuple) -> tuple[tuple, bool]:
         """The compiled plan's arguments for one step on `batch` (the batch, the random key,
