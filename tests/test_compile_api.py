@@ -89,6 +89,12 @@ def test_kernel_timestamps_when_supported():
     assert all(0 <= t < 1e4 for _, t in times) and sum(t for _, t in times) > 0, times
     calls = compiled.gpu_times_ms([[torch.randn(3, 8)]], 3)
     assert len(calls) == 3 and all(0 < t < 1e4 for t in calls), calls
+    # a plan of more kernels than one query set holds: several sets, every kernel timed
+    x = torch.randn(3, 8)
+    arrays = compiled._arrays(compiled._tensors([x]))
+    split = compiled.exe.kernel_times_ms(arrays, per_set=1)
+    assert len(split) == len(compiled.plan.kernels) > 1
+    assert all(0 <= t < 1e4 for t in split) and sum(split) > 0, split
 
 
 def test_poison_fills_outputs_and_intermediates_with_nan():

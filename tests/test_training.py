@@ -417,3 +417,32 @@ def test_torch_optimizer_of_part_of_the_model_or_unsupported_is_refused():
                                       optimizer=torch.optim.RMSprop(model.parameters()))
     with pytest.raises(TypeError, match="optimizer must be"):
         kernelwright.compile_training(model, batch, F.cross_entropy, optimizer="adam")
+
+
+def test_timing_a_step_times_every_kernel_and_is_a_step():
+    """kernel_times_ms and gpu_time_ms time a real step: the parameters and counters move
+    on as a plain call's do."""
+    batches = _batches((16, 12), 5)
+    timed = kernelwright.compile_training(_mlp(), batches[0], F.cross_entropy,
+                                          optimizer=kernelwright.optim.Adam(lr=1e-2),
+                                          max_grad_norm=1.0)
+    plain = kernelwright.compile_training(_mlp(), batches[0], F.cross_entropy,
+                                          optimizer=kernelwright.optim.Adam(lr=1e-2),
+                                          max_grad_norm=1.0)
+    times = timed.kernel_times_ms(*batches[0])
+    assert [name for name, _ in times] == [k.name for k in timed.plan.kernels]
+    assert all(t >= 0 for _, t in times) and sum(t for _, t in times) > 0
+    plain(*batches[0])
+    assert timed.steps == plain.steps == 1
+    assert timed.grad_norm == pytest.approx(plain.grad_norm, rel=1e-6)
+    # the timed step updated the parameters as a step does: the next losses agree
+    for i in range(1, 3):
+        assert timed(*batches[i]) == pytest.approx(plain(*batches[i]), rel=1e-6)
+    bad = batches[0][0].clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match="not finite"):
+        timed.kernel_times_ms(bad, batches[0][1])
+    assert timed.steps == 3
+    assert timed.gpu_time_ms(*batches[3]) > 0 and timed.steps == 4
+    plain(*batches[3])
+    assert timed(*batches[0]) == pytest.approx(plain(*batches[0]), rel=1e-6)

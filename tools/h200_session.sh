@@ -51,6 +51,12 @@
 #             where the 200-step parity may not; output $R/train
 #   train200  the same at --steps 200 (the 200-step parity), output $R/train200; with
 #             TRAIN_ARGS="--only ..." to split the workloads over calls
+#   trainprofile  tools/train_profile.py --size full (issue 43: where a training step's GPU
+#             time goes): per workload each kernel's time of one step grouped by kernel
+#             name and template family, the top kernels' knobs, grid, bytes and FLOPs, the
+#             step's wall and one-pass GPU time against the sum of its kernels, and PyTorch
+#             eager's step under torch.profiler beside it; more arguments in
+#             TRAINPROFILE_ARGS, e.g. "--only resnet18,unet --top 25": $R/train_profile.json
 #   generate  tools/generate_bench.py (SmolLM2-135M's config, batch 1) in fp32 then bf16,
 #             half the limit each: $R/generate_fp32.json, $R/generate_bf16.json
 #   accelerated  the accelerated f16 GEMMs and SDPA on Dawn's subgroup matrices against
@@ -193,6 +199,9 @@ run_task() {
         --timeout "${TRAIN_TIMEOUT:-$(( (secs - 40) / count ))}" --resume --out "$dir" \
         "${targs[@]}" > "$dir/bench.log" 2>&1
       tail -14 "$dir/bench.log" >> "$LOG" ;;
+    trainprofile) read -r -a targs <<< "${TRAINPROFILE_ARGS:-}"  # e.g. "--only mlp,cnn"
+      limit "$secs" python3 tools/train_profile.py --size full --out "$R/train_profile.json" \
+        "${targs[@]}" >> "$LOG" 2>&1 ;;
     generate)
       limit $((secs / 2)) python3 tools/generate_bench.py --out "$R/generate_fp32.json" \
         >> "$LOG" 2>&1

@@ -65,6 +65,9 @@ OPTIONAL_FEATURES = ("timestamp-query", "subgroups", "shader-f16", "cooperative-
                      "subgroup-matrix")
 POISON_CHUNK = 64 << 20  # bytes of NaN written per call when poisoning buffers
 TRANSFER_CHUNK = 256 << 20  # bytes per upload or read-back call (bounds the staging copies)
+# kernels timed per query set by kernel_times_ms: WebGPU allows 4096 queries in one set,
+# two per kernel
+KERNELS_PER_QUERY_SET = 2048
 # wgpu's shader translator (naga) adds runtime checks to every shader: a clamp on each
 # array index (workgroup tiles included) and a counter in each loop. A kernel that
 # kernelwright's templates wrote (Kernel.trusted) indexes in bounds and terminates by
@@ -428,10 +431,14 @@ class Executable:
                 encoder.copy_buffer_to_buffer(a, 0, b, 0, min(a.size, b.size))
 
     def _record_kernels(self, encoder, timestamps=None, per_kernel=False) -> None:
+        """The kernels in one compute pass, `timestamps` its timestamp writes; with
+        `per_kernel`, one pass per kernel, `timestamps` a list of (query set, kernels) of
+        consecutive kernels, two queries (begin, end) per kernel."""
         if per_kernel:
-            for i, (pipe, group, grid) in enumerate(self.steps):
-                tw = {"query_set": timestamps, "beginning_of_pass_write_index": 2 * i,
-                      "end_of_pass_write_index": 2 * i + 1}
+            sets = [(qs, j) for qs, count in timestamps for j in range(count)]
+            for (pipe, group, grid), (qs, j) in zip(self.steps, sets, strict=True):
+                tw = {"query_set": qs, "beginning_of_pass_write_index": 2 * j,
+                      "end_of_pass_write_index": 2 * j + 1}
                 p = encoder.begin_compute_pass(timestamp_writes=tw)
                 p.set_pipeline(pipe)
                 p.set_bind_group(0, group)
@@ -489,16 +496,21 @@ class Executable:
         ticks = self._resolve(qs, 2 * reps)
         return [(ticks[2 * r + 1] - ticks[2 * r]) / 1e6 for r in range(reps)]
 
-    def kernel_times_ms(self, arrays: list[np.ndarray]) -> list[float]:
-        """GPU time of each kernel in one call (one compute pass per kernel)."""
+    def kernel_times_ms(self, arrays: list[np.ndarray],
+                        per_set: int = KERNELS_PER_QUERY_SET) -> list[float]:
+        """GPU time of each kernel in one call (one compute pass per kernel; `per_set`
+        kernels per query set, as many sets as the plan needs)."""
         d = self.dev.device
         n = len(self.steps)
-        qs = d.create_query_set(type=wgpu.QueryType.timestamp, count=2 * n)
+        counts = [min(per_set, n - start) for start in range(0, n, per_set)]
+        sets = [(d.create_query_set(type=wgpu.QueryType.timestamp, count=2 * c), c)
+                for c in counts]
         self.upload(arrays)
         enc = d.create_command_encoder()
-        self._record(enc, qs, per_kernel=True)
+        self._record(enc, sets, per_kernel=True)
         d.queue.submit([enc.finish()])
-        ticks = self._resolve(qs, 2 * n)
+        ticks = np.concatenate([self._resolve(qs, 2 * c) for qs, c in sets]) if sets \
+            else np.zeros(0, np.int64)
         return [(ticks[2 * i + 1] - ticks[2 * i]) / 1e6 for i in range(n)]
 
     def _resolve(self, qs, count: int) -> np.ndarray:

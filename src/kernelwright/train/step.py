@@ -230,6 +230,36 @@ class TrainingStep:
         return self.compiled.plan
 
     def __call__(self, *batch) -> float:
+        args, apply = self._call_args(batch)
+        loss, norm, ok = self.compiled(*args)
+        return self._account(float(loss), float(norm), bool(ok), apply)
+
+    def kernel_times_ms(self, *batch) -> list[tuple[str, float]]:
+        """GPU time of each kernel of one step on `batch`, by the plan's kernel names
+        (CompiledModule.kernel_times_ms: timestamps around each kernel, one compute pass
+        per kernel). The timed call is a step: it updates parameters, optimizer state and
+        counters as calling the step does (a non-finite step raises or is skipped alike)."""
+        return self._measured(batch, lambda args: self.compiled.kernel_times_ms(*args))
+
+    def gpu_time_ms(self, *batch) -> float:
+        """GPU time of one step on `batch`, its kernels in one compute pass
+        (CompiledModule.gpu_times_ms: timestamps around the pass); a step, as
+        kernel_times_ms's timed call is."""
+        return self._measured(batch, lambda args: self.compiled.gpu_times_ms([args], 1)[0])
+
+    def _measured(self, batch: tuple, measure: Callable):
+        """`measure(the plan's arguments)` for one step on `batch`, then the step counted
+        from the outputs it left on the GPU; returns what `measure` returned."""
+        args, apply = self._call_args(batch)
+        result = measure(args)
+        loss, norm, ok = (self.compiled.exe.read(spec) for spec in self.plan.outputs)
+        self._account(float(loss), float(norm), bool(ok), apply)
+        return result
+
+    def _call_args(self, batch: tuple) -> tuple[tuple, bool]:
+        """The compiled plan's arguments for one step on `batch` (the batch, the random key,
+        the per-step scalars: learning rate, bias corrections, apply), and whether the
+        step applies the update (the last micro-batch of an accumulation)."""
         if self.lr_schedule is not None:
             self.lr = float(self.lr_schedule(self.steps))
         hyper = self.optimizer.hyper(self.lr, self.steps + 1) or [0.0]
@@ -239,20 +269,24 @@ class TrainingStep:
         hyper_t = torch.tensor(hyper, dtype=torch.float32)
         key = (key_tensor(self.seed, self.draws),) if self.random else ()
         self.draws += int(self.random)
-        loss, norm, ok = self.compiled(*batch, *key, hyper_t)
-        self.grad_norm = float(norm)
-        if bool(ok):
+        return (*batch, *key, hyper_t), apply
+
+    def _account(self, loss: float, norm: float, ok: bool, apply: bool) -> float:
+        """Count a step the GPU ran (its loss, gradient norm, whether both were finite);
+        a non-finite one is skipped or raises FloatingPointError. Returns the loss."""
+        self.grad_norm = norm
+        if ok:
             self.micro = 0 if apply else self.micro + 1
             self.steps += int(apply)
         elif self.skip_nonfinite:
             self.skipped += 1
         else:
             raise FloatingPointError(
-                f"step {self.steps + self.skipped}: the loss ({float(loss)}) or the gradient "
+                f"step {self.steps + self.skipped}: the loss ({loss}) or the gradient "
                 f"norm ({self.grad_norm}) is not finite; parameters and optimizer state are "
                 "left as they were before this step (compile_training(skip_nonfinite=True) "
                 "skips such steps)")
-        return float(loss)
+        return loss
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The model's parameters and updated buffers as the GPU holds them, named as in
