@@ -48,6 +48,7 @@
 #             --timeout (TRAIN_TIMEOUT overrides), so that every workload finishes or is
 #             reported TIMEOUT/CRASH with its stage in one call; 50 steps: the loss at each
 #             step, the parameters after them and the timed steps fit 8 x 65 s of train=560
+#             (the share is of the workloads TRAIN_ARGS names with --only, where it does)
 #             where the 200-step parity may not; output $R/train
 #   train200  the same at --steps 200 (the 200-step parity), output $R/train200; with
 #             TRAIN_ARGS="--only ..." to split the workloads over calls
@@ -194,7 +195,8 @@ run_task() {
       [ "$task" = train200 ] && steps=200
       mkdir -p "$dir"
       read -r -a targs <<< "${TRAIN_ARGS:-}"  # e.g. TRAIN_ARGS="--only resnet50"
-      count=$(ls src/kernelwright/suite/training/[a-z]*.py | wc -l)
+      count=$(grep -o -- "--only" <<< "${TRAIN_ARGS:-}" | wc -l)  # the workloads asked,
+      [ "$count" -gt 0 ] || count=$(ls src/kernelwright/suite/training/[a-z]*.py | wc -l)
       limit "$secs" python3 -m kernelwright.cli bench --train --size full --steps "$steps" \
         --timeout "${TRAIN_TIMEOUT:-$(( (secs - 40) / count ))}" --resume --out "$dir" \
         "${targs[@]}" > "$dir/bench.log" 2>&1
