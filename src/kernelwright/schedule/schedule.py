@@ -306,13 +306,15 @@ READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an
 
 def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> list[Group]:
     """Fold back into its readers a value that `fuse` materialized only because several
-    kernels read it, when every reader touches each of its elements once (an elementwise
-    kernel, a reduction, a matmul with one tile of the other side: `_reads_once`) and
-    the value is either a short elementwise expression of
-    buffers (softmax's exp(x - max) feeds both its sum and its division) or a view of a
-    buffer in the buffer's own element order (InstanceNorm's reshape of its input to
-    [1, N * C, H, W], read by the statistics and the normalization): recomputing it
-    costs a few instructions or none, materializing it a write, a read and a kernel.
+    kernels read it, when it is a view of a buffer in the buffer's own element order
+    (InstanceNorm's reshape of its input to [1, N * C, H, W], read by the statistics and
+    the normalization; attention's probabilities as the [B * H, L, S] of their products
+    by V and, transposed, by the output's gradient) whatever its readers, or a short
+    elementwise expression of buffers (softmax's exp(x - max) feeds both its sum and its
+    division) whose every reader touches each of its elements once (an elementwise
+    kernel, a reduction, a matmul with one tile of the other side: `_reads_once`):
+    recomputing it costs a few instructions or none, materializing it a write, a read,
+    a kernel and, in a training step, a second buffer of its size held to the backward.
     A view in another order (a transpose) stays materialized: its readers would read
     memory out of order. A sum of a few items of a buffer (ir.inline_sum over views
     alone: split-K's partial products, with the bias its epilogue adds) counts as that
@@ -333,17 +335,17 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
         if (g.template is not None and not summed) or v in outputs:
             continue
         readers = {group_of[u] for u in users.get(v, [])}
-        if readers & folded or not all(_reads_once(r.template, v, roots) for r in readers):
+        view = not summed and v.node.op != "ew" and _in_order_view(v, others)
+        if readers & folded or not (view or all(_reads_once(r.template, v, roots)
+                                                for r in readers)):
             continue
         if summed and any(r.template is not None and r.template.op not in
                           READS_EACH_ELEMENT_ONCE for r in readers):
             continue
         reads: set[Value] = set()
-        if v.node.op == "ew" or summed:
-            cheap = (_inline_ops(v, others, reads) <= RECOMPUTE_MAX_OPS
-                     and len(reads) <= RECOMPUTE_MAX_READS)
-        else:
-            cheap = _in_order_view(v, others)
+        cheap = view or (v.node.op == "ew" or summed) and (
+            _inline_ops(v, others, reads) <= RECOMPUTE_MAX_OPS
+            and len(reads) <= RECOMPUTE_MAX_READS)
         if cheap:
             folded.add(g)
             roots.discard(v)
