@@ -417,6 +417,8 @@ def _inline_ops(v: Value, roots: set[Value], reads: set[Value], counts=None) -> 
     return own + sum(_inline_ops(x, roots, reads, counts) for x in v.node.inputs)
 
 
+# build_plan: a free buffer larger than this many times a value's bytes is not its home
+REUSE_MAX_RATIO = 4
 ROW_FUSION_MAX = ROW_LIMIT  # rows longer than this keep a kernel per reduction (0: never fuse)
 
 
@@ -852,13 +854,20 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             buffer_of[v] = new_buffer(v, "temp")
         else:
             need = buffer_bytes(v.numel, v.stored)
-            # a value held in several device buffers (segment_bytes) has its own
-            fits = [b for b in free if buffers[b].nbytes >= need and buffers[b].dtype == v.stored
-                    and not buffers[b].segment
-                    and not (limits and (space or Space(limits)).segment(v))]
-            if fits:
-                b = min(fits, key=lambda b: buffers[b].nbytes)
+            # a value held in several device buffers (segment_bytes) has its own; a value
+            # takes a free buffer up to REUSE_MAX_RATIO times its size (a small value
+            # would hold a large buffer as long as it lives), else grows the largest
+            # smaller one
+            own = bool(limits and (space or Space(limits)).segment(v))
+            usable = [b for b in free if buffers[b].dtype == v.stored
+                      and not buffers[b].segment and not own]
+            fits = [b for b in usable if need <= buffers[b].nbytes <= REUSE_MAX_RATIO * need]
+            small = [b for b in usable if buffers[b].nbytes < need]
+            if fits or small:
+                b = min(fits, key=lambda b: buffers[b].nbytes) if fits else \
+                    max(small, key=lambda b: buffers[b].nbytes)
                 free.remove(b)
+                buffers[b].nbytes = max(buffers[b].nbytes, need)
                 buffer_of[v] = b
             else:
                 buffer_of[v] = new_buffer(v, "temp")
