@@ -5,14 +5,18 @@ forward computes, the loss's included) and two of the largest of them for the ba
 temporaries. A plan that copies each updated state from a buffer of its own (3 x the
 parameters' bytes more) or holds temporaries apart that could share exceeds it."""
 
+import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from kernelwright.ir.ir import Graph, Value
 from kernelwright.options import CompileOptions
+from kernelwright.schedule.schedule import fuse, live_nodes, readers
 from kernelwright.suite.training import mlp
-from kernelwright.train import optim
+from kernelwright.train import optim, step
 from kernelwright.train.step import plan_training
 
 
@@ -48,3 +52,60 @@ def test_mlp_plan_bytes_within_adam_state_and_activations():
     bound = 4 * params + sum(t.numel() * 4 for t in batch) + acts.total + 2 * acts.largest
     assert sum(b.nbytes for b in plan.buffers) <= bound
     assert plan.updates == []  # every parameter and moment copied as soon as it may be
+
+
+class SelfAttention(nn.Module):
+    """x [batch, length, heads * dim] -> the sum of its self-attention (one projection
+    for q, k and v), causal, under a boolean [length, length] mask, or neither."""
+
+    def __init__(self, heads: int, dim: int, causal: bool) -> None:
+        super().__init__()
+        self.heads, self.dim, self.causal = heads, dim, causal
+        self.qkv = nn.Linear(heads * dim, 3 * heads * dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        n, t, _ = x.shape
+        q, k, v = self.qkv(x).view(n, t, 3, self.heads, self.dim).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                              is_causal=self.causal).sum()
+
+
+def held_across(graph: Graph, numel: int) -> int:
+    """The most values of `numel` elements that the kernels of `graph` (schedule.fuse's
+    groups, in their order) hold across one kernel: written before it, read after it."""
+    nodes = live_nodes(graph)
+    users = readers(nodes)
+    groups = fuse(graph, nodes)
+    index = {n: i for i, g in enumerate(groups) for n in g.members}
+    for i, g in enumerate(groups):
+        for p in g.phases:
+            index.update(dict.fromkeys(p.members, i))
+
+    def last_read(v: Value) -> int:  # through values folded into their readers' kernels
+        return max((index[u] if u in index else last_read(u.out) for u in users.get(v, [])),
+                   default=-1)
+
+    spans = [(i, last_read(g.root)) for i, g in enumerate(groups) if g.root.numel == numel]
+    return max(sum(a < k < b for a, b in spans) for k in range(len(groups)))
+
+
+@pytest.mark.parametrize("masking", ["causal", "mask", "none"])
+def test_attention_step_keeps_one_scores_sized_tensor(monkeypatch, masking):
+    """The backward of an attention reads its probabilities, not its scores: the step
+    holds one [B, H, L, S] tensor from the forward to the backward, not also the scores
+    or a copy of the probabilities in the product's [B * H, L, S] shape."""
+    b, heads, length, dim = 2, 3, 24, 4
+    torch.manual_seed(0)
+    model = SelfAttention(heads, dim, masking == "causal")
+    x = torch.randn(b, length, heads * dim)
+    batch = (x, torch.rand(length, length) > 0.3) if masking == "mask" else (x,)
+    held: list[int] = []
+    build_plan = step.build_plan
+
+    def counting(graph: Graph, *args):
+        held.append(held_across(graph, b * heads * length * length))
+        return build_plan(graph, *args)
+
+    monkeypatch.setattr(step, "build_plan", counting)
+    plan_training(model, batch, None, optim.SGD(lr=0.1), CompileOptions())
+    assert held == [1]

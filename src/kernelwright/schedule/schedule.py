@@ -307,13 +307,15 @@ READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an
 
 def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> list[Group]:
     """Fold back into its readers a value that `fuse` materialized only because several
-    kernels read it, when every reader touches each of its elements once (an elementwise
-    kernel, a reduction, a matmul with one tile of the other side: `_reads_once`) and
-    the value is either a short elementwise expression of
-    buffers (softmax's exp(x - max) feeds both its sum and its division) or a view of a
-    buffer in the buffer's own element order (InstanceNorm's reshape of its input to
-    [1, N * C, H, W], read by the statistics and the normalization): recomputing it
-    costs a few instructions or none, materializing it a write, a read and a kernel.
+    kernels read it, when it is a view of a buffer in the buffer's own element order
+    (InstanceNorm's reshape of its input to [1, N * C, H, W], read by the statistics and
+    the normalization; attention's probabilities as the [B * H, L, S] of their products
+    by V and, transposed, by the output's gradient) whatever its readers, or a short
+    elementwise expression of buffers (softmax's exp(x - max) feeds both its sum and its
+    division) whose every reader touches each of its elements once (an elementwise
+    kernel, a reduction, a matmul with one tile of the other side: `_reads_once`):
+    recomputing it costs a few instructions or none, materializing it a write, a read,
+    a kernel and, in a training step, a second buffer of its size held to the backward.
     A view in another order (a transpose) stays materialized: its readers would read
     memory out of order. A sum of a few items of a buffer (ir.inline_sum over views
     alone: split-K's partial products, with the bias its epilogue adds) counts as that
@@ -334,17 +336,17 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
         if (g.template is not None and not summed) or v in outputs:
             continue
         readers = {group_of[u] for u in users.get(v, [])}
-        if readers & folded or not all(_reads_once(r.template, v, roots) for r in readers):
+        view = not summed and v.node.op != "ew" and _in_order_view(v, others)
+        if readers & folded or not (view or all(_reads_once(r.template, v, roots)
+                                                for r in readers)):
             continue
         if summed and any(r.template is not None and r.template.op not in
                           READS_EACH_ELEMENT_ONCE for r in readers):
             continue
         reads: set[Value] = set()
-        if v.node.op == "ew" or summed:
-            cheap = (_inline_ops(v, others, reads) <= RECOMPUTE_MAX_OPS
-                     and len(reads) <= RECOMPUTE_MAX_READS)
-        else:
-            cheap = _in_order_view(v, others)
+        cheap = view or (v.node.op == "ew" or summed) and (
+            _inline_ops(v, others, reads) <= RECOMPUTE_MAX_OPS
+            and len(reads) <= RECOMPUTE_MAX_READS)
         if cheap:
             folded.add(g)
             roots.discard(v)
@@ -416,6 +418,8 @@ def _inline_ops(v: Value, roots: set[Value], reads: set[Value], counts=None) -> 
     return own + sum(_inline_ops(x, roots, reads, counts) for x in v.node.inputs)
 
 
+# build_plan: a free buffer larger than this many times a value's bytes is not its home
+REUSE_MAX_RATIO = 4
 ROW_FUSION_MAX = ROW_LIMIT  # rows longer than this keep a kernel per reduction (0: never fuse)
 
 
@@ -885,13 +889,20 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             buffer_of[v] = new_buffer(v, "temp")
         else:
             need = buffer_bytes(v.numel, v.stored)
-            # a value held in several device buffers (segment_bytes) has its own
-            fits = [b for b in free if buffers[b].nbytes >= need and buffers[b].dtype == v.stored
-                    and not buffers[b].segment
-                    and not (limits and (space or Space(limits)).segment(v))]
-            if fits:
-                b = min(fits, key=lambda b: buffers[b].nbytes)
+            # a value held in several device buffers (segment_bytes) has its own; a value
+            # takes a free buffer up to REUSE_MAX_RATIO times its size (a small value
+            # would hold a large buffer as long as it lives), else grows the largest
+            # smaller one
+            own = bool(limits and (space or Space(limits)).segment(v))
+            usable = [b for b in free if buffers[b].dtype == v.stored
+                      and not buffers[b].segment and not own]
+            fits = [b for b in usable if need <= buffers[b].nbytes <= REUSE_MAX_RATIO * need]
+            small = [b for b in usable if buffers[b].nbytes < need]
+            if fits or small:
+                b = min(fits, key=lambda b: buffers[b].nbytes) if fits else \
+                    max(small, key=lambda b: buffers[b].nbytes)
                 free.remove(b)
+                buffers[b].nbytes = max(buffers[b].nbytes, need)
                 buffer_of[v] = b
             else:
                 buffer_of[v] = new_buffer(v, "temp")
