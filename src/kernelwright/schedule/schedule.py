@@ -706,7 +706,9 @@ def early_updates(graph: Graph, groups: list[Group], chunked: list[list[Chunk]],
     after it, rather than held to the copies after all kernels (a training step: 3 x the
     parameters' bytes under Adam). Such an update is a kernel's value (no input,
     constant, output or write-back: `returned`), the only update of its state, agrees
-    with it in shape and storage and fits one binding and one device buffer (`fits`)."""
+    with it in shape and storage, is not stored packed (a half state: two elements a word,
+    which an elementwise copy cannot write; its narrowing copy stays at the end) and fits
+    one binding and one device buffer (`fits`)."""
     index = {g.root: i for i, g in enumerate(groups)}
     last_read: dict[Value, int] = {}
     for i, parts in enumerate(chunked):
@@ -720,7 +722,7 @@ def early_updates(graph: Graph, groups: list[Group], chunked: list[list[Chunk]],
     for state, new in graph.updates:
         i = index.get(new)
         if (i is None or count[state] > 1 or new in returned or new in out
-                or state.kind != "const" or new.stored != state.stored
+                or state.kind != "const" or new.stored != state.stored or state.storage
                 or new.shape != state.shape or not fits(new) or not fits(state)):
             continue
         out[new] = max(i, last_read.get(state, -1))
