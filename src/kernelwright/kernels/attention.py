@@ -138,10 +138,9 @@ def _attention_code(cfg: dict, e: int, lq: int, ev: int, keep: str, mask: str) -
 
 
 def _attention(src, materialized, out, tnode, knobs, options: CompileOptions):
-    q, k, v = tnode.inputs[:3]
-    bh, lq, e = q.shape
-    s, ev = k.shape[1], v.shape[2]
-    at = tnode.attrs
+    q, _, v = tnode.inputs[:3]
+    _, lq, e = q.shape
+    ev = v.shape[2]
     default = attention_knobs(e, ev)
     if default is None:
         raise CompileError(f"attention head dims {e}, {ev} do not fit the kernel's tiles")
@@ -151,6 +150,20 @@ def _attention(src, materialized, out, tnode, knobs, options: CompileOptions):
     cfg = attention_config(e, ev, knobs)
     require(cfg is not None, knobs, "tiles exceed workgroup memory, invocations or "
             "registers")
+    shared, keep, mask, grid = attention_slots(src, materialized, tnode, cfg["BQ"])
+    code = _attention_code(cfg, e, lq, ev, keep, mask)
+    return "attention", dict(shared, **cfg, **code), grid, knobs
+
+
+def attention_slots(src, materialized, tnode, bq: int) -> tuple[dict, str, str, tuple]:
+    """What both attention kernels (this one and attention_coop) fill alike for queries
+    in blocks of `bq`: the Q, K, V (and mask) loaders, sizes, the grid of (batch x head,
+    query block) groups, the scale and the causal key bound KEND; with the condition a
+    score is kept under (`keep`: in range, causal), the mask's term and the grid."""
+    q, k, v = tnode.inputs[:3]
+    bh, lq, e = q.shape
+    s, ev = k.shape[1], v.shape[2]
+    at = tnode.attrs
     functions = (loader(src, materialized, "load_q", q) + loader(src, materialized, "load_k", k)
                  + loader(src, materialized, "load_v", v))
     mask = ""
@@ -160,14 +173,13 @@ def _attention(src, materialized, out, tnode, knobs, options: CompileOptions):
     keep, kend = f"j < {s} && i < {lq}", str(s)
     if at["causal"]:
         keep += " && j <= i"
-        kend = f"min({s}, q0 + {cfg['BQ']})"
-    nqb = math.ceil(lq / cfg["BQ"])
+        kend = f"min({s}, q0 + {bq})"
+    nqb = math.ceil(lq / bq)
     groups = bh * nqb
     grid, gx = grid_1d(groups, 1)
-    code = _attention_code(cfg, e, lq, ev, keep, mask)
     slots = dict(functions=functions, L=lq, S=s, E=e, EV=ev, NQB=nqb, GROUPS=groups,
-                 GRID_X=gx, SCALE=literal(at["scale"], "f32"), KEND=kend, **cfg, **code)
-    return "attention", slots, grid, knobs
+                 GRID_X=gx, SCALE=literal(at["scale"], "f32"), KEND=kend)
+    return slots, keep, mask, grid
 
 
 def _attention_space(out, tnode):

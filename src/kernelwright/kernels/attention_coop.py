@@ -5,13 +5,10 @@ the kernel that computes an attention."""
 
 from __future__ import annotations
 
-import math
-
-from ..codegen.codegen import literal
 from ..ir.ir import CompileError
 from ..options import CompileOptions, MatrixUnit
-from .attention import attention_config
-from .common import MAX_WG, grid_1d, loader, merge_knobs, require
+from .attention import attention_config, attention_slots
+from .common import MAX_WG, merge_knobs, require
 
 ATTENTION_COOP_BYTES = 32768  # as the accelerated matmul's space
 # Subgroups per workgroup and keys per block, first fitting first (each subgroup owns one
@@ -120,10 +117,9 @@ def _attention_coop(src, materialized, out, tnode, knobs, options: CompileOption
     if unit is None or unit.api != "subgroup-matrix":
         raise CompileError("the accelerated attention needs subgroup matrices "
                            "(CompileOptions.matrix)")
-    q, k, v = tnode.inputs[:3]
-    bh, lq, e = q.shape
-    s, ev = k.shape[1], v.shape[2]
-    at = tnode.attrs
+    q, _, v = tnode.inputs[:3]
+    _, lq, e = q.shape
+    ev = v.shape[2]
     default = attention_coop_knobs(e, ev, unit)
     if default is None:
         raise CompileError(f"attention head dims {e}, {ev} do not fit the accelerated "
@@ -134,23 +130,9 @@ def _attention_coop(src, materialized, out, tnode, knobs, options: CompileOption
     lay = attention_coop_layout(e, ev, knobs, unit)
     require(lay is not None, knobs, f"WQ and BK must be whole {unit.m} x {unit.n} x {unit.k} "
             "matrices and the tiles fit the invocations and workgroup memory")
-    functions = (loader(src, materialized, "load_q", q) + loader(src, materialized, "load_k", k)
-                 + loader(src, materialized, "load_v", v))
-    mask = ""
-    if at["masked"]:
-        functions += loader(src, materialized, "load_mask", tnode.inputs[3])
-        mask = " + load_mask(b, i, j)"
-    keep, kend = f"j < {s} && i < {lq}", str(s)
-    if at["causal"]:
-        keep += " && j <= i"
-        kend = f"min({s}, q0 + {lay['BQ']})"
-    nqb = math.ceil(lq / lay["BQ"])
-    groups = bh * nqb
-    grid, gx = grid_1d(groups, 1)
+    shared, keep, mask, grid = attention_slots(src, materialized, tnode, lay["BQ"])
     enable = "enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;"
-    slots = dict(functions=functions, ENABLE=enable, L=lq, S=s, E=e, EV=ev, NQB=nqb,
-                 GROUPS=groups, GRID_X=gx, SCALE=literal(at["scale"], "f32"), KEND=kend,
-                 KEEP=keep, MASK=mask, **lay, **_matrix_code(lay, unit))
+    slots = dict(shared, ENABLE=enable, KEEP=keep, MASK=mask, **lay, **_matrix_code(lay, unit))
     return "attention_coop", slots, grid, knobs
 
 
