@@ -30,14 +30,13 @@ import torch
 from kernelwright.harness.training import (
     DEFAULT_LR,
     MAX_GRAD_NORM,
-    WEIGHT_DECAY,
     bundled_workloads,
     discover,
     load,
+    our_optimizer,
 )
 from kernelwright.options import BindingLimits, CompileOptions
 from kernelwright.plan import Plan
-from kernelwright.train import optim
 from kernelwright.train.step import PlannedStep, plan_training
 
 # NVIDIA's Vulkan driver on an H100 (wgpu-native's limits there)
@@ -143,7 +142,7 @@ def plan_workload(name: str, size: str, limits: BindingLimits) -> tuple[PlannedS
     model = module.build(cfg).train()
     lr = float(getattr(module, "LR", DEFAULT_LR))
     step = plan_training(model, tuple(module.batch(cfg, 0)), module.loss,
-                         optim.AdamW(lr=lr, weight_decay=WEIGHT_DECAY),
+                         our_optimizer(lr),
                          CompileOptions("strict", None, limits, None),
                          max_grad_norm=MAX_GRAD_NORM)
     return step, sum(p.numel() for p in model.parameters())

@@ -228,7 +228,7 @@ def profile_workload(workload: training.Workload, size: str, runs: int, steps: i
     batches = [tuple(module.batch(cfg, i)) for i in range(steps)]
     t0 = time.perf_counter()
     step = kernelwright.compile_training(model, batches[0], module.loss,
-                                         optimizer=training._our_optimizer(lr),
+                                         optimizer=training.our_optimizer(lr),
                                          max_grad_norm=training.MAX_GRAD_NORM)
     row = {"size": size, "parameters": sum(p.numel() for p in model.parameters()),
            "compile_s": round(time.perf_counter() - t0, 2),

@@ -208,8 +208,8 @@ def test_a_learning_rate_1_percent_off_fails_the_control(tmp_path, monkeypatch, 
 
     path = tmp_path / "tiny.py"
     path.write_text(TINY)
-    ours = training._our_optimizer
-    monkeypatch.setattr(training, "_our_optimizer", lambda lr: ours(lr_scale * lr))
+    ours = training.our_optimizer
+    monkeypatch.setattr(training, "our_optimizer", lambda lr: ours(lr_scale * lr))
     settings = training.TrainSettings(size="small", steps=4, compile_ref=False,
                                       timed_steps=0)
     result = training.run_workload(training.Workload("tiny", path), settings)

@@ -186,7 +186,7 @@ def _eager_setup(model: torch.nn.Module, lr: float):
     return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
 
 
-def _our_optimizer(lr: float) -> kernelwright.optim.AdamW:
+def our_optimizer(lr: float) -> kernelwright.optim.AdamW:
     """The compiled step's optimizer: the eager reference's settings."""
     return kernelwright.optim.AdamW(lr=lr, weight_decay=WEIGHT_DECAY)
 
@@ -323,7 +323,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
     t0 = time.perf_counter()
     step = kernelwright.compile_training(
         model, batch(0), module.loss,
-        optimizer=_our_optimizer(lr),
+        optimizer=our_optimizer(lr),
         max_grad_norm=MAX_GRAD_NORM)
     result["compile_s"] = time.perf_counter() - t0
     result["compiled"] = True
