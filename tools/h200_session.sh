@@ -107,10 +107,10 @@ limit() { timeout -s INT -k 30 "$@"; }
 # wheels put under .device/tf (transformers and its dependencies) and .device/tv
 # (torchvision and timm built for the device's torch) by whoever prepared .device;
 # installed once per call into /tmp/extra (the device has no network).
-extra=(.device/tf/*.whl .device/tv/*.whl)
-if [ -e "${extra[0]}" ] || [ -e "${extra[-1]}" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/extra \
-    $(ls .device/tf/*.whl .device/tv/*.whl 2>/dev/null) >> "$LOG" 2>&1
+mapfile -t extra < <(ls .device/tf/*.whl .device/tv/*.whl 2>/dev/null)
+if [ ${#extra[@]} -gt 0 ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/extra \
+    "${extra[@]}" >> "$LOG" 2>&1
   export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/extra
 fi
 
