@@ -258,6 +258,20 @@ class NotFusable(Exception):
     """The epilogue reads the template's result at another index than the one it stores."""
 
 
+class NotInPlace(CompileError):
+    """A kernel asked to read `KernelSource.inplace` from its own output reads it other
+    than at the element it stores (or through a template that cannot)."""
+
+
+# The lane index (KernelSource.lanes) of the value a kernel reads from its own output
+INPLACE = -1
+
+
+def lane_name(i: int) -> str:
+    """The parameter carrying lane i (read i's element; INPLACE: the output's)."""
+    return "xo" if i == INPLACE else f"x{i}"
+
+
 @dataclass(eq=False)
 class Index:
     shape: tuple[int, ...]
@@ -276,8 +290,11 @@ def contiguous_strides(shape) -> list[int]:
 class KernelSource:
     """The bindings and helper functions one kernel accumulates while it is generated."""
 
-    def __init__(self, buffer_of) -> None:
+    def __init__(self, buffer_of, inplace: Value | None = None) -> None:
         self.buffer_of = buffer_of  # Value -> buffer id for materialized values
+        # a value the kernel reads from its output's buffer, which holds it until the
+        # kernel stores over it: read at the stored element only (a lane), never bound
+        self.inplace = inplace
         self.reads: list[Value] = []
         self.views: list[int] = []  # reads bound a second time as array<vec4<f32>> (in<i>v4)
         self.helpers: set[str] = set()
@@ -288,6 +305,8 @@ class KernelSource:
         self.band_only = False
 
     def bind(self, v: Value) -> str:
+        if v is self.inplace:
+            raise NotInPlace(f"{v} is read other than at the element the kernel stores")
         for i, r in enumerate(self.reads):
             if self.buffer_of(r) == self.buffer_of(v):
                 return f"in{i}"
@@ -305,13 +324,15 @@ class KernelSource:
     def lane(self, v: Value) -> str:
         """The parameter `x<i>` that carries the element of read i at the kernel's own
         element (Emitter `lanes`): the template loads it (and may load it once for
-        several uses, or four at a time) and passes it to the generated functions."""
-        i = int(self.bind(v)[2:])
+        several uses, or four at a time) and passes it to the generated functions. The
+        `inplace` value is lane INPLACE, loaded from the output."""
+        i = INPLACE if v is self.inplace else int(self.bind(v)[2:])
         self.lanes[i] = v
-        return f"x{i}"
+        return lane_name(i)
 
     def lane_params(self) -> list[str]:
-        return [f"x{i}: {element_type(v.dtype)}" for i, v in sorted(self.lanes.items())]
+        return [f"{lane_name(i)}: {element_type(v.dtype)}"
+                for i, v in sorted(self.lanes.items())]
 
     def bindings(self, out: Value) -> str:
         """The declarations of the reads, their vec4 views and the output, each as its

@@ -32,7 +32,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, cached_property
 
-from ..codegen.codegen import HELPERS, KERNEL_DIR, KernelSource, template, to_buffer, with_f32_bits
+from ..codegen.codegen import (
+    HELPERS,
+    KERNEL_DIR,
+    KernelSource,
+    NotInPlace,
+    template,
+    to_buffer,
+    with_f32_bits,
+)
 from ..ir.ir import CompileError, Node, Value
 from ..options import CompileOptions
 from .attention import _attention, _attention_space, attention_config, attention_space
@@ -106,6 +114,7 @@ class KernelRequest:
     order: tuple = ()  # values bound first, in this order (fill_kernel)
     band_only: bool = False  # only the output's elements inside its band are read
     options: CompileOptions = CompileOptions()  # what the kernel is generated for
+    inplace: Value | None = None  # read from the output's buffer (fill_kernel)
 
     @property
     def key(self) -> KernelKey:
@@ -130,7 +139,8 @@ class KernelRequest:
 
     def generate(self, knobs: dict | None) -> Generated:
         return fill_kernel(self.out, self.tnode, self.materialized, self.buffer_of, knobs,
-                           self.phases, self.order, self.band_only, self.options)
+                           self.phases, self.order, self.band_only, self.options,
+                           self.inplace)
 
 
 # A chooser returns knobs, a whole kernel (a `Generated`: an optimized kernel from the
@@ -139,7 +149,8 @@ KnobChooser = Callable[[KernelRequest], "dict | Generated | None"]
 
 
 def generate(out: Value, tnode: Node | None, materialized, buffer_of,
-             options: CompileOptions, phases=(), band_only=False) -> Generated:
+             options: CompileOptions, phases=(), band_only=False,
+             inplace: Value | None = None) -> Generated:
     """The kernel that stores `out`, computed by template node `tnode` (None: a plain
     elementwise kernel, or with `phases` (pairs of a reduce node and the value its group
     stores) a row kernel: those reductions, then `out` over the same rows, or where
@@ -148,14 +159,15 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
     are the template's defaults unless `options.choose` returns others for the kernel's request
     (knobs that no longer fit the template, e.g. stored by an older version, are
     ignored), or a whole kernel to use instead. `band_only`: no element of `out` outside
-    its band is ever read (ir.read_only_in_band), so the kernel may leave them unwritten."""
+    its band is ever read (ir.read_only_in_band), so the kernel may leave them unwritten.
+    `inplace`: a value the kernel reads from its output's buffer (fill_kernel)."""
     phases = tuple(phases)
     gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases, (), band_only,
-                      options)
+                      options, inplace)
     if options.choose is None:
         return gen
     request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases, (), band_only,
-                            options)
+                            options, inplace)
     knobs = options.choose(request)
     if isinstance(knobs, Generated):
         return knobs
@@ -169,19 +181,24 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
 
 def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
                 knobs: dict | None = None, phases=(), order=(), band_only=False,
-                options: CompileOptions | None = None) -> Generated:
+                options: CompileOptions | None = None,
+                inplace: Value | None = None) -> Generated:
     """Generate the kernel with the given knobs (missing ones: the defaults) for
     `options` (None: the defaults; its chooser is not asked: generate asks it). `order`:
     values bound as its first reads in this order (another kernel's binding order, for a
     rewrite that must bind the same buffers as the kernel it replaces), whether or not
-    the kernel reads them."""
+    the kernel reads them. `inplace`: a value whose buffer is the output's, which the
+    kernel reads at the element it stores and then stores over (a state's update written
+    over the state): a plain elementwise kernel only, else codegen.NotInPlace."""
     options = options or CompileOptions()
-    src = KernelSource(buffer_of)
+    src = KernelSource(buffer_of, inplace)
     src.reads = list(order)
     src.band_only = band_only
     kind = "rows" if phases else template_kind(tnode, options)
     if kind not in TEMPLATES:
         raise CompileError(f"no kernel template for '{kind}'")
+    if inplace is not None and (kind != "elementwise" or tnode is not None):
+        raise NotInPlace(f"a {kind} kernel does not read its output")
     epi = "" if kind in ("rows", "reduce") else epilogue_function(  # row kernels write their own
         src, materialized, out, tnode.out if tnode else None,
         tnode.out.dtype if tnode else out.dtype)

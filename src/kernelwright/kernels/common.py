@@ -12,6 +12,7 @@ from string import Template
 from typing import NamedTuple
 
 from ..codegen.codegen import (
+    INPLACE,
     KERNEL_DIR,
     NEG_INF,
     POS_INF,
@@ -130,11 +131,16 @@ def lane_args(src: KernelSource, vec: int, q: str, gi: str, loaded: dict | None 
     the generated functions for the VEC consecutive elements gi, gi + 1, ... (vector
     q = gi / VEC): statements loading them (f32 lanes through a vec4 view, 16 bytes at a
     time) and, per element, the argument text ", x0, x1, ...". `loaded` maps a lane
-    to an expression already holding its vector (VEC 4) or element (VEC 1): a cache."""
+    to an expression already holding its vector (VEC 4) or element (VEC 1): a cache.
+    Lane INPLACE (KernelSource.inplace) is loaded from the output itself."""
     stmts, args = [], [""] * vec
     for i, v in sorted(src.lanes.items()):
         if loaded and i in loaded:
             vals = [loaded[i]] if vec == 1 else [f"{loaded[i]}.{XYZW[j]}" for j in range(vec)]
+        elif i == INPLACE:  # the output's own element(s), before the template stores them
+            vals = ([f"out[{gi}]"] if vec == 1
+                    else [f"{prefix}o.{XYZW[j]}" for j in range(vec)])
+            stmts += [] if vec == 1 else [f"let {prefix}o = out[{q}];"]
         elif vec == 4 and v.dtype == "f32":
             stmts.append(f"let {prefix}{i} = {src.view4(v)}[{q}];")
             vals = [f"{prefix}{i}.{XYZW[j]}" for j in range(vec)]

@@ -30,8 +30,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..codegen.codegen import OPS, TRANSCENDENTAL, contiguous_strides, used_bindings
-from ..dtypes import buffer_bytes, default_torch_name, is_packed, itemsize, to_storage
+from ..codegen.codegen import (
+    OPS,
+    TRANSCENDENTAL,
+    NotInPlace,
+    contiguous_strides,
+    used_bindings,
+)
+from ..dtypes import (
+    buffer_bytes,
+    default_torch_name,
+    element_type,
+    is_packed,
+    itemsize,
+    to_storage,
+)
 from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from ..kernels import (
     ROW_LIMIT,
@@ -729,6 +742,34 @@ def early_updates(graph: Graph, groups: list[Group], chunked: list[list[Chunk]],
     return out
 
 
+def written_in_place(groups: list[Group], chunked: list[list[Chunk]],
+                     early: dict[Value, int], state_of: dict[Value, Value], materialized,
+                     users, outputs, options: CompileOptions) -> dict[Value, Value]:
+    """The early updates (early_updates) whose own kernel stores them over their state
+    (new value -> state), its kernel regenerated to read the state from its output
+    (kernels.fill_kernel's `inplace`): where that kernel is the state's last reader (no
+    copy kernel to wait for), a plain elementwise kernel in one piece, reading the state
+    only at the element it stores, and the state's buffer holds its elements as the
+    kernel computes them (no narrowing on store). No copy kernel and no buffer for the
+    new value: a training step's optimizer writes each state once, where it computes it."""
+    index = {g.root: i for i, g in enumerate(groups)}
+    out: dict[Value, Value] = {}
+    for new, after in early.items():
+        i, state = index[new], state_of[new]
+        g = groups[i]
+        if (after != i or g.template is not None or g.phases or len(chunked[i]) != 1
+                or chunked[i][0].label or element_type(state.stored) != element_type(state.dtype)):
+            continue
+        try:
+            gen = generate(new, None, materialized, lambda v: id(v), options,
+                           band_only=read_only_in_band(new, users, outputs), inplace=state)
+        except NotInPlace:
+            continue
+        chunked[i] = [Chunk(gen)]
+        out[new] = state
+    return out
+
+
 class Asked:
     """A set's `in`, each answer recorded: the membership a kernel's generation read."""
 
@@ -829,9 +870,14 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                                   and not (space or Space(limits)).segment(v))
 
     early = early_updates(graph, groups, chunked, returned, fits)
+    state_of = {n: s for s, n in graph.updates if n in early}
+    inplace = written_in_place(groups, chunked, early, state_of, materialized, users,
+                               outputs, options)
     copy_of: dict[Value, Value] = {}  # a copy kernel's value -> the state it writes
     for new, after in sorted(early.items(), key=lambda e: -e[1]):
-        state = next(s for s, n in graph.updates if n is new)
+        if new in inplace:
+            continue
+        state = state_of[new]
         out = Value(new.shape, new.dtype, storage=new.storage)
         out.node = Node("ew", [new], {"fn": "copy"}, out)
         gen = generate(out, None, materialized | {out}, lambda v: id(v), options)
@@ -879,12 +925,12 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     free: list[int] = []  # temp buffer ids free for reuse
     releases: dict[int, list[Value]] = {}
     for v, i in last_use.items():
-        if v in materialized and (v not in outputs or v in early):
+        if v in materialized and (v not in outputs or v in early) and v not in inplace:
             releases.setdefault(i, []).append(v)
     for i, g in enumerate(groups):
         v = g.root
-        if v in copy_of:  # a copy kernel writes the state's own buffer
-            buffer_of[v] = buffer_of[copy_of[v]]
+        if v in copy_of or v in inplace:  # written over the state's own buffer
+            buffer_of[v] = buffer_of[copy_of.get(v) or inplace[v]]
         elif v in returned:
             buffer_of[v] = new_buffer(v, "output")
         elif v in outputs and v not in early:  # kept until the copy after the kernels
