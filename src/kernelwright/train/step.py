@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import json
 import operator
 from collections.abc import Callable
@@ -105,9 +106,13 @@ def capture_joint(model: torch.nn.Module, example_batch: tuple,
     module, _ = with_state_buffers(WithLoss(model, loss_fn))  # tensor attributes: buffers
     batch = tuple(example_batch)
     try:
+        # the torch-function metadata mode records what nothing here reads: 8% of the trace
+        quiet = {k: True for k in ("_disable_torch_fn_metadata_mode",)
+                 if k in inspect.signature(aot_export_joint_with_descriptors).parameters}
         with contextlib.ExitStack() as stack, sdpa_kernel(SDPBackend.MATH):
             gm = aot_export_joint_with_descriptors(
-                stack, module, batch, decompositions=decomposition_table()).graph_module
+                stack, module, batch, decompositions=decomposition_table(),
+                **quiet).graph_module
     except Exception as e:
         raise CompileError(f"the training step of {type(model).__name__} with its loss could "
                            f"not be captured: {e}") from e
