@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch._decomp import get_decompositions
 
 import kernelwright
 from kernelwright import CompileError
@@ -241,14 +240,56 @@ def test_op_without_gradient_lowering_is_a_compile_error(monkeypatch):
                                       optimizer=kernelwright.optim.SGD(lr=0.1))
 
 
-def test_joint_graph_is_retraced_only_to_decompose_an_op_it_holds():
-    joint = step_module.capture_joint(_mlp(), _batches((16, 12), 5)[0], F.cross_entropy)
-    assert step_module._decompose_joint(joint, decomposition_table()) is joint
-    addmm = torch.ops.aten.addmm.default
-    assert any(n.target is addmm for n in joint.graph.nodes)
-    out = step_module._decompose_joint(joint, get_decompositions([addmm]))
-    targets = {n.target for n in out.graph.nodes}
-    assert addmm not in targets and torch.ops.aten.mm.default in targets
+def test_joint_graph_is_one_trace_with_capture_decompositions(monkeypatch):
+    """The joint graph comes from one trace of the eager model (no torch.export of the
+    forward, which only a missing lowering's message needs), already decomposed by
+    capture's table, with a gradient output for every parameter."""
+    def no_export(*args, **kwargs):
+        raise AssertionError("torch.export.export called")
+
+    monkeypatch.setattr(torch.export, "export", no_export)
+    model = _mlp()
+    joint = step_module.capture_joint(model, _batches((16, 12), 5)[0], F.cross_entropy)
+    table = decomposition_table()
+    assert not [n.target for n in joint.graph.nodes if n.target in table]
+    assert sorted(t for _, t in joint.grads) == \
+        sorted(f"model.{n}" for n, _ in model.named_parameters())
+    assert sorted(joint.params.values()) == sorted(t for _, t in joint.grads)
+
+
+class Scaled(nn.Module):
+    """A tensor attribute, a non-persistent buffer, a frozen bias and an unused layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.unused = nn.Linear(12, 16), nn.Linear(16, 5), nn.Linear(2, 2)
+        self.scale = torch.linspace(0.5, 1.5, 16)
+        self.register_buffer("shift", torch.full((16,), 0.1), persistent=False)
+        self.a.bias.requires_grad_(False)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)) * self.scale + self.shift)
+
+
+def test_tensor_attributes_frozen_and_unused_parameters_train_as_torch():
+    model, batches = Scaled(), _batches((16, 12), 5)
+    reference = copy.deepcopy(model)
+    step = kernelwright.compile_training(model, batches[0], F.cross_entropy,
+                                         optimizer=kernelwright.optim.SGD(lr=0.1))
+    opt = torch.optim.SGD([p for p in reference.parameters() if p.requires_grad], lr=0.1)
+    for x, y in batches:
+        got = step(x, y)
+        opt.zero_grad()
+        loss = F.cross_entropy(reference(x), y)
+        loss.backward()
+        opt.step()
+        assert math.isclose(got, loss.item(), rel_tol=1e-4), (got, loss.item())
+    trained = step.state_dict()
+    assert sorted(trained) == ["a.weight", "b.bias", "b.weight"]
+    for name in trained:
+        torch.testing.assert_close(trained[name], reference.get_parameter(name),
+                                   atol=1e-5, rtol=1e-4)
 
 
 def test_batch_of_another_shape_is_refused():

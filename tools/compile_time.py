@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
 """Time each compile stage of recurrent layers (capture, lowering, fusion, kernel
-generation, memory planning, pipelines) at growing sequence lengths and depths, on
-the CPU. A stage that grows faster than the step count is quadratic somewhere.
+generation, memory planning, pipelines) at growing sequence lengths and depths, or of
+the bundled training workloads' steps, on the CPU. A stage that grows faster than the
+step count is quadratic somewhere.
 
     python tools/compile_time.py [--kinds GRU,LSTM] [--seqs 32,64] [--layers 1,6]
         [--hidden 256] [--input 128] [--batch 10] [--total] [--pipelines] [--decomposed]
         [--profile OUT.prof]
+    python tools/compile_time.py --train smollm,whisper,resnet50 [--size full]
+        [--pipelines] [--profile OUT.prof]
 
 Prints each stage's wall seconds and, in parentheses, its CPU seconds. Run it with
 PYTHONPATH=an older checkout's src for that compiler's numbers.
+
+`--train` plans each workload's step as `kernelwright bench --train` compiles it
+(train.step.plan_training's stages, for the binding limits of NVIDIA's Vulkan driver on
+an H100, tools/plan_memory.py's): `capture` (the joint forward-backward export),
+`to_ir` (lowering and the optimizer's update), `fuse` and `generate` (as build_plan
+runs them), `build_plan` (both again, and memory planning).
 
 `--pipelines` also builds the plan's pipelines on the default device (lavapipe here).
 """
@@ -113,6 +122,76 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
     return t
 
 
+def train_stages(name: str, size: str, pipelines: bool) -> dict[str, complex | int]:
+    """Seconds per stage (wall + 1j * CPU) of planning bundled training workload `name`
+    at `size` (the module docstring), the garbage collector paused as compile pauses it."""
+    from kernelwright.compiler import _collector_paused
+    from kernelwright.harness.training import (
+        DEFAULT_LR,
+        MAX_GRAD_NORM,
+        bundled_workloads,
+        discover,
+        load,
+        our_optimizer,
+    )
+    from kernelwright.ir.ir import read_only_in_band
+    from kernelwright.kernels import generate
+    from kernelwright.options import CompileOptions
+    from kernelwright.schedule.schedule import build_plan, fuse, live_nodes, readers
+    from kernelwright.train import step
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from plan_memory import H100
+
+    [workload] = [w for w in discover(bundled_workloads()) if w.name == name]
+    module = load(workload)
+    cfg = module.SIZES[size]
+    torch.manual_seed(0)
+    model = module.build(cfg).train()
+    batch = tuple(module.batch(cfg, 0))
+    optimizer = our_optimizer(float(getattr(module, "LR", DEFAULT_LR)))
+    options = CompileOptions("strict", None, H100, None)
+    t: dict[str, complex | int] = {}
+    with _collector_paused():
+        t0 = _now()
+        joint = step.capture_joint(model, batch, module.loss)
+        t["capture"] = _now() - t0
+        t0 = _now()
+        (builder, dtypes), _ = step._joint_graph(joint, optimizer, MAX_GRAD_NORM, 1, options)
+        t["to_ir"] = _now() - t0
+        graph = builder.graph
+        t0 = _now()
+        nodes = live_nodes(graph)
+        users, outputs = readers(nodes), set(graph.roots())
+        groups = fuse(graph, nodes)
+        t["fuse"] = _now() - t0
+        t0 = _now()
+        materialized = {g.root for g in groups}
+        for g in groups:
+            generate(g.root, g.template, materialized, lambda v: id(v), options,
+                     [(p.template, p.root) for p in g.phases],
+                     read_only_in_band(g.root, users, outputs))
+        t["generate"] = _now() - t0
+        t0 = _now()
+        plan = build_plan(graph, "tuple", dtypes, options)
+        t["build_plan"] = _now() - t0
+    t["nodes"] = len(joint.graph.nodes)
+    t["kernels"] = len(plan.kernels)
+    t["sources"] = len({k.source for k in plan.kernels})
+    if pipelines:
+        from kernelwright.runtime.runtime import default_device
+        dev = default_device()
+        t0 = _now()
+        dev.pipelines([(k.source, k.trusted) for k in plan.kernels])
+        t["pipelines"] = _now() - t0
+    return t
+
+
+def _show(t: dict[str, complex | int]) -> str:
+    return " ".join(f"{k} {v.real:.2f} ({v.imag:.2f})" if isinstance(v, complex)
+                    else f"{k} {v}" for k, v in t.items())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kinds", default="GRU,LSTM")
@@ -127,9 +206,24 @@ def main() -> int:
     ap.add_argument("--decomposed", action="store_true",
                     help="let torch.export decompose the recurrent ops (the slow path)")
     ap.add_argument("--profile", default=None, help="cProfile the last case into this file")
+    ap.add_argument("--train", default=None,
+                    help="bundled training workloads to time instead (comma-separated)")
+    ap.add_argument("--size", default="full", help="the training workloads' size")
     args = ap.parse_args()
     os.environ.setdefault("KERNELWRIGHT_TUNE", "off")
     warnings.filterwarnings("ignore")
+    if args.train:
+        names = args.train.split(",")
+        for i, name in enumerate(names):
+            prof = cProfile.Profile() if args.profile and i == len(names) - 1 else None
+            if prof:
+                prof.enable()
+            t = train_stages(name, args.size, args.pipelines)
+            if prof:
+                prof.disable()
+                prof.dump_stats(args.profile)
+            print(f"{name} ({args.size}): {_show(t)}", flush=True)
+        return 0
     from kernelwright import compiler
     # the stages as plan_module runs them (a compiler from before it paused the
     # garbage collector: with it running)
@@ -149,9 +243,7 @@ def main() -> int:
         if prof:
             prof.disable()
             prof.dump_stats(args.profile)
-        times = " ".join(f"{k} {v.real:.2f} ({v.imag:.2f})" if isinstance(v, complex)
-                         else f"{k} {v}" for k, v in t.items())
-        print(f"{kind} seq {seq} layers {layers}: {times}", flush=True)
+        print(f"{kind} seq {seq} layers {layers}: {_show(t)}", flush=True)
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import textwrap
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..ir.ir import MOVEMENT_OPS, CompileError, Value, where_band
 from ..options import CompileOptions, Waves
@@ -694,6 +695,20 @@ def _matmul_multiply(a: _Operand, b: _Operand, bk: int, vec: int) -> list[str]:
     return lines
 
 
+def _block_key(op: _Operand) -> tuple:
+    """What of an operand `_matmul_multiply` reads: its register block's layout."""
+    return (op.name, op.rows, op.tid, op.threads, op.per, op.layout, op.width, op.pad)
+
+
+@lru_cache(maxsize=256)
+def _register_block(a: tuple, b: tuple, bk: int, vec: int) -> str:
+    """`_matmul_multiply`'s lines, indented, for the operands of block keys `a` and `b`:
+    one string per register block, however many kernels share it."""
+    ops = [_Operand(name, rows, 0, "", tid, threads, per, 0, None, layout, width, None, pad=pad)
+           for name, rows, tid, threads, per, layout, width, pad in (a, b)]
+    return "\n".join(f"            {line}" for line in _matmul_multiply(*ops, bk, vec))
+
+
 def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
     """The matmul kernel for the given knobs (module comment of kernels/matmul.wgsl).
     VEC = 4: each operand's staged tile holds vec4 fragments along its contiguous dim
@@ -759,7 +774,7 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
     def fetched(indent: str) -> str:
         return "\n".join(indent + f for f in fetch)
 
-    mult = "\n".join(f"            {line}" for line in _matmul_multiply(*ops, bk, vec))
+    mult = _register_block(*(_block_key(op) for op in ops), bk, vec)
     step = 1 if vec == 1 else 4
     kv = "kk" if vec == 1 else "kq"
     if knobs["UNROLL"]:

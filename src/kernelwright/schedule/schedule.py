@@ -25,6 +25,7 @@ come from the tuning cache when it has an answer for the kernel on this device
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -460,6 +461,10 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
         return groups
     roots = {g.root: g for g in groups}
     reads = {g: _group_reads(g, roots) for g in groups}
+    readers_of: dict[Value, list[Group]] = {}  # a group's root -> the groups reading it
+    for g in groups:
+        for v in reads[g]:
+            readers_of.setdefault(v, []).append(g)
     fused: set[Group] = set()
     for c in reversed(groups):
         if c in fused or (c.template is not None and not _row_reduction(c, roots)):
@@ -482,7 +487,7 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
         while True:  # a reduction read outside the row kernel keeps its own kernel
             inside = {c, *cands}
             keep = [p for p in cands
-                    if not any(p.root in reads[g] for g in groups if g not in inside)]
+                    if all(g in inside for g in readers_of.get(p.root, ()))]
             if len(keep) == len(cands):
                 break
             cands = keep
@@ -803,6 +808,36 @@ def _generate(group: Group, materialized: set[Value], band_only: bool,
     return gen
 
 
+class FreeBuffers:
+    """build_plan's temporary buffers free for reuse: per dtype, sorted by (bytes, the
+    order they were freed in); a segmented buffer (held as several) is never reused.
+    `take` picks as a scan of the free list in that order would: the smallest buffer of
+    at least `need` bytes and at most REUSE_MAX_RATIO times that, else the largest
+    smaller one (to be grown), the earliest freed among equals."""
+
+    def __init__(self, buffers: list[Buffer]) -> None:
+        self.buffers = buffers
+        self.sorted: dict[str, list[tuple[int, int, int]]] = {}  # dtype -> (bytes, order, id)
+        self.freed = 0
+
+    def add(self, b: int) -> None:
+        buf = self.buffers[b]
+        if not buf.segment:
+            bisect.insort(self.sorted.setdefault(buf.dtype, []), (buf.nbytes, self.freed, b))
+            self.freed += 1
+
+    def take(self, dtype: str, need: int) -> int | None:
+        """The free buffer of `dtype` a value of `need` bytes takes (no longer free), or
+        None."""
+        entries = self.sorted.get(dtype, [])
+        i = bisect.bisect_left(entries, (need, -1, -1))
+        if i < len(entries) and entries[i][0] <= REUSE_MAX_RATIO * need:
+            return entries.pop(i)[2]
+        if i == 0:
+            return None
+        return entries.pop(bisect.bisect_left(entries, (entries[i - 1][0], -1, -1)))[2]
+
+
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                options: CompileOptions) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
@@ -922,7 +957,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             buffer_of[new] = new_buffer(new, "const")
             constants[buffer_of[new]] = to_storage(new.data, new.stored)
 
-    free: list[int] = []  # temp buffer ids free for reuse
+    free = FreeBuffers(buffers)  # temp buffers free for reuse
     releases: dict[int, list[Value]] = {}
     for v, i in last_use.items():
         if v in materialized and (v not in outputs or v in early) and v not in inplace:
@@ -942,20 +977,15 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             # would hold a large buffer as long as it lives), else grows the largest
             # smaller one
             own = bool(limits and (space or Space(limits)).segment(v))
-            usable = [b for b in free if buffers[b].dtype == v.stored
-                      and not buffers[b].segment and not own]
-            fits = [b for b in usable if need <= buffers[b].nbytes <= REUSE_MAX_RATIO * need]
-            small = [b for b in usable if buffers[b].nbytes < need]
-            if fits or small:
-                b = min(fits, key=lambda b: buffers[b].nbytes) if fits else \
-                    max(small, key=lambda b: buffers[b].nbytes)
-                free.remove(b)
+            b = None if own else free.take(v.stored, need)
+            if b is not None:
                 buffers[b].nbytes = max(buffers[b].nbytes, need)
                 buffer_of[v] = b
             else:
                 buffer_of[v] = new_buffer(v, "temp")
         # Buffers read for the last time by this kernel are free for the next ones.
-        free.extend(buffer_of[r] for r in releases.get(i, []))
+        for r in releases.get(i, []):
+            free.add(buffer_of[r])
 
     def window(v: Value, w: Window | None) -> list[int] | None:
         """A binding's [offset, size]: its chunk's window, or the value's own bytes where

@@ -1,9 +1,9 @@
 """A compiled training step: forward, loss, backward, clipping and the optimizer update
 as one plan, one submission of kernels per step.
 
-`compile_training` exports the model with its loss (`capture_joint`: torch.export, then
-torch's joint forward-backward export, which appends the gradients of the loss with
-respect to every parameter to the graph), lowers that graph through the op registry
+`compile_training` exports the model with its loss (`capture_joint`: AOTAutograd's joint
+forward-backward export, the graph of the loss and its gradients with respect to every
+parameter), lowers that graph through the op registry
 (backward ATen ops included: lower/backward.py) and appends the optimizer's update
 (train/optim.py) for every parameter that has a gradient. Parameters and optimizer
 state are constants of the graph that the graph updates (`Graph.updates`): they live
@@ -14,7 +14,9 @@ loss crosses between host and GPU.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import inspect
 import json
 import operator
 from collections.abc import Callable
@@ -26,8 +28,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ..compiler import CompiledModule, _collector_paused, mutations
-from ..frontend.capture import decomposition_table, fx_to_ir, user_line
+from ..compiler import CompiledModule, _collector_paused
+from ..frontend.capture import decomposition_table, fx_to_ir, user_line, with_state_buffers
 from ..ir.ir import CompileError, GraphBuilder, Value
 from ..lower.random import key_tensor
 from ..lower.registry import lookup
@@ -39,8 +41,8 @@ from ..tune import choose_knobs
 from ..tune.waves import device_waves
 from .optim import Optimizer, check_groups, from_torch
 
-# the torch versions whose private joint export (_export_forward_backward) is tested here
-JOINT_EXPORT_TESTED = ("2.11", "2.13")
+# the torch versions whose joint export (aot_export_joint_with_descriptors) is tested here
+JOINT_EXPORT_TESTED = ("2.13", "2.13")
 # torch.nn.utils.clip_grad_norm_'s guard against a zero norm
 CLIP_EPS = 1e-6
 # the format tag of TrainingStep.save's checkpoints
@@ -64,69 +66,124 @@ class WithLoss(torch.nn.Module):
         return self.loss_fn(self.model(*batch[:-1]), batch[-1])
 
 
+@dataclasses.dataclass
+class Joint:
+    """The joint forward-backward ATen graph of a model's loss (capture_joint): its
+    placeholders are the parameters, the buffers, the batch and the loss's unit tangent;
+    its outputs the buffers' new values, the loss and the parameters' gradients."""
+
+    graph_module: torch.fx.GraphModule
+    constants: dict[str, torch.Tensor]  # placeholder -> its parameter, buffer or tangent
+    params: dict[str, str]  # placeholder -> the parameter's name (WithLoss's)
+    loss: int  # the loss's output index
+    grads: list[tuple[int, str]]  # (output index, the parameter's name) per gradient
+    mutations: dict[int, tuple[str, str]]  # as compiler.mutations: output -> (placeholder, name)
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.graph_module.graph
+
+
 def capture_joint(model: torch.nn.Module, example_batch: tuple,
-                  loss_fn: Callable | None) -> torch.export.ExportedProgram:
-    """The joint forward-backward ATen graph of the model's loss on `example_batch`:
-    outputs LOSS_OUTPUT, GRADIENT_TO_PARAMETER (one per parameter with a gradient) and
-    BUFFER_MUTATION (batch norm's running statistics), after capture's decompositions.
-    Attention is exported under the math backend, whose backward is ordinary ATen ops
-    (the CPU's flash attention has a CPU-only backward op). Uses torch's private
-    torch.export.experimental._export_forward_backward (tested on torch 2.11-2.13)."""
-    try:  # torch's private API, present in some versions only: imported where it is needed
-        from torch.export.experimental import _export_forward_backward
+                  loss_fn: Callable | None) -> Joint:
+    """The joint forward-backward ATen graph of the model's loss on `example_batch`, with
+    capture's decompositions: one functionalized trace of the eager model under fake
+    tensors by AOTAutograd (torch._functorch.aot_autograd.aot_export_joint_with_descriptors,
+    tested on torch 2.13), each placeholder and output described (a parameter, a buffer,
+    the batch, the loss's tangent; the loss, a gradient, a buffer's new value). Attention
+    is traced under the math backend, whose backward is ordinary ATen ops (the CPU's flash
+    attention has a CPU-only backward op). The model's plain tensor attributes are traced
+    as buffers (capture.with_state_buffers); an unused parameter gets no gradient and is
+    not updated, as torch.optim leaves a parameter without a gradient."""
+    try:  # torch's joint export, present in some versions only: imported where it is needed
+        from torch._functorch._aot_autograd import descriptors as desc
+        from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
     except ImportError as e:
-        raise CompileError(f"training needs torch.export.experimental._export_forward_backward "
-                           f"(torch {JOINT_EXPORT_TESTED[0]}-{JOINT_EXPORT_TESTED[1]}); torch "
-                           f"{torch.__version__} has none") from e
+        raise CompileError(f"training needs torch._functorch.aot_autograd."
+                           f"aot_export_joint_with_descriptors (torch {JOINT_EXPORT_TESTED[0]}-"
+                           f"{JOINT_EXPORT_TESTED[1]}); torch {torch.__version__} has none") from e
 
-    module = WithLoss(model, loss_fn)
+    module, _ = with_state_buffers(WithLoss(model, loss_fn))  # tensor attributes: buffers
+    batch = tuple(example_batch)
     try:
-        with sdpa_kernel(SDPBackend.MATH):
-            ep = torch.export.export(module, tuple(example_batch), strict=False)
+        # the torch-function metadata mode records what nothing here reads: 8% of the trace
+        quiet = {k: True for k in ("_disable_torch_fn_metadata_mode",)
+                 if k in inspect.signature(aot_export_joint_with_descriptors).parameters}
+        with contextlib.ExitStack() as stack, sdpa_kernel(SDPBackend.MATH):
+            gm = aot_export_joint_with_descriptors(
+                stack, module, batch, decompositions=decomposition_table(),
+                **quiet).graph_module
     except Exception as e:
-        raise CompileError(f"torch.export could not capture {type(model).__name__} with its "
-                           f"loss: {e}") from e
-    loss = [s for s in ep.graph_signature.output_specs if s.kind.name == "USER_OUTPUT"]
-    val = ep.graph_module.graph.find_nodes(op="output")[0].args[0]
-    val = val[0].meta.get("val") if isinstance(val, (list, tuple)) and len(val) == 1 else None
-    if len(loss) != 1 or not isinstance(val, torch.Tensor) or val.numel() != 1 \
-            or not val.dtype.is_floating_point:
+        raise CompileError(f"the training step of {type(model).__name__} with its loss could "
+                           f"not be captured: {e}") from e
+    own = dict(module.named_parameters(remove_duplicate=False)) | \
+        dict(module.named_buffers(remove_duplicate=False))
+    constants: dict[str, torch.Tensor] = {}
+    params: dict[str, str] = {}
+    tangents = []
+    for node in gm.graph.find_nodes(op="placeholder"):
+        d = node.meta.get("desc")
+        if isinstance(d, (desc.ParamAOTInput, desc.BufferAOTInput)):
+            constants[node.name] = own[d.target].detach()
+            if isinstance(d, desc.ParamAOTInput):
+                params[node.name] = d.target
+        elif isinstance(d, desc.TangentAOTInput):
+            tangents.append(node)
+        elif not isinstance(d, desc.PlainAOTInput):
+            raise CompileError(f"the joint graph of {type(model).__name__} has an input "
+                               f"kernelwright does not support: {d}")
+    out = gm.graph.output_node()
+    placeholder = {d.target if isinstance(d, (desc.ParamAOTInput, desc.BufferAOTInput))
+                   else d.idx: n.name for n in gm.graph.find_nodes(op="placeholder")
+                   for d in [n.meta.get("desc")] if not isinstance(d, desc.TangentAOTInput)}
+    losses, grads, changed = [], [], {}
+    for i, (value, d) in enumerate(zip(out.args[0], out.meta.get("desc") or [])):
+        if value is None:
+            continue
+        if isinstance(d, desc.PlainAOTOutput):
+            losses.append(i)
+        elif isinstance(d, desc.GradAOTOutput) and isinstance(d.grad_of, desc.ParamAOTInput):
+            grads.append((i, d.grad_of.target))
+        elif isinstance(d, desc.InputMutationAOTOutput):
+            m = d.mutated_input
+            if isinstance(m, desc.BufferAOTInput):
+                changed[i] = (placeholder[m.target], m.target)
+            elif isinstance(m, desc.PlainAOTInput):
+                changed[i] = (placeholder[m.idx], placeholder[m.idx])
+            else:
+                raise CompileError(f"the training step changes {m} in place, which "
+                                   "kernelwright does not support")
+        else:
+            raise CompileError(f"the joint graph of {type(model).__name__} has an output "
+                               f"kernelwright does not support: {d}")
+    val = out.args[0][losses[0]].meta.get("val") if len(losses) == 1 else None
+    if len(losses) != 1 or not isinstance(val, torch.Tensor) or val.numel() != 1 \
+            or not val.dtype.is_floating_point or len(tangents) != 1:
+        got = "" if val is None else f", {val.dtype}{list(val.shape)}"
         raise CompileError("the loss must be one floating-point tensor of one element "
-                           f"(got {len(loss)} outputs{'' if val is None else ', ' + str(val.dtype)}"
-                           f"{'' if val is None else list(val.shape)})")
-    try:
-        with sdpa_kernel(SDPBackend.MATH):
-            joint = _export_forward_backward(ep, joint_loss_index=0)
-    except Exception as e:
-        raise CompileError(f"the backward of {type(model).__name__} could not be captured: "
-                           f"{e}") from e
-    joint = _decompose_joint(joint, decomposition_table())
-    _check_lowerings(joint, ep)
+                           f"(got {len(losses)} outputs{got})")
+    tangent = tangents[0].meta["val"]
+    constants[tangents[0].name] = torch.ones(tuple(tangent.shape), dtype=tangent.dtype)
+    joint = Joint(gm, constants, params, losses[0], grads, changed)
+    _check_lowerings(joint, module, batch)
     return joint
 
 
-def _decompose_joint(joint: torch.export.ExportedProgram,
-                     table: dict) -> torch.export.ExportedProgram:
-    """The joint graph with the ops of `table` decomposed. The joint export's graph is
-    already functional core ATen: where none of its ops is in the table, torch's retrace
-    (run_decompositions, a third trace of the whole step: a third of the capture's time)
-    would give the same graph, so the graph is returned as it is."""
-    if any(n.op == "call_function" and n.target in table for n in joint.graph.nodes):
-        return joint.run_decompositions(table)
-    return joint
-
-
-def _check_lowerings(joint: torch.export.ExportedProgram,
-                     forward: torch.export.ExportedProgram) -> None:
+def _check_lowerings(joint: Joint, module: torch.nn.Module, batch: tuple) -> None:
     """A CompileError for the first op of the joint graph without a lowering, naming the
     op and, for an op of the backward, the forward op it differentiates: its module path
-    and source line, from the forward export (the joint graph's own stack traces are
-    those of torch's retrace)."""
+    and source line, from a torch.export of the forward (exported only then: the joint
+    graph records neither)."""
     nodes = [n for n in joint.graph.nodes if n.op == "call_function"]
     for node in nodes:
         name = str(node.target)
         if lookup(name) is not None or node.target is operator.getitem:
             continue
+        try:
+            with sdpa_kernel(SDPBackend.MATH):
+                forward = torch.export.export(module, batch, strict=False)
+        except Exception:  # noqa: BLE001 - the op is still named, without its place
+            raise CompileError(f"no lowering for ATen op '{name}'") from None
         origin = _forward_op(node, nodes, forward)
         if origin is None:
             raise CompileError(f"no lowering for ATen op '{name}'")
@@ -435,9 +492,9 @@ def plan_training(model: torch.nn.Module, example_batch, loss_fn: Callable | Non
     batch = tuple(example_batch) if isinstance(example_batch, (tuple, list)) \
         else (example_batch,)
     with _collector_paused():  # as compile's planning: the graphs are all alive until planned
-        ep = capture_joint(model, batch, loss_fn)
+        joint = capture_joint(model, batch, loss_fn)
         (b, torch_dtypes), (params, optim_state, buffers) = _joint_graph(
-            ep, optimizer, max_grad_norm, accumulate, options)
+            joint, optimizer, max_grad_norm, accumulate, options)
         plan = build_plan(b.graph, "tuple", torch_dtypes, options)
     plan.scalars = {}
     return PlannedStep(plan, optimizer, params, optim_state, buffers, b.random_key is not None)
@@ -460,7 +517,7 @@ def _strip(target: str) -> str:
     return target.removeprefix("model.")
 
 
-def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
+def _joint_graph(joint: Joint, optimizer: Optimizer,
                  max_grad_norm: float | None, accumulate: int = 1,
                  options: CompileOptions | None = None):
     """The IR graph of a training step from the joint export: outputs (loss, global
@@ -469,28 +526,17 @@ def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
     added, divided by `accumulate`, to a state sum per parameter, and parameters and
     optimizer state change only where the last per-step scalar ("apply") is 1, which
     also restarts the sums. `options`: what the step's kernels are generated for."""
-    sig = ep.graph_signature
-    constants: dict[str, torch.Tensor] = {}
-    param_of: dict[str, str] = {}  # placeholder -> parameter name
-    for spec in sig.input_specs:
-        if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
-            t = ep.state_dict.get(spec.target)
-            constants[spec.arg.name] = ep.constants[spec.target] if t is None else t
-            if spec.kind.name == "PARAMETER":
-                param_of[spec.arg.name] = spec.target
-    for name, target in param_of.items():
-        if not constants[name].dtype.is_floating_point:
-            raise CompileError(f"parameter {_strip(target)} is {constants[name].dtype}: "
+    for name, target in joint.params.items():
+        if not joint.constants[name].dtype.is_floating_point:
+            raise CompileError(f"parameter {_strip(target)} is {joint.constants[name].dtype}: "
                                "only floating-point parameters are trained")
-    outs = sig.output_specs
-    loss_i = [i for i, s in enumerate(outs) if s.kind.name == "LOSS_OUTPUT"]
-    grad_i = [i for i, s in enumerate(outs) if s.kind.name == "GRADIENT_TO_PARAMETER"]
-    b, torch_dtypes = fx_to_ir(ep.graph_module, constants, loss_i + grad_i, mutations(sig),
-                               state=frozenset(param_of), options=options, random=True)
+    b, torch_dtypes = fx_to_ir(joint.graph_module, joint.constants,
+                               [joint.loss] + [i for i, _ in joint.grads], joint.mutations,
+                               state=frozenset(joint.params), options=options, random=True)
     loss, *grads = b.graph.outputs
     b.graph.outputs = []
     by_name = {v.name: v for n in b.graph.nodes for v in n.inputs if v.kind == "const"}
-    placeholder = {target: name for name, target in param_of.items()}
+    placeholder = {target: name for name, target in joint.params.items()}
 
     hyper_names = optimizer.hyper_names or ("unused",)
     if accumulate > 1:
@@ -500,8 +546,7 @@ def _joint_graph(ep: torch.export.ExportedProgram, optimizer: Optimizer,
     h = {n: b.reshape(b.slice(hyper, 0, i, i + 1), ()) for i, n in enumerate(hyper_names)}
 
     trained = []  # (parameter name, its constant, its gradient)
-    for i, g in zip(grad_i, grads):
-        target = outs[i].target
+    for (_, target), g in zip(joint.grads, grads):
         p = by_name.get(placeholder[target])
         if p is None:
             raise CompileError(f"parameter {_strip(target)} has a gradient but the graph never "
