@@ -25,6 +25,7 @@ come from the tuning cache when it has an answer for the kernel on this device
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -418,8 +419,6 @@ def _inline_ops(v: Value, roots: set[Value], reads: set[Value], counts=None) -> 
     return own + sum(_inline_ops(x, roots, reads, counts) for x in v.node.inputs)
 
 
-# build_plan: a free buffer larger than this many times a value's bytes is not its home
-REUSE_MAX_RATIO = 4
 ROW_FUSION_MAX = ROW_LIMIT  # rows longer than this keep a kernel per reduction (0: never fuse)
 
 
@@ -762,6 +761,41 @@ def _generate(group: Group, materialized: set[Value], band_only: bool,
     return gen
 
 
+def share_buffers(spans: list[tuple[Value, int, int]], size) -> list[list[Value]]:
+    """The temporary buffers of the values of `spans` (value, the kernel writing it, its
+    last reader), each as its tenants, largest first: two values share a buffer where
+    they agree in storage type and their spans do not overlap. Greedy by size: the
+    values, largest first, each into the smallest buffer already made that is free over
+    its whole span (its tenants so far are as large or larger), else a new one; the
+    buffer's bytes are its first tenant's. Placing the large values first, with every
+    span known, keeps a small value that lives long (a [B*H, S, E] copy of V held to the
+    backward) out of a large value's way, which a first-come reuse of freed buffers
+    cannot. `size`: a value -> (its bytes, its storage type)."""
+    order = sorted(range(len(spans)), key=lambda j: (-size(spans[j][0])[0], spans[j][1]))
+    tenants: list[list[Value]] = []
+    busy: list[list[tuple[int, int]]] = []  # each buffer's spans, sorted
+    kinds: list[tuple[int, str]] = []
+    for j in order:
+        v, first, last = spans[j]
+        nbytes, kind = size(v)
+        home = None
+        for b in range(len(tenants)):
+            if kinds[b][1] != kind or (home is not None and kinds[b][0] >= kinds[home][0]):
+                continue
+            k = bisect.bisect_left(busy[b], (first, first))
+            if (k == len(busy[b]) or busy[b][k][0] > last) and \
+                    (k == 0 or busy[b][k - 1][1] < first):
+                home = b
+        if home is None:
+            home = len(tenants)
+            tenants.append([])
+            busy.append([])
+            kinds.append((nbytes, kind))
+        tenants[home].append(v)
+        bisect.insort(busy[home], (first, last))
+    return tenants
+
+
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                options: CompileOptions) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
@@ -876,11 +910,11 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             buffer_of[new] = new_buffer(new, "const")
             constants[buffer_of[new]] = to_storage(new.data, new.stored)
 
-    free: list[int] = []  # temp buffer ids free for reuse
-    releases: dict[int, list[Value]] = {}
+    releases: dict[Value, int] = {}  # a value's last reader, where its buffer is freed
     for v, i in last_use.items():
         if v in materialized and (v not in outputs or v in early):
-            releases.setdefault(i, []).append(v)
+            releases[v] = i
+    shared: list[tuple[Value, int]] = []  # (value, its kernel): placed by share_buffers
     for i, g in enumerate(groups):
         v = g.root
         if v in copy_of:  # a copy kernel writes the state's own buffer
@@ -889,27 +923,14 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             buffer_of[v] = new_buffer(v, "output")
         elif v in outputs and v not in early:  # kept until the copy after the kernels
             buffer_of[v] = new_buffer(v, "temp")
+        elif limits and (space or Space(limits)).segment(v):
+            buffer_of[v] = new_buffer(v, "temp")  # held in several device buffers: its own
         else:
-            need = buffer_bytes(v.numel, v.stored)
-            # a value held in several device buffers (segment_bytes) has its own; a value
-            # takes a free buffer up to REUSE_MAX_RATIO times its size (a small value
-            # would hold a large buffer as long as it lives), else grows the largest
-            # smaller one
-            own = bool(limits and (space or Space(limits)).segment(v))
-            usable = [b for b in free if buffers[b].dtype == v.stored
-                      and not buffers[b].segment and not own]
-            fits = [b for b in usable if need <= buffers[b].nbytes <= REUSE_MAX_RATIO * need]
-            small = [b for b in usable if buffers[b].nbytes < need]
-            if fits or small:
-                b = min(fits, key=lambda b: buffers[b].nbytes) if fits else \
-                    max(small, key=lambda b: buffers[b].nbytes)
-                free.remove(b)
-                buffers[b].nbytes = max(buffers[b].nbytes, need)
-                buffer_of[v] = b
-            else:
-                buffer_of[v] = new_buffer(v, "temp")
-        # Buffers read for the last time by this kernel are free for the next ones.
-        free.extend(buffer_of[r] for r in releases.get(i, []))
+            shared.append((v, i))
+    spans = [(v, i, releases.get(v, len(groups))) for v, i in shared]
+    for tenants in share_buffers(spans, lambda v: (buffer_bytes(v.numel, v.stored), v.stored)):
+        b = new_buffer(tenants[0], "temp")  # the largest tenant first
+        buffer_of.update(dict.fromkeys(tenants, b))
 
     def window(v: Value, w: Window | None) -> list[int] | None:
         """A binding's [offset, size]: its chunk's window, or the value's own bytes where
