@@ -64,17 +64,19 @@ def _late_readers(v: Value, users: dict[Value, list[Node]], position: dict[Node,
                   key=position.__getitem__)
 
 
-def _copy_plan(v: Value, late: list[Node], start: int, held: dict[Value, int],
-               position: dict[Node, int]) -> list[Node] | None:
+def _copy_plan(v: Value, late: list[Node], start: int, position: dict[Node, int],
+               users: dict[Value, list[Node]], roots: set[Value]) -> list[Node] | None:
     """The nodes to copy (producers first) so that the `late` readers, from position
     `start`, read values computed again: every value computed before `start` that they
-    read, and backwards from it, that no other node reads at `start` or later (`held`:
-    each value's last reader but the late ones); None where that is more than
-    REMAT_MAX_NODES computing nodes, an op not in REMAT_OPS or more work than
+    read, and backwards from it, that no other node reads at `start` or later (`roots`
+    count as read at the end); None where that is more than REMAT_MAX_NODES computing
+    nodes (or four times as many nodes), an op not in REMAT_OPS or more work than
     REMAT_MAX_OPS_PER_ELEMENT an element of v."""
+    skip = {id(r) for r in late}
 
     def again(u: Value) -> bool:  # computed before start and held for the late readers only
-        return u.node is not None and position[u.node] < start and held.get(u, -1) < start
+        return (u.node is not None and position[u.node] < start and u not in roots
+                and all(position[r] < start for r in users.get(u, []) if id(r) not in skip))
 
     order: list[Node] = []
     seen: set[int] = set()
@@ -88,7 +90,7 @@ def _copy_plan(v: Value, late: list[Node], start: int, held: dict[Value, int],
         if id(n) in seen:
             continue
         seen.add(id(n))
-        if n.op not in REMAT_OPS:
+        if n.op not in REMAT_OPS or len(seen) > 4 * REMAT_MAX_NODES:
             return None
         stack.append((n, True))
         for u in n.inputs:
@@ -135,11 +137,7 @@ def recompute_late_reads(graph: Graph, min_bytes: int = REMAT_MIN_BYTES,
         if not late:
             continue
         start = position[late[0]]
-        skip = {id(r) for r in late}
-        held = {u: j for j, n in enumerate(graph.nodes) if id(n) not in skip
-                for u in n.inputs}
-        held |= dict.fromkeys(roots, len(graph.nodes))
-        plan = _copy_plan(v, late, start, held, position)
+        plan = _copy_plan(v, late, start, position, users, roots)
         if plan is None:
             continue
         copies: dict[int, Value] = {}
