@@ -26,6 +26,7 @@ come from the tuning cache when it has an answer for the kernel on this device
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -796,6 +797,52 @@ def share_buffers(spans: list[tuple[Value, int, int]], size) -> list[list[Value]
     return tenants
 
 
+# reuse_in_order: a free buffer larger than this many times a value's bytes is not its home
+REUSE_MAX_RATIO = 4
+
+
+def reuse_in_order(spans: list[tuple[Value, int, int]], size) -> list[list[Value]]:
+    """share_buffers' answer by reuse in kernel order: each value, as its kernel runs,
+    takes the smallest free buffer of at most REUSE_MAX_RATIO times its bytes (a small
+    value would hold a large buffer as long as it lives), else grows the largest smaller
+    free one, else gets a new one; a buffer is free after its tenant's last reader."""
+    tenants: list[list[Value]] = []
+    nbytes: list[int] = []
+    kinds: list[str] = []
+    free: list[int] = []
+    held: list[tuple[int, int]] = []  # (last reader, buffer): a heap
+    for v, first, last in sorted(spans, key=lambda s: s[1]):
+        while held and held[0][0] < first:
+            free.append(heapq.heappop(held)[1])
+        need, kind = size(v)
+        usable = [b for b in free if kinds[b] == kind]
+        fits = [b for b in usable if need <= nbytes[b] <= REUSE_MAX_RATIO * need]
+        small = [b for b in usable if nbytes[b] < need]
+        if fits or small:
+            b = min(fits, key=nbytes.__getitem__) if fits else max(small, key=nbytes.__getitem__)
+            free.remove(b)
+            nbytes[b] = max(nbytes[b], need)
+        else:
+            b = len(tenants)
+            tenants.append([])
+            nbytes.append(need)
+            kinds.append(kind)
+        tenants[b].append(v)
+        heapq.heappush(held, (last, b))
+    return tenants
+
+
+def temp_buffers(spans: list[tuple[Value, int, int]], size) -> list[list[Value]]:
+    """The temporaries' buffers as their tenants: share_buffers' or reuse_in_order's,
+    whichever takes fewer bytes (a buffer takes its largest tenant's). Neither is always
+    the smaller: greedy by size is on training steps (Whisper 3.42 -> 3.01 GB), reuse in
+    order on a few inference plans (level3/010 0.35 vs 0.40 GB)."""
+    def total(tenants: list[list[Value]]) -> int:
+        return sum(max(size(v)[0] for v in t) for t in tenants)
+
+    return min(share_buffers(spans, size), reuse_in_order(spans, size), key=total)
+
+
 def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                options: CompileOptions) -> Plan:
     """Fuse, plan memory and generate every kernel; torch_dtypes gives the user-facing
@@ -928,8 +975,11 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         else:
             shared.append((v, i))
     spans = [(v, i, releases.get(v, len(groups))) for v, i in shared]
-    for tenants in share_buffers(spans, lambda v: (buffer_bytes(v.numel, v.stored), v.stored)):
-        b = new_buffer(tenants[0], "temp")  # the largest tenant first
+    def size(v: Value) -> tuple[int, str]:
+        return buffer_bytes(v.numel, v.stored), v.stored
+
+    for tenants in temp_buffers(spans, size):
+        b = new_buffer(max(tenants, key=lambda v: size(v)[0]), "temp")
         buffer_of.update(dict.fromkeys(tenants, b))
 
     def window(v: Value, w: Window | None) -> list[int] | None:
