@@ -42,7 +42,7 @@ def _work(n: Node) -> int:
     return n.out.numel
 
 
-def _late_readers(v: Value, users: dict[Value, list[Node]], position: dict[Node, int],
+def _late_readers(v: Value, users: dict[Value, list[Node]], position: dict[Node, float],
                   min_gap: int) -> list[Node]:
     """The nodes that read v, directly or through views of it (movement ops), after the
     widest gap between v's computation and those readers, when that gap is `min_gap`
@@ -64,7 +64,7 @@ def _late_readers(v: Value, users: dict[Value, list[Node]], position: dict[Node,
                   key=position.__getitem__)
 
 
-def _copy_plan(v: Value, late: list[Node], start: int, position: dict[Node, int],
+def _copy_plan(v: Value, late: list[Node], start: float, position: dict[Node, float],
                users: dict[Value, list[Node]], roots: set[Value]) -> list[Node] | None:
     """The nodes to copy (producers first) so that the `late` readers, from position
     `start`, read values computed again: every value computed before `start` that they
@@ -121,18 +121,16 @@ def recompute_late_reads(graph: Graph, min_bytes: int = REMAT_MIN_BYTES,
     its recomputation reads only values held until then anyway and is cheap
     (`_copy_plan`). Returns how many values were recomputed."""
     roots = set(graph.roots())
+    nodes = list(graph.nodes)
+    # a copy's position lies between its first late reader's and the node before, in the
+    # order the copies were made: the graph's order is kept without renumbering it
+    position: dict[Node, float] = {n: j for j, n in enumerate(nodes)}
+    users = graph.consumers()
+    made = 0
     count = 0
-    i = 0
-    stale = True
-    while i < len(graph.nodes):
-        v = graph.nodes[i].out
-        i += 1
+    for v in (n.out for n in nodes):
         if v in roots or buffer_bytes(v.numel, v.stored) < min_bytes:
             continue
-        if stale:  # positions and readers of the graph as it is now
-            position = {n: j for j, n in enumerate(graph.nodes)}
-            users = graph.consumers()
-            stale = False
         late = _late_readers(v, users, position, min_gap)
         if not late:
             continue
@@ -141,7 +139,6 @@ def recompute_late_reads(graph: Graph, min_bytes: int = REMAT_MIN_BYTES,
         if plan is None:
             continue
         copies: dict[int, Value] = {}
-        new_nodes = []
         for n in plan:
             out = Value(n.out.shape, n.out.dtype, kind="node", name=f"{n.out.name}_again",
                         storage=n.out.storage)
@@ -149,12 +146,18 @@ def recompute_late_reads(graph: Graph, min_bytes: int = REMAT_MIN_BYTES,
                         n.source, n.lowering)
             out.node = node
             copies[id(n.out)] = out
-            new_nodes.append(node)
+            made += 1
+            position[node] = start - 0.5 + made * 1e-9
+            for u in node.inputs:
+                users.setdefault(u, []).append(node)
         for r in late:
+            for u in r.inputs:
+                if id(u) in copies and r in users.get(u, []):
+                    users[u] = [x for x in users[u] if x is not r]
+                    users.setdefault(copies[id(u)], []).append(r)
             r.inputs = [copies.get(id(u), u) for u in r.inputs]
-        graph.nodes[start:start] = new_nodes
-        graph.nodes[:] = _live(graph)
-        i = position[v.node] + 1  # dead nodes dropped: continue after v
         count += 1
-        stale = True
+    if count:
+        graph.nodes[:] = sorted(position, key=position.__getitem__)
+        graph.nodes[:] = _live(graph)
     return count
