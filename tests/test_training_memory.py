@@ -5,6 +5,8 @@ forward computes, the loss's included) and two of the largest of them for the ba
 temporaries. A plan that copies each updated state from a buffer of its own (3 x the
 parameters' bytes more) or holds temporaries apart that could share exceeds it."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,8 +14,10 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from kernelwright.ir.ir import Graph, Value
+from kernelwright import compile_training
+from kernelwright.ir.ir import Graph, Node, Value
 from kernelwright.options import CompileOptions
+from kernelwright.schedule.remat import recompute_late_reads
 from kernelwright.schedule.schedule import fuse, live_nodes, readers
 from kernelwright.suite.training import mlp
 from kernelwright.train import optim, step
@@ -70,9 +74,10 @@ class SelfAttention(nn.Module):
                                               is_causal=self.causal).sum()
 
 
-def held_across(graph: Graph, numel: int) -> int:
-    """The most values of `numel` elements that the kernels of `graph` (schedule.fuse's
-    groups, in their order) hold across one kernel: written before it, read after it."""
+def spans(graph: Graph, numel: int) -> tuple[list[tuple[int, int]], dict[Node, int]]:
+    """(the kernel writing it, its last reader) of each value of `numel` elements that
+    the kernels of `graph` (schedule.fuse's groups, in their order) write, and the kernel
+    of each node."""
     nodes = live_nodes(graph)
     users = readers(nodes)
     groups = fuse(graph, nodes)
@@ -85,8 +90,15 @@ def held_across(graph: Graph, numel: int) -> int:
         return max((index[u] if u in index else last_read(u.out) for u in users.get(v, [])),
                    default=-1)
 
-    spans = [(i, last_read(g.root)) for i, g in enumerate(groups) if g.root.numel == numel]
-    return max(sum(a < k < b for a, b in spans) for k in range(len(groups)))
+    return [(i, last_read(g.root)) for i, g in enumerate(groups)
+            if g.root.numel == numel], index
+
+
+def held_across(graph: Graph, numel: int) -> int:
+    """The most values of `numel` elements that the kernels of `graph` hold across one
+    kernel: written before it, read after it."""
+    held, _ = spans(graph, numel)
+    return max(sum(a < k < b for a, b in held) for k in range(max(b for _, b in held)))
 
 
 @pytest.mark.parametrize("masking", ["causal", "mask", "none"])
@@ -109,3 +121,64 @@ def test_attention_step_keeps_one_scores_sized_tensor(monkeypatch, masking):
     monkeypatch.setattr(step, "build_plan", counting)
     plan_training(model, batch, None, optim.SGD(lr=0.1), CompileOptions())
     assert held == [1]
+
+
+class TwoAttentions(nn.Module):
+    """x [batch, length, heads * dim] -> the sum of two causal self-attentions in turn."""
+
+    def __init__(self, heads: int, dim: int) -> None:
+        super().__init__()
+        self.heads, self.dim = heads, dim
+        self.qkv = nn.ModuleList(nn.Linear(heads * dim, 3 * heads * dim) for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, t, _ = x.shape
+        for qkv in self.qkv:
+            q, k, v = qkv(x).view(n, t, 3, self.heads, self.dim).permute(2, 0, 3, 1, 4)
+            x = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x.transpose(1, 2).reshape(n, t, -1)
+        return x.sum()
+
+
+def test_late_reads_recomputed_hold_one_scores_tensor_and_train_alike(monkeypatch):
+    """recompute_late_reads (here for every scores-sized value, however small) computes
+    the first attention's probabilities again in its backward: the step holds one
+    [B, H, L, S] tensor at a time, not the first's across the second attention's forward
+    and backward, and its losses and gradient norms are those of the step that holds
+    them, bit for bit."""
+    b, heads, length, dim = 2, 3, 24, 4
+    scores = b * heads * length * length
+    torch.manual_seed(0)
+    model = TwoAttentions(heads, dim)
+    batches = [(torch.randn(b, length, heads * dim, generator=torch.Generator().manual_seed(i)),)
+               for i in range(3)]
+
+    def train(recompute) -> tuple[list[float], list[float], list[int]]:
+        held: list[int] = []
+        build_plan = step.build_plan
+
+        def counting(graph: Graph, *args):
+            held.append(held_across(graph, scores))
+            return build_plan(graph, *args)
+
+        with monkeypatch.context() as m:
+            m.setattr(step, "recompute_late_reads", recompute)
+            m.setattr(step, "build_plan", counting)
+            compiled = compile_training(copy.deepcopy(model), batches[0], None,
+                                        optimizer=optim.AdamW(lr=1e-2), max_grad_norm=1.0)
+        losses, norms = [], []
+        for x in batches * 2:
+            losses.append(compiled(*x))
+            norms.append(compiled.grad_norm)
+        return losses, norms, held
+
+    count: list[int] = []
+
+    def recompute_scores(graph: Graph) -> int:
+        count.append(recompute_late_reads(graph, min_bytes=4 * scores, min_gap=8))
+        return count[-1]
+
+    losses, norms, held = train(recompute_scores)
+    want_losses, want_norms, want_held = train(lambda graph: 0)
+    assert count[0] >= 1 and held == [1] and want_held == [2]
+    assert losses == want_losses and norms == want_norms

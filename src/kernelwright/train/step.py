@@ -36,6 +36,7 @@ from ..lower.registry import lookup
 from ..options import CompileOptions
 from ..plan import Plan
 from ..runtime.runtime import Device, default_device
+from ..schedule.remat import recompute_late_reads
 from ..schedule.schedule import build_plan
 from ..tune import choose_knobs
 from ..tune.waves import device_waves
@@ -495,6 +496,7 @@ def plan_training(model: torch.nn.Module, example_batch, loss_fn: Callable | Non
         joint = capture_joint(model, batch, loss_fn)
         (b, torch_dtypes), (params, optim_state, buffers) = _joint_graph(
             joint, optimizer, max_grad_norm, accumulate, options)
+        recompute_late_reads(b.graph)
         plan = build_plan(b.graph, "tuple", torch_dtypes, options)
     plan.scalars = {}
     return PlannedStep(plan, optimizer, params, optim_state, buffers, b.random_key is not None)
