@@ -109,6 +109,11 @@ def test_dawn_device(dawn):
         assert dawn.subgroup_matrix_configs
         assert all(c.m > 0 and c.n > 0 and c.k > 0 for c in dawn.subgroup_matrix_configs)
     assert dawn.limits["max-storage-buffers-per-shader-stage"] >= 8
+    from wgpudawn.backends.dawn import extras
+
+    toggles = extras.get_toggles(dawn.device)
+    assert "disable_robustness" in toggles
+    assert "timestamp_quantization" not in toggles  # benchmark timers at full precision
 
 
 def test_dawn_runs_infinite_constants(dawn):

@@ -65,6 +65,14 @@ OPTIONAL_FEATURES = ("timestamp-query", "subgroups", "shader-f16", "cooperative-
                      "subgroup-matrix")
 POISON_CHUNK = 64 << 20  # bytes of NaN written per call when poisoning buffers
 TRANSFER_CHUNK = 256 << 20  # bytes per upload or read-back call (bounds the staging copies)
+# A call's kernels are encoded and submitted in growing batches, the first SUBMIT_FIRST
+# kernels, then twice as many each time up to SUBMIT_MOST: the GPU runs the first ones
+# while the host encodes the rest (encoding costs the host about 8 us a kernel, which
+# a step of thousands of small kernels otherwise adds to its GPU time).
+SUBMIT_FIRST = 32
+SUBMIT_MOST = 512
+# Outputs of at most this many bytes are read back together (one copy, one map)
+READ_TOGETHER = 1 << 20
 # kernels timed per query set by kernel_times_ms: WebGPU allows 4096 queries in one set,
 # two per kernel
 KERNELS_PER_QUERY_SET = 2048
@@ -426,7 +434,11 @@ class Executable:
 
     def _record(self, encoder, timestamps=None, per_kernel=False) -> None:
         self._record_kernels(encoder, timestamps, per_kernel)
-        for src, dst in self.plan.updates:  # the state the call changed, for the next call
+        self._record_updates(encoder)
+
+    def _record_updates(self, encoder) -> None:
+        """The state the call changed, copied for the next call (Plan.updates)."""
+        for src, dst in self.plan.updates:
             for a, b in zip(self.segments[src], self.segments[dst]):
                 encoder.copy_buffer_to_buffer(a, 0, b, 0, min(a.size, b.size))
 
@@ -454,16 +466,67 @@ class Executable:
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         self.dispatch(arrays)
-        return [self.read(spec) for spec in self.plan.outputs]
+        return self.read_all(self.plan.outputs)
 
     def dispatch(self, arrays: list[np.ndarray]) -> None:
         """One call whose outputs stay on the GPU (`read` them, or check them there:
-        tune.gpucheck)."""
+        tune.gpucheck): its kernels submitted in batches (SUBMIT_FIRST), each its own
+        compute pass, so the GPU starts on the first while the rest are encoded."""
         self.upload(arrays)
         d = self.dev.device
-        enc = d.create_command_encoder()
-        self._record(enc)
-        d.queue.submit([enc.finish()])
+        start, size, n = 0, SUBMIT_FIRST, len(self.steps)
+        while True:
+            enc = d.create_command_encoder()
+            if start < n:
+                p = enc.begin_compute_pass()
+                for pipe, group, grid in self.steps[start:start + size]:
+                    p.set_pipeline(pipe)
+                    p.set_bind_group(0, group)
+                    p.dispatch_workgroups(*grid)
+                p.end()
+            start, size = start + size, min(2 * size, SUBMIT_MOST)
+            if start >= n:
+                self._record_updates(enc)
+                d.queue.submit([enc.finish()])
+                return
+            d.queue.submit([enc.finish()])
+
+    def read_all(self, specs) -> list[np.ndarray]:
+        """Outputs back on the host, those of at most READ_TOGETHER bytes (a loss, a
+        norm, a token's logits) through one staging buffer: one copy and one wait for
+        them all, not one a tensor."""
+        small = [i for i, spec in enumerate(specs)
+                 if not self.plan.buffers[spec.buffer].segment
+                 and self._nbytes(spec) <= READ_TOGETHER]
+        out: list[np.ndarray | None] = [None] * len(specs)
+        if len(small) > 1:
+            offsets, total = [], 0
+            for i in small:
+                offsets.append(total)
+                total += _aligned(self._nbytes(specs[i]))
+            d = self.dev.device
+            staging = d.create_buffer(size=total,
+                                      usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            enc = d.create_command_encoder()
+            for i, at in zip(small, offsets):
+                enc.copy_buffer_to_buffer(self.buffers[specs[i].buffer], 0, staging, at,
+                                          _aligned(self._nbytes(specs[i])))
+            d.queue.submit([enc.finish()])
+            staging.map_sync(wgpu.MapMode.READ)
+            raw = np.frombuffer(staging.read_mapped(), np.uint8)
+            staging.unmap()
+            staging.destroy()
+            for i, at in zip(small, offsets):
+                spec = specs[i]
+                dtype = numpy_type(self.plan.buffers[spec.buffer].dtype)
+                n = int(np.prod(spec.shape))
+                out[i] = raw[at:at + n * np.dtype(dtype).itemsize].view(dtype).reshape(spec.shape)
+        return [self.read(spec) if got is None else got for spec, got in zip(specs, out)]
+
+    def _nbytes(self, spec) -> int:
+        """The bytes of a TensorSpec's elements as its buffer stores them."""
+        dtype = numpy_type(self.plan.buffers[spec.buffer].dtype)
+        return int(np.prod(spec.shape)) * np.dtype(dtype).itemsize
 
     def read(self, spec) -> np.ndarray:
         """An output (a TensorSpec's buffer and shape) back on the host."""

@@ -310,7 +310,7 @@ class TrainingStep:
         from the outputs it left on the GPU; returns what `measure` returned."""
         args, apply = self._call_args(batch)
         result = measure(args)
-        loss, norm, ok = (self.compiled.exe.read(spec) for spec in self.plan.outputs)
+        loss, norm, ok = self.compiled.exe.read_all(self.plan.outputs)
         self._account(float(loss), float(norm), bool(ok), apply)
         return result
 
