@@ -167,8 +167,8 @@ run_task() {
       done
       limit $((secs / 3)) python3 tools/kernels.py --attention-variants \
         --out "$R/attention_variants.json" >> "$LOG" 2>&1 ;;
-    coop) limit "$secs" python3 tools/coop_matmul.py --quick --out "$R/coop_matmul.json" \
-            >> "$LOG" 2>&1 ;;
+    coop) KERNELWRIGHT_RUNTIME=dawn limit "$secs" python3 tools/coop_matmul.py --quick \
+            --out "$R/coop_matmul.json" >> "$LOG" 2>&1 ;;
     profile) read -r -a pargs <<< "${PROFILE_ARGS:-}"
              limit "$secs" python3 tools/kernel_profile.py "${pargs[@]}" \
                --out "$R/profile.json" >> "$LOG" 2>&1 ;;
