@@ -375,12 +375,13 @@ class Executable:
             if bid not in shared:
                 self.write(bid, np.ascontiguousarray(data))
         self.steps = []
+        self.encode = runtimes.pass_encoder(self.dev.runtime)
         pipes = self.dev.pipelines([(k.source, k.trusted) for k in plan.kernels])
         for k, pipe in zip(plan.kernels, pipes):
             parts = [self._piece(b, k.window(i)) for i, b in enumerate(k.bindings)]
             group = self.dev.bind_group(k.source, pipe, [p[0] for p in parts],
                                         [p[1] for p in parts])
-            self.steps.append((pipe, group, k.grid))
+            self.steps.append((pipe, group, tuple(int(g) for g in k.grid)))
 
     def device_buffers(self) -> dict[int, int]:
         """The device buffers this plan allocated or shares: id -> bytes."""
@@ -452,16 +453,11 @@ class Executable:
                 tw = {"query_set": qs, "beginning_of_pass_write_index": 2 * j,
                       "end_of_pass_write_index": 2 * j + 1}
                 p = encoder.begin_compute_pass(timestamp_writes=tw)
-                p.set_pipeline(pipe)
-                p.set_bind_group(0, group)
-                p.dispatch_workgroups(*grid)
+                self.encode(p, [(pipe, group, grid)])
                 p.end()
             return
         p = encoder.begin_compute_pass(timestamp_writes=timestamps)
-        for pipe, group, grid in self.steps:
-            p.set_pipeline(pipe)
-            p.set_bind_group(0, group)
-            p.dispatch_workgroups(*grid)
+        self.encode(p, self.steps)
         p.end()
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -479,10 +475,7 @@ class Executable:
             enc = d.create_command_encoder()
             if start < n:
                 p = enc.begin_compute_pass()
-                for pipe, group, grid in self.steps[start:start + size]:
-                    p.set_pipeline(pipe)
-                    p.set_bind_group(0, group)
-                    p.dispatch_workgroups(*grid)
+                self.encode(p, self.steps[start:start + size])
                 p.end()
             start, size = start + size, min(2 * size, SUBMIT_MOST)
             if start >= n:
