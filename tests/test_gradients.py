@@ -452,3 +452,32 @@ def test_compile_training_gradients_match_autograd(make):
     for name, buf in reference.named_buffers():
         if buf.is_floating_point() and name in state:
             _close(state[name], buf, name)
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(_movement(lambda x: F.interpolate(x, scale_factor=2), (2, 3, 3, 4)),
+                 id="nearest_x2"),
+    pytest.param(_movement(lambda x: F.interpolate(x, size=(5, 7)), (2, 3, 3, 4)),
+                 id="nearest_5x7"),
+    pytest.param(lambda: (nn.Embedding(11, 32), [torch.tensor([[1, 3, 1, 10], [6, 1, 3, 1]])]),
+                 id="embedding_rows")])
+def test_training_step_writes_gradients_without_searching(make):
+    """The gradients of a nearest upsampling (index_put with accumulate at indices the
+    joint graph computes from aranges: planned on the host, a gather of each input
+    element's writers) and of an embedding (a scatter-add of rows at the batch's tokens:
+    a product of the transposed one-hot by the rows) in a training step: as autograd's,
+    and no kernel searches the written positions (an eq against an iota, reduced)."""
+    torch.manual_seed(0)
+    model, inputs = make()
+    module = WeightedLoss(model, inputs)
+    reference = copy.deepcopy(module)
+    batch = tuple(x for x in inputs if not x.is_floating_point())
+    step = kernelwright.compile_training(module, batch, None, optimizer=kernelwright.optim.SGD(
+        lr=0.0, momentum=0.9))
+    step(*batch)
+    reference(*batch).backward()
+    grads = step.optimizer_state()
+    for name, p in reference.named_parameters():
+        _close(grads[name]["momentum_buffer"], p.grad, f"{name}'s gradient")
+    names = [k.name for k in step.plan.kernels]
+    assert not [n for n in names if {"iota", "eq", "reduce"} <= set(n.split("+"))], names

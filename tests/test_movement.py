@@ -144,6 +144,83 @@ def test_index_put_and_accumulate():
           torch.randn(4, 4), dup, torch.randn(5, 4))
 
 
+def _searches(compiled) -> list[str]:
+    """The plan's kernels that search written positions: an eq against an iota reduced."""
+    return [k.name for k in compiled.plan.kernels
+            if {"iota", "eq", "reduce"} <= set(k.name.split("+"))]
+
+
+def test_host_value_computes_index_arithmetic_on_aranges_and_nothing_else():
+    """GraphBuilder.host_value: aranges, literals, constants, views and the elementwise
+    ops of ir.HOST_EW, with WGSL's f32 -> i32 truncation; None for a run-time input, a
+    constant the graph updates, an op it does not evaluate, or a value over its limit."""
+    import numpy as np
+
+    from kernelwright.ir.ir import GraphBuilder
+
+    b = GraphBuilder()
+    f = b.iota((7,), 0, -3.0, 1.0, "f32")
+    rows = b.cast(b.ew("mul", f, b.scalar(0.75)), "i32")  # trunc(0.75 (i - 3))
+    grid = b.ew("add", b.ew("mul", b.reshape(rows, (7, 1)), b.scalar(5, "i32")),
+                b.flip(b.iota((1, 5), 1), [1]))
+    cut = b.pad(b.slice(grid, 0, 1, 7, 2), [(1, 0), (0, 0)], -1)
+    tab = b.const(np.array([[2, -3, 4, 0, 1]], np.int32), "i32")
+    picked = b.ew("where", b.ew("lt", tab, b.scalar(0, "i32"), dtype="bool"),
+                  b.ew("add", tab, b.scalar(9, "i32")), cut)
+    rows_np = np.trunc((np.arange(7, dtype=np.float32) - 3) * np.float32(0.75)).astype(np.int32)
+    grid_np = rows_np[:, None] * 5 + np.arange(5)[::-1]
+    cut_np = np.pad(grid_np[1:7:2], [(1, 0), (0, 0)], constant_values=-1)
+    want = np.where(np.array([[2, -3, 4, 0, 1]]) < 0, [[2, 6, 4, 0, 1]], cut_np)
+    np.testing.assert_array_equal(b.host_value(picked), want)
+    np.testing.assert_array_equal(b.host_value(b.cat([rows, rows], 0)),
+                                  np.concatenate([rows_np, rows_np]))
+    x = b.input((5,), "i32", "x")
+    assert b.host_value(b.ew("add", x, b.iota((5,), 0))) is None  # a run-time input
+    weight = b.const(np.ones(5, np.float32), "f32", state=True)
+    assert b.host_value(b.ew("mul", weight, weight)) is None  # a state the graph updates
+    assert b.host_value(b.ew("exp", f)) is None  # not evaluated here
+    assert b.host_value(f, limit=6) is None
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_writes_at_positions_known_at_compile_time_are_planned(accumulate):
+    """index_put / scatter_add at indices computed from aranges (a nearest upsampling's:
+    floor(i * scale), with 1 or 2 writers per destination, and a reversed arange): the
+    writers of each destination are listed on the host, read by a gather; no search."""
+    def fn(x, v, s):
+        rows = (torch.arange(7) * 0.5).long()  # 0 0 1 1 2 2 3: 2, 2, 2 and 1 writers
+        cols = torch.arange(5).flip(0)
+        a = x.index_put((rows[:, None], cols), v, accumulate=accumulate)
+        b = x.index_put((torch.arange(6)[:, None], cols), s, accumulate=accumulate)
+        c = x.scatter_add(0, rows[:, None].expand(7, 5), v) if accumulate else \
+            x.scatter(0, rows[:4, None].expand(4, 5) * 0 + torch.arange(4)[:, None], v[:4])
+        return a, b, c
+
+    x = torch.randn(6, 5)
+    compiled = check(Fn(fn), x, torch.randn(7, 5), torch.randn(6, 5))
+    assert not _searches(compiled), _searches(compiled)
+
+
+@pytest.mark.parametrize("columns", [16, 40])
+def test_scatter_add_of_rows_at_run_time_positions_is_a_product(columns):
+    """index_put(accumulate) / index_add of rows at run-time indices with duplicates and
+    a negative index, and an embedding-like sum of many rows into few: a product of the
+    transposed one-hot (computed in the matmul's loader) by the rows, no search."""
+    def fn(x, i, v, t):
+        a = x.index_put((i,), v, accumulate=True)
+        b = x.index_add(0, i % 9, v * 2)  # (index_add takes no negative index)
+        c = torch.zeros_like(x).index_put((t.flatten(),), v.repeat(4, 1), accumulate=True)
+        return a, b, c
+
+    x, v = torch.randn(9, columns), torch.randn(6, columns)
+    i = torch.tensor([3, 0, 3, -1, 8, 3])
+    t = torch.randint(0, 9, (4, 6))
+    compiled = check(Fn(fn), x, i, v, t)
+    assert not _searches(compiled), _searches(compiled)
+    assert sum(k.key.startswith("matmul") and "eq" in k.name.split("+")
+               for k in compiled.plan.kernels) == 3, [k.name for k in compiled.plan.kernels]
+
+
 def test_scatter_and_scatter_add():
     x = torch.randn(4, 6)
     index = torch.tensor([[5, 0, 2], [1, 1, 3], [0, 4, 5]])  # smaller than x and src

@@ -40,6 +40,7 @@ TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "sort",
 # read it, not by a reduce kernel of its own (`inline_sum`, schedule.recompute_cheap_values,
 # codegen.Emitter): the kernel, its buffer's write and the read back go.
 INLINE_SUM_MAX = 8
+HOST_VALUE_MAX = 1 << 22  # elements of a value GraphBuilder.host_value computes
 
 
 def inline_sum(node: Node) -> bool:
@@ -638,6 +639,24 @@ class GraphBuilder:
                                step=-1)
         return x
 
+    # -- values known at compile time -----------------------------------------------------
+    def host_value(self, v: Value, limit: int = HOST_VALUE_MAX) -> np.ndarray | None:
+        """v's elements computed here, when v is built only from aranges (iota),
+        literals, constants the graph never updates, views and the elementwise ops of
+        HOST_EW, every value on the way of at most `limit` elements; None otherwise. The
+        index a nearest upsampling's gradient writes at (floor of an arange times the
+        scale) is one: its writes can then be planned on the host (movement.scatter_rows).
+        f32 arithmetic is numpy's float32 (IEEE, correctly rounded as PyTorch's)."""
+        memo: dict[int, np.ndarray | None] = {}
+
+        def ev(x: Value) -> np.ndarray | None:
+            if id(x) in memo:
+                return memo[id(x)]
+            memo[id(x)] = out = _host_node(x, ev, self._state, limit)
+            return out
+
+        return ev(v)
+
     def conv(self, x: Value, w: Value, stride, padding, dilation, groups: int,
              transposed: bool = False, output_padding=None) -> Value:
         """Convolution (cross-correlation, as PyTorch) of x [N, C, *S] over its 1 to 3
@@ -741,6 +760,75 @@ class GraphBuilder:
         y = self._node("pool", [x], (x.shape[0], *[1] * lift, *out),
                        "i32" if op == "argmax" else "f32", op=op, **attrs)
         return self.reshape(y, (*lead, *out))
+
+
+_HOST_DTYPES = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+# the elementwise ops host_value evaluates: numpy on the arguments (already broadcast)
+HOST_EW = {
+    "copy": lambda a, p: a, "add": lambda a, b, p: a + b, "sub": lambda a, b, p: a - b,
+    "mul": lambda a, b, p: a * b, "neg": lambda a, p: -a, "abs": lambda a, p: np.abs(a),
+    "maximum": lambda a, b, p: np.maximum(a, b), "minimum": lambda a, b, p: np.minimum(a, b),
+    "eq": lambda a, b, p: a == b, "ne": lambda a, b, p: a != b, "lt": lambda a, b, p: a < b,
+    "le": lambda a, b, p: a <= b, "gt": lambda a, b, p: a > b, "ge": lambda a, b, p: a >= b,
+    "and": lambda a, b, p: a & b, "or": lambda a, b, p: a | b, "not": lambda a, p: ~a,
+    "where": lambda c, a, b, p: np.where(c, a, b),
+    "floor": lambda a, p: np.floor(a), "ceil": lambda a, p: np.ceil(a),
+    "trunc": lambda a, p: np.trunc(a),
+    "clamp": lambda a, p: np.clip(a, p.get("lo"), p.get("hi")),
+}
+
+
+def _host_node(x: Value, ev, state: set[int], limit: int) -> np.ndarray | None:
+    """One step of GraphBuilder.host_value: x from its inputs' host values (`ev`)."""
+    if x.dtype not in _HOST_DTYPES or x.numel > limit:
+        return None
+    dt = _HOST_DTYPES[x.dtype]
+    if x.kind == "scalar":
+        return np.array(x.scalar, dt)
+    if x.kind == "const":
+        return None if id(x) in state or x.data is None else np.asarray(x.data).astype(dt)
+    node = x.node
+    if node is None:
+        return None
+    a = node.attrs
+    if node.op == "iota":
+        i = np.arange(x.shape[a["dim"]], dtype=np.int64 if x.dtype == "i32" else dt)
+        line = (np.asarray(a["start"], dt) + i * np.asarray(a["step"], dt)).astype(dt)
+        shape = [1] * len(x.shape)
+        shape[a["dim"]] = x.shape[a["dim"]]
+        return np.broadcast_to(line.reshape(shape), x.shape)
+    args = [ev(i) for i in node.inputs]
+    if any(v is None for v in args):
+        return None
+    src = args[0]
+    with np.errstate(all="ignore"):
+        if node.op == "ew":
+            fn = a["fn"]
+            if fn == "cast":  # WGSL's conversions: f32 -> i32 truncates; to bool: != 0
+                if x.dtype == "i32" and src.dtype == np.float32:
+                    if not np.all(np.abs(src) < 2.0 ** 31):
+                        return None
+                    src = np.trunc(src)
+                return (src != 0) if x.dtype == "bool" else src.astype(dt)
+            if fn not in HOST_EW:
+                return None
+            return np.asarray(HOST_EW[fn](*args, a)).astype(dt)
+        if node.op == "reshape":
+            return src.reshape(x.shape)
+        if node.op == "permute":
+            return np.transpose(src, a["dims"])
+        if node.op == "expand":
+            return np.broadcast_to(src, x.shape)
+        if node.op == "slice":
+            d, start, step = a["dim"], a["start"], a["step"]
+            idx = [slice(None)] * len(x.shape)
+            idx[d] = start + step * np.arange(x.shape[d])
+            return src[tuple(idx)]
+        if node.op == "pad":
+            return np.pad(src, a["pads"], constant_values=np.asarray(a["value"]).astype(dt))
+        if node.op == "cat":
+            return np.concatenate([v.astype(dt) for v in args], a["dim"])
+    return None
 
 
 # -- index analysis ------------------------------------------------------------------

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import math
 
-from ..ir.ir import CompileError, GraphBuilder, Value, broadcast_shapes
+import numpy as np
+
+from ..ir.ir import HOST_VALUE_MAX, CompileError, GraphBuilder, Value, broadcast_shapes
 from .elementwise import as_dtype, binary, div_mode
+from .linalg import product
 from .registry import register
 
 
@@ -293,10 +296,19 @@ def embedding(b, weight, indices, padding_idx=-1, scale_grad_by_freq=False, spar
 # x[i0, :, i2] and friends: the index tensors (broadcast together to shape B) pick, per
 # element of B, one position p of the indexed dims taken together, p = i0 * S2 + i2 in
 # row-major order; x seen as [P, R] (indexed dims first, the sliced ones flattened into
-# R) is then gathered at p. Writes (index_put, scatter, max_unpool) are the inverse map:
-# each destination element searches the written positions for the one that names it
-# (`scatter_rows`), a gather-form that needs no atomics and is exact for duplicates when
-# accumulating, at the cost of one comparison per (destination, written element) pair.
+# R) is then gathered at p. Writes (index_put, scatter, put, max_unpool, the gradients of
+# indexing, embedding and nearest upsampling) are the inverse map, in gather form: each
+# destination element collects its writers, in the order they are listed (no atomics:
+# deterministic, duplicates exact when accumulating). `scatter_rows` picks how it finds
+# them. Positions known at compile time (computed from aranges, as the index a nearest
+# upsampling's gradient writes at: GraphBuilder.host_value) are planned on the host: a
+# constant table lists each destination's writers, read by a gather and summed (M reads
+# per destination, M the most writers of one; 4 for an upsampling by 2). A sum of rows
+# (C columns, C >= SCATTER_MATMUL_MIN_COLUMNS) at run-time positions (an embedding's
+# weight gradient) is a product of the transposed one-hot, computed in the matmul's
+# loader, by the rows: J * K * C multiply-adds on the matmul's tiles. Anything else
+# searches: each destination compares every written position with its own, one
+# comparison per (destination, written element) pair.
 
 
 def _no_masks(indices, what: str) -> list:
@@ -380,38 +392,48 @@ def index_put(b, x, indices, values, accumulate=False):
 # scatter_reduce's reductions: (reduce op, identity of the op for i32 / f32)
 SCATTER_REDUCE = {"sum": ("sum", 0), "mean": ("sum", 0), "prod": ("prod", 1),
                   "amax": ("max", "-inf"), "amin": ("min", "inf")}
+# the fewest columns C for which a scatter-add of run-time positions is a product
+# (`_one_hot_scatter`): below, the matmul's tiles (64 columns wide) are mostly padding
+SCATTER_MATMUL_MIN_COLUMNS = 16
 
 
 def scatter_rows(b: GraphBuilder, x: Value, idx: Value, v: Value, reduce: str | None = None,
                  include_self: bool = True) -> Value:
     """x [N, J, C] with row n's element idx[n, k] (a position in [0, J); others write
-    nothing) set to v[n, k, :], as a gather-form: each destination (n, j) searches
-    idx[n, :] for the writers that name it. Without `reduce` the last writer wins
-    (PyTorch leaves duplicates undefined); with one (a key of SCATTER_REDUCE, "sum" for
-    index_put's accumulate) the writers' values are reduced, with x's own value unless
-    not include_self, so duplicates are exact. Costs N * J * K comparisons."""
-    n, j, c = x.shape
-    k = idx.shape[1]
-    hit = binary(b, "eq", b.expand(b.reshape(idx, (n, 1, k)), (n, j, k)),
-                 b.iota((n, j, k), 1), out_dtype="bool")
-    if reduce is None:
-        writer = b.reduce(b.ew("where", hit, b.iota((n, j, k), 2), b.scalar(-1, "i32")),
-                          "max", [2])
-        first = b.expand(b.reshape(binary(b, "maximum", writer, 0), (n, j, 1)), (n, j, c))
-        written = b.reshape(binary(b, "ge", writer, 0, out_dtype="bool"), (n, j, 1))
-        return b.ew("where", written, b.gather(v, 1, first), x)
-    if reduce not in SCATTER_REDUCE:
+    nothing) set to v[n, k, :]. Without `reduce` the last writer wins (PyTorch leaves
+    duplicates undefined); with one (a key of SCATTER_REDUCE, "sum" for index_put's
+    accumulate) the writers' values are reduced in the order of k, with x's own value
+    unless not include_self, so duplicates are exact and the result deterministic.
+    Three formulations, by what is known of idx (the section's comment): planned on the
+    host (`_planned_scatter`), a one-hot product (`_one_hot_scatter`), or a search."""
+    if reduce is not None and reduce not in SCATTER_REDUCE:
         raise CompileError(f"scatter reduction '{reduce}' is not one of {list(SCATTER_REDUCE)}")
-    op, identity = SCATTER_REDUCE[reduce]
+    known = b.host_value(idx)
+    if known is not None:
+        planned = _planned_scatter(b, x, known, v, reduce, include_self)
+        if planned is not None:
+            return planned
+    if (reduce == "sum" and include_self and x.dtype == "f32" and v.dtype == "f32"
+            and x.shape[2] >= SCATTER_MATMUL_MIN_COLUMNS):
+        return _one_hot_scatter(b, x, idx, v)
+    return _searched_scatter(b, x, idx, v, reduce, include_self)
+
+
+def _reduce_dtype(v: Value, op: str) -> tuple[str, float | int]:
+    """The dtype a scatter's reduction `op` runs in for values v, and op's identity."""
     dt = "i32" if v.dtype == "bool" else v.dtype
+    identity = dict(SCATTER_REDUCE.values())[op]
     if isinstance(identity, str):  # the max's / min's identity: the dtype's extreme
         identity = float(identity) if dt == "f32" else (-2**31 if op == "max" else 2**31 - 1)
-    hits = b.expand(b.reshape(hit, (n, j, 1, k)), (n, j, c, k))
-    vals = b.expand(b.reshape(b.permute(as_dtype(b, v, dt), (0, 2, 1)), (n, 1, c, k)),
-                    (n, j, c, k))
-    total = b.reduce(b.ew("where", hits, vals, b.scalar(identity, dt)), op, [3])
-    if reduce == "mean" or not include_self:
-        count = b.reduce(as_dtype(b, hit, "i32"), "sum", [2], keepdim=True)  # [N, J, 1]
+    return dt, identity
+
+
+def _combined(b: GraphBuilder, x: Value, total: Value, count: Value, reduce: str,
+              include_self: bool, dt: str) -> Value:
+    """The scattered result from the writers' reduction `total` [N, J, C] and their
+    count per destination `count` [N, J, 1] (i32): x's own value combined in unless not
+    include_self (then x where nothing writes), a mean divided by the count."""
+    op = SCATTER_REDUCE[reduce][0]
     if include_self:
         fn = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}[op]
         total = binary(b, fn, as_dtype(b, x, dt), total)
@@ -422,6 +444,91 @@ def scatter_rows(b: GraphBuilder, x: Value, idx: Value, v: Value, reduce: str | 
         total = b.ew("where", binary(b, "gt", count, 0, out_dtype="bool"), total,
                      as_dtype(b, x, dt))
     return as_dtype(b, total, x.dtype)
+
+
+def _planned_scatter(b: GraphBuilder, x: Value, known: np.ndarray, v: Value,
+                     reduce: str | None, include_self: bool) -> Value | None:
+    """scatter_rows with idx known on the host (`known` [N, K]): each destination's
+    writers listed in a constant table [N, J, M] (M the most writers of one
+    destination), so that it reads its M writers, a gather of v, instead of searching
+    all K: N * J * M * C reads, M = 4 for the gradient of a nearest upsampling by 2.
+    Without `reduce` a constant names each destination's last writer. None when the
+    table would hold more than HOST_VALUE_MAX entries."""
+    n, j, c = x.shape
+    k = known.shape[1]
+    rows = np.broadcast_to(np.arange(n)[:, None], known.shape)
+    ok = (known >= 0) & (known < j)
+    dest = rows[ok].astype(np.int64) * j + known[ok]  # flat (n, j) of each write
+    writer = np.broadcast_to(np.arange(k)[None, :], known.shape)[ok]
+    count = np.bincount(dest, minlength=n * j)
+    m = int(count.max()) if dest.size else 0
+    if m == 0:
+        return x
+    if n * j * m > HOST_VALUE_MAX:
+        return None
+    if reduce is None:
+        last = np.full(n * j, -1, np.int64)
+        np.maximum.at(last, dest, writer)
+        last = last.reshape(n, j, 1)
+        first = b.expand(b.const(np.maximum(last, 0).astype(np.int32), "i32"), (n, j, c))
+        written = b.const(last >= 0, "bool")
+        return b.ew("where", written, b.gather(as_dtype(b, v, x.dtype), 1, first), x)
+    op = SCATTER_REDUCE[reduce][0]
+    dt, identity = _reduce_dtype(v, op)
+    order = np.argsort(dest, kind="stable")  # by destination, each one's writers by k
+    dest, writer = dest[order], writer[order]
+    starts = np.cumsum(count) - count
+    table = np.full((n * j, m), k, np.int32)  # k: the pad entry, the op's identity
+    table[dest, np.arange(dest.size) - starts[dest]] = writer
+    vt = b.pad(b.permute(as_dtype(b, v, dt), (0, 2, 1)), [(0, 0), (0, 0), (0, 1)],
+               identity)  # [N, C, K + 1]
+    at = b.expand(b.const(table.reshape(n, 1, j * m), "i32"), (n, c, j * m))
+    picked = b.reshape(b.gather(vt, 2, at), (n, c, j, m))
+    total = b.reshape(picked, (n, c, j)) if m == 1 else b.reduce(picked, op, [3])
+    counts = b.const(count.reshape(n, j, 1).astype(np.int32), "i32")
+    return _combined(b, x, b.permute(total, (0, 2, 1)), counts, reduce, include_self, dt)
+
+
+def _one_hot_scatter(b: GraphBuilder, x: Value, idx: Value, v: Value) -> Value:
+    """x + scatter-add of v's rows at run-time positions idx, as products: for each n,
+    H[n]^T v[n] with H[n][j, k] = (idx[n, k] == j) computed in the matmul's loader (the
+    operand is an elementwise prologue, no buffer): N * J * K * C multiply-adds on the
+    matmul template's tiles. Each output sums its writers in the product's fixed order
+    and adds exact zeros for the others, so it is deterministic and exact up to
+    summation order for finite values; an infinite or NaN value of v spreads a NaN over
+    its column (0 * inf), and in the accelerated precision v is rounded to f16 as every
+    product's operands are there."""
+    n, j, _ = x.shape
+    k = idx.shape[1]
+    hit = binary(b, "eq", b.expand(b.reshape(idx, (n, 1, k)), (n, j, k)),
+                 b.iota((n, j, k), 1), out_dtype="bool")
+    return binary(b, "add", x, product(b, as_dtype(b, hit, "f32"), v))
+
+
+def _searched_scatter(b: GraphBuilder, x: Value, idx: Value, v: Value, reduce: str | None,
+                      include_self: bool) -> Value:
+    """scatter_rows as a gather-form search: each destination (n, j) compares every
+    idx[n, :] with j, N * J * K comparisons (times C when reducing)."""
+    n, j, c = x.shape
+    k = idx.shape[1]
+    hit = binary(b, "eq", b.expand(b.reshape(idx, (n, 1, k)), (n, j, k)),
+                 b.iota((n, j, k), 1), out_dtype="bool")
+    if reduce is None:
+        writer = b.reduce(b.ew("where", hit, b.iota((n, j, k), 2), b.scalar(-1, "i32")),
+                          "max", [2])
+        first = b.expand(b.reshape(binary(b, "maximum", writer, 0), (n, j, 1)), (n, j, c))
+        written = b.reshape(binary(b, "ge", writer, 0, out_dtype="bool"), (n, j, 1))
+        return b.ew("where", written, b.gather(v, 1, first), x)
+    op = SCATTER_REDUCE[reduce][0]
+    dt, identity = _reduce_dtype(v, op)
+    hits = b.expand(b.reshape(hit, (n, j, 1, k)), (n, j, c, k))
+    vals = b.expand(b.reshape(b.permute(as_dtype(b, v, dt), (0, 2, 1)), (n, 1, c, k)),
+                    (n, j, c, k))
+    total = b.reduce(b.ew("where", hits, vals, b.scalar(identity, dt)), op, [3])
+    count = None
+    if reduce == "mean" or not include_self:
+        count = b.reduce(as_dtype(b, hit, "i32"), "sum", [2], keepdim=True)  # [N, J, 1]
+    return _combined(b, x, total, count, reduce, include_self, dt)
 
 
 def _scatter(b, x, dim, index, src, reduce=None, include_self=True):
