@@ -171,3 +171,18 @@ def test_the_one_trace_capture_keeps_state_and_attention_as_export_does():
     assert trace_graph(Scaled(), [q, 2.0]) is None
     cm = kernelwright.compile(Scaled(), [q, 2.0], capture="trace")
     torch.testing.assert_close(cm(q, 2.0), q * 2.0)
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 5), (2, 3, 5)])
+def test_the_one_trace_capture_keeps_linear_whole(shape):
+    """trace_graph keeps aten.linear (capture.TRACE_KEEPS_WHOLE), lowered as the matmul
+    of x and the weight's transpose, with and without a bias, at any input rank."""
+    from kernelwright.frontend.capture import trace_graph
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 3, bias=False))
+    x = torch.randn(shape)
+    traced = trace_graph(module, [x])
+    assert sum("linear" in str(n.target) for n in traced.graph_module.graph.nodes) == 2
+    cm = kernelwright.compile(module, [x], capture="trace")
+    torch.testing.assert_close(cm(x), module(x), atol=1e-5, rtol=1e-5)

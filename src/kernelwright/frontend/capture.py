@@ -152,15 +152,16 @@ def from_exported(ep: torch.export.ExportedProgram) -> Captured:
 def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     """The module's core ATen graph from one functionalized trace under fake tensors
     (AOTAutograd's aot_export_joint_with_descriptors under no_grad, as the training
-    capture's, with capture's decompositions applied while tracing and the KEEP_WHOLE ops
-    kept as torch.export keeps them): export_graph traces every op twice (torch.export,
-    then run_decompositions' retrace) and keeps bookkeeping nothing here reads. The graph
-    is eager's computation: code that asks torch.compiler.is_exporting() (transformers'
-    attention: repeat_kv under export, its queries' groups folded at one token in eager)
-    takes eager's branch. No torch.export checks (_assert_tensor_metadata). Its nodes
-    carry no source lines (a CompileError while lowering names none: compile exports the
-    module then, for the message). None where this torch has no such trace, an input is not
-    a tensor (a Python number export bakes in) or the trace fails: export_graph then."""
+    capture's, with capture's decompositions applied while tracing, the KEEP_WHOLE ops
+    kept as torch.export keeps them, and TRACE_KEEPS_WHOLE): export_graph traces every op
+    twice (torch.export, then run_decompositions' retrace) and keeps bookkeeping nothing
+    here reads. The graph is eager's computation: code that asks
+    torch.compiler.is_exporting() takes eager's branch (transformers' attention: under
+    export repeat_kv, in eager the query's groups folded at one token), and torch.export's
+    checks (_assert_tensor_metadata) are not in it. Its nodes carry no source lines (on a
+    CompileError while lowering, compile exports the module for the message). None where
+    this torch has no such trace, an input is not a tensor (a Python number export bakes
+    in) or the trace fails: export_graph then."""
     try:  # private torch APIs, present in some versions only: imported where needed
         from torch._functorch._aot_autograd import descriptors as desc
         from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
@@ -176,7 +177,8 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     wrapped, _ = with_state_buffers(module)
     # torch.export's split: the CompositeImplicitAutograd ops of the table decomposed (or
     # kept, KEEP_WHOLE) at dispatch, the rest by the trace's decompositions
-    cia, table = _split_decomp_table_to_cia_and_python_decomp(dict(decomposition_table()))
+    cia, table = _split_decomp_table_to_cia_and_python_decomp(
+        dict(decomposition_table(keep=TRACE_KEEPS_WHOLE)))
     quiet = {k: True for k in ("_disable_torch_fn_metadata_mode",)
              if k in inspect.signature(aot_export_joint_with_descriptors).parameters}
     try:
@@ -360,11 +362,17 @@ KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unp
               "upsample_trilinear3d", "upsample_bicubic2d")
 
 
-def decomposition_table(keep_recurrent: bool = True) -> dict:
-    """torch.export's default decompositions less the ops kept whole (KEEP_WHOLE, and
-    RECURRENT with `keep_recurrent`)."""
+# Kept whole by trace_graph too: lower/linalg.linear makes the matmul its decomposition
+# leads to (SmolLM2-135M's generate plans: the same kernels), and torch's Python matmul
+# decomposition was a quarter of the trace.
+TRACE_KEEPS_WHOLE = ("linear",)
+
+
+def decomposition_table(keep_recurrent: bool = True, keep: tuple[str, ...] = ()) -> dict:
+    """torch.export's default decompositions less the ops kept whole (KEEP_WHOLE, `keep`
+    and RECURRENT with `keep_recurrent`)."""
     table = torch.export.default_decompositions()
-    for name in KEEP_WHOLE:
+    for name in KEEP_WHOLE + keep:
         packet = getattr(torch.ops.aten, name)
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
