@@ -59,7 +59,7 @@ def export_graph(module: torch.nn.Module, example_inputs,
     forward that assigns to one (an RNN cell's `self.hidden = tanh(...)`) or changes it in
     place, which torch.export refuses for a constant, is captured. torch.export records
     such a change, like one of a registered buffer, as a new value of the buffer that
-    the compiled module carries to its next call (compiler.mutations, Graph.updates),
+    the compiled module carries to its next call (Captured.mutations, Graph.updates),
     but an assignment inside a submodule's forward it does not record: that one is read
     at its compile-time value on every call, and export_graph warns so. The user's module
     is left as it was."""
@@ -107,9 +107,9 @@ class Captured:
     (placeholder -> the parameter, buffer or lifted constant it stands for), `weights`
     (the parameters and persistent buffers among them, by name: compile checks that they
     do not change), `scalars` (user input position -> the Python number it was),
-    `user_outputs` (the graph outputs the caller sees), `mutations` (compiler.mutations:
-    an output that is a buffer's or input's new value) and `out_spec` (the module's
-    output structure)."""
+    `user_outputs` (the graph outputs the caller sees), `mutations` (an output that is a
+    buffer's or input's new value: output index -> (placeholder, the tensor's name)) and
+    `out_spec` (the module's output structure)."""
 
     graph_module: torch.fx.GraphModule
     constants: dict[str, torch.Tensor]
