@@ -25,7 +25,8 @@ runs them), `build_plan` (both again, and memory planning).
 decode plan for tools/generate_bench.py's model (SmolLM2-135M's config, random weights;
 `--tiny` its two-layer one) in DTYPE, as generate compiles them (compiler._plan's stages,
 for the default device's limits and waves): `capture` (`--capture trace`, generate's:
-capture.trace_graph; `export`: export_graph, torch.export and its decompositions),
+capture.trace_graph, `traced 0` where it fell back to export; `export`: export_graph,
+torch.export and its decompositions),
 `to_ir`, `fuse`, `generate`, `build_plan`; with `--pipelines` then
 the device's work as compile does it, the prompt plan first and the decode plan sharing
 its state: `pipelines` (those not built yet: `new` of the plan's `sources`), `buffers`
@@ -231,6 +232,7 @@ def generate_stages(dtype: str, context: int, new: int, tiny: bool, pipelines: b
             t0 = _now()
             module = CacheModule(model, 1, length)
             captured = trace_graph(module, example) if capture == "trace" else None
+            traced = captured is not None  # else exported: this torch has no such trace
             captured = captured or from_exported(export_graph(module, example))
             t["capture"] = _now() - t0
             t0 = _now()
@@ -254,6 +256,7 @@ def generate_stages(dtype: str, context: int, new: int, tiny: bool, pipelines: b
             t0 = _now()
             plan = build_plan(graph, "single", dtypes, options)
             t["build_plan"] = _now() - t0
+        t["traced"] = int(traced)
         t["nodes"] = len(captured.graph_module.graph.nodes)
         t["kernels"] = len(plan.kernels)
         t["sources"] = len({k.source for k in plan.kernels})
