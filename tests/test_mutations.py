@@ -125,3 +125,64 @@ def test_state_is_loaded_into_the_next_call():
     torch.testing.assert_close(cm(x), (start + x) * 2)
     with pytest.raises(ValueError, match="no such state"):
         cm.load_state({"missing": start})
+
+
+class Attend(torch.nn.Module):
+    """A KV cache buffer written in place, then attention over it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("keys", torch.zeros(1, 2, 8, 4))
+
+    def forward(self, q, pos, k):
+        self.keys.index_copy_(2, pos, k)
+        return torch.nn.functional.scaled_dot_product_attention(q, self.keys, self.keys)
+
+
+def test_the_one_trace_capture_keeps_state_and_attention_as_export_does():
+    """capture="trace" (capture.trace_graph: one functionalized trace) carries a buffer
+    and an input changed in place as export does, keeps SDPA whole (one attention
+    kernel, not its decomposition) and falls back to export for a Python number."""
+    from kernelwright.frontend.capture import trace_graph
+
+    q, pos, k = torch.randn(1, 2, 3, 4), torch.tensor([1]), torch.randn(1, 2, 1, 4)
+    traced = trace_graph(Attend(), [q, pos, k])
+    assert traced is not None and [n for _, n in traced.mutations.values()] == ["keys"]
+    assert any("scaled_dot_product" in str(n.target) for n in traced.graph_module.graph.nodes)
+    eager, module = Attend(), Attend()
+    cm = kernelwright.compile(module, [q, pos, k], capture="trace")
+    for step in range(3):
+        pos, k = torch.tensor([step]), torch.randn(1, 2, 1, 4)
+        torch.testing.assert_close(cm(q, pos, k), eager(q, pos, k), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(cm.state()["keys"], eager.keys)
+
+    cache, pos, k = torch.zeros(6, 3), torch.tensor([2]), torch.ones(1, 3)
+    cm = kernelwright.compile(Cache(), [cache.clone(), pos, k], capture="trace")
+    mine, theirs = torch.zeros(6, 3), torch.zeros(6, 3)
+    for step in range(2):
+        pos, k = torch.tensor([step]), torch.full((1, 3), float(step + 1))
+        torch.testing.assert_close(cm(mine, pos, k), Cache()(theirs, pos, k))
+    torch.testing.assert_close(mine, theirs)
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x, s):
+            return x * s
+
+    assert trace_graph(Scaled(), [q, 2.0]) is None
+    cm = kernelwright.compile(Scaled(), [q, 2.0], capture="trace")
+    torch.testing.assert_close(cm(q, 2.0), q * 2.0)
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 5), (2, 3, 5)])
+def test_the_one_trace_capture_keeps_linear_whole(shape):
+    """trace_graph keeps aten.linear (capture.TRACE_KEEPS_WHOLE), lowered as the matmul
+    of x and the weight's transpose, with and without a bias, at any input rank."""
+    from kernelwright.frontend.capture import trace_graph
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 3, bias=False))
+    x = torch.randn(shape)
+    traced = trace_graph(module, [x])
+    assert sum("linear" in str(n.target) for n in traced.graph_module.graph.nodes) == 2
+    cm = kernelwright.compile(module, [x], capture="trace")
+    torch.testing.assert_close(cm(x), module(x), atol=1e-5, rtol=1e-5)

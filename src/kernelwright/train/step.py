@@ -78,7 +78,7 @@ class Joint:
     params: dict[str, str]  # placeholder -> the parameter's name (WithLoss's)
     loss: int  # the loss's output index
     grads: list[tuple[int, str]]  # (output index, the parameter's name) per gradient
-    mutations: dict[int, tuple[str, str]]  # as compiler.mutations: output -> (placeholder, name)
+    mutations: dict[int, tuple[str, str]]  # as Captured.mutations: output -> (placeholder, name)
 
     @property
     def graph(self) -> torch.fx.Graph:
