@@ -77,9 +77,10 @@ class Stack(nn.Module):
 
 def test_training_compile_work_grows_by_the_same_amount_per_layer(monkeypatch):
     """IR nodes and generated kernels of a training step of 1, 2 and 3 identical layers:
-    each layer adds the same number of nodes, each kernel is generated once, and each
-    layer adds as many kernels, give or take one where fusion meets the step's ends (no
-    pass does work per pair of layers)."""
+    each layer adds the same number of nodes, each kernel is generated once (a state's
+    update written in place twice: generated, then again to read the state from its
+    output, schedule.written_in_place), and each layer adds as many kernels, give or
+    take one where fusion meets the step's ends (no pass does work per pair of layers)."""
     made = _counted(monkeypatch, schedule, "generate")
     batch = (torch.randn(8, 16), torch.randint(0, 4, (8,)))
     counts = []
@@ -89,8 +90,11 @@ def test_training_compile_work_grows_by_the_same_amount_per_layer(monkeypatch):
         (b, torch_dtypes), _ = step_module._joint_graph(
             ep, kernelwright.optim.AdamW(lr=1e-3), 1.0, 1, CompileOptions())
         plan = schedule.build_plan(b.graph, "tuple", torch_dtypes, CompileOptions())
-        counts.append((len(b.graph.nodes), len(made), len(plan.kernels)))
+        states = {spec.buffer for _, spec in plan.state}
+        in_place = sum(k.bindings[-1] in states and k.name != "copy" for k in plan.kernels)
+        assert in_place >= 3 * layers  # each layer's weight, bias and their Adam moments
+        counts.append((len(b.graph.nodes), len(made) - in_place, len(plan.kernels)))
     nodes, made_n, kernels = zip(*counts)
-    assert made_n == kernels, counts  # one generation per kernel
+    assert made_n == kernels, counts  # one generation per kernel, in place ones twice
     assert nodes[2] - nodes[1] == nodes[1] - nodes[0] > 0, counts
     assert abs((kernels[2] - kernels[1]) - (kernels[1] - kernels[0])) <= 1, counts

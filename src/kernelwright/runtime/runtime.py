@@ -71,7 +71,8 @@ TRANSFER_CHUNK = 256 << 20  # bytes per upload or read-back call (bounds the sta
 # a step of thousands of small kernels otherwise adds to its GPU time).
 SUBMIT_FIRST = 32
 SUBMIT_MOST = 512
-# Outputs of at most this many bytes are read back together (one copy, one map)
+# Outputs are read back together (one copy, one map) while their bytes add up to at most
+# this (and the device's largest buffer)
 READ_TOGETHER = 1 << 20
 # kernels timed per query set by kernel_times_ms: WebGPU allows 4096 queries in one set,
 # two per kernel
@@ -485,18 +486,19 @@ class Executable:
             d.queue.submit([enc.finish()])
 
     def read_all(self, specs) -> list[np.ndarray]:
-        """Outputs back on the host, those of at most READ_TOGETHER bytes (a loss, a
-        norm, a token's logits) through one staging buffer: one copy and one wait for
-        them all, not one a tensor."""
-        small = [i for i, spec in enumerate(specs)
-                 if not self.plan.buffers[spec.buffer].segment
-                 and self._nbytes(spec) <= READ_TOGETHER]
-        out: list[np.ndarray | None] = [None] * len(specs)
-        if len(small) > 1:
-            offsets, total = [], 0
-            for i in small:
+        """Outputs back on the host, small ones (a loss, a norm, a token's logits)
+        through one staging buffer of at most READ_TOGETHER bytes: one copy and one wait
+        for them all, not one a tensor; the others one at a time (`read`)."""
+        cap = min(READ_TOGETHER, self.dev.limits.get("max-buffer-size", READ_TOGETHER))
+        small, offsets, total = [], [], 0
+        for i, spec in enumerate(specs):
+            size = _aligned(self._nbytes(spec))
+            if not self.plan.buffers[spec.buffer].segment and total + size <= cap:
+                small.append(i)
                 offsets.append(total)
-                total += _aligned(self._nbytes(specs[i]))
+                total += size
+        out: list[np.ndarray | None] = [None] * len(specs)
+        if len(small) > 1 and total:
             d = self.dev.device
             staging = d.create_buffer(size=total,
                                       usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
