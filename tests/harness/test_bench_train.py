@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernelwright.cli import main as cli
 
@@ -142,9 +143,11 @@ def test_the_float64_control_is_recorded_beside_the_gate(train_run):
     row = train_run["rows"]["a_ok"]
     assert row["control"] == "PASS", row.get("control_error")
     assert row["control_error"] is None and row["control_s"] > 0
-    for key in ("loss_f64", "rel_ours_f64", "rel_torch_f64"):
+    for key in ("loss_f64", "rel_ours_f64", "rel_torch_f64", "loss_nudged", "rel_nudged_f64"):
         assert len(row[key]) == STEPS and all(math.isfinite(v) and v >= 0 for v in row[key])
     assert row["loss_f64"] != row["loss_torch"]  # a float64 run, not the fp32 one again
+    assert row["loss_nudged"] != row["loss_torch"]  # fp32 from weights an ulp away
+    assert 0 <= row["param_nudged_f64"] < 1
     # both fp32 runs are close to float64 here: a few steps of a tiny model
     assert max(row["rel_ours_f64"] + row["rel_torch_f64"]) < 1e-5
     assert 0 <= row["param_ours_f64"] < 1 and 0 <= row["param_torch_f64"] < 1
@@ -173,6 +176,25 @@ def test_the_summary_says_both_verdicts():
         f"PyTorch fp32 is (within {training.CONTROL_FACTOR:g}x)")
     assert training.summary_line(rows, 200, control=False) == (
         "1 of 3 within 0.001 of PyTorch over 200 steps")
+
+
+def test_nudged_weights_are_one_ulp_away():
+    """The control's second PyTorch fp32 run starts from every weight moved by one unit in
+    the last place, up or down: the same model up to a rounding difference."""
+    from kernelwright.harness import training
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16))
+    before = [p.detach().clone() for p in model.parameters()]
+    training.nudged(model, seed=3)
+    moved_up = 0
+    for old, new in zip(before, model.parameters()):
+        up = torch.nextafter(old, torch.full_like(old, math.inf))
+        down = torch.nextafter(old, torch.full_like(old, -math.inf))
+        assert bool(((new == up) | (new == down)).all())
+        moved_up += int((new == up).sum())
+    total = sum(p.numel() for p in before)
+    assert 0.3 * total < moved_up < 0.7 * total  # both ways, at random
 
 
 def test_control_rule():

@@ -11,8 +11,11 @@ generator, SIZES small/full), from the same initial weights and the same batches
   same batches (cast to float64) under the same optimizer, on the eager reference's
   device; per step, PyTorch fp32's relative loss difference from it and ours. Two fp32
   runs with different summation orders drift apart in a chaotic optimisation, so the
-  control asks whether ours drifts from the exact run more than PyTorch's own fp32 does:
-  `control_failures` (the gate stays the status; the control is reported beside it);
+  control asks whether ours drifts from the exact run more than PyTorch's own fp32 runs
+  do: the eager reference and a second one from weights nudged by one unit in the last
+  place (`nudged`: how far a rounding difference at the start carries in this run), the
+  farther of the two at each step the yardstick (`control_failures`; the gate stays the
+  status, the control is reported beside it);
 * timing, on the same GPU in the same run: the compiled step's wall time per step (a
   step returns the loss, so each timed step ends with the GPU done; it includes the
   batch's upload, which eager's timing, its batches already on its device, does not),
@@ -261,6 +264,19 @@ def control_failures(rel_ours: list[float], rel_torch: list[float], param_ours: 
     return failures
 
 
+def nudged(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """`model` with every floating-point parameter moved by one unit in the last place,
+    up or down at random (seeded): the same weights up to a rounding difference."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point():
+                up = torch.randint(0, 2, p.shape, generator=g).to(p.device, torch.bool)
+                inf = torch.tensor(math.inf, dtype=p.dtype, device=p.device)
+                p.copy_(torch.nextafter(p, torch.where(up, inf, -inf)))
+    return model
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -312,6 +328,7 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
     model = module.build(cfg).train()
     reference = copy.deepcopy(model)
     exact = copy.deepcopy(model) if settings.control else None  # the float64 control's
+    nudge = nudged(copy.deepcopy(model)) if settings.control else None  # and its yardstick's
     result["parameters"] = sum(p.numel() for p in model.parameters())
     n, timed = settings.steps, settings.timed_steps
 
@@ -391,8 +408,9 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
     result["error"] = "; ".join(failures) or None
     if exact is not None:
         stage("control")
-        _control(exact, module, batch, lr, dev, trained, reference.state_dict(), result)
-        del exact
+        _control(exact, nudge, module, batch, lr, dev, trained, reference.state_dict(),
+                 result)
+        del exact, nudge
 
     # timing: ours, eager, torch.compile of the same eager step
     if timed > 0:
@@ -419,26 +437,33 @@ def _judge(workload: Workload, settings: TrainSettings, result: dict[str, Any],
     stage("done")
 
 
-def _control(exact: torch.nn.Module, module: ModuleType, batch: Callable[[int], tuple],
-             lr: float, dev: torch.device, trained: dict[str, torch.Tensor],
-             theirs: dict[str, torch.Tensor], result: dict[str, Any]) -> None:
+def _control(exact: torch.nn.Module, nudge: torch.nn.Module, module: ModuleType,
+             batch: Callable[[int], tuple], lr: float, dev: torch.device,
+             trained: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor],
+             result: dict[str, Any]) -> None:
     """The float64 control: `exact` (the initial weights) trained in float64 on `dev` over
-    the same steps; its losses, both fp32 runs' distances from it and the verdict into
+    the same steps, and `nudge` (the initial weights moved by one ulp, `nudged`) in fp32;
+    the float64 run's losses, the three fp32 runs' distances from it and the verdict into
     `result` (``control``: PASS, FAIL, or ERROR where the float64 run fails; the gate's
     status is left as it is)."""
     t0 = time.perf_counter()
+    steps = len(result["loss_ours"])
     try:
         exact.double().to(dev)
         opt = _eager_setup(exact, lr)
         losses = [float(_eager_step(exact, opt, module.loss, _to_f64(batch(i), dev))[0])
-                  for i in range(len(result["loss_ours"]))]
+                  for i in range(steps)]
+        nudge.to(dev)
+        opt = _eager_setup(nudge, lr)
+        nudged_losses = [float(_eager_step(nudge, opt, module.loss, _to(batch(i), dev))[0])
+                         for i in range(steps)]
     except Exception as exc:  # noqa: BLE001 - the control's failure is not the gate's
         result["control"] = "ERROR"
-        result["control_error"] = f"float64 run: {type(exc).__name__}: {exc}"
+        result["control_error"] = f"control run: {type(exc).__name__}: {exc}"
         return
     finally:
         result["control_s"] = time.perf_counter() - t0
-    result["loss_f64"] = losses
+    result["loss_f64"], result["loss_nudged"] = losses, nudged_losses
     if not all(math.isfinite(v) for v in losses):
         result["control"] = "ERROR"
         result["control_error"] = "float64 run: a loss is not finite"
@@ -446,16 +471,22 @@ def _control(exact: torch.nn.Module, module: ModuleType, batch: Callable[[int], 
     exact_state = exact.state_dict()
     rel_ours = [_rel(a, b) for a, b in zip(result["loss_ours"], losses)]
     rel_torch = [_rel(a, b) for a, b in zip(result["loss_torch"], losses)]
+    rel_nudged = [_rel(a, b) for a, b in zip(nudged_losses, losses)]
     result["rel_ours_f64"], result["rel_torch_f64"] = rel_ours, rel_torch
+    result["rel_nudged_f64"] = rel_nudged
     result["param_ours_f64"], result["param_ours_f64_worst"] = param_distance(
         trained, exact_state)
     result["param_torch_f64"], result["param_torch_f64_worst"] = param_distance(
         theirs, exact_state)
+    result["param_nudged_f64"], _ = param_distance(nudge.state_dict(), exact_state)
+    # the yardstick: the farther of PyTorch's two fp32 runs (NaN: as far as can be)
+    fp32 = [max(a if a == a else math.inf, b if b == b else math.inf)
+            for a, b in zip(rel_torch, rel_nudged)]
+    fp32_param = max(result["param_torch_f64"], result["param_nudged_f64"])
     ratios, result["control_param_ratio"] = control_ratios(
-        rel_ours, rel_torch, result["param_ours_f64"], result["param_torch_f64"])
+        rel_ours, fp32, result["param_ours_f64"], fp32_param)
     result["control_loss_ratio"] = max(ratios)
-    failures = control_failures(rel_ours, rel_torch, result["param_ours_f64"],
-                                result["param_torch_f64"])
+    failures = control_failures(rel_ours, fp32, result["param_ours_f64"], fp32_param)
     result["control"] = "FAIL" if failures else "PASS"
     result["control_error"] = "; ".join(failures) or None
 
@@ -522,7 +553,8 @@ def run(args: argparse.Namespace) -> int:
         "tolerance": f"loss {LOSS_RTOL} relative at every step, gradient norm {NORM_RTOL} "
                      f"relative at step 0, parameters atol {PARAM_ATOL} + rtol {PARAM_RTOL}",
         "control": (f"PyTorch float64 on {where} over the same steps: ours within "
-                    f"{CONTROL_FACTOR:g}x of PyTorch fp32's distance from it (losses: the "
+                    f"{CONTROL_FACTOR:g}x of the farther of two PyTorch fp32 runs (the "
+                    f"reference, and one from weights nudged by an ulp) from it (losses: the "
                     f"largest relative difference so far, floor {CONTROL_LOSS_FLOOR:g}; "
                     f"parameters after: floor {CONTROL_PARAM_FLOOR:g} of the tolerance)"
                     if settings.control else "off (--no-train-control)"),
