@@ -230,6 +230,33 @@ def test_nonfinite_steps_skipped_when_asked():
         assert math.isclose(got, exp, rel_tol=1e-3), (got, exp)
 
 
+def test_optimizer_states_are_written_once_each_in_place():
+    """Each Adam moment is guarded by the step's skip (`kept`) before the parameter's update
+    reads it, so each state is written in place by the one kernel that reads it: three
+    kernels a parameter, no state copy; an optimizer that bypasses `kept` is refused."""
+    model = _mlp()
+    step = kernelwright.compile_training(model, _batches((16, 12), 1)[0], F.cross_entropy,
+                                         optimizer=kernelwright.optim.Adam(lr=1e-2))
+    plan = step.plan
+    states = {spec.buffer for _, spec in plan.state}
+    writers = [k for k in plan.kernels if k.bindings[-1] in states]
+    n_params = sum(1 for _ in model.parameters())
+    assert len(writers) == 3 * n_params and all(k.name != "copy" for k in writers)
+    assert all(k.bindings.count(k.bindings[-1]) == 1 for k in writers)  # bound once
+
+    class Unguarded(kernelwright.optim.SGD):
+        def update(self, b, p, g, state, h, kept):
+            new_p, _ = super().update(b, p, g, [], h, kept)
+            return new_p, [b.ew("add", state[0], g)]
+
+        def state_names(self):
+            return ["momentum_buffer"]
+
+    with pytest.raises(CompileError, match="without passing it through `kept`"):
+        kernelwright.compile_training(_mlp(), _batches((16, 12), 1)[0], F.cross_entropy,
+                                      optimizer=Unguarded(lr=0.1))
+
+
 def test_op_without_gradient_lowering_is_a_compile_error(monkeypatch):
     monkeypatch.delitem(REGISTRY, "aten.max_pool2d_with_indices_backward.default")
     model = _cnn()

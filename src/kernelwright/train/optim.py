@@ -17,6 +17,7 @@ for CPU tensors) operation by operation, so that the f32 results round the same 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -40,8 +41,13 @@ class Optimizer:
         raise NotImplementedError
 
     def update(self, b: GraphBuilder, p: Value, g: Value, state: list[Value],
-               h: dict[str, Value]) -> tuple[Value, list[Value]]:
-        """The parameter's new value and its state tensors' new values."""
+               h: dict[str, Value], kept: Callable[[Value, Value], Value]
+               ) -> tuple[Value, list[Value]]:
+        """The parameter's new value and its state tensors' new values, each state's new
+        value passed through `kept(old, new)` (the step's guard: the old value where the
+        step is skipped) before the parameter's update reads it, so that a state is read
+        and written by one kernel (schedule.written_in_place) and the parameter's update
+        reads only the new states; where the step applies, kept returns `new` unchanged."""
         raise NotImplementedError
 
 
@@ -86,14 +92,15 @@ class SGD(Optimizer):
             return [-lr, 0.0, 1.0]
         return [-lr, self.momentum, 1.0 - self.dampening]
 
-    def update(self, b, p, g, state, h):
+    def update(self, b, p, g, state, h, kept):
         d_p = b.ew("neg", g) if self.maximize else g
         if self.weight_decay != 0:
             d_p = b.ew("add", d_p, b.ew("mul", p, _scalar(b, self.weight_decay)))
         new_state = []
         if self.momentum != 0:
-            (buf,) = state
-            buf = b.ew("add", b.ew("mul", buf, h["keep"]), b.ew("mul", d_p, h["take"]))
+            (old,) = state
+            buf = kept(old, b.ew("add", b.ew("mul", old, h["keep"]),
+                                 b.ew("mul", d_p, h["take"])))
             new_state.append(buf)
             d_p = b.ew("add", d_p, b.ew("mul", buf, _scalar(b, self.momentum))) \
                 if self.nesterov else buf
@@ -129,7 +136,7 @@ class Adam(Optimizer):
         return [-(lr / (1 - beta1 ** step)), (1 - beta2 ** step) ** 0.5,
                 1 - lr * self.weight_decay]
 
-    def update(self, b, p, g, state, h):
+    def update(self, b, p, g, state, h, kept):
         beta1, beta2 = self.betas
         if self.maximize:
             g = b.ew("neg", g)
@@ -139,13 +146,14 @@ class Adam(Optimizer):
             else:
                 g = b.ew("add", g, b.ew("mul", p, _scalar(b, self.weight_decay)))
         exp_avg, exp_avg_sq = state[:2]
-        exp_avg = _lerp(b, exp_avg, g, 1.0 - beta1)
-        exp_avg_sq = b.ew("add", b.ew("mul", exp_avg_sq, _scalar(b, beta2)),
-                          b.ew("mul", b.ew("mul", g, g), _scalar(b, 1.0 - beta2)))
+        exp_avg = kept(exp_avg, _lerp(b, exp_avg, g, 1.0 - beta1))
+        exp_avg_sq = kept(exp_avg_sq, b.ew("add", b.ew("mul", exp_avg_sq, _scalar(b, beta2)),
+                                           b.ew("mul", b.ew("mul", g, g),
+                                                _scalar(b, 1.0 - beta2))))
         new_state = [exp_avg, exp_avg_sq]
         second = exp_avg_sq
         if self.amsgrad:
-            second = b.ew("maximum", state[2], exp_avg_sq)
+            second = kept(state[2], b.ew("maximum", state[2], exp_avg_sq))
             new_state.append(second)
         denom = b.ew("add", b.ew("div", b.ew("sqrt", second), h["bc2_sqrt"]),
                      _scalar(b, self.eps))

@@ -592,15 +592,25 @@ def _joint_graph(joint: Joint, optimizer: Optimizer,
             b.graph.updates.append((acc, guarded(acc, guarded(new, b.scalar(0.0), apply))))
 
     params, optim_state = {}, {}
+    guards: set[Value] = set()  # the states' guarded new values (Optimizer.update's `kept`)
+
+    def kept(old: Value, new: Value) -> Value:
+        out = guarded(old, new, update)
+        guards.add(out)
+        return out
+
     for name, p, g in trained:
         states = [b.const(np.zeros(p.shape, np.float32), "f32", f"{name}:{s}", state=True)
                   for s in optimizer.state_names()]
-        new_p, new_states = optimizer.update(b, p, g, states, h)
+        new_p, new_states = optimizer.update(b, p, g, states, h, kept)
         p.name = name
         params[name] = name
         b.graph.updates.append((p, guarded(p, new_p, update)))
         for s, new_s, sname in zip(states, new_states, optimizer.state_names()):
-            b.graph.updates.append((s, guarded(s, new_s, update)))
+            if new_s not in guards:
+                raise CompileError(f"{type(optimizer).__name__}.update returned the state "
+                                   f"{sname} without passing it through `kept`")
+            b.graph.updates.append((s, new_s))
             optim_state[s.name] = (name, sname)
     outputs = [b.ew("copy", b.cast(loss, "f32")), b.ew("copy", norm), b.ew("copy", ok)]
     for v, dt in zip(outputs, ("float32", "float32", "bool")):
