@@ -163,7 +163,7 @@ def test_the_float64_control_is_recorded_beside_the_gate(train_run):
     assert json.loads(stored)["rel_ours_f64"] == row["rel_ours_f64"]
     page = train_run["page"]
     assert 'id="control-a_ok"' in page and page.count('class="kernelwright-f64"') == 1
-    assert page.count('class="torch-f64"') == 1
+    assert page.count('class="torch-f64"') == 1 and page.count('class="nudged-f64"') == 1
 
 
 def test_the_summary_says_both_verdicts():
