@@ -429,12 +429,10 @@ class WeightedLoss(nn.Module):
         return sum((t * getattr(self, f"scale{i}")).sum() for i, t in enumerate(self._floats(out)))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("make", CASES)
-def test_compile_training_gradients_match_autograd(make):
-    """The same cases through compile_training (torch's joint export): SGD with lr 0 and
-    momentum, whose buffer after the first step is the gradient; the running statistics
-    it keeps against eager's."""
+def _sgd_step(make):
+    """One compile_training step of `make()`'s model under a weighted sum of its outputs,
+    SGD with lr 0 and momentum 0.9 (the momentum buffer is then the gradient), beside
+    autograd on a copy: (the step, the copy with its .grad, our loss, autograd's loss)."""
     torch.manual_seed(0)
     model, inputs = make()
     module = WeightedLoss(model, inputs)
@@ -445,6 +443,16 @@ def test_compile_training_gradients_match_autograd(make):
     loss = step(*batch)
     want = reference(*batch)
     want.backward()
+    return step, reference, loss, want
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", CASES)
+def test_compile_training_gradients_match_autograd(make):
+    """The same cases through compile_training (torch's joint export): SGD with lr 0 and
+    momentum, whose buffer after the first step is the gradient; the running statistics
+    it keeps against eager's."""
+    step, reference, loss, want = _sgd_step(make)
     _close(torch.tensor(loss), want.detach(), "loss")
     state, grads = step.state_dict(), step.optimizer_state()
     for name, p in reference.named_parameters():
@@ -467,15 +475,7 @@ def test_training_step_writes_gradients_without_searching(make):
     element's writers) and of an embedding (a scatter-add of rows at the batch's tokens:
     a product of the transposed one-hot by the rows) in a training step: as autograd's,
     and no kernel searches the written positions (an eq against an iota, reduced)."""
-    torch.manual_seed(0)
-    model, inputs = make()
-    module = WeightedLoss(model, inputs)
-    reference = copy.deepcopy(module)
-    batch = tuple(x for x in inputs if not x.is_floating_point())
-    step = kernelwright.compile_training(module, batch, None, optimizer=kernelwright.optim.SGD(
-        lr=0.0, momentum=0.9))
-    step(*batch)
-    reference(*batch).backward()
+    step, reference, _, _ = _sgd_step(make)
     grads = step.optimizer_state()
     for name, p in reference.named_parameters():
         _close(grads[name]["momentum_buffer"], p.grad, f"{name}'s gradient")

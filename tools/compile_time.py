@@ -68,6 +68,32 @@ def _now() -> complex:
     return complex(time.perf_counter(), time.process_time())
 
 
+def _plan_stages(graph, tree: str, dtypes, options, t: dict, plan_options=None):
+    """Fuse and generate `graph`'s kernels as build_plan does them, then build_plan itself
+    (both again, and memory planning; `plan_options`, else `options`), each stage's
+    seconds into `t`; returns the plan."""
+    from kernelwright.ir.ir import read_only_in_band
+    from kernelwright.kernels import generate
+    from kernelwright.schedule.schedule import build_plan, fuse, live_nodes, readers
+
+    t0 = _now()
+    nodes = live_nodes(graph)
+    users, outputs = readers(nodes), set(graph.roots())
+    groups = fuse(graph, nodes)
+    t["fuse"] = _now() - t0
+    t0 = _now()
+    materialized = {g.root for g in groups}
+    for g in groups:
+        generate(g.root, g.template, materialized, lambda v: id(v), options,
+                 [(p.template, p.root) for p in g.phases],
+                 read_only_in_band(g.root, users, outputs))
+    t["generate"] = _now() - t0
+    t0 = _now()
+    plan = build_plan(graph, tree, dtypes, plan_options or options)
+    t["build_plan"] = _now() - t0
+    return plan
+
+
 def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: bool,
            total: bool) -> dict[str, complex | int]:
     """Seconds per stage (wall + 1j * CPU) of planning `module` for `x`: fuse and
@@ -76,10 +102,7 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
     paused: what compile runs)."""
     from kernelwright.frontend import capture
     from kernelwright.frontend.capture import fx_to_ir, lstm_state_shapes
-    from kernelwright.ir.ir import read_only_in_band
-    from kernelwright.kernels import generate
     from kernelwright.options import CompileOptions
-    from kernelwright.schedule.schedule import build_plan, fuse, live_nodes, readers
     from kernelwright.tune import choose_knobs
 
     t: dict[str, float] = {}
@@ -104,22 +127,8 @@ def stages(module: nn.Module, x: torch.Tensor, pipelines: bool, keep_recurrent: 
     user = [i for i, s in enumerate(sig.output_specs) if s.kind.name == "USER_OUTPUT"]
     builder, dtypes = fx_to_ir(ep.graph_module, constants, user)
     t["fx_to_ir"] = _now() - t0
-    graph = builder.graph
-    t0 = _now()
-    nodes = live_nodes(graph)
-    users, outputs = readers(nodes), set(graph.outputs)
-    groups = fuse(graph, nodes)
-    t["fuse"] = _now() - t0
-    t0 = _now()
-    materialized = {g.root for g in groups}
-    for g in groups:
-        generate(g.root, g.template, materialized, lambda v: id(v), CompileOptions(),
-                 [(p.template, p.root) for p in g.phases],
-                 read_only_in_band(g.root, users, outputs))
-    t["generate"] = _now() - t0
-    t0 = _now()
-    plan = build_plan(graph, "tuple", dtypes, CompileOptions(choose=choose_knobs))
-    t["build_plan"] = _now() - t0  # fuse and generate again, memory
+    plan = _plan_stages(builder.graph, "tuple", dtypes, CompileOptions(), t,
+                        CompileOptions(choose=choose_knobs))
     t["kernels"] = len(plan.kernels)
     t["sources"] = len({k.source for k in plan.kernels})
     if total:
@@ -148,10 +157,7 @@ def train_stages(name: str, size: str, pipelines: bool) -> dict[str, complex | i
         load,
         our_optimizer,
     )
-    from kernelwright.ir.ir import read_only_in_band
-    from kernelwright.kernels import generate
     from kernelwright.options import CompileOptions
-    from kernelwright.schedule.schedule import build_plan, fuse, live_nodes, readers
     from kernelwright.train import step
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -173,22 +179,7 @@ def train_stages(name: str, size: str, pipelines: bool) -> dict[str, complex | i
         t0 = _now()
         (builder, dtypes), _ = step._joint_graph(joint, optimizer, MAX_GRAD_NORM, 1, options)
         t["to_ir"] = _now() - t0
-        graph = builder.graph
-        t0 = _now()
-        nodes = live_nodes(graph)
-        users, outputs = readers(nodes), set(graph.roots())
-        groups = fuse(graph, nodes)
-        t["fuse"] = _now() - t0
-        t0 = _now()
-        materialized = {g.root for g in groups}
-        for g in groups:
-            generate(g.root, g.template, materialized, lambda v: id(v), options,
-                     [(p.template, p.root) for p in g.phases],
-                     read_only_in_band(g.root, users, outputs))
-        t["generate"] = _now() - t0
-        t0 = _now()
-        plan = build_plan(graph, "tuple", dtypes, options)
-        t["build_plan"] = _now() - t0
+        plan = _plan_stages(builder.graph, "tuple", dtypes, options, t)
     t["nodes"] = len(joint.graph.nodes)
     t["kernels"] = len(plan.kernels)
     t["sources"] = len({k.source for k in plan.kernels})
@@ -208,11 +199,8 @@ def generate_stages(dtype: str, context: int, new: int, tiny: bool, pipelines: b
     from kernelwright.compiler import _collector_paused
     from kernelwright.frontend.capture import export_graph, from_exported, fx_to_ir, trace_graph
     from kernelwright.generate import CacheModule, _bucket
-    from kernelwright.ir.ir import read_only_in_band
-    from kernelwright.kernels import generate
     from kernelwright.options import CompileOptions
     from kernelwright.runtime.runtime import Executable, default_device
-    from kernelwright.schedule.schedule import build_plan, fuse, live_nodes, readers
     from kernelwright.tune import choose_knobs
     from kernelwright.tune.waves import device_waves
 
@@ -240,22 +228,7 @@ def generate_stages(dtype: str, context: int, new: int, tiny: bool, pipelines: b
                                        captured.user_outputs, captured.mutations,
                                        options=options)
             t["to_ir"] = _now() - t0
-            graph = builder.graph
-            t0 = _now()
-            nodes = live_nodes(graph)
-            users, outputs = readers(nodes), set(graph.roots())
-            groups = fuse(graph, nodes)
-            t["fuse"] = _now() - t0
-            t0 = _now()
-            materialized = {g.root for g in groups}
-            for g in groups:
-                generate(g.root, g.template, materialized, lambda v: id(v), options,
-                         [(p.template, p.root) for p in g.phases],
-                         read_only_in_band(g.root, users, outputs))
-            t["generate"] = _now() - t0
-            t0 = _now()
-            plan = build_plan(graph, "single", dtypes, options)
-            t["build_plan"] = _now() - t0
+            plan = _plan_stages(builder.graph, "single", dtypes, options, t)
         t["traced"] = int(traced)
         t["nodes"] = len(captured.graph_module.graph.nodes)
         t["kernels"] = len(plan.kernels)
