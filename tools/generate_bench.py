@@ -15,7 +15,8 @@ the static cache holding C + N positions on every side. Each side is timed by th
 clock of whole generate calls (median of `--reps`, after a warm-up that compiles):
 `prefill_ms` is a call making one token (the prompt's forward and its logits), and
 `decode_tokens_per_s` is (N - 1) / (time of N tokens - time of one), the decode steps
-alone (null where N tokens took no longer than one: a tiny model's noise). kernelwright
+alone (null where N tokens took no longer than one: a tiny model's noise); kernelwright's
+`decode_step` says where a decode step's time goes (`decode_profile`). kernelwright
 runs on the default wgpu device, PyTorch on CUDA (on the CPU, and labelled so, where
 PyTorch sees no GPU); fp32 runs with TF32 off on both. torch.compile
 compiles the model's forward (`--torch-compile-mode`, default by default:
@@ -121,7 +122,29 @@ def ours(tiny: bool, dtype: torch.dtype, ids: torch.Tensor, new: int, reps: int)
     row["weights_held_as"] = sorted({str(a.dtype) for p in plans.values()
                                      for a in p.plan.constants.values()
                                      if a.dtype.kind == "f" or a.dtype.str == "<u2"})
+    row["decode_step"] = decode_profile(plans[1], length - 1, reps)
     return row, tokens
+
+
+def decode_profile(decode, position: int, reps: int) -> dict:
+    """Where a decode step's time goes: the GPU time of its kernels in one compute pass
+    (timestamps around the pass, median of 5 * reps), their number, and each kernel's
+    own time (one pass per kernel, median of `reps` runs) summed by kernel name. The
+    gap between a token's wall time and `gpu_pass_ms` is the host's and the read-back's
+    share; between `gpu_pass_ms` and `sum_of_kernels_ms`, the barriers between kernels."""
+    args = (torch.zeros(1, 1, dtype=torch.long), torch.tensor([position]),
+            torch.zeros(1, dtype=torch.long))
+    passes = decode.gpu_times_ms([args], 5 * reps)
+    runs = [decode.kernel_times_ms(*args) for _ in range(reps)]
+    by_name: dict[str, list] = {}
+    for i, (name, _) in enumerate(runs[0]):
+        entry = by_name.setdefault(name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += statistics.median(r[i][1] for r in runs)
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][1])
+    return {"kernels": len(runs[0]), "gpu_pass_ms": statistics.median(passes),
+            "sum_of_kernels_ms": sum(t for _, (_, t) in top),
+            "by_name": [{"name": k, "count": c, "ms": round(t, 4)} for k, (c, t) in top[:15]]}
 
 
 def theirs(tiny: bool, dtype: torch.dtype, ids: torch.Tensor, new: int, reps: int,
