@@ -67,3 +67,21 @@ def test_outputs_read_together_equal_each_read_alone(monkeypatch):
     for got, want in zip(together, alone):
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+def test_read_all_keeps_its_staging_buffer_and_returns_copies():
+    plan, _ = _chain(3)
+    exe = Executable(plan)
+    rng = np.random.default_rng(3)
+    first_in, second_in = (rng.standard_normal((6, 6)).astype(np.float32) for _ in range(2))
+    first = exe.run([first_in])
+    kept = [a.copy() for a in first]
+    staging = exe._staging
+    second = exe.run([second_in])
+    assert exe._staging is staging  # made once, used by every call
+    for a, b in zip(first, kept):  # the first call's arrays are not the staging's bytes
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(first[0], second[0])
+    exe.dispatch([first_in])
+    for got, want in zip(exe.read_all(plan.outputs), kept):
+        np.testing.assert_array_equal(got, want)

@@ -372,6 +372,7 @@ class Executable:
                           else [d.create_buffer(size=_aligned(b.nbytes), usage=usage)])
                          for b in plan.buffers]
         self.buffers = [s[0] for s in self.segments]  # the device buffer of each unsplit one
+        self._staging = None  # read_all's staging buffer, kept from call to call
         for bid, data in plan.constants.items():
             if bid not in shared:
                 self.write(bid, np.ascontiguousarray(data))
@@ -487,8 +488,9 @@ class Executable:
 
     def read_all(self, specs) -> list[np.ndarray]:
         """Outputs back on the host, small ones (a loss, a norm, a token's logits)
-        through one staging buffer of at most READ_TOGETHER bytes: one copy and one wait
-        for them all, not one a tensor; the others one at a time (`read`)."""
+        through one staging buffer of at most READ_TOGETHER bytes, kept for the next
+        call: one copy and one wait for them all, not one a tensor and no buffer made
+        each call; the others one at a time (`read`)."""
         cap = min(READ_TOGETHER, self.dev.limits.get("max-buffer-size", READ_TOGETHER))
         small, offsets, total = [], [], 0
         for i, spec in enumerate(specs):
@@ -498,19 +500,22 @@ class Executable:
                 offsets.append(total)
                 total += size
         out: list[np.ndarray | None] = [None] * len(specs)
-        if len(small) > 1 and total:
+        if small and total:
             d = self.dev.device
-            staging = d.create_buffer(size=total,
-                                      usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            if self._staging is None or self._staging.size < total:
+                if self._staging is not None:
+                    self._staging.destroy()
+                self._staging = d.create_buffer(
+                    size=total, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            staging = self._staging
             enc = d.create_command_encoder()
             for i, at in zip(small, offsets):
                 enc.copy_buffer_to_buffer(self.buffers[specs[i].buffer], 0, staging, at,
                                           _aligned(self._nbytes(specs[i])))
             d.queue.submit([enc.finish()])
-            staging.map_sync(wgpu.MapMode.READ)
-            raw = np.frombuffer(staging.read_mapped(), np.uint8)
+            staging.map_sync(wgpu.MapMode.READ, 0, total)
+            raw = np.frombuffer(staging.read_mapped(0, total), np.uint8)  # a copy
             staging.unmap()
-            staging.destroy()
             for i, at in zip(small, offsets):
                 spec = specs[i]
                 dtype = numpy_type(self.plan.buffers[spec.buffer].dtype)
