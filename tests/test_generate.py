@@ -214,13 +214,35 @@ def test_a_plan_does_not_share_weights_that_changed():
     torch.testing.assert_close(changed(x), linear(x))
 
 
-def test_generate_bench_runs_at_the_tiny_config(tmp_path):
-    """tools/generate_bench.py end to end at its tiny config: every figure present, and
-    kernelwright's greedy tokens those of transformers' eager generate."""
+def _generate_bench():
+    """tools/generate_bench.py as a module."""
     path = Path(__file__).resolve().parents[1] / "tools" / "generate_bench.py"
     spec = importlib.util.spec_from_file_location("generate_bench", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_decode_plan_kernels_of_the_tiny_benchmark_model():
+    """The decode step of generate_bench's tiny SmolLM2-shaped model (two layers): 51
+    kernels with a matmul per projection, 41 with the q, k and v projections one matmul
+    and the gate and up projections one (lower/linalg.merge_shared_products; the norm's
+    scaling then joins the merged matmul's loader, and SwiGLU the down projection's)."""
+    model = _generate_bench().make_model(True, torch.float32)
+    example = [torch.zeros(1, 1, dtype=torch.long), torch.arange(1),
+               torch.zeros(1, dtype=torch.long)]
+    plan = kernelwright.plan_module(generation.CacheModule(model, 1, 544), example,
+                                    capture="trace")
+    assert len(plan.kernels) == 41, plan.summary()
+    # per layer: q/k/v, attention's two, o, gate/up, down (with SwiGLU in its loader);
+    # then the lm head
+    assert sum("matmul" in k.name for k in plan.kernels) == 2 * 6 + 1
+
+
+def test_generate_bench_runs_at_the_tiny_config(tmp_path):
+    """tools/generate_bench.py end to end at its tiny config: every figure present, and
+    kernelwright's greedy tokens those of transformers' eager generate."""
+    bench = _generate_bench()
     out = tmp_path / "generate.json"
     result = bench.main(["--tiny", "--torch-compile-mode", "none", "--reps", "1",
                          "--contexts", "16,20", "--new-tokens", "4", "--out", str(out)])

@@ -33,6 +33,7 @@ from torch.utils import _pytree as pytree
 from ..dtypes import default_torch_name, host_array, is_packed, storage_of_torch
 from ..ir.ir import CompileError, GraphBuilder, Value
 from ..lower.elementwise import device_dtype
+from ..lower.linalg import merge_shared_products
 from ..lower.registry import lookup
 from ..options import CompileOptions
 
@@ -496,7 +497,7 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             if keep_outputs is not None:
                 flat = [flat[i] for i in keep_outputs]
                 metas = [metas[i] for i in keep_outputs]
-            settled = b.settle(flat + [v for v, _, _ in changed])
+            settled = merge_shared_products(b, b.settle(flat + [v for v, _, _ in changed]))
             flat = settled[:len(flat)]
             by_name = {p.name: p for p in gm.graph.nodes if p.op == "placeholder"}
             for new, (_, target, name) in zip(settled[len(flat):], changed):

@@ -231,6 +231,9 @@ class GraphBuilder:
         # constants the graph updates (Graph.updates): read as they are at each call, never
         # folded at compile time (a parameter a training step changes)
         self._state: set[int] = set()
+        # products of a value by a constant matrix, recorded by lower/linalg.product for
+        # lower/linalg.merge_shared_products (one product for those of one operand)
+        self.constant_products: list = []
 
     def _name(self) -> str:
         self._count += 1
@@ -264,11 +267,22 @@ class GraphBuilder:
                 continue
             swap[id(value)] = plain()
         self.tentative.clear()
+        return self.replace(swap, outputs)
+
+    def replace(self, swap: dict[int, Value], outputs: list[Value]) -> list[Value]:
+        """Every read of a value whose id `swap` maps, by the nodes and in `outputs`,
+        made a read of the value it maps to (new nodes, computed later, are ordered before
+        their readers). Returns `outputs` with them replaced."""
         if swap:
             for n in self.graph.nodes:
                 n.inputs = [swap.get(id(v), v) for v in n.inputs]
             self.graph.nodes = _producers_first(self.graph.nodes)  # (the new nodes came last)
         return [swap.get(id(v), v) for v in outputs]
+
+    def is_state(self, v: Value) -> bool:
+        """Whether constant `v` is state the graph updates (read at each call, never
+        folded or copied at compile time)."""
+        return id(v) in self._state
 
     def _node(self, prim: str, inputs: list[Value], shape, dtype: str, **attrs) -> Value:
         out = Value(tuple(int(s) for s in shape), dtype, name=self._name())

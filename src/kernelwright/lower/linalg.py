@@ -4,11 +4,20 @@ fuse as epilogues). Convolution and pooling live in conv.py and pool.py."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..ir.ir import CompileError, GraphBuilder, Value, affine_index, broadcast_shapes, where_band
+from ..dtypes import buffer_bytes
+from ..ir.ir import (
+    CompileError,
+    GraphBuilder,
+    Node,
+    Value,
+    affine_index,
+    broadcast_shapes,
+    where_band,
+)
 from ..kernels import MATMUL_BK, WavePlan, product_plan, reads_window
 from .elementwise import binary, unary_float
 from .registry import register
@@ -86,7 +95,13 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
     plan = product_plan(x.shape, y.shape, reads_window(x) or reads_window(y), b.options.waves)
     if bands != (None, None):  # a bounded K loop: as one product or in chunks
         plan = WavePlan(chunks=plan.chunks)
-    return planned_product(b, x, y, plan, k_range(*bands))
+    first = len(b.graph.nodes)
+    out = planned_product(b, x, y, plan, k_range(*bands))
+    weight = constant_matrix(b, y)
+    if weight is not None and out.numel * k == x.numel * y.shape[-1]:
+        b.constant_products.append(ConstantProduct(x, weight, out, frozenset(
+            id(n) for n in b.graph.nodes[first:])))
+    return out
 
 
 def planned_product(b: GraphBuilder, x: Value, y: Value, plan: WavePlan,
@@ -122,6 +137,198 @@ def planned_product(b: GraphBuilder, x: Value, y: Value, plan: WavePlan,
     ys = b.reshape(ys, y.shape[:-2] + (chunks, depth, n))  # [..., S, C, N]
     partial = b.matmul(xs, ys)  # [..., S, M, N]
     return b.reduce(partial, "sum", [len(partial.shape) - 3])
+
+
+# -- one product for the products of one operand by several constants -----------------
+# A transformer layer multiplies its normed activations by several weights (the q, k
+# and v projections; an MLP's gate and up projections): each a kernel of its own that
+# reads the same activations and fills few workgroups at decode's one row. `product`
+# records each product of a value by a constant matrix; once the graph is lowered,
+# `merge_shared_products` makes those of one operand one product against the weights
+# side by side along N (a new constant, built at compile time from the module's
+# weights: a call after they changed is refused as for any weight, CompiledModule),
+# each product's readers reading its columns as a slice (a view). A bias added to a
+# product's every row is added to the merged one's (the biases side by side, zeros
+# where a product has none): the matmul's epilogue. Not merged: a weight read by
+# anything else (it would be held twice: the merged copy and its own), state the graph
+# updates (a training step's parameters: never folded, so never concatenated), a product
+# whose operand is not the same value, a product returned as it is (its columns would
+# be copied out), one that would lose an elementwise epilogue of its own
+# (`merge_shared_products`), or products that together would not fit one binding.
+
+
+@dataclass(eq=False)
+class ConstantProduct:
+    """x @ weight as `product` built it: `out`, made by the nodes whose ids are `nodes`."""
+
+    x: Value  # [..., M, K]
+    weight: Value  # the constant [K, N] (leading unit dims allowed)
+    out: Value  # [..., M, N], x's leading dims
+    nodes: frozenset[int]
+
+
+def _unviewed(v: Value, ops: tuple[str, ...]) -> Value:
+    """v with the views of `ops` it is made by taken off."""
+    while v.node is not None and v.node.op in ops:
+        v = v.node.inputs[0]
+    return v
+
+
+def constant_matrix(b: GraphBuilder, y: Value) -> Value | None:
+    """The constant y [..., K, N] repeats (through reshapes and expands) when it is one
+    [K, N] matrix the graph never updates, else None."""
+    src = _unviewed(y, ("reshape", "expand"))
+    if src.kind != "const" or src.data is None or b.is_state(src) or len(src.shape) < 2 \
+            or src.shape[-2:] != y.shape[-2:] or math.prod(src.shape[:-2]) != 1:
+        return None
+    return src
+
+
+def _live(nodes: list[Node], roots: list) -> set[int]:
+    """The ids of the nodes among `nodes` that `roots` depend on."""
+    live: set[int] = set()
+    stack = [v.node for v in roots if isinstance(v, Value) and v.node is not None]
+    while stack:
+        n = stack.pop()
+        if id(n) not in live:
+            live.add(id(n))
+            stack.extend(v.node for v in n.inputs if v.node is not None)
+    return live
+
+
+def _added_bias(b: GraphBuilder, out: Value, users, roots: set[int]) -> tuple[Value, Value] | None:
+    """(the sum, the bias) when `out`'s one reader, through reshapes keeping its last dim
+    (each read once), adds an f32 constant of one value per column (a linear layer's
+    bias), else None."""
+    v, n = out, out.shape[-1]
+    while True:
+        readers = users.get(v, [])
+        if id(v) in roots or len(readers) != 1:
+            return None
+        node = readers[0]
+        if node.op != "reshape" or node.out.shape[-1:] != (n,):
+            break
+        v = node.out
+    if node.op != "ew" or node.attrs["fn"] != "add" or node.out.shape != v.shape \
+            or node.out.dtype != "f32" or [i is v for i in node.inputs].count(True) != 1:
+        return None
+    bias = _unviewed(node.inputs[1] if node.inputs[0] is v else node.inputs[0],
+                     ("reshape", "expand"))
+    if bias.kind != "const" or bias.data is None or b.is_state(bias) or bias.dtype != "f32" \
+            or bias.numel != n or bias.shape[-1:] != (n,):
+        return None
+    return node.out, bias
+
+
+FLOW_MAX = 16  # nodes `_flow` follows from a product's value
+
+
+def _flow(v: Value, users, roots: set[int]) -> tuple[set[int], bool]:
+    """The nodes v flows into through elementwise ops and reshapes of its size (up to
+    FLOW_MAX of them, not past a root): those an epilogue of v's product might compute;
+    and whether one of them is elementwise."""
+    nodes: set[int] = set()
+    computes = False
+    todo = [v]
+    while todo and len(nodes) < FLOW_MAX:
+        x = todo.pop()
+        if id(x) in roots:
+            continue
+        for node in users.get(x, []):
+            if id(node) in nodes or node.op not in ("ew", "reshape") \
+                    or node.out.numel != v.numel:
+                continue
+            nodes.add(id(node))
+            computes |= node.op == "ew"
+            todo.append(node.out)
+    return nodes, computes
+
+
+def merge_shared_products(b: GraphBuilder, roots: list) -> list:
+    """The recorded products (`GraphBuilder.constant_products`) of one operand by
+    constant matrices of one K, dtype and storage made one product (the block comment
+    above), where each weight is read by its product alone and each product's value
+    (with its bias) is no root and would lose no epilogue of its own: a product whose
+    value flows into elementwise ops that no other product of the operand flows into
+    keeps its kernel (merged, those ops would be a kernel of their own; SwiGLU's
+    silu(gate) * up, which both flow into, is merged). `roots`: what the graph computes
+    (its outputs, the new values of its state), returned with the merged products'
+    values replaced."""
+    recorded, b.constant_products = b.constant_products, []
+    live = _live(b.graph.nodes, roots)
+    users: dict[Value, list[Node]] = {}
+    for node in b.graph.nodes:
+        if id(node) in live:
+            for v in node.inputs:
+                users.setdefault(v, []).append(node)
+    root_ids = {id(v) for v in roots}
+    groups: dict[tuple, list[ConstantProduct]] = {}
+    for p in recorded:
+        w = p.weight
+        if (p.out.node is None or id(p.out.node) not in live or id(w) in root_ids
+                or any(id(r) not in p.nodes for r in users.get(w, []))):
+            continue
+        key = (id(_unviewed(p.x, ("reshape",))), p.x.shape[-1], p.x.dtype, w.dtype, w.storage)
+        groups.setdefault(key, []).append(p)
+    limits = b.options.limits
+    swap: dict[int, Value] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        biases = [_added_bias(b, p.out, users, root_ids) for p in members]
+        if len({bias.storage for _, bias in filter(None, biases)}) > 1:
+            biases = [None] * len(members)  # (added to the columns as they are)
+        ends = [p.out if pair is None else pair[0] for p, pair in zip(members, biases)]
+        flows = [_flow(v, users, root_ids) for v in ends]
+        kept = []
+        for i, (p, pair, end) in enumerate(zip(members, biases, ends)):
+            nodes, computes = flows[i]
+            if id(end) in root_ids or (computes and not any(
+                    nodes & other for j, (other, _) in enumerate(flows) if j != i)):
+                continue
+            kept.append((p, pair))
+        batch: list[tuple[ConstantProduct, tuple | None]] = []
+        for entry in kept + [None]:  # in order, as many a product as fit one binding
+            if entry is not None:
+                p = entry[0]
+                n = sum(q.out.shape[-1] for q, _ in batch) + p.out.shape[-1]
+                rows = p.out.numel // p.out.shape[-1]
+                if limits is None or max(buffer_bytes(p.x.shape[-1] * n, p.weight.stored),
+                                         buffer_bytes(rows * n, p.out.stored)) <= limits.max_bytes:
+                    batch.append(entry)
+                    continue
+            if len(batch) > 1:
+                swap.update(_merged(b, batch))
+            batch = [] if entry is None else [entry]
+    b.constant_products = []  # (the merged products' own records)
+    return b.replace(swap, roots)
+
+
+def _merged(b: GraphBuilder, batch: list[tuple[ConstantProduct, tuple | None]]
+            ) -> dict[int, Value]:
+    """One product for the products of `batch`, each with its added bias (the sum and
+    the bias, or None): the id of each one's value (the sum, where it has a bias) ->
+    its columns of the merged product."""
+    k = batch[0][0].x.shape[-1]
+    w = batch[0][0].weight
+    weight = b.const(np.concatenate([np.asarray(p.weight.data).reshape(k, p.out.shape[-1])
+                                     for p, _ in batch], axis=1), w.dtype)
+    weight.storage = w.storage
+    out = product(b, batch[0][0].x, weight)
+    biases = [pair[1] for _, pair in batch if pair is not None]
+    if biases:  # the biases too, side by side (zeros where there is none)
+        bias = b.const(np.concatenate([
+            np.zeros(p.out.shape[-1], np.float32) if pair is None else
+            np.asarray(pair[1].data, np.float32).reshape(-1) for p, pair in batch]), "f32")
+        bias.storage = biases[0].storage
+        out = b.ew("add", out, bias)
+    swap, start = {}, 0
+    for p, pair in batch:
+        value = p.out if pair is None else pair[0]
+        n = p.out.shape[-1]
+        swap[id(value)] = b.reshape(b.slice(out, -1, start, start + n), value.shape)
+        start += n
+    return swap
 
 
 def lse_probabilities(b: GraphBuilder, z: Value, m: Value, total: Value) -> Value:
