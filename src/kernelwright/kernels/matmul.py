@@ -165,15 +165,20 @@ MATMUL_SCALAR_RATE = 0.92
 def matmul_wave_cost(tiles: tuple[int, int, int, int], m: int, n: int, nb: int, k: int,
                      chunks: int, facts: Waves) -> float:
     """The modelled time (arbitrary units) of nb products of M x N x K over `chunks` K
-    chunks on `tiles` (the wide or the plain ones; module comment above)."""
+    chunks on `tiles` (the wide or the plain ones, module comment above; other tiles are
+    not measured: they are modelled as the plain ones' rate and slots of the same area,
+    a round holding as many tile elements, and no lone last round)."""
     bm, bn = tiles[:2]
     wide = tuple(tiles) == MATMUL_LARGE_TILES
-    slots = facts.wide if wide else facts.plain
+    plain = tuple(tiles) == MATMUL_PLAIN_TILES
+    area = MATMUL_PLAIN_TILES[0] * MATMUL_PLAIN_TILES[1]
+    slots = facts.wide if wide else facts.plain if plain else max(1, facts.plain * area
+                                                                  // (bm * bn))
     count = nb * chunks * math.ceil(m / bm) * math.ceil(n / bn)
     per_tile = bm * bn * (k / chunks) / (MATMUL_WIDE_RATE if wide else 1.0)
     split = 1.0 + MATMUL_SPLIT_COST * (chunks + 1) / k if chunks > 1 else 1.0
     rounds = math.ceil(count / slots)
-    if not wide and rounds % 2:
+    if plain and rounds % 2:
         rounds += MATMUL_PLAIN_LONE - 1
     return rounds * slots * per_tile * split
 
