@@ -19,7 +19,7 @@ def _compiled(fn, *inputs):
     return kernelwright.compile(Fn(fn), list(inputs), progress=None)(*inputs, poison=True)
 
 
-@pytest.mark.parametrize("gemm", [True, False])
+@pytest.mark.parametrize("lowering", ["gemm", "direct", "folded"])
 @pytest.mark.parametrize("nd,cfg", [
     (2, dict(cin=3, cout=5, k=3)),
     (2, dict(cin=4, cout=6, k=3, stride=2, padding=1)),
@@ -30,14 +30,19 @@ def _compiled(fn, *inputs):
     (1, dict(cin=3, cout=4, k=4, stride=3, padding=1)),
     (3, dict(cin=2, cout=3, k=2, stride=2, padding=1)),
 ])
-def test_convolution_backward(nd, cfg, gemm, monkeypatch):
-    if not gemm:  # every convolution (the input's gradient included) on the direct kernel
+def test_convolution_backward(nd, cfg, lowering, monkeypatch):
+    if lowering == "direct":  # every convolution (the input's gradient included) direct
         monkeypatch.setattr(conv_ops, "GEMM_MIN_COUT", 1 << 30)
+    if lowering == "folded":  # every one an implicit GEMM, the batch in its columns
+        monkeypatch.setattr(conv_ops, "GEMM_MIN_COUT", 1)
+        monkeypatch.setattr(conv_ops, "GEMM_MIN_K", 1)
+        monkeypatch.setattr(conv_ops, "FOLD_MIN_PADDING", -1.0)
     cfg = dict(cfg)
     cin, cout, k, groups = cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k"), cfg.get("groups", 1)
     k = (k,) * nd if isinstance(k, int) else k
     torch.manual_seed(0)
-    x = torch.randn(2, cin, *(11, 9, 7)[:nd], requires_grad=True)
+    x = torch.randn(3 if lowering == "folded" else 2, cin, *(11, 9, 7)[:nd],
+                    requires_grad=True)
     w = torch.randn(cout, cin // groups, *k, requires_grad=True)
     bias = torch.randn(cout, requires_grad=True)
     y = CONV[nd](x, w, bias, **cfg)

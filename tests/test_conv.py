@@ -390,3 +390,58 @@ def test_window_shape_rule():
         b.window(x, [9, 3], [1, 1], [0, 0], [1, 1])
     with pytest.raises(CompileError, match="below 1"):
         b.window(x, [3, 3], [0, 1], [0, 0], [1, 1])
+
+
+@pytest.fixture
+def folded(monkeypatch):
+    """Every implicit GEMM of a batch of two or more with its batch folded into the
+    columns (conv_ops.fold_batch), whatever the padding it saves."""
+    monkeypatch.setattr(conv_ops, "GEMM_MIN_COUT", 1)
+    monkeypatch.setattr(conv_ops, "GEMM_MIN_K", 1)
+    monkeypatch.setattr(conv_ops, "FOLD_MIN_PADDING", -1.0)
+
+
+@pytest.mark.parametrize("nd,batch,cfg", [
+    (1, 3, dict(cin=4, cout=6, k=3, stride=2, padding=1)),
+    (2, 3, dict(cin=6, cout=8, k=3, padding=1)),
+    (2, 1, dict(cin=6, cout=8, k=3, padding=1)),  # batch 1: nothing to fold
+    (2, 4, dict(cin=6, cout=8, k=(3, 2), stride=2, padding=(2, 0), dilation=(2, 1),
+                groups=2, bias=False)),
+    (3, 2, dict(cin=4, cout=6, k=2, stride=(1, 2, 1), padding=1)),
+])
+def test_batch_folded_into_the_columns(nd, batch, cfg, folded):
+    """The batch folded into the GEMM's columns (one product of batch x positions
+    columns per group, the output stored as NCHW by the matmul's store), plain and
+    transposed, with the bias and a ReLU in the epilogue, against PyTorch."""
+    cfg = dict(cfg)
+    cin, cout, k = cfg.pop("cin"), cfg.pop("cout"), cfg.pop("k")
+    x = torch.randn(batch, cin, *SIZE[nd])
+    compiled = check(nn.Sequential(_module(CONV[nd], cin, cout, k, **cfg), nn.ReLU()), x)
+    matmuls = [k for k in compiled.plan.kernels if "matmul" in k.name]
+    assert matmuls and all(("(n / " in k.source) == (batch > 1) for k in matmuls), \
+        compiled.plan.summary()
+    t = _module(CONV_T[nd], cin, cout, k, **{**cfg, "padding": 1})
+    compiled = check(nn.Sequential(t, nn.ReLU()), x)
+    assert any("(n / " in k.source for k in compiled.plan.kernels) == (batch > 1)
+
+
+def test_folded_split_k(folded):
+    """A deep folded product over few tiles: its K chunks are batch entries of the
+    folded matmul, summed by the reduce template (the bias in that kernel)."""
+    compiled = check(_module(nn.Conv2d, 256, 16, 3, padding=1), torch.randn(2, 256, 4, 3))
+    names = _kernels(compiled)
+    assert len(names) == 2 and "matmul" in names[0] and "reduce" in names[1], names
+    assert "(n / 12)" in compiled.plan.kernels[0].source
+
+
+@pytest.mark.parametrize("n,m,positions,depth,fold", [
+    (32, 512, 49, 4608, True),  # ResNet's 7 x 7: a quarter of each 64-wide tile padding
+    (32, 256, 196, 2304, True),  # 14 x 14: 196 of 256 columns
+    (32, 128, 784, 1152, False),  # 28 x 28: 784 of 832, too little to gain
+    (32, 64, 3136, 576, False),  # 56 x 56: whole tiles
+    (32, 512, 64, 4608, False),  # 8 x 8: whole tiles
+    (1, 512, 49, 4608, False),  # one batch entry
+    (8, 64, 4, 576, True),  # 2 x 2 positions on 16-wide tiles
+])
+def test_fold_batch_rule(n, m, positions, depth, fold):
+    assert conv_ops.fold_batch(n, 1, m, positions, depth, None) == fold

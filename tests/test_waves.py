@@ -234,3 +234,20 @@ def test_compile_plans_with_the_waves_of_its_device(monkeypatch):
     monkeypatch.setattr(cuts, "SPLIT_K_MAX_TILES", 0)
     kernelwright.plan_module(Fn(torch.matmul), [torch.empty(512, 512), torch.empty(512, 512)])
     assert seen == [H200]
+
+
+def test_deep_products_split_k_by_the_waves():
+    """A weight gradient's product (K, the batch's positions, long against M and N) is
+    cut into chunks by the waves' model (cuts.deep_plan): U-Net's 128 x 1152 outputs over
+    K = 131072 took 8 chunks (144 workgroups of 128 x 64 on 264 slots) by the small
+    grids' rule; by the waves, enough chunks to fill several waves, their partial sums
+    within SPLIT_K_MAX_PARTIAL_BYTES. Without waves the small grids' rule stays."""
+    waves = H200
+    assert product_plan((1, 128, 131072), (1, 131072, 1152)).chunks == 8
+    plan = product_plan((1, 128, 131072), (1, 131072, 1152), waves=waves)
+    assert plan.chunks > 8 and not plan.tail and not plan.align
+    assert 4 * plan.chunks * 128 * 1152 <= cuts.SPLIT_K_MAX_PARTIAL_BYTES
+    assert 131072 % (plan.chunks * 16) == 0
+    # not deep (K under 8 x N): the small grids' rule, as without waves
+    assert product_plan((1, 256, 6272), (1, 6272, 2304), waves=waves) == \
+        product_plan((1, 256, 6272), (1, 6272, 2304))

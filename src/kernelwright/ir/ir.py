@@ -615,6 +615,20 @@ class GraphBuilder:
                        **(bounds or {}))
         return self.reshape(y, batch + (m, n))
 
+    def folded_matmul(self, a: Value, b: Value, fold: int) -> Value:
+        """The product of a [G, M, K] and b [G, K, J * fold] whose columns are J blocks
+        of `fold` (a convolution's batch entries times its positions), stored block by
+        block: out [J, G, M, fold], out[j, g, m, q] = (a[g] @ b[g])[m, j * fold + q]. One
+        GEMM of J * fold columns per g whose tiles cross the blocks (the matmul node's
+        `fold`: its kernel stores each element at its place in [J, G, M, fold])."""
+        if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0] \
+                or a.shape[2] != b.shape[1] or fold < 1 or b.shape[2] % fold:
+            raise CompileError(f"folded matmul shapes {list(a.shape)} @ {list(b.shape)}, "
+                               f"blocks of {fold}")
+        nb, m, n = a.shape[0], a.shape[1], b.shape[2]
+        return self._node("matmul", [a, b], (n // fold, nb, m, fold), promote(a.dtype, b.dtype),
+                          fold=int(fold))
+
     def attention(self, q: Value, k: Value, v: Value, mask: Value | None = None,
                   causal: bool = False, scale: float = 1.0) -> Value:
         """Scaled dot-product attention softmax(q k^T * scale + mask) v of q [B, L, E],

@@ -70,6 +70,7 @@ from .matmul import (
     matmul_tiles,
     matmul_wave_cost,
     matmul_wide,
+    product_reads_window,
     reads_window,
 )
 from .matmul_coop import COOP_TILE, _matmul_coop, _matmul_coop_space, accelerates, matrix_unit
@@ -95,8 +96,8 @@ __all__ = [
     "fill_kernel", "generate",
     "kernel_key", "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
     "matmul_tiles", "matmul_wave_cost", "matmul_wide", "matrix_unit", "plain_strides", "pool_space",
-    "product_plan", "reads_window", "reduce_space", "row_kernel_fits", "row_major", "rows_space",
-    "scan_space", "sort_space", "template_kind",
+    "product_plan", "product_reads_window", "reads_window", "reduce_space", "row_kernel_fits",
+    "row_major", "rows_space", "scan_space", "sort_space", "template_kind",
 ]
 
 

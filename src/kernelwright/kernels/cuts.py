@@ -30,6 +30,13 @@ SPLIT_K_MIN = 512  # split K only from this depth on ...
 SPLIT_K_MAX_TILES = 128  # ... of a product of at most this many output tiles ...
 SPLIT_K_CHUNK = 128  # ... into chunks at least this deep ...
 SPLIT_K_TARGET = 512  # ... until about this many workgroups share the work (see product)
+# Deep products (deep_plan): K at least SPLIT_DEEP_RATIO times M and N (a weight's
+# gradient, summed over a batch's positions), on a device of known waves, in chunks at
+# least SPLIT_DEEP_MIN_CHUNK deep whose partial sums take at most
+# SPLIT_K_MAX_PARTIAL_BYTES.
+SPLIT_DEEP_RATIO = 8
+SPLIT_DEEP_MIN_CHUNK = MATMUL_WIDE_MIN_K
+SPLIT_K_MAX_PARTIAL_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,8 @@ def product_plan(x_shape, y_shape, window: bool = False,
     k = x_shape[-1]
     m, n = x_shape[-2], y_shape[-1]
     nb = math.prod(broadcast_shapes(x_shape[:-2], y_shape[:-2]))
+    if waves is not None and k >= SPLIT_K_MIN and k >= SPLIT_DEEP_RATIO * max(m, n):
+        return deep_plan(m, n, k, nb, window, waves)
     tiles_ = matmul_tiles(m, n, nb, window=window, wide=matmul_wide(m, n, k), waves=waves)
     tiles = nb * math.ceil(m / tiles_[0]) * math.ceil(n / tiles_[1])
     if tiles > SPLIT_K_MAX_TILES:
@@ -71,6 +80,26 @@ def product_plan(x_shape, y_shape, window: bool = False,
     exact = [c for c in range(want, (want - 1) // 2, -1) if k % (c * MATMUL_BK) == 0]
     chunks = exact[0] if exact else want
     return WavePlan(chunks=chunks if chunks >= 2 else 1)
+
+
+def deep_plan(m: int, n: int, k: int, nb: int, window: bool, facts: Waves) -> WavePlan:
+    """The K chunks of least modelled time (kernels.matmul_wave_cost) for nb products of
+    M x N x K whose K is long against M and N (product_plan): a convolution's weight
+    gradient sums over the batch's positions (U-Net: 128 x 1152 outputs over K = 131072),
+    its few output tiles too few workgroups for the device unless K is cut. Each count
+    of chunks (whole staged tiles, at least SPLIT_DEEP_MIN_CHUNK deep, partial sums of at
+    most SPLIT_K_MAX_PARTIAL_BYTES) is costed on the tiles its product of nb * chunks
+    entries gets (kernels.matmul_tiles), the partial sums' reduction included (its
+    MATMUL_SPLIT_COST per chunk); the fewest chunks among equal costs."""
+    options = []
+    for c in range(1, max(1, k // SPLIT_DEEP_MIN_CHUNK) + 1):
+        if c > 1 and (k % (c * MATMUL_BK)
+                      or 4 * nb * c * m * n > SPLIT_K_MAX_PARTIAL_BYTES):
+            continue
+        tiles = matmul_tiles(m, n, nb * c, window=window, wide=matmul_wide(m, n, k // c),
+                             waves=facts)
+        options.append((matmul_wave_cost(tiles, m, n, nb, k, c, facts), c))
+    return WavePlan(chunks=min(options)[1])
 
 
 def wave_plan(m: int, n: int, k: int, nb: int, facts: Waves) -> tuple[float, WavePlan]:

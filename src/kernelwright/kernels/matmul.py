@@ -165,15 +165,20 @@ MATMUL_SCALAR_RATE = 0.92
 def matmul_wave_cost(tiles: tuple[int, int, int, int], m: int, n: int, nb: int, k: int,
                      chunks: int, facts: Waves) -> float:
     """The modelled time (arbitrary units) of nb products of M x N x K over `chunks` K
-    chunks on `tiles` (the wide or the plain ones; module comment above)."""
+    chunks on `tiles` (the wide or the plain ones, module comment above; other tiles are
+    not measured: they are modelled as the plain ones' rate and slots of the same area,
+    a round holding as many tile elements, and no lone last round)."""
     bm, bn = tiles[:2]
     wide = tuple(tiles) == MATMUL_LARGE_TILES
-    slots = facts.wide if wide else facts.plain
+    plain = tuple(tiles) == MATMUL_PLAIN_TILES
+    area = MATMUL_PLAIN_TILES[0] * MATMUL_PLAIN_TILES[1]
+    slots = facts.wide if wide else facts.plain if plain else max(1, facts.plain * area
+                                                                  // (bm * bn))
     count = nb * chunks * math.ceil(m / bm) * math.ceil(n / bn)
     per_tile = bm * bn * (k / chunks) / (MATMUL_WIDE_RATE if wide else 1.0)
     split = 1.0 + MATMUL_SPLIT_COST * (chunks + 1) / k if chunks > 1 else 1.0
     rounds = math.ceil(count / slots)
-    if not wide and rounds % 2:
+    if plain and rounds % 2:
         rounds += MATMUL_PLAIN_LONE - 1
     return rounds * slots * per_tile * split
 
@@ -198,6 +203,14 @@ def reads_window(v: Value) -> bool:
     while v.node is not None and v.node.op in ("reshape", "expand"):
         v = v.node.inputs[0]
     return v.node is not None and v.node.op == "window"
+
+
+def product_reads_window(tnode) -> bool:
+    """Whether matmul node `tnode` is a convolution's implicit GEMM: an operand reads
+    windows (reads_window), or its batch is folded into its columns (the `fold` of
+    GraphBuilder.folded_matmul, whose B reads the windows through a permute)."""
+    a, b = tnode.inputs
+    return bool(tnode.attrs.get("fold")) or reads_window(a) or reads_window(b)
 
 
 def matmul_tiles(m: int, n: int, nb: int = 1, prologue: bool = False,
@@ -727,7 +740,7 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
     prologue = any(_computes_on_loads(x, materialized)
                    and not (once and k >= MATMUL_ONCE_PLAIN_MIN_K)
                    for x, once in zip((a, b), matmul_loads_once(m, n)))
-    knobs = merge_knobs(matmul_knobs(m, n, nb, prologue, reads_window(a) or reads_window(b),
+    knobs = merge_knobs(matmul_knobs(m, n, nb, prologue, product_reads_window(tnode),
                                      matmul_wide(m, n, k), options.waves), knobs)
     bm, bn, tm, tn, bk, vec, db = (knobs[name] for name in _MATMUL_KNOBS)
     require(all(isinstance(v, int) and v >= 1 for v in (bm, bn, tm, tn, bk)), knobs,
@@ -788,7 +801,8 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
     # output (ir.where_band: causal attention's scores) needs no product in a tile
     # the band misses: its K range is empty
     at = tnode.attrs
-    band = where_band(out) if out is not tnode.out and out.shape[-2:] == (m, n) else None
+    band = (where_band(out) if out is not tnode.out and out.shape[-2:] == (m, n)
+            and not at.get("fold") else None)
     missed = None  # no output of the tile in the band: from the range of n - m in it
     if band is not None:
         op, c, _ = band
@@ -869,7 +883,7 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
                        if not inside)
 
     def store(i: int, j: int) -> str:
-        body = f"let gi = (b * {m} + m) * {n} + n; let acc = acc_{i}_{j}; $STORE"
+        body = f"let gi = {output_index(tnode)}; let acc = acc_{i}_{j}; $STORE"
         return f"if ({test}) {{ {body} }}" if test else body
 
     outs = [f"    {{ let m = m0 + {a_op.row_of(i)}; let n = n0 + {b_op.row_of(j)}; {store(i, j)} }}"
@@ -881,6 +895,19 @@ def _matmul(src, materialized, out, tnode, knobs, options: CompileOptions):
                  PREFETCH="\n".join(prefetch), ACCUMULATORS="\n".join(accs), K_LOOP=loop,
                  STORE_BLOCK="\n".join(outs), workgroup_bytes=wg_bytes)
     return "matmul", slots, (gx, gy, nb), knobs
+
+
+def output_index(tnode) -> str:
+    """The flat index gi in the matmul node's output of element (b, m, n) of its
+    product: [nb, M, N] row-major, or with `fold` (GraphBuilder.folded_matmul) [N / fold,
+    nb, M, fold], column n in block n / fold."""
+    a, b = tnode.inputs
+    nb, m = a.shape[:2]
+    n = b.shape[2]
+    fold = tnode.attrs.get("fold")
+    if not fold or fold == n:
+        return f"(b * {m} + m) * {n} + n"
+    return f"((n / {fold}) * {nb * m} + b * {m} + m) * {fold} + n % {fold}"
 
 
 def _tile_origin(group: int, gx: int, gy: int, bm: int, bn: int) -> str:

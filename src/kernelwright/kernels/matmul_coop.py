@@ -22,7 +22,7 @@ from .common import (
     require,
     snippet,
 )
-from .matmul import _tile_origin
+from .matmul import _tile_origin, output_index
 
 COOP_TILE = 16  # wgpu-native's cooperative matrices: 16 x 16 f16 operands, f32 results
 COOP_SUBGROUP = 32  # invocations per subgroup wgpu-native's path is written for (NVIDIA's)
@@ -420,12 +420,12 @@ def _matmul_coop(src, materialized, out, tnode, knobs, options: CompileOptions):
                 stores += snippet("matmul_coop_store").substitute(
                     STORE_ACC=spell.store(f"acc_{i}_{j}", 0, unit.n), SUBGROUP=unit.subgroup,
                     CELLS=lay["cell"], COLS=unit.n, ROW_OFF=i * unit.m, COL_OFF=j * unit.n,
-                    M=m, N=n, CELL=spell.cell(unit.n)).split("\n")
+                    M=m, N=n, GI=output_index(tnode), CELL=spell.cell(unit.n)).split("\n")
         else:
             stores += snippet("matmul_coop_store_row").substitute(
                 STORE_ACCS="\n    ".join(spell.store(f"acc_{i}_{j}", j, wn) for j in range(tj)),
                 SUBGROUP=unit.subgroup, STRIP=lay["scratch"], WN=wn, ROW_OFF=i * unit.m, M=m,
-                N=n, CELL=spell.cell(wn)).split("\n")
+                N=n, GI=output_index(tnode), CELL=spell.cell(wn)).split("\n")
     gx, gy = math.ceil(n / bn), math.ceil(m / bm)
     slots = dict(functions=functions, key_functions=scalar, ENABLE=spell.enable, BM=bm, BN=bn,
                  WG=wg, NSG=nsg, SCRATCH=lay["scratch"], WARPS_N=bn // wn, WM=wm, WN=wn,

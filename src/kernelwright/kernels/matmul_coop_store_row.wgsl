@@ -3,12 +3,12 @@
 // then its lanes store it through the epilogue, consecutive lanes on consecutive columns
 // of the output's rows (WN wide, not one matrix's n). Slots: STORE_ACCS (the matrix store
 // statements), SUBGROUP, STRIP (elements of the strip), WN, ROW_OFF (its offset in the
-// warp tile), M, N, CELL (the element's scratch index), STORE (the store statement,
-// filled by fill_kernel).
+// warp tile), M, N, GI (element (b, m, n)'s output index: kernels.matmul.output_index),
+// CELL (the element's scratch index), STORE (the store statement, filled by fill_kernel).
     $STORE_ACCS
     workgroupBarrier();
     for (var e = i32(lane); e < $STRIP; e += $SUBGROUP) {
         let r = e / $WN; let c = e % $WN; let m = m0 + wm + $ROW_OFF + r; let n = n0 + wn + c;
-        if (m < $M && n < $N) { let gi = (b * $M + m) * $N + n; let acc = tile_c[cbase + $CELL]; $$STORE }
+        if (m < $M && n < $N) { let gi = $GI; let acc = tile_c[cbase + $CELL]; $$STORE }
     }
     workgroupBarrier();

@@ -10,6 +10,9 @@ Two lowerings, chosen in one place (`implicit_gemm`):
   B loader: strides, padding -> 0, dilation), never materialized. With the weights
   as A and the windows as B the product's [N, G, CO/G, spatial] layout *is* NCHW, so
   the output needs no permute and bias and activations fuse as the matmul's epilogue.
+  Where the output positions are few against the tile's columns (7 x 7 = 49 of 64) the
+  batch folds into N instead (`fold_batch`, `conv_product`): G products of M x (N *
+  spatial), B the windows through a permute, the folded matmul storing NCHW.
   A transposed convolution is gathered phase by phase (`conv_transpose_gemm`): the
   outputs o = stride * q + r of one phase r are reached by a fixed subset of the taps,
   so each phase is an ordinary stride-1 convolution (flipped taps, channels swapped),
@@ -30,9 +33,10 @@ import math
 import weakref
 
 from ..ir.ir import CompileError, GraphBuilder, Value
-from ..kernels import MAX_GRID
+from ..kernels import MAX_GRID, matmul_tiles, matmul_wide
+from ..options import Waves
 from .elementwise import binary
-from .linalg import _unexpanded, product
+from .linalg import _unexpanded, folded_product, product
 from .registry import register
 
 # When the implicit GEMM replaces the direct kernel. The matmul template spends a
@@ -59,6 +63,49 @@ def implicit_gemm(n: int, cin: int, cout: int, kernel, stride, groups: int,
     return cog >= GEMM_MIN_COUT and cg * taps >= GEMM_MIN_K and n * groups <= MAX_GRID
 
 
+# When the batch folds into the GEMM's columns (fold_batch): the tiles of the product per
+# batch entry leave at least this share of their columns as padding more than the
+# folded product's tiles do.
+FOLD_MIN_PADDING = 0.125
+
+
+def _column_padding(m: int, n: int, nb: int, k: int, waves: Waves | None) -> float:
+    """The share of padding in the columns of the tiles matmul_tiles gives nb products
+    of M x N x K whose B operand reads windows."""
+    bn = matmul_tiles(m, n, nb, window=True, wide=matmul_wide(m, n, k), waves=waves)[1]
+    return 1 - n / (-(-n // bn) * bn)
+
+
+def fold_batch(n: int, groups: int, m: int, positions: int, depth: int,
+               waves: Waves | None) -> bool:
+    """Whether an implicit GEMM of `groups` products of M (output channels per group) x
+    `positions` x `depth` per batch entry of n folds the batch into the GEMM's columns
+    (one product of n * positions columns per group, its tiles crossing the batch
+    entries: conv_product): where the tiles of the product per entry are padded along
+    its few positions (7 x 7 = 49 of a 64-wide tile: a quarter of each tile is
+    padding) at least FOLD_MIN_PADDING more than the folded product's."""
+    if n < 2:
+        return False
+    per_entry = _column_padding(m, positions, n * groups, depth, waves)
+    folded = _column_padding(m, n * positions, groups, depth, waves)
+    return per_entry - folded >= FOLD_MIN_PADDING
+
+
+def conv_product(b: GraphBuilder, a: Value, cols: Value, multiply=product) -> Value:
+    """The implicit GEMM of weights a [G, M, D] by windows cols [N, G, D, *O] as
+    [N, G, M, P] (P = prod(O); NCHW, groups apart): N * G products of M x P, or, where
+    fold_batch says so (and `multiply` is linalg.product), G products of M x N * P, the
+    batch folded into the columns (B's loader addresses [D] x [N * P] through a permute
+    of the window view, one reshape from a column to its (n, *o), whose four lanes
+    share one decoding; the folded matmul stores its output as [N, G, M, P])."""
+    n, g, d, *out = cols.shape
+    p = math.prod(out)
+    if multiply is product and fold_batch(n, g, a.shape[1], p, d, b.options.waves):
+        y = b.reshape(b.permute(cols, [1, 2, 0, *range(3, 3 + len(out))]), (g, d, n * p))
+        return folded_product(b, a, y, p)
+    return multiply(b, a, b.reshape(cols, (n, g, d, p)))
+
+
 def per_dim(v, nd: int, name: str) -> list[int]:
     """An int or a list of ints (one, or one per spatial dim) as one int per dim."""
     if isinstance(v, int):
@@ -82,7 +129,7 @@ def conv_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, dilation,
     out = list(cols.shape[2 + nd:])
     depth = c // groups * math.prod(kernel)
     a = b.reshape(w, (groups, co // groups, depth))
-    y = multiply(b, a, b.reshape(cols, (n, groups, depth, math.prod(out))))
+    y = conv_product(b, a, b.reshape(cols, (n, groups, depth, *out)), multiply)
     return b.reshape(y, (n, co, *out))
 
 
@@ -147,8 +194,8 @@ def conv_transpose_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, di
         cols = b.window(x, taps, [1] * nd, [p for _, _, p, _ in dims],
                         [d for _, _, _, d in dims], out=qs)  # [N, C, *T, *Q]
         depth = cg * math.prod(taps)
-        y = multiply(b, b.reshape(wr, (groups, cog, depth)),
-                     b.reshape(cols, (n, groups, depth, math.prod(qs))))
+        y = conv_product(b, b.reshape(wr, (groups, cog, depth)),
+                         b.reshape(cols, (n, groups, depth, *qs)), multiply)
         phases[r] = b.reshape(y, (n, cog * groups, *qs))
     return _interleave(b, phases, stride, out)
 

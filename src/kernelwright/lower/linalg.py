@@ -42,7 +42,8 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
     `product_plan` for the compile's options): split-K takes products of at most
     SPLIT_K_MAX_TILES tiles (under one workgroup per SM of an H200's 132) and K of
     SPLIT_K_MIN or more, and makes about SPLIT_K_TARGET workgroups (large products on a
-    device of known waves take `wave_plan`'s cuts instead, built by `planned_product`).
+    device of known waves take `wave_plan`'s cuts instead, built by `planned_product`;
+    deep ones there, K long against M and N, `deep_plan`'s).
     History: the target was 128
     until 2026-12-01k, when 128 x 64 tiles replaced 128 x 128 ones and halved the chunks
     of a 512 x 131072 x 512 product (1.77 -> 2.24 ms in the suite, level1/004), then 256
@@ -329,6 +330,29 @@ def _merged(b: GraphBuilder, batch: list[tuple[ConstantProduct, tuple | None]]
         swap[id(value)] = b.reshape(b.slice(out, -1, start, start + n), value.shape)
         start += n
     return swap
+
+
+def folded_product(b: GraphBuilder, x: Value, y: Value, fold: int) -> Value:
+    """x [G, M, K] @ y [G, K, J * fold] stored block by block as [J, G, M, fold]
+    (GraphBuilder.folded_matmul: a convolution's batch folded into the GEMM's columns),
+    y read through a convolution's windows; K cut as product_plan says, each chunk's
+    partial products a batch entry of the folded matmul, summed by the reduce template."""
+    g, m, k = x.shape
+    n = y.shape[2]
+    plan = product_plan(x.shape, y.shape, True, b.options.waves)
+    if plan.tail or plan.align:
+        raise CompileError(f"folded product {list(x.shape)} @ {list(y.shape)}: {plan}")
+    if plan.chunks == 1:
+        return b.folded_matmul(x, y, fold)
+    depth = -(-k // plan.chunks)
+    depth = -(-depth // MATMUL_BK) * MATMUL_BK  # whole staged tiles per chunk
+    chunks = -(-k // depth)
+    pad = chunks * depth - k
+    xs = b.reshape(b.pad(x, [(0, 0), (0, 0), (0, pad)]), (g, m, chunks, depth))
+    xs = b.reshape(b.permute(xs, [0, 2, 1, 3]), (g * chunks, m, depth))
+    ys = b.reshape(b.pad(y, [(0, 0), (0, pad), (0, 0)]), (g * chunks, depth, n))
+    partial = b.folded_matmul(xs, ys, fold)  # [J, G * S, M, fold]
+    return b.reduce(b.reshape(partial, (n // fold, g, chunks, m, fold)), "sum", [2])
 
 
 def lse_probabilities(b: GraphBuilder, z: Value, m: Value, total: Value) -> Value:

@@ -618,7 +618,12 @@ def _sort(node: Node, box: Box):
 
 def _matmul(node: Node, box: Box):
     x, y = node.inputs
-    bs, ms, ns = box
+    fold = node.attrs.get("fold")
+    if fold:  # out [J, G, M, fold]: blocks js of B's columns, from qs[0] of the first
+        js, bs, ms, qs = box
+        ns = (js[0] * fold + qs[0], (js[1] - 1) * fold + qs[1])
+    else:
+        bs, ms, ns = box
     if (ms[0] or ns[0]) and (node.attrs.get("k_from") or node.attrs.get("k_to")):
         raise Unsplittable("a banded product's rows")
     k = x.shape[2]

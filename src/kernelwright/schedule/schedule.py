@@ -56,7 +56,7 @@ from ..kernels import (
     matmul_loads_once,
     matmul_tiles,
     plain_strides,
-    reads_window,
+    product_reads_window,
     row_kernel_fits,
     row_major,
 )
@@ -295,8 +295,7 @@ def _large_product(t: Node) -> bool:
     """Whether matmul node `t` is a large product (at least 512 a side, no convolution
     windows: kernels.matmul_tiles), whose tiles a prologue changes (heavy_prologues)."""
     a, b = t.inputs
-    return (a.shape[1] >= 512 and b.shape[2] >= 512
-            and not (reads_window(a) or reads_window(b)))
+    return a.shape[1] >= 512 and b.shape[2] >= 512 and not product_reads_window(t)
 
 
 def _operand_loads(t: Node) -> list[float]:
@@ -306,7 +305,7 @@ def _operand_loads(t: Node) -> list[float]:
         a, b = t.inputs
         nb, m, _ = a.shape
         bm, bn, _, _ = matmul_tiles(m, b.shape[2], nb, prologue=True,
-                                    window=reads_window(a) or reads_window(b))
+                                    window=product_reads_window(t))
         return [a.numel * -(-b.shape[2] // bn), b.numel * -(-m // bm)]
     x, w = t.inputs
     taps = math.prod(w.shape[2:]) * x.shape[1] // t.attrs["groups"]
