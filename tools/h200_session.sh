@@ -59,7 +59,8 @@
 #             eager's step under torch.profiler beside it; more arguments in
 #             TRAINPROFILE_ARGS, e.g. "--only resnet18,unet --top 25": $R/train_profile.json
 #   generate  tools/generate_bench.py (SmolLM2-135M's config, batch 1) in fp32 then bf16,
-#             half the limit each: $R/generate_fp32.json, $R/generate_bf16.json
+#             half the limit each (more arguments in GENERATE_ARGS, e.g. "--contexts 2048
+#             --torch-compile-mode none"): $R/generate_fp32.json, $R/generate_bf16.json
 #   accelerated  the accelerated f16 GEMMs and SDPA on Dawn's subgroup matrices against
 #             cuBLAS f16 and PyTorch's f16 SDPA (KERNELWRIGHT_RUNTIME=dawn tools/kernels.py
 #             --only gemm_4096_accelerated_f16,sdpa_16x16_1024_e64_accelerated_f16,
@@ -205,9 +206,9 @@ run_task() {
       limit "$secs" python3 tools/train_profile.py --size full --out "$R/train_profile.json" \
         "${targs[@]}" >> "$LOG" 2>&1 ;;
     generate)
-      limit $((secs / 2)) python3 tools/generate_bench.py --out "$R/generate_fp32.json" \
-        >> "$LOG" 2>&1
-      limit $((secs / 2)) python3 tools/generate_bench.py --dtype bfloat16 \
+      limit $((secs / 2)) python3 tools/generate_bench.py $GENERATE_ARGS \
+        --out "$R/generate_fp32.json" >> "$LOG" 2>&1
+      limit $((secs / 2)) python3 tools/generate_bench.py --dtype bfloat16 $GENERATE_ARGS \
         --out "$R/generate_bf16.json" >> "$LOG" 2>&1 ;;
     accelerated)
       KERNELWRIGHT_RUNTIME=dawn limit $((secs / 3)) python3 tools/kernels.py \
