@@ -777,6 +777,8 @@ def summed_product(b: GraphBuilder, x: Value, dims: list[int],
             return None
         inner = summed_product(b, src, list(range(*ends)), chain)
         return None if inner is None else b.reshape(inner, kept)
+    if node.op == "matmul" and set(node.attrs) == {"fold"} and list(dims) == [3]:
+        return _summed_folded(b, node)
     if node.op != "matmul" or len(node.attrs) or rank != 3:
         return None  # (a banded product, k_from / k_to, keeps its lowering)
     a, w = node.inputs  # [nb, M, K], [nb, K, N]
@@ -791,6 +793,22 @@ def summed_product(b: GraphBuilder, x: Value, dims: list[int],
         asum = b.reshape(b.reduce(a, "sum", [1]), (nb, k, 1))
         return b.reduce(binary(b, "mul", b.expand(asum, (nb, k, n)), w), "sum", [1])
     return None
+
+
+def _summed_folded(b: GraphBuilder, node) -> Value | None:
+    """summed_product over the blocks of a folded product (GraphBuilder.folded_matmul:
+    a convolution's positions, its batch folded into the columns): out [J, G, M, fold]
+    summed over fold is sum_k A[g, m, k] * (sum_q B[g, k, j * fold + q])."""
+    a, w = node.inputs  # [G, M, K], [G, K, J * fold]
+    if a.dtype != "f32" or w.dtype != "f32":
+        return None
+    g, m, k = a.shape
+    fold = node.attrs["fold"]
+    j = w.shape[2] // fold
+    wsum = b.reduce(b.reshape(w, (g, k, j, fold)), "sum", [3])  # [G, K, J]
+    wsum = b.expand(b.reshape(b.permute(wsum, [2, 0, 1]), (j, g, 1, k)), (j, g, m, k))
+    rows = b.expand(b.reshape(a, (1, g, m, k)), (j, g, m, k))
+    return b.reduce(binary(b, "mul", rows, wsum), "sum", [3])
 
 
 def _block_in(shape: tuple, src: tuple, dims: list[int]) -> tuple[int, int] | None:
