@@ -598,7 +598,7 @@ def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
     c's flat index o * R + r), from the phases' loaders (x[o, r]) and their epilogues
     (row o), is at row o."""
     o, r = shape
-    row = [("o", 1, o)]
+    row = _norm([("o", 1, o)])  # no pieces for a single row (o == 1), as _norm gives reads
     values = {p.root for p in phases}
     materialized = set(roots)
     seen: set = set()
