@@ -110,8 +110,8 @@ def epilogue_chains(nodes: list[Node], users, outputs: set[Value]) -> dict[Node,
     for node in nodes:
         if node.op not in TEMPLATE_OPS:
             continue
-        if _moments(node):  # two values per row, read by slices: no epilogue
-            chains[node] = []
+        if _moments(node) or node.op == "put":  # two values per row, read by slices; a
+            chains[node] = []  # put's kernel stores its new slices alone: no epilogue
             continue
 
         def joins(n: Node, numel=node.out.numel) -> bool:  # may n be a link of node's chain
@@ -746,6 +746,50 @@ def early_updates(graph: Graph, groups: list[Group], chunked: list[list[Chunk]],
     return out
 
 
+def put_homes(graph: Graph, groups: list[Group], chunked: list[list[Chunk]], returned,
+              fits, materialized, options: CompileOptions) -> tuple[dict[Value, Value],
+                                                                   dict[Value, Value]]:
+    """Where each put (GraphBuilder.put) stores its new slices, the rest of its tensor x
+    being already there: (puts written over their state: put's value -> the state, copies
+    made for the others: copy -> put's value). A put writes over x's own buffer, which then
+    holds its value, where x is a state (a constant the graph updates) whose only update
+    is the put's value, of the same storage, no output or write-back, binding whole
+    (`fits`), that no kernel at or after the put's reads (the old value is gone once the
+    put has run); a KV cache's index_copy at the decoded positions writes its T new rows
+    and nothing else. Any other put gets a copy of x into its own buffer, a materialize
+    kernel inserted just before it (groups and chunked are changed in place): the copy
+    reads x whole, then the put's kernel writes its slices over it."""
+    count: dict[Value, int] = {}
+    for state, _ in graph.updates:
+        count[state] = count.get(state, 0) + 1
+    state_of = {new: state for state, new in graph.updates if count[state] == 1}
+    homes: dict[Value, Value] = {}
+    copies: dict[Value, Value] = {}
+    i = 0
+    while i < len(groups):
+        t = groups[i].template
+        if t is None or t.op != "put":
+            i += 1
+            continue
+        x, new = t.inputs[0], t.out
+        last_read = max((j for j, parts in enumerate(chunked) for chunk in parts
+                         if x in chunk.gen.reads), default=-1)
+        if (state_of.get(new) is x and x.kind == "const" and new not in returned
+                and x.stored == new.stored and fits(x) and last_read < i
+                and len(chunked[i]) == 1 and not chunked[i][0].label):
+            homes[new] = x
+            i += 1
+            continue
+        copy = Value(new.shape, new.dtype, storage=new.storage)
+        copy.node = Node("materialize", [x], {}, copy)
+        gen = generate(copy, copy.node, materialized | {copy}, lambda v: id(v), options)
+        groups.insert(i, Group(copy, template=copy.node, members=[copy.node]))
+        chunked.insert(i, [Chunk(gen)])
+        copies[copy] = new
+        i += 2
+    return homes, copies
+
+
 def written_in_place(groups: list[Group], chunked: list[list[Chunk]],
                      early: dict[Value, int], state_of: dict[Value, Value], materialized,
                      users, outputs, options: CompileOptions) -> dict[Value, Value]:
@@ -954,10 +998,13 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         return limits is None or (buffer_bytes(v.numel, v.stored) <= limits.max_bytes
                                   and not (space or Space(limits)).segment(v))
 
+    homes, copies = put_homes(graph, groups, chunked, returned, fits, materialized, options)
     early = early_updates(graph, groups, chunked, returned, fits)
+    early.update({g.root: i for i, g in enumerate(groups) if g.root in homes})  # packed too
     state_of = {n: s for s, n in graph.updates if n in early}
     inplace = written_in_place(groups, chunked, early, state_of, materialized, users,
                                outputs, options)
+    inplace.update(homes)
     copy_of: dict[Value, Value] = {}  # a copy kernel's value -> the state it writes
     for new, after in sorted(early.items(), key=lambda e: -e[1]):
         if new in inplace:
@@ -1012,8 +1059,11 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         if v in materialized and (v not in outputs or v in early):
             releases[v] = i
     shared: list[tuple[Value, int]] = []  # (value, its kernel): placed by share_buffers
+    first = {put: i for i, g in enumerate(groups) for put in [copies.get(g.root)] if put}
     for i, g in enumerate(groups):
         v = g.root
+        if v in copies:
+            continue  # in its put's buffer (below)
         if v in copy_of or v in inplace:  # written over the state's own buffer
             buffer_of[v] = buffer_of[copy_of.get(v) or inplace[v]]
         elif v in returned:
@@ -1022,8 +1072,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             buffer_of[v] = new_buffer(v, "temp")
         elif limits and (space or Space(limits)).segment(v):
             buffer_of[v] = new_buffer(v, "temp")  # held in several device buffers: its own
-        else:
-            shared.append((v, i))
+        else:  # a put's value is in its buffer from its copy on
+            shared.append((v, first.get(v, i)))
     spans = [(v, i, releases.get(v, len(groups))) for v, i in shared]
     def size(v: Value) -> tuple[int, str]:
         return buffer_bytes(v.numel, v.stored), v.stored
@@ -1031,6 +1081,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     for tenants in temp_buffers(spans, size):
         b = new_buffer(max(tenants, key=lambda v: size(v)[0]), "temp")
         buffer_of.update(dict.fromkeys(tenants, b))
+    for copy, put in copies.items():
+        buffer_of[copy] = buffer_of[put]
 
     def window(v: Value, w: Window | None) -> list[int] | None:
         """A binding's [offset, size]: its chunk's window, or the value's own bytes where
