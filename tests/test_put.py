@@ -88,6 +88,29 @@ def test_a_half_state_is_put_a_word_at_a_time(dtype):
         assert torch.equal(compiled.state()["keys"], eager.keys)
 
 
+def test_a_sum_of_a_few_pieces_is_added_in_the_puts_loader():
+    """New slices that are a sum of a few pieces (a split-K product's partial sums, as a
+    decoded token's key projection at SmolLM2-135M's size) are added by the put's loader:
+    no kernel of their own."""
+    class Pieces(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(2, 6, 4))
+
+        def forward(self, parts, pos):
+            self.cache.index_copy_(1, pos, parts.sum(0))
+            return self.cache * 2
+
+    eager, module = Pieces(), Pieces()
+    parts = torch.randn(4, 2, 1, 4)
+    compiled = kernelwright.compile(module, [parts, torch.tensor([0])])
+    assert [k.name for k in compiled.plan.kernels] == ["put", "mul"], \
+        compiled.plan.summary()
+    for step in range(2):
+        parts, pos = torch.randn(4, 2, 1, 4), torch.tensor([3 * step + 1])
+        torch.testing.assert_close(compiled(parts, pos), eager(parts, pos))
+
+
 def test_duplicate_and_negative_positions():
     """Of several slices at one position the last one is written (PyTorch leaves it
     undefined; eager on the CPU writes them in order); a negative position counts from

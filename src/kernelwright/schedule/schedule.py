@@ -328,15 +328,18 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
     by V and, transposed, by the output's gradient) whatever its readers, or a short
     elementwise expression of buffers (softmax's exp(x - max) feeds both its sum and its
     division) whose every reader touches each of its elements once (an elementwise
-    kernel, a reduction, a matmul with one tile of the other side: `_reads_once`):
+    kernel, a reduction, a matmul with one tile of the other side, a put's new slices:
+    `_reads_once`):
     recomputing it costs a few instructions or none, materializing it a write, a read,
     a kernel and, in a training step, a second buffer of its size held to the backward.
     A view in another order (a transpose) stays materialized: its readers would read
     memory out of order. A sum of a few items of a buffer (ir.inline_sum over views
     alone: split-K's partial products, with the bias its epilogue adds) counts as that
-    many loads and adds; it folds only into elementwise and row kernels (a matmul or
-    convolution would take the tiles of a loader that computes). A sum of computed
-    items (softmax's exp over a short row) stays, for fuse_rows to make a row kernel.
+    many loads and adds; it folds only into elementwise and row kernels and a put's new
+    slices (a decoded token's key projection cut along K: the put's loader adds its
+    pieces; a matmul or convolution would take the tiles of a loader that computes). A
+    sum of computed items (softmax's exp over a short row) stays, for fuse_rows to make a
+    row kernel.
     An LSTM step's gates (its split-K chunks, the input's projection and the bias: three
     buffers) keep their reduce kernel: folded into the two gates kernels, level1/108 ran
     8.01 -> 8.61 ms and level3/023 9.60 -> 10.53 on an H100 (docs/PERF.md, 2026-12-06b)."""
@@ -356,7 +359,7 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
                                                 for r in readers)):
             continue
         if summed and any(r.template is not None and r.template.op not in
-                          READS_EACH_ELEMENT_ONCE for r in readers):
+                          (*READS_EACH_ELEMENT_ONCE, "put") for r in readers):
             continue
         reads: set[Value] = set()
         cheap = view or (v.node.op == "ew" or summed) and (
@@ -376,6 +379,8 @@ def _reads_once(t: Node | None, v: Value, roots: set[Value]) -> bool:
     is one tile column, the product of attention's probabilities by V; B likewise)."""
     if t is None or t.op in READS_EACH_ELEMENT_ONCE:
         return True
+    if t.op == "put":  # its new slices once each; its positions at every element
+        return _in_order_from(t.inputs[1], v, roots, {}) is None
     if t.op != "matmul":
         return False
     a, b = t.inputs
