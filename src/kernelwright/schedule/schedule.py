@@ -346,7 +346,10 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
     roots = {g.root for g in groups}
     group_of = {n: g for g in groups for n in g.members}
     folded: set[Group] = set()
-    for g in groups:
+    # views before the values they view: a view of a value that several views read (each
+    # layer's unsqueeze of the rotation's cos) folds into its readers, the value staying
+    # one kernel, where the value folded first into each view's kernel made a kernel per view
+    for g in sorted(groups, key=lambda g: g.template is not None or g.root.node.op == "ew"):
         v = g.root
         others = Without(roots, v)
         summed = (g.template is not None and inline_sum(g.template)
