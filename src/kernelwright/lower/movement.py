@@ -402,7 +402,7 @@ def _put(b: GraphBuilder, x: Value, indices, values: Value) -> Value | None:
     if len(tensors) != 1 or len(indices) > len(x.shape):
         return None
     dim, idx = tensors[0]
-    if len(idx.shape) != 1 or idx.dtype not in ("i32",) or b.host_value(idx) is not None:
+    if len(idx.shape) != 1 or idx.dtype != "i32" or b.host_value(idx) is not None:
         return None
     want = tuple(idx.shape[0] if d == dim else s for d, s in enumerate(x.shape))
     if broadcast_shapes(values.shape, want) != want:

@@ -1008,7 +1008,9 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
 
     homes, copies = put_homes(graph, groups, chunked, returned, fits, materialized, options)
     early = early_updates(graph, groups, chunked, returned, fits)
-    early.update({g.root: i for i, g in enumerate(groups) if g.root in homes})  # packed too
+    # a put over its state is written where its kernel runs, a packed state's too (which
+    # early_updates leaves to the narrowing copy at the end)
+    early.update({g.root: i for i, g in enumerate(groups) if g.root in homes})
     state_of = {n: s for s, n in graph.updates if n in early}
     inplace = written_in_place(groups, chunked, early, state_of, materialized, users,
                                outputs, options)
