@@ -120,6 +120,23 @@ def test_layer_norm_and_rms_norm_one_kernel(cols):
     assert _kinds(compiled) == ["rows"], compiled.plan.summary()
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 64), (1, 48)])
+def test_norm_of_a_single_row_is_one_kernel(shape):
+    # a decoded token's norm: one row, whose row index has no digits (fuse_rows' trace of
+    # the reads must not ask for a row digit of size 1); read by two products, so the
+    # normalized row is stored (before: the statistic's kernel, then the multiply's)
+    x, w = torch.randn(*shape), torch.randn(shape[-1])
+    a, b = torch.randn(shape[-1], 8), torch.randn(shape[-1], 8)
+
+    def f(x):
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+        return y @ a, y @ b
+
+    compiled = check(Fn(f), x)
+    assert _kinds(compiled).count("rows") == 1 and len(_kinds(compiled)) == 3, \
+        compiled.plan.summary()
+
+
 @pytest.mark.slow
 def test_row_statistic_also_returned_keeps_its_kernel():
     # the max is an output too: the row kernel would not store it, so no fusion of it

@@ -18,6 +18,7 @@ import contextlib
 import copy
 import dataclasses
 import inspect
+import math
 import operator
 import warnings
 
@@ -507,7 +508,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 new = b.cast(b.expand(new, old.shape), old.dtype)
                 packed = storage_of_torch(torch_dtypes.get(old, "")) if old.dtype == "f32" \
                     else None
-                if packed or old.kind != "const":
+                if packed and _puts_words(new, old):  # written a word at a time
+                    new.storage = old.storage = packed
+                elif packed or old.kind != "const":
                     raw, new = new, _written(b, new, packed)
                     old.storage = packed or ""
                     if packed and new.node.inputs[0] is raw:
@@ -557,6 +560,15 @@ def _written(b: GraphBuilder, new: Value, packed: str | None) -> Value:
         new = b.materialize(new)
         new.storage = packed
     return new
+
+
+def _puts_words(new: Value, old: Value) -> bool:
+    """Whether a changed half buffer's new value is a put into the buffer itself whose
+    slices fill whole words (an even count of elements each: a KV cache's head_dim):
+    held packed, its kernel writes the new words alone (kernels/put.py), no narrowing."""
+    node = new.node
+    return (node is not None and node.op == "put" and node.inputs[0] is old
+            and math.prod(new.shape[node.attrs["dim"] + 1:]) % 2 == 0)
 
 
 def _read_narrowed(b: GraphBuilder, raw: Value, packed: Value) -> None:

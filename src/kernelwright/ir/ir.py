@@ -10,7 +10,9 @@ Capture (capture.py) walks an ATen-level FX graph and, through the op registry
                  (im2col as a view, out-of-range taps 0)
     index        iota (a value computed from its own index: arange, tril masks)
     templates    reduce, scan, sort, matmul, conv, pool, attention, (more as kernels are added);
-                 materialize: a copy kernel that forces a value into a buffer
+                 materialize: a copy kernel that forces a value into a buffer;
+                 put: rows written into a copy of a tensor at run-time positions, by a
+                 kernel over the rows alone, over the tensor's own buffer
 
 Movement ops never copy: codegen turns them into index arithmetic inside whatever
 kernel reads them. Elementwise ops fuse into their producer or consumer kernel.
@@ -34,7 +36,8 @@ from ..dtypes import DTYPES
 from ..options import CompileOptions
 
 MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat", "gather", "window")
-TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "sort", "materialize")
+TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "sort", "materialize",
+                "put")
 # A sum of at most this many items per output (split-K's partial products: an RNN
 # step's chunks) is computed in their loads by the elementwise and row kernels that
 # read it, not by a reduce kernel of its own (`inline_sum`, schedule.recompute_cheap_values,
@@ -447,6 +450,24 @@ class GraphBuilder:
         if x.kind != "node":
             return x
         return self._node("materialize", [x], x.shape, x.dtype)
+
+    def put(self, x: Value, dim: int, index: Value, v: Value) -> Value:
+        """x with its slices index[k] along `dim` replaced by v's slices k (index_copy):
+        index is 1-d [K] (i32, negative positions count from the end, positions outside
+        x's dim write nothing), v is x's shape with K along dim. Of several writers of
+        one position the last (the largest k) wins: deterministic, where PyTorch leaves
+        duplicates undefined. Its kernel (kernels/put.py) walks v's elements only and
+        stores them into the buffer holding x, which the scheduler makes the output's
+        (x itself where x is a state this put updates, else a copy of x: schedule.put_homes)."""
+        dim %= len(x.shape)
+        if len(index.shape) != 1 or index.dtype != "i32":
+            raise CompileError(f"put positions must be a 1-d integer tensor, not "
+                               f"{index.dtype}{list(index.shape)}")
+        want = tuple(index.shape[0] if d == dim else s for d, s in enumerate(x.shape))
+        if v.shape != want or v.dtype != x.dtype:
+            raise CompileError(f"put of {v.dtype}{list(v.shape)} into {x.dtype}"
+                               f"{list(x.shape)} along dim {dim}: expected {list(want)}")
+        return self._node("put", [x, index, v], x.shape, x.dtype, dim=dim)
 
     def gather(self, x: Value, dim: int, index: Value) -> Value:
         """out[..., i_dim, ...] = x[..., index[..., i_dim, ...], ...] (torch.gather): the

@@ -1,8 +1,8 @@
 """The kernel backend: fill a WGSL template for one scheduled kernel (its loaders,
 epilogue and knobs). This module is the registry the scheduler and the tuner use; each
 template family has its own module beside its .wgsl files (elementwise, rows, scan,
-sort, matmul, matmul_coop, attention, attention_coop, conv, pool: knobs, search space, cost model,
-generator), common.py what they share, cuts.py how a product is cut for the matmul.
+sort, matmul, matmul_coop, attention, attention_coop, conv, pool, put: knobs, search space,
+cost model, generator), common.py what they share, cuts.py how a product is cut for the matmul.
 
 `generate(out, tnode, ...)` picks the template by the group's template node (none:
 the elementwise kernel) and the compile's options (options.CompileOptions: the
@@ -75,6 +75,7 @@ from .matmul import (
 )
 from .matmul_coop import COOP_TILE, _matmul_coop, _matmul_coop_space, accelerates, matrix_unit
 from .pool import _pool, pool_space
+from .put import _put, put_space
 from .rows import (
     ROW_CACHE,
     ROW_LIMIT,
@@ -96,8 +97,8 @@ __all__ = [
     "fill_kernel", "generate",
     "kernel_key", "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
     "matmul_tiles", "matmul_wave_cost", "matmul_wide", "matrix_unit", "plain_strides", "pool_space",
-    "product_plan", "product_reads_window", "reads_window", "reduce_space", "row_kernel_fits",
-    "row_major", "rows_space", "scan_space", "sort_space", "template_kind",
+    "product_plan", "product_reads_window", "put_space", "reads_window", "reduce_space",
+    "row_kernel_fits", "row_major", "rows_space", "scan_space", "sort_space", "template_kind",
 ]
 
 
@@ -200,7 +201,7 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
         raise CompileError(f"no kernel template for '{kind}'")
     if inplace is not None and (kind != "elementwise" or tnode is not None):
         raise NotInPlace(f"a {kind} kernel does not read its output")
-    epi = "" if kind in ("rows", "reduce") else epilogue_function(  # row kernels write their own
+    epi = "" if kind in ("rows", "reduce", "put") else epilogue_function(  # they write their own
         src, materialized, out, tnode.out if tnode else None,
         tnode.out.dtype if tnode else out.dtype)
     if phases:  # a reduction (tnode) reading reductions of its rows is the last phase
@@ -307,4 +308,5 @@ TEMPLATES = {
     "attention_coop": (_attention_coop, _attention_coop_space),
     "conv": (_conv, lambda out, tnode, options: conv_space(tnode.attrs["transposed"])),
     "pool": (_pool, lambda out, tnode, options: pool_space(tnode)),
+    "put": (_put, lambda out, tnode, options: put_space(tnode.inputs[2].numel)),
 }

@@ -378,6 +378,9 @@ def index_put(b, x, indices, values, accumulate=False):
         m = b.reshape(mask, mask.shape + (1,) * (len(x.shape) - len(mask.shape)))
         v = b.reshape(as_dtype(b, values, x.dtype), ())
         return b.ew("where", m, binary(b, "add", x, v) if accumulate else v, x)
+    put = None if accumulate else _put(b, x, indices, values)
+    if put is not None:
+        return put
     xf, p, bshape, rest, front, order = _positions(b, x, indices, "index_put")
     nb, npos, r = math.prod(bshape), xf.shape[0], xf.shape[1]
     perm = _b_first(len(bshape), len(rest), front)
@@ -387,6 +390,37 @@ def index_put(b, x, indices, values, accumulate=False):
                      "sum" if accumulate else None)
     y = b.reshape(y, [x.shape[d] for d in order])
     return b.permute(y, [order.index(d) for d in range(len(order))])
+
+
+def _put(b: GraphBuilder, x: Value, indices, values: Value) -> Value | None:
+    """x[..., idx, ...] = values with one 1-d index tensor idx on one dim, its positions
+    known only at run time (a KV cache written at the decoded tokens' positions): a put
+    (GraphBuilder.put), whose kernel writes the new slices alone, over x's own buffer
+    where x is a state the put updates (schedule.put_homes). None for any other form
+    (several index tensors, a mask, positions known at compile time: scatter_rows)."""
+    tensors = [(d, t) for d, t in enumerate(indices) if t is not None]
+    if len(tensors) != 1 or len(indices) > len(x.shape):
+        return None
+    dim, idx = tensors[0]
+    if len(idx.shape) != 1 or idx.dtype != "i32" or b.host_value(idx) is not None:
+        return None
+    want = tuple(idx.shape[0] if d == dim else s for d, s in enumerate(x.shape))
+    if broadcast_shapes(values.shape, want) != want:
+        return None
+    return b.put(x, dim, idx, b.expand(as_dtype(b, values, x.dtype), want))
+
+
+@register("aten.index_copy.default")
+def index_copy(b: GraphBuilder, x: Value, dim: int, index: Value, source: Value) -> Value:
+    """x with its slices index[k] along dim replaced by source's slices k (the last of
+    duplicates wins): a put at run-time positions, else index_put's scatter."""
+    if not x.shape:
+        return b.reshape(as_dtype(b, source, x.dtype), ())
+    dim %= len(x.shape)
+    index = b.reshape(as_dtype(b, index, "i32"), (index.numel,))
+    source = b.reshape(source, tuple(index.numel if d == dim else s
+                                     for d, s in enumerate(x.shape)))
+    return index_put(b, x, [None] * dim + [index], source)
 
 
 # scatter_reduce's reductions: (reduce op, identity of the op for i32 / f32)

@@ -110,8 +110,8 @@ def epilogue_chains(nodes: list[Node], users, outputs: set[Value]) -> dict[Node,
     for node in nodes:
         if node.op not in TEMPLATE_OPS:
             continue
-        if _moments(node):  # two values per row, read by slices: no epilogue
-            chains[node] = []
+        if _moments(node) or node.op == "put":  # two values per row, read by slices; a
+            chains[node] = []  # put's kernel stores its new slices alone: no epilogue
             continue
 
         def joins(n: Node, numel=node.out.numel) -> bool:  # may n be a link of node's chain
@@ -327,22 +327,28 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
     by V and, transposed, by the output's gradient) whatever its readers, or a short
     elementwise expression of buffers (softmax's exp(x - max) feeds both its sum and its
     division) whose every reader touches each of its elements once (an elementwise
-    kernel, a reduction, a matmul with one tile of the other side: `_reads_once`):
+    kernel, a reduction, a matmul with one tile of the other side, a put's new slices:
+    `_reads_once`):
     recomputing it costs a few instructions or none, materializing it a write, a read,
     a kernel and, in a training step, a second buffer of its size held to the backward.
     A view in another order (a transpose) stays materialized: its readers would read
     memory out of order. A sum of a few items of a buffer (ir.inline_sum over views
     alone: split-K's partial products, with the bias its epilogue adds) counts as that
-    many loads and adds; it folds only into elementwise and row kernels (a matmul or
-    convolution would take the tiles of a loader that computes). A sum of computed
-    items (softmax's exp over a short row) stays, for fuse_rows to make a row kernel.
+    many loads and adds; it folds only into elementwise and row kernels and a put's new
+    slices (a decoded token's key projection cut along K: the put's loader adds its
+    pieces; a matmul or convolution would take the tiles of a loader that computes). A
+    sum of computed items (softmax's exp over a short row) stays, for fuse_rows to make a
+    row kernel.
     An LSTM step's gates (its split-K chunks, the input's projection and the bias: three
     buffers) keep their reduce kernel: folded into the two gates kernels, level1/108 ran
     8.01 -> 8.61 ms and level3/023 9.60 -> 10.53 on an H100 (docs/PERF.md, 2026-12-06b)."""
     roots = {g.root for g in groups}
     group_of = {n: g for g in groups for n in g.members}
     folded: set[Group] = set()
-    for g in groups:
+    # views before the values they view: a view of a value that several views read (each
+    # layer's unsqueeze of the rotation's cos) folds into its readers, the value staying
+    # one kernel, where the value folded first into each view's kernel made a kernel per view
+    for g in sorted(groups, key=lambda g: g.template is not None or g.root.node.op == "ew"):
         v = g.root
         others = Without(roots, v)
         summed = (g.template is not None and inline_sum(g.template)
@@ -355,7 +361,7 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
                                                 for r in readers)):
             continue
         if summed and any(r.template is not None and r.template.op not in
-                          READS_EACH_ELEMENT_ONCE for r in readers):
+                          (*READS_EACH_ELEMENT_ONCE, "put") for r in readers):
             continue
         reads: set[Value] = set()
         cheap = view or (v.node.op == "ew" or summed) and (
@@ -375,6 +381,8 @@ def _reads_once(t: Node | None, v: Value, roots: set[Value]) -> bool:
     is one tile column, the product of attention's probabilities by V; B likewise)."""
     if t is None or t.op in READS_EACH_ELEMENT_ONCE:
         return True
+    if t.op == "put":  # its new slices once each; its positions at every element
+        return _in_order_from(t.inputs[1], v, roots, {}) is None
     if t.op != "matmul":
         return False
     a, b = t.inputs
@@ -597,7 +605,7 @@ def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
     c's flat index o * R + r), from the phases' loaders (x[o, r]) and their epilogues
     (row o), is at row o."""
     o, r = shape
-    row = [("o", 1, o)]
+    row = _norm([("o", 1, o)])  # no pieces for a single row (o == 1), as _norm gives reads
     values = {p.root for p in phases}
     materialized = set(roots)
     seen: set = set()
@@ -743,6 +751,50 @@ def early_updates(graph: Graph, groups: list[Group], chunked: list[list[Chunk]],
             continue
         out[new] = max(i, last_read.get(state, -1))
     return out
+
+
+def put_homes(graph: Graph, groups: list[Group], chunked: list[list[Chunk]], returned,
+              fits, materialized, options: CompileOptions) -> tuple[dict[Value, Value],
+                                                                   dict[Value, Value]]:
+    """Where each put (GraphBuilder.put) stores its new slices, the rest of its tensor x
+    being already there: (puts written over their state: put's value -> the state, copies
+    made for the others: copy -> put's value). A put writes over x's own buffer, which then
+    holds its value, where x is a state (a constant the graph updates) whose only update
+    is the put's value, of the same storage, no output or write-back, binding whole
+    (`fits`), that no kernel at or after the put's reads (the old value is gone once the
+    put has run); a KV cache's index_copy at the decoded positions writes its T new rows
+    and nothing else. Any other put gets a copy of x into its own buffer, a materialize
+    kernel inserted just before it (groups and chunked are changed in place): the copy
+    reads x whole, then the put's kernel writes its slices over it."""
+    count: dict[Value, int] = {}
+    for state, _ in graph.updates:
+        count[state] = count.get(state, 0) + 1
+    state_of = {new: state for state, new in graph.updates if count[state] == 1}
+    homes: dict[Value, Value] = {}
+    copies: dict[Value, Value] = {}
+    i = 0
+    while i < len(groups):
+        t = groups[i].template
+        if t is None or t.op != "put":
+            i += 1
+            continue
+        x, new = t.inputs[0], t.out
+        last_read = max((j for j, parts in enumerate(chunked) for chunk in parts
+                         if x in chunk.gen.reads), default=-1)
+        if (state_of.get(new) is x and x.kind == "const" and new not in returned
+                and x.stored == new.stored and fits(x) and last_read < i
+                and len(chunked[i]) == 1 and not chunked[i][0].label):
+            homes[new] = x
+            i += 1
+            continue
+        copy = Value(new.shape, new.dtype, storage=new.storage)
+        copy.node = Node("materialize", [x], {}, copy)
+        gen = generate(copy, copy.node, materialized | {copy}, lambda v: id(v), options)
+        groups.insert(i, Group(copy, template=copy.node, members=[copy.node]))
+        chunked.insert(i, [Chunk(gen)])
+        copies[copy] = new
+        i += 2
+    return homes, copies
 
 
 def written_in_place(groups: list[Group], chunked: list[list[Chunk]],
@@ -953,10 +1005,15 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         return limits is None or (buffer_bytes(v.numel, v.stored) <= limits.max_bytes
                                   and not (space or Space(limits)).segment(v))
 
+    homes, copies = put_homes(graph, groups, chunked, returned, fits, materialized, options)
     early = early_updates(graph, groups, chunked, returned, fits)
+    # a put over its state is written where its kernel runs, a packed state's too (which
+    # early_updates leaves to the narrowing copy at the end)
+    early.update({g.root: i for i, g in enumerate(groups) if g.root in homes})
     state_of = {n: s for s, n in graph.updates if n in early}
     inplace = written_in_place(groups, chunked, early, state_of, materialized, users,
                                outputs, options)
+    inplace.update(homes)
     copy_of: dict[Value, Value] = {}  # a copy kernel's value -> the state it writes
     for new, after in sorted(early.items(), key=lambda e: -e[1]):
         if new in inplace:
@@ -1011,8 +1068,11 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         if v in materialized and (v not in outputs or v in early):
             releases[v] = i
     shared: list[tuple[Value, int]] = []  # (value, its kernel): placed by share_buffers
+    first = {put: i for i, g in enumerate(groups) for put in [copies.get(g.root)] if put}
     for i, g in enumerate(groups):
         v = g.root
+        if v in copies:
+            continue  # in its put's buffer (below)
         if v in copy_of or v in inplace:  # written over the state's own buffer
             buffer_of[v] = buffer_of[copy_of.get(v) or inplace[v]]
         elif v in returned:
@@ -1021,8 +1081,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             buffer_of[v] = new_buffer(v, "temp")
         elif limits and (space or Space(limits)).segment(v):
             buffer_of[v] = new_buffer(v, "temp")  # held in several device buffers: its own
-        else:
-            shared.append((v, i))
+        else:  # a put's value is in its buffer from its copy on
+            shared.append((v, first.get(v, i)))
     spans = [(v, i, releases.get(v, len(groups))) for v, i in shared]
     def size(v: Value) -> tuple[int, str]:
         return buffer_bytes(v.numel, v.stored), v.stored
@@ -1030,6 +1090,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     for tenants in temp_buffers(spans, size):
         b = new_buffer(max(tenants, key=lambda v: size(v)[0]), "temp")
         buffer_of.update(dict.fromkeys(tenants, b))
+    for copy, put in copies.items():
+        buffer_of[copy] = buffer_of[put]
 
     def window(v: Value, w: Window | None) -> list[int] | None:
         """A binding's [offset, size]: its chunk's window, or the value's own bytes where

@@ -1,0 +1,187 @@
+"""Puts (GraphBuilder.put): index_copy and index_put on one dim at run-time positions,
+a kernel over the new slices alone, written over the state it updates
+(schedule.put_homes) or over a copy of the tensor made just before it; against eager."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import Fn, check
+
+import kernelwright
+
+
+class Cache(torch.nn.Module):
+    """A KV cache buffer [B, H, L, D] written at run-time positions along L (index_copy_,
+    or index_put_ through `cache[:, :, pos] = k`), its new slices a fused expression of
+    the input (a RoPE-like rotation in the decode step), then read whole."""
+
+    def __init__(self, batch: int = 2, length: int = 9, index_put: bool = False,
+                 rotate: bool = True) -> None:
+        super().__init__()
+        self.index_put, self.rotate = index_put, rotate
+        self.register_buffer("keys", torch.zeros(batch, 3, length, 4))
+
+    def forward(self, k, pos):
+        new = k * 2 + torch.sin(k).flip(-1) if self.rotate else k * 2  # (exact in half)
+        if self.index_put:
+            self.keys[:, :, pos] = new
+        else:
+            self.keys.index_copy_(2, pos, new)
+        return self.keys.sum(-1) * 1.5
+
+
+def _puts(compiled) -> list[str]:
+    return [k.name for k in compiled.plan.kernels if k.name.endswith("put")]
+
+
+@pytest.mark.parametrize("batch,steps,index_put", [(1, 1, False), (2, 1, False),
+                                                   (2, 3, False), (1, 2, True)])
+def test_a_state_written_at_run_time_positions_by_one_kernel_over_its_rows(
+        batch, steps, index_put):
+    """T = `steps` new slices per call, over several calls (the first and the last slot
+    among them): one kernel writes them into the state's buffer (no copy of the cache,
+    no search over its slots), and the state and output match eager's at every call."""
+    length = 9
+    eager, module = Cache(batch, length, index_put), Cache(batch, length, index_put)
+    k0 = torch.randn(batch, 3, steps, 4)
+    compiled = kernelwright.compile(module, [k0, torch.arange(steps)])
+    kernels = [k.name for k in compiled.plan.kernels]
+    (put,) = _puts(compiled)  # the new slices' expression computed in its loader
+    assert "sin" in put.split("+"), compiled.plan.summary()
+    assert len(kernels) == 2 and not compiled.plan.updates, compiled.plan.summary()
+    assert "update" in compiled.plan.summary() and "by a kernel" in compiled.plan.summary()
+    starts = [0, length - steps, 3, 1]  # the first slot, the last, then others
+    for i, start in enumerate(starts):
+        k = torch.randn(batch, 3, steps, 4, generator=torch.Generator().manual_seed(i))
+        pos = torch.arange(start, start + steps)
+        if steps > 1 and i == 3:
+            pos = pos.flip(0)  # not in order
+        torch.testing.assert_close(compiled(k, pos), eager(k, pos))
+        torch.testing.assert_close(compiled.state()["keys"], eager.keys)
+    assert not Cache(batch, length).keys.any()  # the module's own buffer is left as it was
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_half_state_is_put_a_word_at_a_time(dtype):
+    """A half cache whose slices hold an even count of elements stays packed and is
+    written in place, two elements a word (no f32 copy of it, no narrowing kernel), the
+    words around the new slices kept: eager's state bit for bit over several calls."""
+    eager, module = Cache(2, 7, rotate=False).to(dtype), Cache(2, 7, rotate=False).to(dtype)
+    k0 = torch.randn(2, 3, 2, 4).to(dtype)
+    compiled = kernelwright.compile(module, [k0, torch.arange(2)])
+    spec = dict(compiled.plan.state)["keys"]
+    assert compiled.plan.buffers[spec.buffer].dtype == {torch.float16: "f16",
+                                                        torch.bfloat16: "bf16"}[dtype]
+    # the put, the sum, and the half output's narrowing; only the put writes the state
+    kernels = compiled.plan.kernels
+    assert len(kernels) == 3 and len(_puts(compiled)) == 1, compiled.plan.summary()
+    assert [k.name for k in kernels if k.bindings[-1] == spec.buffer] == _puts(compiled)
+    for i, start in enumerate([5, 0, 2]):
+        k = torch.randn(2, 3, 2, 4, generator=torch.Generator().manual_seed(i)).to(dtype)
+        pos = torch.tensor([start, start + 1])
+        with torch.no_grad():
+            want = eager(k, pos)
+        torch.testing.assert_close(compiled(k, pos).float(), want.float(), atol=2e-2,
+                                   rtol=2e-2)
+        assert torch.equal(compiled.state()["keys"], eager.keys)
+
+
+def test_a_sum_of_a_few_pieces_is_added_in_the_puts_loader():
+    """New slices that are a sum of a few pieces (a split-K product's partial sums, as a
+    decoded token's key projection at SmolLM2-135M's size) are added by the put's loader:
+    no kernel of their own."""
+    class Pieces(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(2, 6, 4))
+
+        def forward(self, parts, pos):
+            self.cache.index_copy_(1, pos, parts.sum(0))
+            return self.cache * 2
+
+    eager, module = Pieces(), Pieces()
+    parts = torch.randn(4, 2, 1, 4)
+    compiled = kernelwright.compile(module, [parts, torch.tensor([0])])
+    assert [k.name for k in compiled.plan.kernels] == ["put", "mul"], \
+        compiled.plan.summary()
+    for step in range(2):
+        parts, pos = torch.randn(4, 2, 1, 4), torch.tensor([3 * step + 1])
+        torch.testing.assert_close(compiled(parts, pos), eager(parts, pos))
+
+
+def test_duplicate_and_negative_positions():
+    """Of several slices at one position the last one is written (PyTorch leaves it
+    undefined; eager on the CPU writes them in order); a negative position counts from
+    the end (index_put's rule)."""
+    def put(x, pos, v):
+        return x.index_put((pos,), v), x.index_copy(1, pos.abs(), v.t() * 2)
+
+    x, v = torch.randn(5, 5), torch.randn(4, 5)
+    pos = torch.tensor([3, -1, 3, 0])
+    compiled = check(Fn(put), x, pos, v)
+    want = x.clone()
+    for row, p in zip(v, pos.tolist()):
+        want[p] = row
+    torch.testing.assert_close(compiled(x, pos, v)[0], want)
+
+
+def test_a_put_into_a_tensor_read_again_writes_a_copy():
+    """A put into an input, or into a buffer also read as it was before the write, has a
+    buffer of its own: a copy of the tensor, then the put's kernel over it (the tensor
+    itself is left for its other readers)."""
+    class Both(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("buf", torch.arange(12.0).reshape(4, 3))
+
+        def forward(self, x, pos, v):
+            old = self.buf * 1.0
+            self.buf.index_copy_(0, pos, v)
+            y = x.index_copy(1, pos, v.t())
+            return y + 1, old.sum(0), self.buf * 2
+
+    eager, module = Both(), Both()
+    x, pos, v = torch.randn(3, 4), torch.tensor([2]), torch.randn(1, 3)
+    compiled = kernelwright.compile(module, [x, pos, v])
+    assert sum(k.name == "materialize" for k in compiled.plan.kernels) >= 1, \
+        compiled.plan.summary()
+    for step in range(3):
+        pos, v = torch.tensor([step + 1]), torch.randn(1, 3)
+        for got, want in zip(compiled(x, pos, v), eager(x, pos, v)):
+            torch.testing.assert_close(got, want)
+        torch.testing.assert_close(compiled.state()["buf"], eager.buf)
+
+
+def test_an_input_cache_passed_in_is_written_back():
+    """An input changed by index_copy_ (a cache passed in): the put writes a copy of it,
+    which the call writes back into the caller's tensor."""
+    def step(cache, pos, k):
+        cache.index_copy_(1, pos, k)
+        return cache.sum(1)
+
+    cache = torch.randn(2, 6, 3)
+    compiled = kernelwright.compile(Fn(step), [cache.clone(), torch.tensor([0]),
+                                               torch.randn(2, 1, 3)])
+    mine, theirs = cache.clone(), cache.clone()
+    for i in range(3):
+        pos, k = torch.tensor([5 - i]), torch.randn(2, 1, 3)
+        torch.testing.assert_close(compiled(mine, pos, k), step(theirs, pos, k))
+        torch.testing.assert_close(mine, theirs)
+
+
+def test_the_decode_step_of_a_small_llama_writes_its_cache_in_place():
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from generate_bench import make_model
+
+    from kernelwright.generate import CacheModule
+
+    model = make_model(True, torch.float32)
+    example = [torch.zeros(1, 1, dtype=torch.long), torch.arange(1),
+               torch.zeros(1, dtype=torch.long)]
+    plan = kernelwright.plan_module(CacheModule(model, 1, 544), example, capture="trace")
+    names = [k.name for k in plan.kernels]  # (their count: test_generate's tiny benchmark)
+    assert sum(n.endswith("put") for n in names) == 4 and not plan.updates, plan.summary()
+    assert not any({"iota", "eq", "reduce"} <= set(n.split("+")) for n in names)
