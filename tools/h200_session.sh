@@ -68,6 +68,10 @@
 #             third of the limit: $R/kernels_accelerated.json),
 #             then kernelwright bench --accelerated --size full --level 2 --jobs 4 on Dawn
 #             ($R/accelerated)
+#   compiletime  tools/compile_time.py --pipelines on the GPU machine (where compile time
+#             goes with NVIDIA's shader compiler): generate's two plans in fp32, then the
+#             training steps of COMPILETIME_TRAIN (default resnet18,unet,whisper): each
+#             stage's wall (CPU) seconds, $R/compile_time.txt
 #   half      tools/kernels.py --half: f32 against f16 and bf16 storage (a decode linear,
 #             an elementwise chain, a layernorm, a GEMM), PyTorch in the same dtype:
 #             $R/kernels_half.json
@@ -222,6 +226,11 @@ run_task() {
       tail -12 "$R/accelerated/bench.log" >> "$LOG" ;;
     half) limit "$secs" python3 tools/kernels.py --half --out "$R/kernels_half.json" \
             >> "$LOG" 2>&1 ;;
+    compiletime)
+      limit $((secs / 2)) python3 tools/compile_time.py --generate float32 --pipelines \
+        > "$R/compile_time.txt" 2>> "$LOG"
+      limit $((secs / 2)) python3 tools/compile_time.py --train "${COMPILETIME_TRAIN:-resnet18,unet,whisper}" \
+        --pipelines >> "$R/compile_time.txt" 2>> "$LOG" ;;
     runtimes)
       read -r -a rargs <<< "${RUNTIMES_ARGS:-}"  # e.g. RUNTIMES_ARGS="--only gemm"
       for rt in dawn wgpu; do
