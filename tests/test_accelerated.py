@@ -23,6 +23,7 @@ from kernelwright import compiler, kernels
 from kernelwright.check.tolerance import Tolerance
 from kernelwright.harness import runner, worker
 from kernelwright.ir.ir import CompileError, GraphBuilder
+from kernelwright.kernels.gemv import GEMV_MAX_M
 from kernelwright.kernels.matmul_coop import COOP_UNIT, MATRIX_LOADS
 from kernelwright.lower import attention as attention_ops
 from kernelwright.options import CompileOptions, MatrixUnit
@@ -151,9 +152,10 @@ def test_template_choice_by_mode_and_size(unit):
     # the whole pipeline, default chooser off
     plan = build_plan(graph, "single", dtypes, accelerated(unit))
     assert [k.key.split()[0] for k in plan.kernels] == ["matmul_coop"]
-    s = unit.m - 1  # less than one matrix on one side
+    s = unit.m - 1  # less than one matrix on one side: few rows take the gemv
     for m, k, n in ((s, 50, 72), (40, s, 72), (40, 50, s)):
-        assert generated(matmul_graph(m, k, n)[0], unit=unit).name == "matmul"
+        want = "gemv" if m <= GEMV_MAX_M else "matmul"
+        assert generated(matmul_graph(m, k, n)[0], unit=unit).name == want
 
 
 # -- the generated WGSL ---------------------------------------------------------------

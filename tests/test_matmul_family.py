@@ -243,8 +243,10 @@ def split_k_chunks(x_shape, y_shape, window=False) -> int:
     return product_plan(x_shape, y_shape, window).chunks
 
 
-@pytest.mark.parametrize("m,k,n", [(16, 65536, 16), (3, 5000, 2)])
+@pytest.mark.parametrize("m,k,n", [(16, 65536, 16), (3, 100000, 2)])
 def test_very_large_k_uses_split_k(m, k, n):
+    """(3 rows take the gemv, which cuts K only where its loop over K is long and its
+    grid small: kernels/gemv.gemv_chunks)"""
     assert split_k_chunks((m, k), (k, n)) > 1
     a, b = torch.rand(m, k) - 0.5, torch.rand(k, n) - 0.5
     bias = torch.randn(n)
@@ -256,8 +258,8 @@ def test_very_large_k_uses_split_k(m, k, n):
 
 def test_split_k_needs_two_chunks_of_its_least_depth(monkeypatch):
     monkeypatch.setattr(cuts, "SPLIT_K_MIN", 16)  # below SPLIT_K_CHUNK: K 100 has no chunks
-    assert split_k_chunks((4, 100), (100, 4)) == 1
-    assert split_k_chunks((4, 2 * cuts.SPLIT_K_CHUNK), (2 * cuts.SPLIT_K_CHUNK, 4)) == 2
+    assert split_k_chunks((16, 100), (100, 4)) == 1  # (16 rows: the matmul, not the gemv)
+    assert split_k_chunks((16, 2 * cuts.SPLIT_K_CHUNK), (2 * cuts.SPLIT_K_CHUNK, 4)) == 2
 
 
 def test_split_k_batched_and_heuristic_off_for_big_outputs():
@@ -282,8 +284,9 @@ def test_split_k_sum_is_added_by_the_kernels_that_read_it():
     sum. A product that is returned keeps its reduce kernel."""
     from kernelwright.ir.ir import INLINE_SUM_MAX
 
-    assert 1 < split_k_chunks((8, 512), (512, 64)) <= INLINE_SUM_MAX
-    a, b, bias = torch.rand(8, 512) - 0.5, torch.rand(512, 64) - 0.5, torch.randn(64)
+    # (16 rows: the matmul; up to 8 take the gemv, K in one piece)
+    assert 1 < split_k_chunks((16, 512), (512, 64)) <= INLINE_SUM_MAX
+    a, b, bias = torch.rand(16, 512) - 0.5, torch.rand(512, 64) - 0.5, torch.randn(64)
 
     def gates(y):
         return torch.sigmoid(y[:, :32]) * torch.tanh(y[:, 32:])
@@ -293,7 +296,7 @@ def test_split_k_sum_is_added_by_the_kernels_that_read_it():
     # an LSTM step's gates add the input's projection (a buffer of its own) too: three
     # buffers, over RECOMPUTE_MAX_READS, so the sum keeps its kernel (measured faster)
     lstm = check(Fn(lambda xp, a, b, bias: gates(xp + a @ b + bias)),
-                 torch.randn(8, 64), a, b, bias, atol=3e-4)
+                 torch.randn(16, 64), a, b, bias, atol=3e-4)
     assert _templates(lstm) == ["matmul", "reduce+add", "slice+sigmoid+tanh+mul"], _templates(lstm)
     rows = check(Fn(lambda a, b: torch.softmax(a @ b, -1)), a, b, atol=2e-4)
     assert _templates(rows) == ["matmul", "div+reduce"], _templates(rows)  # a row kernel

@@ -10,6 +10,7 @@
     python tools/kernels.py --variants [--only NAME] [--out baselines/memory_variants.json]
     python tools/kernels.py --large [--out baselines/kernels_large.json]
     python tools/kernels.py --half [--tiny] [--only NAME] [--out baselines/kernels_half.json]
+    python tools/kernels.py --decode [--tiny] [--only NAME] [--out baselines/kernels_decode.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
 timestamps, measured as the bench harness does (harness.timing.time_candidate: warm-up
@@ -45,6 +46,13 @@ each stored in f32, f16 and bf16 (module and inputs converted; kernelwright stor
 tensors as they are) against PyTorch in the same dtype, checked against the module in
 fp32 on the same half values (1e-2 x the output's scale for half, 1e-4 for f32); the
 rates count each dtype's bytes. --tiny shrinks them (the code path on a software driver).
+
+--decode runs its own cases instead (decode_cases): the products of one decoding step of
+SmolLM2-135M in fp32, batch 1 (one row of activations times a weight: the q/k/v and the
+gate/up projections merged as lower/linalg merges them, the output and down projections
+with their residual add, the LM head; attention's scores and its product by V over 544
+cached positions of 3 KV heads of 3 queries), each against PyTorch (cuBLAS), rated by
+the bytes they read and write (TB/s). --tiny shrinks them 8-fold.
 
 --matmul-variants times, for each GEMM case and the 3x3 convolution's implicit GEMM
 (MATMUL_CASES), every setting of the matmul
@@ -355,6 +363,39 @@ def half_cases(tiny: bool = False) -> dict[str, dict]:
             for name, case in half_bases(tiny).items() for label, dtype in HALF_DTYPES.items()}
 
 
+def decode_cases(tiny: bool = False) -> dict[str, dict]:
+    """--decode's cases: SmolLM2-135M's products at one token (hidden 576, intermediate
+    1536, vocabulary 49152, 3 KV heads of 3 queries and 64 dims over 544 cached
+    positions); `tiny`: each size an eighth (a software driver runs them in seconds)."""
+    s = 8 if tiny else 1
+    d, f, vocab, pos, e = 576 // s, 1536 // s, 49152 // s, 544 // s, 64 // s
+
+    def proj(k: int, n: int, residual: bool = False) -> dict:
+        lin = torch.nn.Linear(k, n, bias=False)
+        module = Fn(lambda x, r: lin(x) + r) if residual else lin
+        return dict(module=module, inputs=lambda: [torch.randn(1, k)] + (
+            [torch.randn(1, n)] if residual else []),
+            bytes=4 * (k * n + k + n * (2 if residual else 1)))
+
+    return {
+        f"decode_qkv_1x{d}x{d + 2 * d // 3}": proj(d, d + 2 * d // 3),
+        f"decode_o_residual_1x{d}x{d}": proj(d, d, residual=True),
+        f"decode_gate_up_1x{d}x{2 * f}": proj(d, 2 * f),
+        f"decode_down_residual_1x{f}x{d}": proj(f, d, residual=True),
+        f"decode_lm_head_1x{d}x{vocab}": proj(d, vocab),
+        # q [3, 3, E] by the cached keys [3, S, E] transposed (read along E), then the
+        # probabilities [3, 3, S] by the cached values [3, S, E]
+        f"decode_scores_3x3x{e}x{pos}": dict(
+            module=Fn(lambda q, k: q @ k.transpose(-1, -2)),
+            inputs=lambda: [torch.randn(3, 3, e), torch.randn(3, pos, e)],
+            bytes=4 * 3 * (3 * e + pos * e + 3 * pos)),
+        f"decode_pv_3x3x{pos}x{e}": dict(
+            module=Fn(torch.matmul),
+            inputs=lambda: [torch.rand(3, 3, pos), torch.randn(3, pos, e)],
+            bytes=4 * 3 * (3 * pos + pos * e + 3 * e)),
+    }
+
+
 def draw_sets(case: dict, count: int = 3) -> list[list[torch.Tensor]]:
     """`count` input sets of a case, drawn on the GPU where PyTorch sees one (hundreds of MB
     of normal draws take seconds on the CPU) and handed over on the CPU."""
@@ -568,8 +609,12 @@ def main() -> None:
     ap.add_argument("--half", action="store_true",
                     help="only the half-storage cases (half_cases): f32, f16 and bf16 "
                          "storage, each against PyTorch in the same dtype")
+    ap.add_argument("--decode", action="store_true",
+                    help="only the decode-step products (decode_cases): batch 1 against "
+                         "SmolLM2-135M's weights, fp32")
     ap.add_argument("--tiny", action="store_true",
-                    help="with --half: small sizes (the code path on a software driver)")
+                    help="with --half or --decode: small sizes (the code path on a "
+                         "software driver)")
     ap.add_argument("--suite", action="store_true",
                     help="also run kernelwright bench on the bundled level 2 (full size, "
                          "--compile-ref, --jobs 6) and add its figures")
@@ -623,7 +668,8 @@ def run(args, choose=None) -> None:
         args.out = args.out or "baselines/memory_variants.json"
         memory_variants(args, dev)
         return
-    args.out = args.out or "baselines/kernels.json"
+    args.out = args.out or ("baselines/kernels_decode.json" if args.decode
+                            else "baselines/kernels.json")
     rows = []
     out = dict(device=dev.description, torch=torch.__version__,
                shader_checks=kernelwright.runtime.runtime.FORCE_SHADER_CHECKS,
@@ -632,8 +678,8 @@ def run(args, choose=None) -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if torch.cuda.is_available():
         out["copy_tbps"] = copy_tbps(args.reps)  # the memory-bound cases' ceiling
-    half = args.half
-    cases = half_cases(args.tiny) if half else CASES
+    half, decode = args.half, args.decode
+    cases = half_cases(args.tiny) if half else decode_cases(args.tiny) if decode else CASES
     if half:
         out["precision"] = "half storage: f32, f16 and bf16, PyTorch in the same dtype"
     for name, case in cases.items():
@@ -641,7 +687,7 @@ def run(args, choose=None) -> None:
             continue
         if args.exclude and any(x in name for x in args.exclude.split(",")):
             continue
-        if not half and args.large != (name in LARGE_CASES):
+        if not (half or decode) and args.large != (name in LARGE_CASES):
             continue
         low = case.get("torch_dtype")  # PyTorch's side runs in this dtype (f16 cases)
         module, sets, ref, ref_ms = case_reference(name, args.reps, low, case)

@@ -2,7 +2,8 @@
 epilogue and knobs). This module is the registry the scheduler and the tuner use; each
 template family has its own module beside its .wgsl files (elementwise, rows, scan,
 sort, matmul, matmul_coop, attention, attention_coop, conv, pool, put: knobs, search space,
-cost model, generator), common.py what they share, cuts.py how a product is cut for the matmul.
+cost model, generator; gemv: products of few rows), common.py what they share, cuts.py how
+a product is cut for the matmul and the gemv.
 
 `generate(out, tnode, ...)` picks the template by the group's template node (none:
 the elementwise kernel) and the compile's options (options.CompileOptions: the
@@ -57,6 +58,7 @@ from .common import (
 from .conv import _conv, conv_knobs, conv_space
 from .cuts import WavePlan, product_plan
 from .elementwise import Without, _elementwise, _materialize, elementwise_space
+from .gemv import _gemv, gemv_node, gemv_space
 from .matmul import (
     MATMUL_BK,
     MATMUL_LARGE_TILES,
@@ -253,6 +255,7 @@ def _template_text(kind: str) -> str:
              "sort": ("sort", "sort_merge", "sort_load_values", "sort_load_pairs",
                       "sort_store_first", "sort_store_pairs"),
              "elementwise": ("elementwise", "transpose"),
+             "gemv": ("gemv", "gemv_reduce"),
              "materialize": ("elementwise",)}.get(kind, (kind,))
     return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
 
@@ -270,6 +273,9 @@ def knob_space(kind: str, out: Value, tnode: Node | None, phases=(),
 def template_kind(tnode: Node | None, options: CompileOptions | None = None) -> str:
     """The template that computes `tnode` (None: the elementwise kernel) for `options`
     (None: the defaults, strict).
+    A matmul of few rows per batch entry goes to `gemv` (kernels/gemv.takes_gemv: the
+    same rule that keeps kernels/cuts.product_plan from splitting its K), in either
+    precision: it is bound by B's bytes, not by multiply-adds.
     In the accelerated precision an f32 matmul with M, N and K of at least one matrix of
     the options' matrix unit goes to `matmul_coop`; smaller ones stay exact (fp32
     `matmul`); an attention goes where attention_template says (`attention_coop` on
@@ -279,6 +285,8 @@ def template_kind(tnode: Node | None, options: CompileOptions | None = None) -> 
     if tnode.op == "attention":
         q, _, v = tnode.inputs[:3]
         return attention_template(options, q.shape[2], v.shape[2]) or tnode.op
+    if tnode.op == "matmul" and gemv_node(tnode):
+        return "gemv"
     if tnode.op == "matmul" and options is not None and options.precision == "accelerated":
         a, b = tnode.inputs
         if tnode.out.dtype == "f32" and accelerates(options.matrix, a.shape[1], b.shape[2],
@@ -303,6 +311,7 @@ TEMPLATES = {
                                                   // max(1, tnode.inputs[0].shape[1]))),
     "sort": (_sort, _sort_space),
     "matmul": (_matmul, lambda out, tnode, options: _matmul_space(out, tnode)),
+    "gemv": (_gemv, gemv_space),
     "matmul_coop": (_matmul_coop, _matmul_coop_space),
     "attention": (_attention, lambda out, tnode, options: _attention_space(out, tnode)),
     "attention_coop": (_attention_coop, _attention_coop_space),

@@ -1,5 +1,7 @@
 """How a matrix product is cut for the matmul template: the cost model's answer to which
-formulation of x @ y is cheapest for these shapes under the compile's options. K in
+formulation of x @ y is cheapest for these shapes under the compile's options. A product
+of few rows goes whole to the gemv template (kernels/gemv.takes_gemv), K cut only where
+its grid is small and its K long (gemv_chunks). Otherwise K in
 chunks (split-K: partial products summed by the reduce template), the last rows a
 product of their own, operands copied into buffers aligned to 4. The lowering
 (lower/linalg.planned_product) builds the plan it gets from `product_plan`; the rules and
@@ -12,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from ..ir.ir import broadcast_shapes
 from ..options import Waves
+from .gemv import gemv_chunks, takes_gemv
 from .matmul import (
     MATMUL_BK,
     MATMUL_PLAIN_TILES,
@@ -56,10 +59,14 @@ def product_plan(x_shape, y_shape, window: bool = False,
     (wave_plan) where no operand reads windows and they are large (both sides at least
     512) or narrow ones on the plain tiles (M or N under 512: 128 x 64 tiles, whose slots
     are known too);
-    others split K by the small grids' rule."""
+    others split K by the small grids' rule. A product that takes the gemv template
+    (kernels/gemv.takes_gemv: few rows) sums its whole K in each workgroup: its chunks
+    are gemv_chunks' (1 but for a long K over few columns)."""
     k = x_shape[-1]
     m, n = x_shape[-2], y_shape[-1]
     nb = math.prod(broadcast_shapes(x_shape[:-2], y_shape[:-2]))
+    if takes_gemv(m, window):
+        return WavePlan(chunks=gemv_chunks(n, k, nb, waves))
     if waves is not None and k >= SPLIT_K_MIN and k >= SPLIT_DEEP_RATIO * max(m, n):
         return deep_plan(m, n, k, nb, window, waves)
     tiles_ = matmul_tiles(m, n, nb, window=window, wide=matmul_wide(m, n, k), waves=waves)
