@@ -263,6 +263,10 @@ def merge_shared_products(b: GraphBuilder, roots: list) -> list:
             for v in node.inputs:
                 users.setdefault(v, []).append(node)
     root_ids = {id(v) for v in roots}
+    # a product returned through views (a reshape back to the caller's shape) is returned
+    # as it is: merged, its columns would be copied out
+    views = ("reshape", "permute", "expand")
+    returned = {id(_unviewed(v, views)) for v in roots}
     groups: dict[tuple, list[ConstantProduct]] = {}
     for p in recorded:
         w = p.weight
@@ -284,7 +288,7 @@ def merge_shared_products(b: GraphBuilder, roots: list) -> list:
         kept = []
         for i, (p, pair, end) in enumerate(zip(members, biases, ends)):
             nodes, computes = flows[i]
-            if id(end) in root_ids or (computes and not any(
+            if id(_unviewed(end, views)) in returned or (computes and not any(
                     nodes & other for j, (other, _) in enumerate(flows) if j != i)):
                 continue
             kept.append((p, pair))
