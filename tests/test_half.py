@@ -362,3 +362,56 @@ def test_a_half_tensor_over_one_binding_is_held_in_f32_and_chunked():
     compiled = kernelwright.compile(Fn(lambda a: a * 2), [small], device=device)
     assert compiled.plan.buffers[0].dtype == "f16"
     assert torch.equal(compiled(small), small * 2)
+
+
+def _kernels(module: torch.nn.Module, *inputs: torch.Tensor):
+    return kernelwright.plan_module(module.eval(), list(inputs)).kernels
+
+
+ROW_CASES = {  # row lengths: a multiple of 4, even but not of 4
+    "layer_norm": lambda n: torch.nn.LayerNorm(n),
+    "rms_norm": lambda n: torch.nn.RMSNorm(n),
+    "softmax": lambda n: Fn(lambda a: torch.softmax(a, -1)),
+}
+
+
+@pytest.mark.parametrize("n", [40, 6])
+@pytest.mark.parametrize("case", sorted(ROW_CASES))
+@pytest.mark.parametrize("dtype", HALVES)
+def test_half_row_kernels_are_as_many_as_f32s(dtype, case, n):
+    """A norm or softmax stored in a half type is one row kernel, as in f32: the row
+    kernel stores its packed words itself (no narrowing copy after it), and its values
+    are our f32 values rounded once."""
+    torch.manual_seed(10)
+    x = torch.randn(5, n) * 3
+    f32 = _kernels(ROW_CASES[case](n), x)
+    module = ROW_CASES[case](n).to(dtype)
+    half = _kernels(module, x.to(dtype))
+    assert len(half) == len(f32) == 1, ([k.name for k in half], [k.name for k in f32])
+    compiled = check_half(module, x.to(dtype))
+    exact = kernelwright.compile(copy.deepcopy(module).float().eval(), [x.to(dtype).float()])
+    assert torch.equal(compiled(x.to(dtype)), exact(x.to(dtype).float()).to(dtype))
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_half_reduction_pairs_rows(dtype):
+    """A reduction stored in a half type packs two rows' values a word (an odd count of
+    rows: the last word half used), one kernel as in f32."""
+    torch.manual_seed(11)
+    x = torch.randn(7, 300).to(dtype)
+    compiled = check_half(Fn(lambda a: (a.sum(1) + 1.0, torch.logsumexp(a, 1))), x)
+    assert len(compiled.plan.kernels) == 2
+    exact = (x.float().sum(1) + 1.0).to(dtype)
+    assert torch.equal(compiled(x)[0], exact)
+
+
+@pytest.mark.parametrize("n", [4096, 35])
+@pytest.mark.parametrize("dtype", HALVES)
+def test_half_elementwise_stores_words(dtype, n):
+    """A plain elementwise kernel with a half output stores VEC 4 (two words a step)
+    where the count is a multiple of 4, else a word a step; the values rounded once."""
+    x = torch.randn(n).to(dtype)
+    compiled = check_half(Fn(lambda a: torch.relu(a * 2.0 + 1.0)), x)
+    (kernel,) = compiled.plan.kernels
+    assert kernel.knobs["VEC"] == (4 if n % 4 == 0 else 2)
+    assert torch.equal(compiled(x), torch.relu(x.float() * 2.0 + 1.0).to(dtype))

@@ -300,6 +300,7 @@ class KernelSource:
         self.helpers: set[str] = set()
         self.lanes: dict[int, Value] = {}  # reads passed to the functions as values: x<i>
         self.out_vec4 = False  # the output bound as array<vec4<T>> (16-byte stores)
+        self.out_vec2 = False  # ... as array<vec2<T>> (two packed half words a store)
         # no element of the output outside its band is read (ir.read_only_in_band): the
         # template may leave them unwritten
         self.band_only = False
@@ -341,7 +342,9 @@ class KernelSource:
                  f"array<{element_type(v.stored)}>;" for i, v in enumerate(self.reads)]
         lines += [f"@group(0) @binding({len(self.reads) + j}) var<storage, read> in{i}v4: "
                   "array<vec4<f32>>;" for j, i in enumerate(self.views)]
-        out_t = f"vec4<{element_type(out.stored)}>" if self.out_vec4 else element_type(out.stored)
+        out_t = element_type(out.stored)
+        out_t = f"vec4<{out_t}>" if self.out_vec4 else f"vec2<{out_t}>" if self.out_vec2 \
+            else out_t
         lines.append(f"@group(0) @binding({len(self.reads) + len(self.views)}) var<storage, "
                      f"read_write> out: array<{out_t}>;")
         return "\n".join(lines)
@@ -516,6 +519,8 @@ class Emitter:
                 return _cast(args[0], node.attrs, x.dtype, v.dtype)
             self.src.helpers.update(OPS[fn].helpers)
             return OPS[fn].wgsl(*args, {**node.attrs, "dtype": v.dtype})
+        if op == "materialize":  # a copy (a narrowing store: its kernel packs the value)
+            return self.value(x, idx)
         if op == "reshape":
             if idx.dims is None:
                 return self.value(x, Index(x.shape, flat=idx.flat))
@@ -677,6 +682,8 @@ def buffer_address(v: Value, idx: tuple[int, ...], materialized) -> int | None:
             if not tensors:
                 return None
             x = max(tensors, key=lambda a: _source_numel(a, materialized, numels))
+        elif op == "materialize":  # a copy computed inline: its input's address
+            pass
         elif op == "reshape":
             flat = sum(i * s for i, s in zip(idx, contiguous_strides(v.shape)))
             idx = tuple((flat // s) % n for s, n in zip(contiguous_strides(x.shape), x.shape))
@@ -736,6 +743,13 @@ def pack_pair(lo: str, hi: str, dtype: str) -> str:
     """The word of packed half type `dtype` holding f32 values `lo` (the even element)
     and `hi`, each rounded to nearest even (HELPERS["half"]: kernels/half.wgsl)."""
     return f"kw_pack_{dtype}({lo}, {hi})"
+
+
+def pack_words(vals: list[str], dtype: str) -> str:
+    """The packed half words (dtype `dtype`) holding the f32 values `vals` (2: one u32
+    word, stored into array<u32>; 4: two words, a vec2<u32> for array<vec2<u32>>)."""
+    words = [pack_pair(lo, hi, dtype) for lo, hi in zip(vals[::2], vals[1::2])]
+    return words[0] if len(words) == 1 else f"vec2<u32>({', '.join(words)})"
 
 
 # -- the bindings a kernel's WGSL declares and the ones its entry point reaches -----------

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -42,6 +43,7 @@ from ..codegen.codegen import (
     to_buffer,
     with_f32_bits,
 )
+from ..dtypes import is_packed
 from ..ir.ir import CompileError, Node, Value
 from ..options import CompileOptions
 from .attention import _attention, _attention_space, attention_config, attention_space
@@ -57,7 +59,13 @@ from .common import (
 )
 from .conv import _conv, conv_knobs, conv_space
 from .cuts import WavePlan, product_plan
-from .elementwise import Without, _elementwise, _materialize, elementwise_space
+from .elementwise import (
+    Without,
+    _elementwise,
+    _materialize,
+    elementwise_space,
+    packed_space,
+)
 from .gemv import _gemv, gemv_node, gemv_space
 from .matmul import (
     MATMUL_BK,
@@ -266,8 +274,23 @@ def knob_space(kind: str, out: Value, tnode: Node | None, phases=(),
     `options` (None: the defaults; the accelerated matmul's tiles are multiples of its
     matrix unit's)."""
     if phases:
-        return rows_space(phases[0][0].inputs[0].shape[1], len(phases) + 1)
-    return TEMPLATES[kind][1](out, tnode, options or CompileOptions())
+        space = rows_space(phases[0][0].inputs[0].shape[1], len(phases) + 1)
+    else:
+        space = TEMPLATES[kind][1](out, tnode, options or CompileOptions())
+    if is_packed(out.stored) and kind in ("rows", "reduce"):  # whole words (kernels.rows)
+        rows = out.numel if tnode is None else math.prod(tnode.out.shape)
+        space = [{**k, "VEC": 2} if tnode is None and k["VEC"] == 1 else k for k in space
+                 if tnode is None or rows == 1 or k["TPR"] < k["WG"]]
+    return space
+
+
+def stores_packed(tnode: Node) -> bool:
+    """Whether template node `tnode`'s kernel can store its value (or its epilogue's) in a
+    packed half buffer itself, whole u32 words: a reduction pairs its rows' values in
+    workgroup memory (kernels.rows). The other templates store one element an invocation
+    (a matmul's or convolution's adjacent outputs can belong to different invocations, or
+    workgroups), so a packed copy of their value stays a kernel of its own."""
+    return tnode.op == "reduce" and tnode.attrs["op"] != "moments"
 
 
 def template_kind(tnode: Node | None, options: CompileOptions | None = None) -> str:
@@ -298,8 +321,9 @@ def template_kind(tnode: Node | None, options: CompileOptions | None = None) -> 
 # Each template: its fill function (knobs -> template name, slots, grid, knobs used)
 # and its search space for one kernel (out, template node, options).
 TEMPLATES = {
-    "elementwise": (_elementwise, lambda out, tnode, options: elementwise_space(
-        out.numel, tiled=sum(size > 1 for size in out.shape) >= 2)),
+    "elementwise": (_elementwise, lambda out, tnode, options: packed_space(out.numel)
+                    if is_packed(out.stored) else elementwise_space(
+                        out.numel, tiled=sum(size > 1 for size in out.shape) >= 2)),
     "materialize": (_materialize, lambda out, tnode, options: [
         k for k in elementwise_space(out.numel) if k["VEC"] == 1 or (
             tnode.inputs[0].dtype == out.dtype and out.stored in ("f32", "i32"))]),

@@ -10,6 +10,7 @@ from ..codegen.codegen import (
     Index,
     buffer_address,
     pack_pair,
+    pack_words,
     to_buffer,
 )
 from ..dtypes import element_type, is_packed, wgsl_type
@@ -153,6 +154,8 @@ def _elementwise(src, materialized, out, tnode, knobs, options: CompileOptions,
     """A plain elementwise kernel (tnode None), or a materialize node's copy (the store
     then follows the template's epilogue: one element per step, or with VEC 4 four, the
     vec4 `acc4` their accs)."""
+    if tnode is None and is_packed(out.stored):
+        return _packed_elementwise(src, out, knobs)
     dims = _transposed_dims(out, materialized) if tnode is None else None
     knobs = merge_knobs(elementwise_knobs(out.numel, dims is not None and not src.lanes), knobs)
     wg, ept, vec = check_wg(knobs), knobs["EPT"], knobs["VEC"]
@@ -192,6 +195,51 @@ def _elementwise(src, materialized, out, tnode, knobs, options: CompileOptions,
         body = "\n            ".join(
             ["let gi = q * 4;"] + loads
             + [f"out[q] = vec4<{element_type(out.dtype)}>({', '.join(vals)});"])
+    return "elementwise", dict(functions="", WG=wg, ROW=row, THREADS=threads, EPT=ept,
+                               STEPS=steps, BODY=body), grid, knobs
+
+
+def packed_knobs(numel: int) -> dict:
+    """elementwise_knobs for an output of a packed half type: VEC 4 (four elements a step,
+    two words stored as a vec2<u32>) where the count is a multiple of 4, else VEC 2 (one
+    word a step)."""
+    return {**elementwise_knobs(numel), "VEC": 4 if numel % 4 == 0 else 2}
+
+
+def packed_space(numel: int) -> list[dict]:
+    """The tuner's settings for an elementwise kernel storing a packed half type."""
+    return [{**k, "VEC": vec} for k in elementwise_space(numel) if k["VEC"] == 1
+            for vec in ((2, 4) if numel % 4 == 0 else (2,))
+            if k["EPT"] == 1 or numel >= k["EPT"] * k["WG"] * vec]
+
+
+def _packed_elementwise(src, out, knobs):
+    """A plain elementwise kernel whose output is of a packed half type: each step
+    computes VEC consecutive elements (2: one u32 word; 4: two, stored as a vec2<u32>),
+    so that every word is written whole by one invocation; with an odd count the last
+    word's high half repeats the last element."""
+    knobs = merge_knobs(packed_knobs(out.numel), knobs)
+    wg, ept, vec = check_wg(knobs), knobs["EPT"], knobs["VEC"]
+    require(isinstance(ept, int) and ept >= 1, knobs, "EPT must be a positive integer")
+    require(knobs["TILE"] == 0 and (vec == 2 or vec == 4 and out.numel % 4 == 0), knobs,
+            "a packed half output is stored whole words a step: VEC 2, or 4 for a multiple"
+            " of 4 elements; TILE 0")
+    src.helpers.add("half")
+    steps = -(-out.numel // vec)
+    threads = math.ceil(steps / ept)
+    grid, row = grid_1d(threads, wg)
+    if vec == 4:
+        src.out_vec2 = True
+        loads, args = lane_args(src, 4, "q", "gi")
+        lines = ["let gi = q * 4;", *loads]
+        gis = ["gi", "gi + 1", "gi + 2", "gi + 3"]
+    else:  # the second element's lanes at gj, inside the tensor (an odd count's last word)
+        _, (lo,) = lane_args(src, 1, "q", "gi")
+        _, (hi,) = lane_args(src, 1, "q", "gj")
+        lines, gis, args = ["let gi = q * 2;", f"let gj = min(gi + 1, {out.numel - 1});"], \
+            ["gi", "gj"], [lo, hi]
+    vals = [f"epilogue({g}{a})" for g, a in zip(gis, args)]
+    body = "\n            ".join(lines + [f"out[q] = {pack_words(vals, out.stored)};"])
     return "elementwise", dict(functions="", WG=wg, ROW=row, THREADS=threads, EPT=ept,
                                STEPS=steps, BODY=body), grid, knobs
 

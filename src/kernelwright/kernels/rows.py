@@ -8,9 +8,10 @@ from ..codegen.codegen import (
     Index,
     _cast,
     buffer_address,
+    pack_words,
     to_buffer,
 )
-from ..dtypes import element_type, wgsl_type
+from ..dtypes import element_type, is_packed, wgsl_type
 from ..ir.ir import Value, where_band
 from ..options import CompileOptions
 from .common import (
@@ -120,10 +121,12 @@ def row_share(r: int, tpr: int) -> int:
     return -(-(r // vec) // tpr) * vec
 
 
-def row_kernel_fits(r: int, lanes: int) -> bool:
+def row_kernel_fits(r: int, lanes: int, paired: bool = False) -> bool:
     """Whether a row kernel of several passes can hold rows of R elements of `lanes`
-    buffers on chip (MAX_WG invocations per row; _rows raises TPR that far)."""
-    return row_share(r, MAX_WG) * lanes <= ROW_CACHE
+    buffers on chip (MAX_WG invocations per row; _rows raises TPR that far; MAX_WG / 2
+    where `paired`: a reduction whose rows' values are stored packed, two rows of a
+    workgroup a word)."""
+    return row_share(r, MAX_WG // 2 if paired else MAX_WG) * lanes <= ROW_CACHE
 
 
 def reduce_knobs(o: int, r: int, col: bool = False) -> dict:
@@ -183,7 +186,13 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
     fused softmax or norm, stored at o * R + r) or the last phase's value (a plain
     reduction, stored at o). The buffers read at the row's own elements are lanes
     (codegen); a kernel of several passes loads them once into registers (c<i>_<k>)
-    and every pass reads them there: the row is read from memory once."""
+    and every pass reads them there: the row is read from memory once.
+
+    An `out` of a packed half type is stored whole words: the elementwise `out` VEC 2 or
+    4 elements a step (R even: a word never straddles two rows, whose statistics two
+    invocations hold), a reduction's values two rows a word, the even row's lead
+    invocation packing its neighbour's value from workgroup memory (at least two rows a
+    workgroup)."""
     x0 = phases[0][0].inputs[0]
     o, r = x0.shape
     passes = len(phases) + consumer
@@ -225,15 +234,24 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         pending.append((em, "epilogue", ["gi: i32"], out.dtype, val, True, len(phases)))
     lanes = src.lane_params()
     nl = max(1, len(src.lanes))
+    packed = is_packed(out.stored)
+    paired = packed and not consumer and o > 1  # two rows' values a word
     defaults = rows_knobs(o, r, col)
-    while cached and defaults["TPR"] < MAX_WG and row_share(r, defaults["TPR"]) * nl > ROW_CACHE:
+    if packed and consumer and r % 4:
+        defaults["VEC"] = 2
+    most = MAX_WG // 2 if paired else MAX_WG
+    defaults["TPR"] = min(defaults["TPR"], most)
+    while cached and defaults["TPR"] < most and row_share(r, defaults["TPR"]) * nl > ROW_CACHE:
         defaults["TPR"] *= 2  # more invocations per row, until the row fits on chip
     knobs = merge_knobs(defaults, knobs)
     wg = check_wg(knobs, pow2=True)
     tpr, vec, order = knobs["TPR"], knobs["VEC"], knobs["ORDER"]
     require(isinstance(tpr, int) and 1 <= tpr <= wg and tpr & (tpr - 1) == 0, knobs,
             "TPR must be a power of two up to WG")
-    require(vec in (1, 4) and r % vec == 0, knobs, "VEC is 1, or 4 when R is a multiple of 4")
+    require(vec in ((2, 4) if packed and consumer else (1, 4)) and r % vec == 0, knobs,
+            "VEC is 1, or 4 when R is a multiple of 4 (a packed half output's row: 2 or 4)")
+    require(not paired or wg // tpr >= 2, knobs,
+            "a reduction stored packed pairs rows in a workgroup: TPR at most WG / 2")
     require(order in ("row", "col"), knobs, "ORDER is 'row' or 'col'")
     rv = r // vec  # steps per row
     items = -(-rv // tpr)  # steps per invocation
@@ -310,13 +328,28 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         def store(args):
             vals = [to_buffer(f"epilogue(g{at(e)}{a}{rvs})", out.dtype)
                     for e, a in enumerate(args)]
+            if packed:  # VEC elements: whole words of the row
+                return [f"out[o * {rv} + q] = {pack_words(vals, out.stored)};"]
             if vec == 1:
                 return [f"out[g] = {vals[0]};"]
             return [f"out[o * {rv} + q] = vec4<{out_t}>({', '.join(vals)});"]
-        src.out_vec4 = vec == 4
+        src.out_vec4 = vec == 4 and not packed
+        src.out_vec2 = vec == 4 and packed
+        if packed:
+            src.helpers.add("half")
         body += steps(store)
     elif finals[-1][0] == "Moments":
         body.append("    if (live && t == 0) { out[2 * o] = rv0.m; out[2 * o + 1] = rv0.q; }")
+    elif packed:  # row o's value in the low half of word o / 2, row o + 1's in the high
+        src.helpers.add("half")
+        last = f"rv{len(phases) - 1}"
+        shared.append(f"var<workgroup> row_values: array<f32, {rpw}>;")
+        hi = (f"row_values[select(slot + 1, slot, o + 1 >= {o})]" if paired
+              else "row_values[slot]")
+        body += [f"    if (live && t == 0) {{ row_values[slot] = {last}; }}",
+                 "    workgroupBarrier();",
+                 f"    if (live && t == 0 && o % 2 == 0) {{ out[o / 2] = "
+                 f"{pack_words(['row_values[slot]', hi], out.stored)}; }}"]
     else:
         body.append(f"    if (live && t == 0) {{ out[o] = "
                     f"{to_buffer(f'rv{len(phases) - 1}', out.dtype)}; }}")
@@ -325,12 +358,16 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         for i, v in sorted(src.lanes.items()):
             t_ = element_type(v.dtype)
             for k in range(items):
-                fill.append(f"    var c{i}_{k}: {f'vec4<{t_}>' if vec == 4 else t_};")
+                fill.append(f"    var c{i}_{k}: {f'vec{vec}<{t_}>' if vec > 1 else t_};")
         for k in range(items):
             loads = []
             for i, v in sorted(src.lanes.items()):
                 if vec == 1:
                     loads.append(f"c{i}_{k} = in{i}[o * {r} + q];")
+                elif vec == 2:
+                    g = f"(o * {rv} + q) * 2"
+                    loads.append(f"c{i}_{k} = vec2<{element_type(v.dtype)}>(in{i}[{g}], "
+                                 f"in{i}[{g} + 1]);")
                 elif v.dtype == "f32":
                     loads.append(f"c{i}_{k} = {src.view4(v)}[o * {rv} + q];")
                 else:
@@ -351,6 +388,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
                  LANE=f"li % {tpr}" if order == "row" else f"li / {rpw}",
                  LEAD=lead.replace("TPR", str(tpr)), SHARED="\n".join(shared),
                  BODY="\n".join(body),
-                 workgroup_bytes=sum(wg * _ACC_BYTES.get(f[0].rstrip("0123456789"), 4)
-                                     for f in finals) if tpr > 1 else 0)
+                 workgroup_bytes=(sum(wg * _ACC_BYTES.get(f[0].rstrip("0123456789"), 4)
+                                      for f in finals) if tpr > 1 else 0)
+                 + (4 * rpw if packed and not consumer else 0))
     return "rows", slots, (gx, -(-nwg // gx), 1), knobs

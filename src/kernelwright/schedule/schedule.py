@@ -59,6 +59,7 @@ from ..kernels import (
     product_reads_window,
     row_kernel_fits,
     row_major,
+    stores_packed,
 )
 from ..options import CompileOptions
 from ..plan import Buffer, Kernel, Plan, TensorSpec
@@ -97,25 +98,39 @@ def live_nodes(graph: Graph) -> list[Node]:
 EPILOGUE_FORK_MAX = 16  # nodes between a value read several times and where they meet
 
 
+def narrowing(node: Node) -> bool:
+    """Whether `node` copies a value into a packed half buffer (capture's outputs and
+    updates of a float16 or bfloat16 tensor): fusion takes it as the way its kernel
+    stores (two elements a word, rounded once), not as a kernel of its own; the kernel
+    that computes the value stores it packed where its template can (a plain elementwise
+    or row kernel, a reduction's epilogue: kernels.stores_packed)."""
+    return node.op == "materialize" and is_packed(node.out.stored)
+
+
 def epilogue_chains(nodes: list[Node], users, outputs: set[Value]) -> dict[Node, list[Node]]:
     """For each template node, the elementwise chain after it that its epilogue can
     compute: each link is the single reader of the previous one, an elementwise op or a
     reshape of the same size, and no link but the last is stored (`outputs`: the graph's
-    outputs and the values `fuse` is told to store). A link read
+    outputs and the values `fuse` is told to store); a narrowing copy (`narrowing`) ends
+    the chain of a template that stores packed words (kernels.stores_packed). A link read
     by several such nodes continues through all of them when they meet again in one
     node before anything else reads them (`_fork`: mish's y * tanh(softplus(y)))."""
     position = {n: i for i, n in enumerate(nodes)}
     chains = {}
     claimed: set[Node] = set()  # a node ends at most one template's chain
     for node in nodes:
-        if node.op not in TEMPLATE_OPS:
+        if node.op not in TEMPLATE_OPS or narrowing(node):
             continue
         if _moments(node) or node.op == "put":  # two values per row, read by slices; a
             chains[node] = []  # put's kernel stores its new slices alone: no epilogue
             continue
 
-        def joins(n: Node, numel=node.out.numel) -> bool:  # may n be a link of node's chain
-            return n.op in ("ew", "reshape") and n.out.numel == numel and n not in claimed
+        packs = stores_packed(node)
+
+        def joins(n: Node, numel=node.out.numel, packs=packs) -> bool:
+            """May n be a link of node's chain."""
+            return ((n.op in ("ew", "reshape") or packs and narrowing(n))
+                    and n.out.numel == numel and n not in claimed)
 
         chain, tail = [], node
         while tail.out not in outputs:
@@ -191,8 +206,9 @@ def _group(nodes: list[Node], users, chains, outputs: set[Value], own: set[Value
         elif (v not in outputs and len(readers) == 1 and node.op not in TEMPLATE_OPS
               and node not in tail_of and v not in own):
             group = next(iter(readers))  # inlined into its only reader's kernel
-        else:
-            group = Group(v, template=node if node.op in TEMPLATE_OPS else None)
+        else:  # a narrowing copy is its kernel's way of storing: no template
+            group = Group(v, template=node if node.op in TEMPLATE_OPS and not narrowing(node)
+                          else None)
             groups.append(group)
         group.members.append(node)
         group_of[node] = group
@@ -353,7 +369,7 @@ def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> l
         others = Without(roots, v)
         summed = (g.template is not None and inline_sum(g.template)
                   and _inline_ops(g.template.inputs[0], others, set()) == 0)
-        if (g.template is not None and not summed) or v in outputs:
+        if (g.template is not None and not summed) or v in outputs or narrowing(v.node):
             continue
         readers = {group_of[u] for u in users.get(v, [])}
         view = not summed and v.node.op != "ew" and _in_order_view(v, others)
@@ -497,8 +513,11 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
             if len(keep) == len(cands):
                 break
             cands = keep
+        packed = is_packed(c.root.stored) and shape is not None and shape[0] > 1
         if (not cands or not _row_reads_ok(c, cands, shape, roots)
-                or not row_kernel_fits(shape[1], _row_lanes(c, cands, roots, shape))):
+                or packed and c.template is None and shape[1] % 2
+                or not row_kernel_fits(shape[1], _row_lanes(c, cands, roots, shape),
+                                       packed and c.template is not None)):
             continue
         order = {g: i for i, g in enumerate(groups)}
         c.phases = sorted(cands, key=order.__getitem__)
@@ -615,7 +634,7 @@ def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
         if v not in reach:
             reach[v] = v in values or (v.kind == "node" and v not in materialized
                                        and (v.node.op not in TEMPLATE_OPS
-                                            or inline_sum(v.node))
+                                            or inline_sum(v.node) or narrowing(v.node))
                                        and any(reaches(x) for x in v.node.inputs))
         return reach[v]
 
@@ -636,7 +655,7 @@ def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
             return True
         seen.add(key)
         node, x = v.node, (v.node.inputs[0] if v.node.inputs else None)
-        if node.op == "ew":
+        if node.op == "ew" or narrowing(node):
             return all(ok(a, sym, stop) for a in node.inputs)
         if node.op == "reshape":
             return ok(x, _split([p for d in sym for p in d], x.shape), stop)
