@@ -66,17 +66,9 @@ def export_graph(module: torch.nn.Module, example_inputs,
     at its compile-time value on every call, and export_graph warns so. The user's module
     is left as it was."""
     wrapped, attrs = with_state_buffers(module)
-    owners = {(id(m), k): name for name, (m, k) in attrs.items()}
     reassigned: set[str] = set()
-
-    def on_assign(m: torch.nn.Module, k: str, value) -> None:
-        # torch.export records a buffer assigned to in the root module's forward alone
-        name = owners.get((id(m), k))
-        if name is not None and value is not m._buffers.get(k):
-            reassigned.add(name)
-
     with lstm_state_shapes(), recurrent_shapes(keep_recurrent):
-        hook = register_module_buffer_registration_hook(on_assign)
+        hook = _watch_assignments(attrs, reassigned)
         try:
             ep = torch.export.export(wrapped, tuple(example_inputs), strict=False)
         except Exception as e:
@@ -101,6 +93,19 @@ def export_graph(module: torch.nn.Module, example_inputs,
                 "call (eager's first call); register them as buffers changed in place, or "
                 "pass such state as an input and return its new value", stacklevel=2)
         return ep
+
+
+def _watch_assignments(attrs: dict[str, tuple[torch.nn.Module, str]], reassigned: set[str]):
+    """A hook (remove it after the capture) adding to `reassigned` the name of each
+    tensor attribute of `attrs` (with_state_buffers') that forward assigns a new tensor."""
+    owners = {(id(m), k): name for name, (m, k) in attrs.items()}
+
+    def on_assign(m: torch.nn.Module, k: str, value) -> None:
+        name = owners.get((id(m), k))
+        if name is not None and value is not m._buffers.get(k):
+            reassigned.add(name)
+
+    return register_module_buffer_registration_hook(on_assign)
 
 
 @dataclasses.dataclass
@@ -163,7 +168,8 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     checks (_assert_tensor_metadata) are not in it. Its nodes carry no source lines (on a
     CompileError while lowering, compile exports the module for the message). None where
     this torch has no such trace, an input is not a tensor (a Python number export bakes
-    in) or the trace fails: export_graph then."""
+    in), forward assigns a new tensor to an attribute (which the trace would not carry to
+    the next call) or the trace fails: export_graph then."""
     try:  # private torch APIs, present in some versions only: imported where needed
         from torch._functorch._aot_autograd import descriptors as desc
         from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
@@ -176,13 +182,15 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     args = tuple(example_inputs)
     if not all(isinstance(a, torch.Tensor) for a in pytree.tree_leaves(args)):
         return None
-    wrapped, _ = with_state_buffers(module)
+    wrapped, attrs = with_state_buffers(module)
     # torch.export's split: the CompositeImplicitAutograd ops of the table decomposed (or
     # kept, KEEP_WHOLE) at dispatch, the rest by the trace's decompositions
     cia, table = _split_decomp_table_to_cia_and_python_decomp(
         dict(decomposition_table(keep=TRACE_KEEPS_WHOLE)))
     quiet = {k: True for k in ("_disable_torch_fn_metadata_mode",)
              if k in inspect.signature(aot_export_joint_with_descriptors).parameters}
+    reassigned: set[str] = set()
+    hook = _watch_assignments(attrs, reassigned)
     try:
         with contextlib.ExitStack() as stack, torch.no_grad(), lstm_state_shapes(), \
                 recurrent_shapes(), _override_composite_implicit_decomp(cia):
@@ -190,6 +198,10 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
                                                       **quiet)
     except Exception:  # noqa: BLE001 - export_graph captures it, or says why it cannot
         return None
+    finally:
+        hook.remove()
+    if reassigned:  # a new tensor assigned to an attribute: the trace does not carry it,
+        return None  # export_graph does (or warns that it cannot)
     gm = joint.graph_module
     own = dict(wrapped.named_parameters(remove_duplicate=False)) | \
         dict(wrapped.named_buffers(remove_duplicate=False))
