@@ -651,12 +651,16 @@ class GraphBuilder:
                           fold=int(fold))
 
     def attention(self, q: Value, k: Value, v: Value, mask: Value | None = None,
-                  causal: bool = False, scale: float = 1.0) -> Value:
+                  causal: bool = False, scale: float = 1.0, split: int = 1) -> Value:
         """Scaled dot-product attention softmax(q k^T * scale + mask) v of q [B, L, E],
         k [B, S, E], v [B, S, Ev] (B: batch times heads); mask, when given, is an
         additive f32 [B, L, S] (usually an expand of something smaller, which the
         kernel's loader reads for free). causal keeps key j for query i only when
-        j <= i. A query row whose keys are all masked gives zeros, as PyTorch."""
+        j <= i. A query row whose keys are all masked gives zeros, as PyTorch. With
+        `split` > 1 the keys are cut into that many spans and the value is each span's
+        part, [B, L, split * (Ev + 2)]: per span its unnormalized output (Ev), the
+        scores' maximum and the sum of their exp(score - maximum), which the caller
+        combines (lower/attention.py)."""
         if len(q.shape) != 3 or len(k.shape) != 3 or len(v.shape) != 3:
             raise CompileError(f"attention wants 3-d q, k, v, got {list(q.shape)}, "
                                f"{list(k.shape)}, {list(v.shape)}")
@@ -667,6 +671,10 @@ class GraphBuilder:
         inputs = [self.cast(q, "f32"), self.cast(k, "f32"), self.cast(v, "f32")]
         if mask is not None:
             inputs.append(self.expand(self.cast(mask, "f32"), (bh, lq, k.shape[1])))
+        if split > 1:
+            return self._node("attention", inputs, (bh, lq, split * (v.shape[2] + 2)), "f32",
+                              causal=bool(causal), scale=float(scale), masked=mask is not None,
+                              split=int(split))
         return self._node("attention", inputs, (bh, lq, v.shape[2]), "f32", causal=bool(causal),
                           scale=float(scale), masked=mask is not None)
 

@@ -1,9 +1,9 @@
 """The kernel backend: fill a WGSL template for one scheduled kernel (its loaders,
 epilogue and knobs). This module is the registry the scheduler and the tuner use; each
 template family has its own module beside its .wgsl files (elementwise, rows, scan,
-sort, matmul, matmul_coop, attention, attention_coop, conv, pool, put: knobs, search space,
-cost model, generator; gemv: products of few rows), common.py what they share, cuts.py how
-a product is cut for the matmul and the gemv.
+sort, matmul, matmul_coop, attention, attention_coop, attention_decode, conv, pool, put:
+knobs, search space, cost model, generator; gemv: products of few rows), common.py what
+they share, cuts.py how a product is cut for the matmul and the gemv.
 
 `generate(out, tnode, ...)` picks the template by the group's template node (none:
 the elementwise kernel) and the compile's options (options.CompileOptions: the
@@ -48,6 +48,7 @@ from ..ir.ir import CompileError, Node, Value
 from ..options import CompileOptions
 from .attention import _attention, _attention_space, attention_config, attention_space
 from .attention_coop import _attention_coop, _attention_coop_space, attention_template
+from .attention_decode import _attention_decode, _attention_decode_space, decode_splits
 from .common import (
     MAX_GRID,
     MAX_WG,
@@ -103,8 +104,8 @@ __all__ = [
     "COOP_TILE", "Generated", "KernelKey", "KernelRequest", "KnobChooser", "MATMUL_BK",
     "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE", "ROW_LIMIT",
     "SORT_LIMIT", "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config",
-    "attention_space", "attention_template", "conv_knobs", "conv_space", "elementwise_space",
-    "fill_kernel", "generate",
+    "attention_space", "attention_template", "conv_knobs", "conv_space", "decode_splits",
+    "elementwise_space", "fill_kernel", "generate",
     "kernel_key", "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
     "matmul_tiles", "matmul_wave_cost", "matmul_wide", "matrix_unit", "plain_strides", "pool_space",
     "product_plan", "product_reads_window", "put_space", "reads_window", "reduce_space",
@@ -301,13 +302,13 @@ def template_kind(tnode: Node | None, options: CompileOptions | None = None) -> 
     precision: it is bound by B's bytes, not by multiply-adds.
     In the accelerated precision an f32 matmul with M, N and K of at least one matrix of
     the options' matrix unit goes to `matmul_coop`; smaller ones stay exact (fp32
-    `matmul`); an attention goes where attention_template says (`attention_coop` on
-    subgroup matrices)."""
+    `matmul`); an attention goes where attention_template says (`attention_decode` for
+    few queries, `attention_coop` on subgroup matrices)."""
     if tnode is None:
         return "elementwise"
     if tnode.op == "attention":
         q, _, v = tnode.inputs[:3]
-        return attention_template(options, q.shape[2], v.shape[2]) or tnode.op
+        return attention_template(options, q.shape[1], q.shape[2], v.shape[2]) or tnode.op
     if tnode.op == "matmul" and gemv_node(tnode):
         return "gemv"
     if tnode.op == "matmul" and options is not None and options.precision == "accelerated":
@@ -339,6 +340,7 @@ TEMPLATES = {
     "matmul_coop": (_matmul_coop, _matmul_coop_space),
     "attention": (_attention, lambda out, tnode, options: _attention_space(out, tnode)),
     "attention_coop": (_attention_coop, _attention_coop_space),
+    "attention_decode": (_attention_decode, _attention_decode_space),
     "conv": (_conv, lambda out, tnode, options: conv_space(tnode.attrs["transposed"])),
     "pool": (_pool, lambda out, tnode, options: pool_space(tnode)),
     "put": (_put, lambda out, tnode, options: put_space(tnode.inputs[2].numel)),

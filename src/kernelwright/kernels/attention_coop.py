@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..ir.ir import CompileError
 from ..options import CompileOptions, MatrixUnit
 from .attention import attention_config, attention_slots
+from .attention_decode import decode_config
 from .common import MAX_WG, merge_knobs, require
 
 ATTENTION_COOP_BYTES = 32768  # as the accelerated matmul's space
@@ -17,12 +18,16 @@ ATTENTION_COOP_SETTINGS = ((4, 32), (2, 32), (4, 16), (2, 16), (1, 16))
 F16_PAD, F32_PAD = 8, 4  # row padding of the f16 and f32 tiles: 16 bytes
 
 
-def attention_template(options: CompileOptions | None, e: int, ev: int) -> str | None:
-    """The kernel that computes a fused attention of head dims `e` (q, k) and `ev` (v)
-    for `options`: "attention_coop" in the accelerated precision on subgroup matrices
-    when its tiles fit, else "attention" when the strict kernel's do, else None (the
-    lowering decomposes). The one place this is decided (lower/attention.py's `fused`
-    and kernels.template_kind both ask it)."""
+def attention_template(options: CompileOptions | None, lq: int, e: int, ev: int) -> str | None:
+    """The kernel that computes a fused attention of `lq` queries per batch * head and
+    head dims `e` (q, k) and `ev` (v) for `options`: "attention_decode" for few queries
+    (kernels/attention_decode.py: at most DECODE_MAX_L, in either precision: its work is
+    the cache's bytes, not multiply-adds) when its tiles fit; else "attention_coop" in
+    the accelerated precision on subgroup matrices when its tiles fit, else "attention"
+    when the strict kernel's do, else None (the lowering decomposes). The one place this
+    is decided (lower/attention.py's `fused` and kernels.template_kind both ask it)."""
+    if decode_config(lq, e, ev) is not None:
+        return "attention_decode"
     if (options is not None and options.precision == "accelerated"
             and options.matrix is not None and options.matrix.api == "subgroup-matrix"
             and attention_coop_knobs(e, ev, options.matrix) is not None):

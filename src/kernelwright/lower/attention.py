@@ -1,4 +1,4 @@
-"""Attention: aten.scaled_dot_product_attention onto the fused `attention` template.
+"""Attention: aten.scaled_dot_product_attention onto the fused attention templates.
 
 capture.export_graph keeps SDPA whole (it is taken out of the decomposition table),
 so F.scaled_dot_product_attention, nn.MultiheadAttention with need_weights=False and
@@ -8,8 +8,11 @@ the kernel's mask loader, as do the broadcasts of a [L, S] mask) and emits one
 `attention` node (kernels/attention.wgsl, online softmax over key blocks, the L x S
 scores never stored) or decomposes: scores by matmul, scale, mask, each row's
 log-sum-exp, exp(scores - lse) by V (zeros for fully masked rows). `fused` is the one
-choice between them; in the accelerated precision the node fuses whenever the kernel on
-the matrix units fits (kernels.attention_template, which also names its kernel).
+choice between them: few queries (a decoding step) always fuse, into `attention_decode`
+(one workgroup per batch * head and span of keys; a long cache over few heads has its
+keys split over several and the spans' parts combined by an elementwise kernel,
+`_combine`); in the accelerated precision the node fuses whenever the kernel on the
+matrix units fits (kernels.attention_template, which also names its kernel).
 
 nn.MultiheadAttention with need_weights=True exports as explicit bmm / softmax / mean
 (PyTorch computes the weights itself), which the matmul and reduction ops lower.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import math
 
 from ..ir.ir import CompileError, GraphBuilder, Value, broadcast_shapes
-from ..kernels import attention_template
+from ..kernels import attention_template, decode_splits
 from ..options import CompileOptions
 from .elementwise import as_dtype, binary, unary_float
 from .linalg import lse_probabilities, product
@@ -88,15 +91,19 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
 def fused(nb: int, lq: int, s: int, e: int, ev: int,
           options: CompileOptions | None = None) -> bool:
     """The one decision between a fused kernel and the decomposition for `options`: the
-    accelerated kernel (kernels.attention_template: `attention_coop`, both products on
-    the matrix units) whenever it fits, the strict one for scores too large to store
-    (see FUSED and the measurements above MAX_SCORES_BYTES)."""
-    kind = attention_template(options, e, ev) if e >= 1 and ev >= 1 else None
+    kernel kernels.attention_template names for the shape. Few queries (at most
+    kernels.attention_decode.DECODE_MAX_L = 8 per batch * head: a decoding step) always
+    take `attention_decode`, one kernel (two for a long cache over few heads:
+    decode_splits) where the decomposition is three launches of tiny work each; with
+    more, the accelerated kernel (`attention_coop`, both products on the matrix units)
+    whenever it fits, the strict one for scores too large to store (see FUSED and the
+    measurements above MAX_SCORES_BYTES)."""
+    kind = attention_template(options, lq, e, ev) if min(lq, e, ev) >= 1 else None
     if kind is None:
         return False  # head dims too wide for the kernels' workgroup tiles
     if FUSED is not None:
         return FUSED
-    return kind == "attention_coop" or nb * lq * s * 4 >= MAX_SCORES_BYTES
+    return kind in ("attention_decode", "attention_coop") or nb * lq * s * 4 >= MAX_SCORES_BYTES
 
 
 def _fused(b, q, k, v, mask, causal, scale, batch) -> Value:
@@ -108,8 +115,46 @@ def _fused(b, q, k, v, mask, causal, scale, batch) -> Value:
     lq, e = q.shape[-2:]
     s, ev = k.shape[-2], v.shape[-1]
     m3 = None if mask is None else flat(mask, lq, s)
-    out = b.attention(flat(q, lq, e), flat(k, s, e), flat(v, s, ev), m3, causal, scale)
+    q3, k3, v3 = flat(q, lq, e), flat(k, s, e), flat(v, s, ev)
+    split = 1
+    if attention_template(b.options, lq, e, ev) == "attention_decode":
+        waves = b.options.waves if b.options is not None else None
+        split = decode_splits(nb, min(s, lq) if causal else s, waves)
+    if split == 1:
+        out = b.attention(q3, k3, v3, m3, causal, scale)
+    else:
+        out = _combine(b, b.attention(q3, k3, v3, m3, causal, scale, split), split, ev)
     return b.reshape(out, batch + (lq, ev))
+
+
+def _combine(b: GraphBuilder, parts: Value, split: int, ev: int) -> Value:
+    """The attention of the key spans' parts [B, L, split * (ev + 2)] (each span's
+    unnormalized output, maximum m_p and sum l_p; GraphBuilder.attention): with
+    M = max_p m_p and w_p = exp(m_p - M), sum_p w_p o_p / sum_p w_p l_p (zeros where
+    every key is masked). Elementwise over the parts' slices: one small kernel, or none
+    where its reader's loader takes it."""
+    nb, lq = parts.shape[:2]
+    parts = b.reshape(parts, (nb, lq, split, ev + 2))
+
+    def part(p: int, lo: int, hi: int) -> Value:
+        x = b.slice(b.slice(parts, 2, p, p + 1), 3, lo, hi)
+        return b.reshape(x, (nb, lq, hi - lo))
+
+    maxima = [part(p, ev, ev + 1) for p in range(split)]
+    top = maxima[0]
+    for m in maxima[1:]:
+        top = b.ew("maximum", top, m)
+    top = b.ew("where", b.ew("eq", top, b.scalar(NEG_INF), dtype="bool"), b.scalar(0.0), top)
+    num = den = None
+    for p, m in enumerate(maxima):
+        w = b.ew("where", b.ew("eq", m, b.scalar(NEG_INF), dtype="bool"), b.scalar(0.0),
+                 b.ew("exp", b.ew("sub", m, top)))
+        o, total = b.ew("mul", w, part(p, 0, ev)), b.ew("mul", w, part(p, ev + 1, ev + 2))
+        num = o if num is None else b.ew("add", num, o)
+        den = total if den is None else b.ew("add", den, total)
+    inv = b.ew("where", b.ew("eq", den, b.scalar(0.0), dtype="bool"), b.scalar(0.0),
+               b.ew("div", b.scalar(1.0), den))
+    return b.ew("mul", num, inv)
 
 
 def causal_mask(b: GraphBuilder, lq: int, s: int) -> Value:
