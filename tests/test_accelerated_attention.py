@@ -61,30 +61,36 @@ def generated(graph, options, knobs=None):
 # -- the choice -----------------------------------------------------------------------
 def test_the_kernel_is_chosen_by_precision_and_matrix_unit():
     for unit in (SUB8, SUB16):
-        assert kernels.attention_template(accelerated(unit), 64, 64) == "attention_coop"
-        assert kernels.attention_template(accelerated(unit), 40, 80) == "attention_coop"
-    assert kernels.attention_template(CompileOptions(), 64, 64) == "attention"
-    assert kernels.attention_template(None, 64, 64) == "attention"
+        assert kernels.attention_template(accelerated(unit), 37, 64, 64) == "attention_coop"
+        assert kernels.attention_template(accelerated(unit), 37, 40, 80) == "attention_coop"
+    assert kernels.attention_template(CompileOptions(), 37, 64, 64) == "attention"
+    assert kernels.attention_template(None, 37, 64, 64) == "attention"
     # wgpu-native's cooperative matrices: the strict kernel (subgroup matrices only)
-    assert kernels.attention_template(accelerated(COOP_UNIT), 64, 64) == "attention"
+    assert kernels.attention_template(accelerated(COOP_UNIT), 37, 64, 64) == "attention"
     # too wide for the accelerated tiles: the strict kernel; for both: decomposed
     assert attention_coop_knobs(512, 512, SUB16) is None
-    assert kernels.attention_template(accelerated(SUB16), 512, 512) is None
-    assert kernels.attention_template(accelerated(SUB16), 4100, 64) is None
+    assert kernels.attention_template(accelerated(SUB16), 37, 512, 512) is None
+    assert kernels.attention_template(accelerated(SUB16), 37, 4100, 64) is None
+    # few queries (a decoding step): the decode kernel in either precision
+    for options in (accelerated(SUB8), CompileOptions(), None):
+        assert kernels.attention_template(options, 8, 64, 64) == "attention_decode"
     node = attention_graph().nodes[-1]
     assert kernels.template_kind(node, accelerated(SUB8)) == "attention_coop"
+    assert kernels.template_kind(attention_graph(lq=3).nodes[-1],
+                                 accelerated(SUB8)) == "attention_decode"
     assert kernels.template_kind(node, CompileOptions()) == "attention"
     assert kernels.template_kind(node, accelerated(COOP_UNIT)) == "attention"
 
 
 def test_the_lowering_fuses_whenever_the_accelerated_kernel_fits(monkeypatch):
     monkeypatch.setattr(attention_ops, "FUSED", None)
-    assert attention_ops.fused(1, 5, 6, 40, 40, accelerated(SUB8))
-    assert not attention_ops.fused(1, 5, 6, 40, 40, CompileOptions())  # small scores
-    assert not attention_ops.fused(1, 5, 6, 40, 40, accelerated(COOP_UNIT))
-    assert not attention_ops.fused(1, 5, 6, 4100, 40, accelerated(SUB8))
+    assert attention_ops.fused(1, 37, 6, 40, 40, accelerated(SUB8))
+    assert not attention_ops.fused(1, 37, 6, 40, 40, CompileOptions())  # small scores
+    assert not attention_ops.fused(1, 37, 6, 40, 40, accelerated(COOP_UNIT))
+    assert not attention_ops.fused(1, 37, 6, 4100, 40, accelerated(SUB8))
+    assert attention_ops.fused(1, 5, 6, 40, 40, CompileOptions())  # few queries: decode
     monkeypatch.setattr(attention_ops, "FUSED", False)  # forced: the decomposition
-    assert not attention_ops.fused(1, 5, 6, 40, 40, accelerated(SUB8))
+    assert not attention_ops.fused(1, 37, 6, 40, 40, accelerated(SUB8))
 
 
 # -- the generated WGSL ---------------------------------------------------------------

@@ -149,8 +149,9 @@ def test_sdpa_epilogue_fuses(path):
 
 
 def test_the_path_is_chosen_by_the_size_of_the_scores(monkeypatch):
-    """Unforced, attention decomposes unless its scores would take MAX_SCORES_BYTES or
-    more; heads too wide for the kernel's tiles decompose even when fusing is forced."""
+    """Unforced, attention of more than 8 queries decomposes unless its scores would
+    take MAX_SCORES_BYTES or more; heads too wide for the kernel's tiles decompose even
+    when fusing is forced."""
     monkeypatch.setattr(attention_ops, "FUSED", None)
     rows = attention_ops.MAX_SCORES_BYTES // 4 // 1024  # batch x heads x L with S = 1024
     assert not attention_ops.fused(rows // 1024 - 1, 1024, 1024, 64, 64)
@@ -159,10 +160,10 @@ def test_the_path_is_chosen_by_the_size_of_the_scores(monkeypatch):
     monkeypatch.setattr(attention_ops, "FUSED", True)
     assert attention_ops.fused(1, 5, 6, 4, 4) and not attention_ops.fused(1, 5, 6, 4100, 4)
     monkeypatch.setattr(attention_ops, "FUSED", None)
-    q, k, v = _qkv()
+    q, k, v = _qkv(lq=9)  # more queries than the decode kernel's (test_attention_decode)
     c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), q, k, v)
     _assert_path(c, "decomposed")
-    monkeypatch.setattr(attention_ops, "MAX_SCORES_BYTES", 2 * 3 * 5 * 6 * 4)
+    monkeypatch.setattr(attention_ops, "MAX_SCORES_BYTES", 2 * 3 * 9 * 6 * 4)
     c = check(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), q, k, v)
     _assert_path(c, "fused")
 

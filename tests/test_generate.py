@@ -234,16 +234,18 @@ def test_decode_plan_kernels_of_the_tiny_benchmark_model():
     their new slices written in place (test_put), each norm one row kernel, the
     rotation's cos and sin once for all layers. 29 since products of few rows take the
     gemv template (kernels/gemv.py), which sums its whole K in one kernel: attention's
-    product by V (544 cached positions) had split-K and a reduce kernel a layer."""
+    product by V (544 cached positions) had split-K and a reduce kernel a layer. 25 since
+    attention of few queries is one kernel (kernels/attention_decode.py): the scores, each
+    row's log-sum-exp and the product by V were three a layer."""
     model = _generate_bench().make_model(True, torch.float32)
     example = [torch.zeros(1, 1, dtype=torch.long), torch.arange(1),
                torch.zeros(1, dtype=torch.long)]
     plan = kernelwright.plan_module(generation.CacheModule(model, 1, 544), example,
                                     capture="trace")
-    assert len(plan.kernels) == 29, plan.summary()
-    # per layer: q/k/v, attention's two, o, gate/up, down (with SwiGLU in its loader);
-    # then the lm head
-    assert sum("matmul" in k.name for k in plan.kernels) == 2 * 6 + 1
+    assert len(plan.kernels) == 25, plan.summary()
+    # per layer: q/k/v, o, gate/up, down (with SwiGLU in its loader); then the lm head
+    assert sum("matmul" in k.name for k in plan.kernels) == 2 * 4 + 1
+    assert sum(k.key.startswith("attention_decode") for k in plan.kernels) == 2
 
 
 def test_generate_bench_runs_at_the_tiny_config(tmp_path):

@@ -51,8 +51,10 @@ rates count each dtype's bytes. --tiny shrinks them (the code path on a software
 SmolLM2-135M in fp32, batch 1 (one row of activations times a weight: the q/k/v and the
 gate/up projections merged as lower/linalg merges them, the output and down projections
 with their residual add, the LM head; attention's scores and its product by V over 544
-cached positions of 3 KV heads of 3 queries), each against PyTorch (cuBLAS), rated by
-the bytes they read and write (TB/s). --tiny shrinks them 8-fold.
+cached positions of 3 KV heads of 3 queries; the whole SDPA of 9 query heads over 3 KV
+heads at 544 and 2048 cached positions, a suffix of them masked: sdpa_decode), each
+against PyTorch (cuBLAS; its SDPA), rated by the bytes they read and write (TB/s).
+--tiny shrinks them 8-fold.
 
 --matmul-variants times, for each GEMM case and the 3x3 convolution's implicit GEMM
 (MATMUL_CASES), every setting of the matmul
@@ -393,7 +395,29 @@ def decode_cases(tiny: bool = False) -> dict[str, dict]:
             module=Fn(torch.matmul),
             inputs=lambda: [torch.rand(3, 3, pos), torch.randn(3, pos, e)],
             bytes=4 * 3 * (3 * pos + pos * e + 3 * e)),
+        # the whole attention of that step as the model calls it (kernels/attention_decode:
+        # one kernel; at 2048 positions the keys split over workgroups, two)
+        f"sdpa_decode_9x3_1x{pos}x{e}": sdpa_decode(pos, e),
+        f"sdpa_decode_9x3_1x{2048 // s}x{e}": sdpa_decode(2048 // s, e),
     }
+
+
+def sdpa_decode(pos: int, e: int) -> dict:
+    """SDPA of one new query of 9 heads over 3 KV heads (enable_gqa) against `pos`
+    cached positions of `e` dims, the last eighth of the cache hidden by a float mask (a
+    KV cache's slots past the current position): rated by the cache's, the query's,
+    the mask's and the output's bytes."""
+    seen = pos - pos // 8
+
+    def inputs() -> list[torch.Tensor]:
+        mask = torch.zeros(1, 1, 1, pos)
+        mask[..., seen:] = float("-inf")
+        return [torch.randn(1, 9, 1, e), torch.randn(1, 3, pos, e), torch.randn(1, 3, pos, e),
+                mask]
+
+    return dict(module=Fn(lambda q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m, enable_gqa=True)), inputs=inputs,
+        bytes=4 * (2 * 9 * e + 2 * 3 * pos * e + pos))
 
 
 def draw_sets(case: dict, count: int = 3) -> list[list[torch.Tensor]]:
