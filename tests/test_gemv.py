@@ -9,6 +9,7 @@ from conftest import Fn, check
 from test_half import check_half
 
 from kernelwright.ir.ir import GraphBuilder
+from kernelwright.schedule.schedule import fuse, live_nodes
 from kernelwright.kernels import cuts, gemv, template_kind
 from kernelwright.options import CompileOptions, Waves
 
@@ -128,3 +129,41 @@ def test_knobs_cover_the_device_by_the_waves():
     assert gemv.gemv_knobs(3072, 576, 1, "N", H100) == {"CT": 2, "KS": 128}
     # attention's scores at decode: 3 KV heads of 3 queries over 544 cached keys
     assert gemv.gemv_knobs(544, 64, 3, "K", H100) == {"CT": 4, "KS": 16}
+
+
+class SwiGLU(torch.nn.Module):
+    """A gated MLP as decoders have it: down(silu(gate(x)) * up(x)), no biases."""
+
+    def __init__(self, hidden: int, inner: int) -> None:
+        super().__init__()
+        self.gate = torch.nn.Linear(hidden, inner, bias=False)
+        self.up = torch.nn.Linear(hidden, inner, bias=False)
+        self.down = torch.nn.Linear(inner, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
+
+
+@pytest.mark.parametrize("m,kernels", [(1, 2), (4, 2), (64, 3)])
+def test_swiglu_is_the_down_projections_prologue_at_few_rows(m, kernels):
+    """At few rows silu(gate) * up is computed in the down projection's gemv loader
+    (256 columns: 32 workgroups, each 128 sigmoids, a few thousand over a stored
+    SwiGLU's launch): gate/up merged, then down, two kernels. At 64 rows the matmul
+    would compute each sigmoid once per 64-column tile: the SwiGLU keeps its kernel."""
+    mlp = SwiGLU(256, 128)
+    compiled = check(mlp, torch.randn(m, 256), atol=2e-4)
+    assert len(compiled.plan.kernels) == kernels, compiled.plan.summary()
+    assert len(gemv_kernels(compiled)) == (kernels if m <= gemv.GEMV_MAX_M else 0)
+
+
+@pytest.mark.parametrize("n,stored", [(256, False), (4096, True)])
+def test_a_gemv_prologue_is_stored_when_its_recomputation_outweighs_a_launch(n, stored):
+    """sigmoid(x) of one row of 8192 in a gemv's loader: over 256 columns (32
+    workgroups) 254 Ki extra sigmoids, inline; over 4096 (512 workgroups) 4 Mi, more
+    than GEMV_RECOMPUTE_MAX: a kernel of its own."""
+    builder = GraphBuilder()
+    x, w = builder.input((1, 8192), "f32", "x"), builder.input((8192, n), "f32", "w")
+    a = builder.ew("sigmoid", x)
+    builder.graph.outputs.append(builder.matmul(a, w))
+    groups = fuse(builder.graph, live_nodes(builder.graph))
+    assert (a in {g.root for g in groups}) == stored

@@ -66,7 +66,7 @@ from .elementwise import (
     elementwise_space,
     packed_space,
 )
-from .gemv import _gemv, gemv_node, gemv_space
+from .gemv import _gemv, gemv_blocks, gemv_layout, gemv_node, gemv_space
 from .matmul import (
     MATMUL_BK,
     MATMUL_LARGE_TILES,
@@ -104,11 +104,12 @@ __all__ = [
     "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE", "ROW_LIMIT",
     "SORT_LIMIT", "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config",
     "attention_space", "attention_template", "conv_knobs", "conv_space", "elementwise_space",
-    "fill_kernel", "generate",
+    "fill_kernel", "gemv_node", "generate",
     "kernel_key", "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
     "matmul_tiles", "matmul_wave_cost", "matmul_wide", "matrix_unit", "plain_strides", "pool_space",
-    "product_plan", "product_reads_window", "put_space", "reads_window", "reduce_space",
-    "row_kernel_fits", "row_major", "rows_space", "scan_space", "sort_space", "template_kind",
+    "product_loads", "product_plan", "product_reads_window", "put_space", "reads_window",
+    "reduce_space", "row_kernel_fits", "row_major", "rows_space", "scan_space", "sort_space",
+    "template_kind",
 ]
 
 
@@ -316,6 +317,21 @@ def template_kind(tnode: Node | None, options: CompileOptions | None = None) -> 
                                                     a.shape[2]):
             return "matmul_coop"
     return tnode.op
+
+
+def product_loads(tnode: Node, materialized, waves=None) -> tuple[int, int]:
+    """How many times the kernel of matmul node `tnode` loads each element of A, of B
+    (its loaders compute a prologue that often), with the default knobs: the gemv
+    (template_kind) stages A once per workgroup along N (gemv_blocks) and reads B once;
+    the tiled matmul loads A once per tile column and B once per tile row (matmul_tiles
+    with a prologue; tuned knobs or the cooperative template may tile otherwise)."""
+    a, b = tnode.inputs
+    nb, m, k = a.shape
+    n = b.shape[2]
+    if gemv_node(tnode):
+        return gemv_blocks(n, k, nb, gemv_layout(b, materialized), waves), 1
+    bm, bn, _, _ = matmul_tiles(m, n, nb, prologue=True, window=product_reads_window(tnode))
+    return -(-n // bn), -(-m // bm)
 
 
 # Each template: its fill function (knobs -> template name, slots, grid, knobs used)

@@ -95,6 +95,13 @@ def gemv_knobs(n: int, k: int, nb: int, layout: str,
     return {"CT": max(ct, GEMV_MIN_WG // ks), "KS": ks}
 
 
+def gemv_blocks(n: int, k: int, nb: int, layout: str, waves: Waves | None = None) -> int:
+    """Workgroups along N of a gemv with the default knobs (gemv_knobs): each stages all
+    of A's rows of its batch entry once, so A's prologue is computed that many times."""
+    ct = gemv_knobs(n, k, nb, layout, waves)["CT"]
+    return math.ceil(n / (ct * (4 if layout == "N" else 1)))
+
+
 def gemv_chunks(n: int, k: int, nb: int, waves: Waves | None = None) -> int:
     """K chunks of a gemv product (kernels/cuts.product_plan): 1 unless its grid at the
     fewest columns per workgroup stays under gemv_target and each invocation would
