@@ -9,9 +9,9 @@ from conftest import Fn, check
 from test_half import check_half
 
 from kernelwright.ir.ir import GraphBuilder
-from kernelwright.schedule.schedule import fuse, live_nodes
 from kernelwright.kernels import cuts, gemv, template_kind
 from kernelwright.options import CompileOptions, Waves
+from kernelwright.schedule.schedule import fuse, live_nodes
 
 H100 = Waves(264, 132)  # decode_plan's waves: 132 SMs
 
@@ -167,3 +167,64 @@ def test_a_gemv_prologue_is_stored_when_its_recomputation_outweighs_a_launch(n, 
     builder.graph.outputs.append(builder.matmul(a, w))
     groups = fuse(builder.graph, live_nodes(builder.graph))
     assert (a in {g.root for g in groups}) == stored
+
+
+def _norm_linear(norm: str, k: int, n: int) -> torch.nn.Module:
+    """An RMSNorm or LayerNorm over K (weights away from one) before a linear."""
+    layer = torch.nn.RMSNorm(k) if norm == "rms" else torch.nn.LayerNorm(k)
+    with torch.no_grad():
+        layer.weight.uniform_(0.5, 1.5)
+    return torch.nn.Sequential(layer, torch.nn.Linear(k, n))
+
+
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+@pytest.mark.parametrize("m,k", [(1, 96), (4, 45), (8, 2100)])
+def test_row_statistics_of_a_are_computed_in_the_gemv(norm, m, k):
+    """A norm before a product of few rows: each gemv workgroup computes its rows'
+    statistics (the mean and variance, or the mean square) before staging the normalized
+    A: one kernel, not a row kernel and the gemv. K a multiple of 4 or not (16-byte or
+    scalar reads of the row), longer than one staged chunk."""
+    compiled = check(_norm_linear(norm, k, 70), torch.randn(m, k), atol=2e-4)
+    one_gemv(compiled)
+    assert "reduce" in compiled.plan.kernels[0].name
+
+
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+def test_row_statistics_of_many_rows_keep_their_kernel(norm):
+    """At 64 rows the product is the matmul's: the statistics keep their kernels (the
+    mean square; the mean and the variance), the matmul's loader reading them."""
+    compiled = check(_norm_linear(norm, 48, 70), torch.randn(64, 48), atol=2e-4)
+    names = [k.name for k in compiled.plan.kernels]
+    assert not gemv_kernels(compiled) and len(names) == (2 if norm == "rms" else 3), names
+    assert "reduce" not in names[-1] and all("reduce" in n for n in names[:-1]), names
+
+
+def test_row_statistics_past_gemv_row_max_keep_their_kernel(monkeypatch):
+    """Rows longer than GEMV_ROW_MAX keep the statistic's row kernel."""
+    from kernelwright.schedule import schedule
+
+    monkeypatch.setattr(schedule, "GEMV_ROW_MAX", 32)
+    compiled = check(_norm_linear("rms", 48, 20), torch.randn(1, 48), atol=2e-4)
+    assert len(compiled.plan.kernels) == 2, compiled.plan.summary()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_row_statistics_over_half_rows(dtype):
+    """Half activations and weights: the gemv's statistics read the packed row (the
+    product's half output is then narrowed by a copy, as any gemv's)."""
+    compiled = check_half(_norm_linear("rms", 64, 40).to(dtype), torch.randn(2, 64, dtype=dtype))
+    names = [k.name for k in compiled.plan.kernels]
+    (product,) = gemv_kernels(compiled)
+    assert "reduce" in product.name and sum("reduce" in n for n in names) == 1, names
+
+
+@pytest.mark.parametrize("m", [1, 4])
+def test_a_decoder_mlp_at_few_rows_is_two_kernels(m):
+    """RMSNorm, the merged gate/up product, SwiGLU, the down product and the residual at
+    1 and 4 rows: the norm's statistic in the gate/up gemv, the SwiGLU in the down
+    gemv's loader, the residual its epilogue: two kernels (four before)."""
+    norm, mlp = torch.nn.RMSNorm(256), SwiGLU(256, 128)
+    block = Fn(lambda x: x + mlp(norm(x)))
+    compiled = check(block, torch.randn(m, 256), atol=2e-4)
+    assert len(compiled.plan.kernels) == 2 == len(gemv_kernels(compiled)), \
+        compiled.plan.summary()

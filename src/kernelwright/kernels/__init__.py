@@ -66,7 +66,7 @@ from .elementwise import (
     elementwise_space,
     packed_space,
 )
-from .gemv import _gemv, gemv_blocks, gemv_layout, gemv_node, gemv_space
+from .gemv import GEMV_ROW_MAX, _gemv, gemv_blocks, gemv_layout, gemv_node, gemv_space
 from .matmul import (
     MATMUL_BK,
     MATMUL_LARGE_TILES,
@@ -100,8 +100,9 @@ from .scan import _scan, scan_space
 from .sort import SORT_LIMIT, _sort, _sort_space, sort_space
 
 __all__ = [
-    "COOP_TILE", "Generated", "KernelKey", "KernelRequest", "KnobChooser", "MATMUL_BK",
-    "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE", "ROW_LIMIT",
+    "COOP_TILE", "GEMV_ROW_MAX", "Generated", "KernelKey", "KernelRequest", "KnobChooser",
+    "MATMUL_BK", "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE",
+    "ROW_LIMIT",
     "SORT_LIMIT", "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config",
     "attention_space", "attention_template", "conv_knobs", "conv_space", "elementwise_space",
     "fill_kernel", "gemv_node", "generate",
@@ -207,7 +208,9 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     src = KernelSource(buffer_of, inplace)
     src.reads = list(order)
     src.band_only = band_only
-    kind = "rows" if phases else template_kind(tnode, options)
+    # phases make a row kernel, or a gemv's row statistics (kernels/gemv.py)
+    kind = template_kind(tnode, options)
+    kind = "gemv" if phases and kind == "gemv" else "rows" if phases else kind
     if kind not in TEMPLATES:
         raise CompileError(f"no kernel template for '{kind}'")
     if inplace is not None and (kind != "elementwise" or tnode is not None):
@@ -215,7 +218,9 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     epi = "" if kind in ("rows", "reduce", "put") else epilogue_function(  # they write their own
         src, materialized, out, tnode.out if tnode else None,
         tnode.out.dtype if tnode else out.dtype)
-    if phases:  # a reduction (tnode) reading reductions of its rows is the last phase
+    if kind == "gemv":
+        tmpl, slots, grid, used = _gemv(src, materialized, out, tnode, knobs, options, phases)
+    elif phases:  # a reduction (tnode) reading reductions of its rows is the last phase
         last = [] if tnode is None else [(tnode, out)]
         tmpl, slots, grid, used = _rows(src, materialized, out, [*phases, *last],
                                         tnode is None, knobs)
@@ -274,7 +279,7 @@ def knob_space(kind: str, out: Value, tnode: Node | None, phases=(),
     """The settings the tuner tries for one kernel (besides its defaults), generated for
     `options` (None: the defaults; the accelerated matmul's tiles are multiples of its
     matrix unit's)."""
-    if phases:
+    if phases and kind == "rows":
         space = rows_space(phases[0][0].inputs[0].shape[1], len(phases) + 1)
     else:
         space = TEMPLATES[kind][1](out, tnode, options or CompileOptions())

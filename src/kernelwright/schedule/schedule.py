@@ -49,6 +49,7 @@ from ..dtypes import (
 )
 from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from ..kernels import (
+    GEMV_ROW_MAX,
     ROW_LIMIT,
     Generated,
     Without,
@@ -502,7 +503,14 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
     `c` may itself be a reduction of rows that its row-major input walks along (a
     logsumexp's or a variance's sum, attention's log-sum-exp: it reads the rows' max or
     mean): the reductions it reads over the same rows join it as earlier phases, and
-    the kernel stores c's value per row. Otherwise nothing changes."""
+    the kernel stores c's value per row.
+
+    `c` may also be a product on the gemv template (few rows, kernels/gemv.py) whose A
+    [nb, M, K] has a prologue reading reductions of A's own rows (O = nb * M rows of
+    K <= GEMV_ROW_MAX: an RMSNorm or LayerNorm before a linear at decode): each workgroup
+    computes the statistics of its M rows itself before staging A, one kernel for two;
+    every read of them must be in A's prologue at A's row (not in B, not in the
+    epilogue). Otherwise nothing changes."""
     if ROW_FUSION_MAX < 2:
         return groups
     roots = {g.root: g for g in groups}
@@ -513,9 +521,13 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
             readers_of.setdefault(v, []).append(g)
     fused: set[Group] = set()
     for c in reversed(groups):
-        if c in fused or (c.template is not None and not _row_reduction(c, roots)):
+        gemv = c.template is not None and c.template.op == "matmul" and gemv_node(c.template)
+        if c in fused or (c.template is not None and not gemv and not _row_reduction(c, roots)):
             continue
         own = c.template.inputs[0].shape if c.template is not None else None
+        longest = ROW_FUSION_MAX
+        if gemv:  # A's rows
+            own, longest = (own[0] * own[1], own[2]), GEMV_ROW_MAX
         shape, cands, todo = own, [], [c]
         while todo:
             for v in reads[todo.pop()]:
@@ -524,7 +536,7 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
                         or p in fused or v in outputs or _moments(p.template)):
                     continue
                 o, r = p.template.inputs[0].shape
-                if ((own is None and o * r != c.root.numel) or not 1 < r <= ROW_FUSION_MAX
+                if ((own is None and o * r != c.root.numel) or not 1 < r <= longest
                         or shape not in (None, (o, r))):
                     continue
                 shape = (o, r)
@@ -540,8 +552,9 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
         packed = is_packed(c.root.stored) and shape is not None and shape[0] > 1
         if (not cands or not _row_reads_ok(c, cands, shape, roots)
                 or packed and c.template is None and shape[1] % 2
-                or not row_kernel_fits(shape[1], _row_lanes(c, cands, roots, shape),
-                                       packed and c.template is not None)):
+                or not gemv and not row_kernel_fits(  # the gemv reads its rows from memory
+                    shape[1], _row_lanes(c, cands, roots, shape),
+                    packed and c.template is not None)):
             continue
         order = {g: i for i, g in enumerate(groups)}
         c.phases = sorted(cands, key=order.__getitem__)
@@ -645,8 +658,9 @@ def _split(pieces, shape) -> list[list[Piece]] | None:
 
 def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
     """Whether every read of the phases' values, from c's elements (row o, element r:
-    c's flat index o * R + r), from the phases' loaders (x[o, r]) and their epilogues
-    (row o), is at row o."""
+    c's flat index o * R + r; a gemv's: from its A [nb, M, K] at (b, m, k), o = b * M + m,
+    and none from its B or epilogue), from the phases' loaders (x[o, r]) and their
+    epilogues (row o), is at row o."""
     o, r = shape
     row = _norm([("o", 1, o)])  # no pieces for a single row (o == 1), as _norm gives reads
     values = {p.root for p in phases}
@@ -693,7 +707,13 @@ def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
             return ok(x, [[] if s == 1 else sym[i + off] for i, s in enumerate(x.shape)], stop)
         return False  # other index maps (slices, gathers, ...) are not traced
 
-    if c.template is not None:  # a reduction: checked as the last phase
+    if c.template is not None and c.template.op == "matmul":  # a gemv: A's rows
+        a, b = c.template.inputs
+        epilogue = c.root is not c.template.out and not node_ok(c.root, None, None)
+        if (epilogue or reaches(b)
+                or not ok(a, _split([("o", 1, o), ("r", 1, r)], a.shape), None)):
+            return False
+    elif c.template is not None:  # a reduction: checked as the last phase
         phases = [*phases, c]
     elif not node_ok(c.root, _split([("o", 1, o), ("r", 1, r)], c.root.shape), None):
         return False
