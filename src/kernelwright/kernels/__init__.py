@@ -168,7 +168,8 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
     """The kernel that stores `out`, computed by template node `tnode` (None: a plain
     elementwise kernel, or with `phases` (pairs of a reduce node and the value its group
     stores) a row kernel: those reductions, then `out` over the same rows, or where
-    tnode is a reduction of those rows, tnode's value per row), for `options` (the
+    tnode is a reduction of those rows, tnode's value per row; where tnode is a gemv's
+    product, the statistics of its A rows: kernels/gemv.py), for `options` (the
     precision, the waves). Its knobs
     are the template's defaults unless `options.choose` returns others for the kernel's request
     (knobs that no longer fit the template, e.g. stored by an older version, are

@@ -15,7 +15,7 @@ nodes from the outputs back:
   kernel), provided the chain reads the template's result only at the element it
   stores (through elementwise ops and reshapes);
 * an elementwise kernel over rows whose reductions (over the same rows) only it reads
-  computes them itself: a row kernel (fuse_rows).
+  computes them itself: a row kernel (fuse_rows); so does a gemv for its A's rows.
 
 Memory planning then gives each materialized intermediate a buffer, reusing a
 buffer once every kernel that reads its previous tenant has run. Each kernel's knobs
