@@ -11,6 +11,7 @@ from test_half import check_half
 from kernelwright.ir.ir import GraphBuilder
 from kernelwright.kernels import cuts, gemv, template_kind
 from kernelwright.options import CompileOptions, Waves
+from kernelwright.schedule.schedule import fuse, live_nodes
 
 H100 = Waves(264, 132)  # decode_plan's waves: 132 SMs
 
@@ -128,3 +129,102 @@ def test_knobs_cover_the_device_by_the_waves():
     assert gemv.gemv_knobs(3072, 576, 1, "N", H100) == {"CT": 2, "KS": 128}
     # attention's scores at decode: 3 KV heads of 3 queries over 544 cached keys
     assert gemv.gemv_knobs(544, 64, 3, "K", H100) == {"CT": 4, "KS": 16}
+
+
+class SwiGLU(torch.nn.Module):
+    """A gated MLP as decoders have it: down(silu(gate(x)) * up(x)), no biases."""
+
+    def __init__(self, hidden: int, inner: int) -> None:
+        super().__init__()
+        self.gate = torch.nn.Linear(hidden, inner, bias=False)
+        self.up = torch.nn.Linear(hidden, inner, bias=False)
+        self.down = torch.nn.Linear(inner, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
+
+
+@pytest.mark.parametrize("m,kernels", [(1, 2), (4, 2), (64, 3)])
+def test_swiglu_is_the_down_projections_prologue_at_few_rows(m, kernels):
+    """At few rows silu(gate) * up is computed in the down projection's gemv loader
+    (256 columns: 32 workgroups, each 128 sigmoids, a few thousand over a stored
+    SwiGLU's launch): gate/up merged, then down, two kernels. At 64 rows the matmul
+    would compute each sigmoid once per 64-column tile: the SwiGLU keeps its kernel."""
+    mlp = SwiGLU(256, 128)
+    compiled = check(mlp, torch.randn(m, 256), atol=2e-4)
+    assert len(compiled.plan.kernels) == kernels, compiled.plan.summary()
+    assert len(gemv_kernels(compiled)) == (kernels if m <= gemv.GEMV_MAX_M else 0)
+
+
+@pytest.mark.parametrize("n,stored", [(256, False), (4096, True)])
+def test_a_gemv_prologue_is_stored_when_its_recomputation_outweighs_a_launch(n, stored):
+    """sigmoid(x) of one row of 8192 in a gemv's loader: over 256 columns (32
+    workgroups) 254 Ki extra sigmoids, inline; over 4096 (512 workgroups) 4 Mi, more
+    than GEMV_RECOMPUTE_MAX: a kernel of its own."""
+    builder = GraphBuilder()
+    x, w = builder.input((1, 8192), "f32", "x"), builder.input((8192, n), "f32", "w")
+    a = builder.ew("sigmoid", x)
+    builder.graph.outputs.append(builder.matmul(a, w))
+    groups = fuse(builder.graph, live_nodes(builder.graph))
+    assert (a in {g.root for g in groups}) == stored
+
+
+def _norm_linear(norm: str, k: int, n: int) -> torch.nn.Module:
+    """An RMSNorm or LayerNorm over K (weights away from one) before a linear."""
+    layer = torch.nn.RMSNorm(k) if norm == "rms" else torch.nn.LayerNorm(k)
+    with torch.no_grad():
+        layer.weight.uniform_(0.5, 1.5)
+    return torch.nn.Sequential(layer, torch.nn.Linear(k, n))
+
+
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+@pytest.mark.parametrize("m,k", [(1, 96), (4, 45), (8, 2100)])
+def test_row_statistics_of_a_are_computed_in_the_gemv(norm, m, k):
+    """A norm before a product of few rows: each gemv workgroup computes its rows'
+    statistics (the mean and variance, or the mean square) before staging the normalized
+    A: one kernel, not a row kernel and the gemv. K a multiple of 4 or not (16-byte or
+    scalar reads of the row), longer than one staged chunk."""
+    compiled = check(_norm_linear(norm, k, 70), torch.randn(m, k), atol=2e-4)
+    one_gemv(compiled)
+    assert "reduce" in compiled.plan.kernels[0].name
+
+
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+def test_row_statistics_of_many_rows_keep_their_kernel(norm):
+    """At 64 rows the product is the matmul's: the statistics keep their kernels (the
+    mean square; the mean and the variance), the matmul's loader reading them."""
+    compiled = check(_norm_linear(norm, 48, 70), torch.randn(64, 48), atol=2e-4)
+    names = [k.name for k in compiled.plan.kernels]
+    assert not gemv_kernels(compiled) and len(names) == (2 if norm == "rms" else 3), names
+    assert "reduce" not in names[-1] and all("reduce" in n for n in names[:-1]), names
+
+
+def test_row_statistics_past_gemv_row_max_keep_their_kernel(monkeypatch):
+    """Rows longer than GEMV_ROW_MAX keep the statistic's row kernel."""
+    from kernelwright.schedule import schedule
+
+    monkeypatch.setattr(schedule, "GEMV_ROW_MAX", 32)
+    compiled = check(_norm_linear("rms", 48, 20), torch.randn(1, 48), atol=2e-4)
+    assert len(compiled.plan.kernels) == 2, compiled.plan.summary()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_row_statistics_over_half_rows(dtype):
+    """Half activations and weights: the gemv's statistics read the packed row (the
+    product's half output is then narrowed by a copy, as any gemv's)."""
+    compiled = check_half(_norm_linear("rms", 64, 40).to(dtype), torch.randn(2, 64, dtype=dtype))
+    names = [k.name for k in compiled.plan.kernels]
+    (product,) = gemv_kernels(compiled)
+    assert "reduce" in product.name and sum("reduce" in n for n in names) == 1, names
+
+
+@pytest.mark.parametrize("m", [1, 4])
+def test_a_decoder_mlp_at_few_rows_is_two_kernels(m):
+    """RMSNorm, the merged gate/up product, SwiGLU, the down product and the residual at
+    1 and 4 rows: the norm's statistic in the gate/up gemv, the SwiGLU in the down
+    gemv's loader, the residual its epilogue: two kernels (four before)."""
+    norm, mlp = torch.nn.RMSNorm(256), SwiGLU(256, 128)
+    block = Fn(lambda x: x + mlp(norm(x)))
+    compiled = check(block, torch.randn(m, 256), atol=2e-4)
+    assert len(compiled.plan.kernels) == 2 == len(gemv_kernels(compiled)), \
+        compiled.plan.summary()

@@ -67,7 +67,7 @@ from .elementwise import (
     elementwise_space,
     packed_space,
 )
-from .gemv import _gemv, gemv_node, gemv_space
+from .gemv import GEMV_ROW_MAX, _gemv, gemv_blocks, gemv_layout, gemv_node, gemv_space
 from .matmul import (
     MATMUL_BK,
     MATMUL_LARGE_TILES,
@@ -101,15 +101,17 @@ from .scan import _scan, scan_space
 from .sort import SORT_LIMIT, _sort, _sort_space, sort_space
 
 __all__ = [
-    "COOP_TILE", "Generated", "KernelKey", "KernelRequest", "KnobChooser", "MATMUL_BK",
-    "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE", "ROW_LIMIT",
+    "COOP_TILE", "GEMV_ROW_MAX", "Generated", "KernelKey", "KernelRequest", "KnobChooser",
+    "MATMUL_BK", "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE",
+    "ROW_LIMIT",
     "SORT_LIMIT", "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config",
     "attention_space", "attention_template", "conv_knobs", "conv_space", "decode_splits",
-    "elementwise_space", "fill_kernel", "generate",
+    "elementwise_space", "fill_kernel", "gemv_node", "generate",
     "kernel_key", "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
     "matmul_tiles", "matmul_wave_cost", "matmul_wide", "matrix_unit", "plain_strides", "pool_space",
-    "product_plan", "product_reads_window", "put_space", "reads_window", "reduce_space",
-    "row_kernel_fits", "row_major", "rows_space", "scan_space", "sort_space", "template_kind",
+    "product_loads", "product_plan", "product_reads_window", "put_space", "reads_window",
+    "reduce_space", "row_kernel_fits", "row_major", "rows_space", "scan_space", "sort_space",
+    "template_kind",
 ]
 
 
@@ -167,7 +169,8 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
     """The kernel that stores `out`, computed by template node `tnode` (None: a plain
     elementwise kernel, or with `phases` (pairs of a reduce node and the value its group
     stores) a row kernel: those reductions, then `out` over the same rows, or where
-    tnode is a reduction of those rows, tnode's value per row), for `options` (the
+    tnode is a reduction of those rows, tnode's value per row; where tnode is a gemv's
+    product, the statistics of its A rows: kernels/gemv.py), for `options` (the
     precision, the waves). Its knobs
     are the template's defaults unless `options.choose` returns others for the kernel's request
     (knobs that no longer fit the template, e.g. stored by an older version, are
@@ -207,7 +210,9 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     src = KernelSource(buffer_of, inplace)
     src.reads = list(order)
     src.band_only = band_only
-    kind = "rows" if phases else template_kind(tnode, options)
+    # phases make a row kernel, or a gemv's row statistics (kernels/gemv.py)
+    kind = template_kind(tnode, options)
+    kind = "gemv" if phases and kind == "gemv" else "rows" if phases else kind
     if kind not in TEMPLATES:
         raise CompileError(f"no kernel template for '{kind}'")
     if inplace is not None and (kind != "elementwise" or tnode is not None):
@@ -215,7 +220,9 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     epi = "" if kind in ("rows", "reduce", "put") else epilogue_function(  # they write their own
         src, materialized, out, tnode.out if tnode else None,
         tnode.out.dtype if tnode else out.dtype)
-    if phases:  # a reduction (tnode) reading reductions of its rows is the last phase
+    if kind == "gemv":
+        tmpl, slots, grid, used = _gemv(src, materialized, out, tnode, knobs, options, phases)
+    elif phases:  # a reduction (tnode) reading reductions of its rows is the last phase
         last = [] if tnode is None else [(tnode, out)]
         tmpl, slots, grid, used = _rows(src, materialized, out, [*phases, *last],
                                         tnode is None, knobs)
@@ -274,7 +281,7 @@ def knob_space(kind: str, out: Value, tnode: Node | None, phases=(),
     """The settings the tuner tries for one kernel (besides its defaults), generated for
     `options` (None: the defaults; the accelerated matmul's tiles are multiples of its
     matrix unit's)."""
-    if phases:
+    if phases and kind == "rows":
         space = rows_space(phases[0][0].inputs[0].shape[1], len(phases) + 1)
     else:
         space = TEMPLATES[kind][1](out, tnode, options or CompileOptions())
@@ -317,6 +324,21 @@ def template_kind(tnode: Node | None, options: CompileOptions | None = None) -> 
                                                     a.shape[2]):
             return "matmul_coop"
     return tnode.op
+
+
+def product_loads(tnode: Node, materialized, waves=None) -> tuple[int, int]:
+    """How many times the kernel of matmul node `tnode` loads each element of A, of B
+    (its loaders compute a prologue that often), with the default knobs: the gemv
+    (template_kind) stages A once per workgroup along N (gemv_blocks) and reads B once;
+    the tiled matmul loads A once per tile column and B once per tile row (matmul_tiles
+    with a prologue; tuned knobs or the cooperative template may tile otherwise)."""
+    a, b = tnode.inputs
+    nb, m, k = a.shape
+    n = b.shape[2]
+    if gemv_node(tnode):
+        return gemv_blocks(n, k, nb, gemv_layout(b, materialized), waves), 1
+    bm, bn, _, _ = matmul_tiles(m, n, nb, prologue=True, window=product_reads_window(tnode))
+    return -(-n // bn), -(-m // bm)
 
 
 # Each template: its fill function (knobs -> template name, slots, grid, knobs used)

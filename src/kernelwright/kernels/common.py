@@ -83,12 +83,13 @@ def grid_1d(n: int, wg: int) -> tuple[tuple[int, int, int], int]:
 
 
 def loader(src: KernelSource, materialized, name: str, x: Value, dtype: str = "f32",
-           lanes: int | None = None) -> str:
+           lanes: int | None = None, bound: dict | None = None) -> str:
     """`fn name(i0, i1, ...)`: x's element at that index. With `lanes` (a dim of x whose
     size is a multiple of 4): a vec4 of the elements at i_lanes + 0..3, i_lanes a
     multiple of 4, written so that the lanes share their index arithmetic (a window's
-    pixel is divided once, not four times: Emitter.aligned)."""
-    em = Emitter(src, materialized)
+    pixel is divided once, not four times: Emitter.aligned). `bound`: values the kernel
+    has computed, by their WGSL expressions (Emitter; the gemv's row statistics)."""
+    em = Emitter(src, materialized, bound=bound)
     params = [f"i{d}" for d in range(len(x.shape))]
     vals = []
     for e in range(1 if lanes is None else 4):

@@ -34,9 +34,16 @@ from .common import (
     vec4_view,
 )
 from .matmul import output_index, product_reads_window
+from .rows import phase_bytes, phase_functions, phase_passes, row_loop, row_phases
 
 GEMV_MAX_M = 8  # rows per batch entry up to which a product takes the gemv (module doc)
 GEMV_STAGE = 2048  # A's elements staged in workgroup memory per K chunk (8 KiB)
+# The longest K whose row statistics (an RMSNorm's, a LayerNorm's) a gemv computes itself
+# (schedule.fuse_rows): each workgroup reads its M rows once more before staging them, at
+# most 8 x 8192 elements (256 KiB of f32, the same for every workgroup: L2 hits), 64
+# 16-byte loads per invocation of 256, about what staging A costs it; beyond that the
+# statistic's own row kernel (one launch, A read once) is the cheaper. A model.
+GEMV_ROW_MAX = 8192
 # Workgroups the knobs aim for: GEMV_WAVES per slot of the plain matmul tiles (about one
 # per SM: options.Waves.plain), or GEMV_SLOTS slots where the device's waves are unknown.
 # Two 256-invocation workgroups per SM, each invocation with four 16-byte loads of B in
@@ -93,6 +100,13 @@ def gemv_knobs(n: int, k: int, nb: int, layout: str,
         ct //= 2
     ks = max(1, min(MAX_WG // ct, pow2_ceil(math.ceil(k / 4))))
     return {"CT": max(ct, GEMV_MIN_WG // ks), "KS": ks}
+
+
+def gemv_blocks(n: int, k: int, nb: int, layout: str, waves: Waves | None = None) -> int:
+    """Workgroups along N of a gemv with the default knobs (gemv_knobs): each stages all
+    of A's rows of its batch entry once, so A's prologue is computed that many times."""
+    ct = gemv_knobs(n, k, nb, layout, waves)["CT"]
+    return math.ceil(n / (ct * (4 if layout == "N" else 1)))
 
 
 def gemv_chunks(n: int, k: int, nb: int, waves: Waves | None = None) -> int:
@@ -157,8 +171,11 @@ def _fragment(src, materialized, b: Value, layout: str) -> str:
             + "    return f;\n}\n")
 
 
-def _gemv(src, materialized, out, tnode, knobs, options: CompileOptions):
-    """The gemv kernel (kernels/gemv.wgsl) for the given knobs."""
+def _gemv(src, materialized, out, tnode, knobs, options: CompileOptions, phases=()):
+    """The gemv kernel (kernels/gemv.wgsl) for the given knobs; `phases` (reduce node,
+    the value its group stores): reductions over K of A's rows (O = nb * M rows of K,
+    row o = b * M + m: an RMSNorm's statistic) that A's prologue reads, computed by each
+    workgroup before A is staged (_row_statistics)."""
     a, b = tnode.inputs
     nb, m, k = a.shape
     n = b.shape[2]
@@ -176,14 +193,20 @@ def _gemv(src, materialized, out, tnode, knobs, options: CompileOptions):
     qc = kc // 4
     workgroup_bytes = 4 * (m * kc + wg * width)
     # the scalar loaders first: they bind the operands' buffers before any vec4 view
-    scalar = [loader(src, materialized, "load_a", a), loader(src, materialized, "load_b", b)]
+    # A's prologue reads row m's statistics from workgroup memory
+    stat = {root: f"row_stat_{j}[i1]" for j, (_, root) in enumerate(phases)}
+    scalar = [loader(src, materialized, "load_a", a, bound=stat),
+              loader(src, materialized, "load_b", b)]
     if k % 4 == 0:
-        functions = loader(src, materialized, "load_a4", a, lanes=2)
+        functions = loader(src, materialized, "load_a4", a, lanes=2, bound=stat)
         load_a = "            if (k < $K) { a = load_a4(b, m, k); }"
     else:
         functions = ""
         load_a = "\n".join(f"            if (k + {e} < $K) {{ a.{'xyzw'[e]} = "
                            f"load_a(b, m, k + {e}); }}" for e in range(4))
+    stats, stat_functions, stat_shared, stat_bytes = _row_statistics(
+        src, materialized, phases, nb, m, k, wg, knobs)
+    scalar += stat_functions
     functions = "".join(scalar) + functions + _fragment(src, materialized, b, layout)
     acc_t = "vec4<f32>" if layout == "N" else "f32"
     accs = "\n".join(f"    var acc{i} = {acc_t}(0.0);" for i in range(m))
@@ -219,11 +242,49 @@ def _gemv(src, materialized, out, tnode, knobs, options: CompileOptions):
     gx = min(blocks, MAX_GRID)
     gy = math.ceil(blocks / gx)
     guard = f"    if (blk >= {blocks}) {{ return; }}" if gx * gy != blocks else ""
-    shared = (f"var<workgroup> tile_a: array<vec4<f32>, {m * qc}>;\n"
-              f"var<workgroup> red: array<{acc_t}, {wg}>;")
+    shared = "\n".join([f"var<workgroup> tile_a: array<vec4<f32>, {m * qc}>;",
+                        f"var<workgroup> red: array<{acc_t}, {wg}>;", *stat_shared])
+    workgroup_bytes += stat_bytes
     slots = dict(functions=functions, key_functions="".join(scalar), SHARED=shared, WG=wg,
+                 STATISTICS=stats,
                  GX=gx, GUARD=guard, BN=bn, SLICE=slice_, COLUMN=column, LIVE=live,
                  ACCUMULATORS=accs, K=k, KC=kc, QC=qc, KS=ks, STAGED=m * qc,
                  LOAD_A=load_a.replace("$K", str(k)), STEP="\n".join(step),
                  REDUCE="\n".join(reduce), workgroup_bytes=workgroup_bytes)
     return "gemv", slots, (gx, gy, nb), knobs
+
+
+def _row_statistics(src, materialized, phases, nb: int, m: int, k: int, wg: int, knobs):
+    """The gemv's row statistics (_gemv's `phases`): the row template's passes
+    (kernels/rows.row_phases) over the workgroup's M rows of K, each row taken by WG / M'
+    invocations (M' = M rounded up to a power of two) reading it from memory VEC at a
+    time, the row's value stored in `row_stat_<j>[m]` for A's loader. Returns the WGSL
+    block (run before the K loop, whose first barrier publishes the values), functions,
+    workgroup arrays and their bytes."""
+    if not phases:
+        return "", [], [], 0
+    o, r = phases[0][0].inputs[0].shape
+    require((o, r) == (nb * m, k), knobs, "a gemv's row statistics are over A's rows")
+    functions, pending, finals = row_phases(src, materialized, phases, knobs=knobs)
+    tpr = wg // pow2_ceil(m)
+    vec = 4 if k % 4 == 0 else 1
+    body, shared = phase_passes(finals, lambda fn: row_loop(src, vec, tpr, k, str(k // vec), fn),
+                                vec, tpr, 1, wg)
+    functions += phase_functions(pending, phases, src.lane_params())
+    types = [wgsl_type(root.dtype) for _, root in phases]
+    shared += [f"var<workgroup> row_stat_{j}: array<{t}, {m}>;" for j, t in enumerate(types)]
+    keep = " ".join(f"row_stat_{j}[slot] = rv{j};" for j in range(len(phases)))
+    block = [
+        "    {",
+        "    let li = lin;",
+        f"    let slot = li / {tpr};",
+        f"    let t = li % {tpr};",
+        f"    let lead = slot * {tpr};",
+        f"    let o = b * {m} + slot;",
+        f"    let live = slot < {m};",
+        *body,
+        f"    if (live && t == 0) {{ {keep} }}",
+        "    }",
+    ]
+    nbytes = (phase_bytes(finals, wg) if tpr > 1 else 0) + 4 * m * len(phases)
+    return "\n".join(block), functions, shared, nbytes

@@ -12,7 +12,8 @@
 // past the last column block returns), BN, SLICE and COLUMN (the invocation's K slice
 // and column group), LIVE (its column group holds a column), ACCUMULATORS, K, KC, QC
 // (= KC / 4), KS, STAGED (= M * QC), LOAD_A (fills `a`, A's quad at row m, k), STEP (one
-// quad: k, q), REDUCE (the tree and the stores, per row).
+// quad: k, q), REDUCE (the tree and the stores, per row), STATISTICS (a block computing
+// the statistics of A's rows that its loader reads into workgroup memory, or nothing).
 $BINDINGS
 $FUNCTIONS
 $SHARED
@@ -24,6 +25,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let blk = i32(wid.y) * $GX + i32(wid.x);
 $GUARD
     let b = i32(wid.z);
+$STATISTICS
     let n0 = blk * $BN;
     let s = $SLICE;
     let c = $COLUMN;

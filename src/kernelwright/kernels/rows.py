@@ -178,27 +178,17 @@ def row_major(x: Value, materialized) -> bool:
                 and (step_r is None or step_r - base != 1))
 
 
-def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
-    """The row template (kernels/rows.wgsl): for each of O rows of R elements, the
-    reductions `phases` (reduce node, the value its group stores: the reduction and its
-    epilogue chain) one after the other, each able to read the ones before as per-row
-    values, then either the elementwise `out` over the row's elements (consumer: a
-    fused softmax or norm, stored at o * R + r) or the last phase's value (a plain
-    reduction, stored at o). The buffers read at the row's own elements are lanes
-    (codegen); a kernel of several passes loads them once into registers (c<i>_<k>)
-    and every pass reads them there: the row is read from memory once.
-
-    An `out` of a packed half type is stored whole words: the elementwise `out` VEC 2 or
-    4 elements a step (R even: a word never straddles two rows, whose statistics two
-    invocations hold), a reduction's values two rows a word, the even row's lead
-    invocation packing its neighbour's value from workgroup memory (at least two rows a
-    workgroup)."""
-    x0 = phases[0][0].inputs[0]
-    o, r = x0.shape
-    passes = len(phases) + consumer
-    col = not consumer and len(phases) == 1 and not row_major(x0, materialized)
-    cached = passes > 1
-    functions, pending, bound, shared, finals = [], [], {}, [], []
+def row_phases(src, materialized, phases, consumer: bool = False, knobs=None):
+    """The generated parts of a row kernel's reductions `phases` (reduce node, the value
+    its group stores), each over x [O, R]: the accumulator structs and combine / leaf
+    functions, the pending loader (`load_<j>(o, r, gi, lanes.., rv..)`, its buffers at the
+    row's elements lanes) and finish (`finish_<j>(acc, o, rv..)`: the reduction's
+    epilogue) functions, written by phase_functions once the lanes are known, and each
+    phase's (accumulator type, init, final). A phase reads the earlier ones' row values
+    as rv<k> (phase_passes names them). Shared by the row template and the gemv's row
+    statistics (kernels/gemv.py)."""
+    o, r = phases[0][0].inputs[0].shape
+    functions, pending, bound, finals = [], [], {}, []
     for j, (tn, root) in enumerate(phases):
         x = tn.inputs[0]
         require(x.shape == (o, r), knobs or {}, "the phases of a row kernel share O and R")
@@ -228,6 +218,106 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
                             root.dtype, val, False, j))
         bound[root] = f"rv{j}"
         finals.append((acc_t, init, final))
+    return functions, pending, finals
+
+
+def phase_functions(pending, phases, lanes: list[str]) -> list[str]:
+    """The pending functions of row_phases (and a row kernel's epilogue), written with
+    the kernel's lane parameters and the earlier phases' row values."""
+    functions = []
+    for em, name, params, dtype, val, uses_lanes, n in pending:
+        prior = [f"rv{k}: {wgsl_type(phases[k][1].dtype)}" for k in range(n)]
+        functions.append(em.function(name, params + (lanes if uses_lanes else []) + prior,
+                                     dtype, val))
+    return functions
+
+
+def row_loop(src, vec: int, tpr: int, r: int, qend: str, fn) -> list[str]:
+    """One pass over row o from memory: invocation t of the row's TPR takes every TPR-th
+    step q of VEC elements (up to `qend`), loads the lanes and emits fn(args)."""
+    loads, args = lane_args(src, vec, f"o * {r // vec} + q", "g")
+    return ([f"    if (live) {{ for (var q = t; q < {qend}; q += {tpr}) {{",
+             f"        let g = o * {r} + q * {vec};"]
+            + [f"        {s}" for s in loads] + [f"        {s}" for s in fn(args)]
+            + ["    } }"])
+
+
+def _at(e: int) -> str:
+    return f" + {e}" if e else ""
+
+
+def phase_passes(finals, steps, vec: int, tpr: int, ts: int, wg: int) -> tuple[list, list]:
+    """The passes of row_phases' reductions over row o (WGSL lines; `steps(fn)`: one pass
+    over the row's elements, emitting fn(args) per step) and their workgroup arrays:
+    each phase folds its invocations' elements, combines the row's TPR partials by a
+    tree (kernels/rows_tree.wgsl; `ts`: from one invocation's partial to the next) and
+    lets rv<j>, the row's value, which later passes read. Names the kernel provides: o,
+    t (the invocation's place in its row), lead (the row's first partial), li, live."""
+    body, shared = [], []
+    for j, (acc_t, init, final) in enumerate(finals):
+        body.append(f"    var a{j}: {acc_t} = {init};")
+        prior = "".join(f", rv{k}" for k in range(j))
+        # an argmax's combine branches: its step's loads are written before the first
+        # combine, so that they are in flight together (else one load per branch)
+        first = acc_t.startswith("ArgAcc")
+
+        def step(args, j=j, prior=prior, first=first, acc_t=acc_t) -> list[str]:
+            loads = [f"load_{j}(o, q * {vec}{_at(e)}, g{_at(e)}{a}{prior})"
+                     for e, a in enumerate(args)]
+            lets = [f"let v{e} = {load};" for e, load in enumerate(loads)] if first else []
+            values = [f"v{e}" for e in range(len(loads))] if first else loads
+            if acc_t == "Moments" and len(loads) == 4:  # the vector's own moments, then
+                # one update: a quarter of the divisions, and of the updates in sequence
+                # (whose running mean rounds)
+                v = [f"let v{e} = {load};" for e, load in enumerate(loads)]
+                dev = " + ".join(f"(v{e} - m4) * (v{e} - m4)" for e in range(4))
+                return v + ["let m4 = (v0 + v1 + v2 + v3) * 0.25;",
+                            f"a{j} = combine_{j}(a{j}, Moments(4.0, m4, {dev}));"]
+            return lets + [f"a{j} = combine_{j}(a{j}, leaf_{j}({v}, q * {vec}{_at(e)}));"
+                           for e, v in enumerate(values)]
+
+        body += steps(step)
+        if tpr > 1:
+            shared.append(f"var<workgroup> partial_{j}: array<{acc_t}, {wg}>;")
+            body += snippet("rows_tree").substitute(J=j, HALF=tpr // 2, TS=ts).split("\n")
+            total = f"partial_{j}[lead]"
+        else:
+            total = f"a{j}"
+        if acc_t == "Moments":
+            body.append(f"    let rv{j} = {total};")
+        else:
+            body.append(f"    let rv{j} = finish_{j}({final.replace('acc', total)}, o{prior});")
+    return body, shared
+
+
+def phase_bytes(finals, wg: int) -> int:
+    """Workgroup memory of phase_passes' partials (a tree where TPR > 1)."""
+    return sum(wg * _ACC_BYTES.get(f[0].rstrip("0123456789"), 4) for f in finals)
+
+
+def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
+    """The row template (kernels/rows.wgsl): for each of O rows of R elements, the
+    reductions `phases` (reduce node, the value its group stores: the reduction and its
+    epilogue chain) one after the other, each able to read the ones before as per-row
+    values, then either the elementwise `out` over the row's elements (consumer: a
+    fused softmax or norm, stored at o * R + r) or the last phase's value (a plain
+    reduction, stored at o). The buffers read at the row's own elements are lanes
+    (codegen); a kernel of several passes loads them once into registers (c<i>_<k>)
+    and every pass reads them there: the row is read from memory once.
+
+    An `out` of a packed half type is stored whole words: the elementwise `out` VEC 2 or
+    4 elements a step (R even: a word never straddles two rows, whose statistics two
+    invocations hold), a reduction's values two rows a word, the even row's lead
+    invocation packing its neighbour's value from workgroup memory (at least two rows a
+    workgroup)."""
+    x0 = phases[0][0].inputs[0]
+    o, r = x0.shape
+    passes = len(phases) + consumer
+    col = not consumer and len(phases) == 1 and not row_major(x0, materialized)
+    cached = passes > 1
+    functions, pending, finals = row_phases(src, materialized, phases, consumer, knobs)
+    bound = {root: f"rv{j}" for j, (_, root) in enumerate(phases)}
+    shared: list[str] = []
     if consumer:
         em = Emitter(src, materialized, lanes="gi", bound=dict(bound), computes=out)
         val = em.value(out, Index(out.shape, flat="gi"))
@@ -259,10 +349,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
     held = items * vec * nl
     require(not cached or held <= ROW_CACHE, knobs,
             f"{held} elements per invocation exceed the on-chip row cache ({ROW_CACHE})")
-    for em, name, params, dtype, val, uses_lanes, n in pending:
-        prior = [f"rv{k}: {wgsl_type(phases[k][1].dtype)}" for k in range(n)]
-        functions.append(em.function(name, params + (lanes if uses_lanes else []) + prior,
-                                     dtype, val))
+    functions += phase_functions(pending, phases, lanes)
     rvs = "".join(f", rv{k}" for k in range(len(phases)))
     end = None if consumer else _row_band_end(phases, r)
     qend = str(rv) if end is None else "qend"  # the row's steps that are loaded
@@ -271,11 +358,7 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
         """The steps of one pass over the row: unrolled over the cached items, else a
         loop loading the lanes from memory."""
         if not cached:
-            loads, args = lane_args(src, vec, f"o * {rv} + q", "g")
-            return ([f"    if (live) {{ for (var q = t; q < {qend}; q += {tpr}) {{",
-                     f"        let g = o * {r} + q * {vec};"]
-                    + [f"        {s}" for s in loads] + [f"        {s}" for s in fn(args)]
-                    + ["    } }"])
+            return row_loop(src, vec, tpr, r, qend, fn)
         lines = []
         for k in range(items):
             _, args = lane_args(src, vec, "", "g", {i: f"c{i}_{k}" for i in src.lanes})
@@ -284,49 +367,14 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
             lines += [f"        {s}" for s in fn(args)] + ["    } }"]
         return lines
 
-    def at(e: int) -> str:
-        return f" + {e}" if e else ""
-
-    body = []
     ts = 1 if order == "row" else rpw  # partial index step between a row's invocations
-    for j, (acc_t, init, final) in enumerate(finals):
-        body.append(f"    var a{j}: {acc_t} = {init};")
-        prior = "".join(f", rv{k}" for k in range(j))
-        # an argmax's combine branches: its step's loads are written before the first
-        # combine, so that they are in flight together (else one load per branch)
-        first = acc_t.startswith("ArgAcc")
-
-        def step(args, j=j, prior=prior, first=first, acc_t=acc_t) -> list[str]:
-            loads = [f"load_{j}(o, q * {vec}{at(e)}, g{at(e)}{a}{prior})"
-                     for e, a in enumerate(args)]
-            lets = [f"let v{e} = {load};" for e, load in enumerate(loads)] if first else []
-            values = [f"v{e}" for e in range(len(loads))] if first else loads
-            if acc_t == "Moments" and len(loads) == 4:  # the vector's own moments, then
-                # one update: a quarter of the divisions, and of the updates in sequence
-                # (whose running mean rounds)
-                v = [f"let v{e} = {load};" for e, load in enumerate(loads)]
-                dev = " + ".join(f"(v{e} - m4) * (v{e} - m4)" for e in range(4))
-                return v + ["let m4 = (v0 + v1 + v2 + v3) * 0.25;",
-                            f"a{j} = combine_{j}(a{j}, Moments(4.0, m4, {dev}));"]
-            return lets + [f"a{j} = combine_{j}(a{j}, leaf_{j}({v}, q * {vec}{at(e)}));"
-                           for e, v in enumerate(values)]
-
-        body += steps(step)
-        if tpr > 1:
-            shared.append(f"var<workgroup> partial_{j}: array<{acc_t}, {wg}>;")
-            body += snippet("rows_tree").substitute(J=j, HALF=tpr // 2, TS=ts).split("\n")
-            total = f"partial_{j}[lead]"
-        else:
-            total = f"a{j}"
-        if acc_t == "Moments":
-            body.append(f"    let rv{j} = {total};")
-        else:
-            body.append(f"    let rv{j} = finish_{j}({final.replace('acc', total)}, o{prior});")
+    body, partials = phase_passes(finals, steps, vec, tpr, ts, wg)
+    shared += partials
     if consumer:
         out_t = element_type(out.dtype)
 
         def store(args):
-            vals = [to_buffer(f"epilogue(g{at(e)}{a}{rvs})", out.dtype)
+            vals = [to_buffer(f"epilogue(g{_at(e)}{a}{rvs})", out.dtype)
                     for e, a in enumerate(args)]
             if packed:  # VEC elements: whole words of the row
                 return [f"out[o * {rv} + q] = {pack_words(vals, out.stored)};"]
@@ -388,7 +436,6 @@ def _rows(src, materialized, out, phases, consumer: bool, knobs=None):
                  LANE=f"li % {tpr}" if order == "row" else f"li / {rpw}",
                  LEAD=lead.replace("TPR", str(tpr)), SHARED="\n".join(shared),
                  BODY="\n".join(body),
-                 workgroup_bytes=(sum(wg * _ACC_BYTES.get(f[0].rstrip("0123456789"), 4)
-                                      for f in finals) if tpr > 1 else 0)
+                 workgroup_bytes=(phase_bytes(finals, wg) if tpr > 1 else 0)
                  + (4 * rpw if packed and not consumer else 0))
     return "rows", slots, (gx, -(-nwg // gx), 1), knobs

@@ -15,7 +15,7 @@ nodes from the outputs back:
   kernel), provided the chain reads the template's result only at the element it
   stores (through elementwise ops and reshapes);
 * an elementwise kernel over rows whose reductions (over the same rows) only it reads
-  computes them itself: a row kernel (fuse_rows).
+  computes them itself: a row kernel (fuse_rows); so does a gemv for its A's rows.
 
 Memory planning then gives each materialized intermediate a buffer, reusing a
 buffer once every kernel that reads its previous tenant has run. Each kernel's knobs
@@ -49,19 +49,21 @@ from ..dtypes import (
 )
 from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from ..kernels import (
+    GEMV_ROW_MAX,
     ROW_LIMIT,
     Generated,
     Without,
+    gemv_node,
     generate,
     matmul_loads_once,
-    matmul_tiles,
     plain_strides,
+    product_loads,
     product_reads_window,
     row_kernel_fits,
     row_major,
     stores_packed,
 )
-from ..options import CompileOptions
+from ..options import CompileOptions, Waves
 from ..plan import Buffer, Kernel, Plan, TensorSpec
 from .chunks import (
     Chunk,
@@ -176,14 +178,16 @@ def readers(nodes: list[Node]) -> dict[Value, list[Node]]:
     return users
 
 
-def fuse(graph: Graph, nodes: list[Node], store: frozenset[Value] = frozenset()) -> list[Group]:
+def fuse(graph: Graph, nodes: list[Node], store: frozenset[Value] = frozenset(),
+         waves: Waves | None = None) -> list[Group]:
     """The kernels (module docstring). The values in `store` are materialized like
-    graph outputs, whatever fusion would do with them (build_plan's binding limit)."""
+    graph outputs, whatever fusion would do with them (build_plan's binding limit);
+    `waves`: the device's, which set a gemv's workgroups (heavy_prologues)."""
     users = readers(nodes)
     stored = set(graph.roots()) | store
     chains = epilogue_chains(nodes, users, stored)
     groups = _group(nodes, users, chains, stored, set())
-    heavy = heavy_prologues(groups)
+    heavy = heavy_prologues(groups, waves)
     if heavy:  # group again with those values as kernels of their own
         groups = _group(nodes, users, chains, stored, heavy)
     return fuse_rows(recompute_cheap_values(groups, stored, users), stored)
@@ -221,6 +225,13 @@ def _group(nodes: list[Node], users, chains, outputs: set[Value], own: set[Value
 # itself not measured).
 PROLOGUE_RECOMPUTE_MIN = 4
 PROLOGUE_CAT_PIECES = 1  # the most pieces of a cat that such a loader reads inline
+# The gemv computes its A prologue once per workgroup along N (kernels.product_loads):
+# a prologue is materialized there only when the evaluations of its transcendental ops
+# (and cat branches) beyond the first exceed this many, about what a kernel launch costs.
+# A model, not measured: an H100 evaluates about 3.7e12 special-function ops a second
+# (132 SMs x 16 a clock x 1.75 GHz), so 2^20 of them take about 0.3 us over the SMs,
+# against the 6-7 us of GPU time that each kernel of a decoding step took (issue 41).
+GEMV_RECOMPUTE_MAX = 1 << 20
 # The elementwise fns that cost a transcendental instruction sequence (exp, log, sin, ...:
 # their cost class in codegen.OPS); sqrt, rsqrt and division do not count (a LayerNorm's
 # rsqrt stays fused).
@@ -234,7 +245,7 @@ def _transcendental(node: Node) -> bool:
     return node.attrs.get("fn") in TRANSCENDENTAL_FNS
 
 
-def heavy_prologues(groups: list[Group]) -> set[Value]:
+def heavy_prologues(groups: list[Group], waves: Waves | None = None) -> set[Value]:
     """The elementwise values that a matmul's or convolution's loader would compute
     inline (a prologue) but that are better written once by a kernel of their own.
 
@@ -281,7 +292,15 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
     on the same count: inlined, each load branches over the pieces (an if / else
     chain, codegen.Emitter._cat) and loads scalars (the recurrent networks' output
     sequences, cats of their steps, read by the next layer's input product; measured in
-    docs/PERF.md)."""
+    docs/PERF.md).
+
+    The gemv (few rows, kernels/gemv.py) stages A in workgroup memory, its prologue
+    computed once per element per workgroup along N (`waves`: the device's, which set
+    them), and B once: there the count alone says little (a SwiGLU in the down
+    projection's loader at decode, 72 workgroups, is 1536 sigmoids each), and what is
+    weighed is the extra work, the evaluations beyond the first of the prologue's
+    transcendental ops (a cat counting one), against a kernel launch:
+    GEMV_RECOMPUTE_MAX."""
     roots = {g.root for g in groups}
     heavy: set[Value] = set()
     for g in groups:
@@ -289,15 +308,24 @@ def heavy_prologues(groups: list[Group]) -> set[Value]:
         if t is None or t.op not in ("matmul", "conv"):
             continue
         large = t.op == "matmul" and _large_product(t)
-        for x, loads in zip(t.inputs, _operand_loads(t)):
+        gemv = t.op == "matmul" and gemv_node(t)
+        counts = product_loads(t, roots, waves) if t.op == "matmul" else None
+        for i, (x, loads) in enumerate(zip(t.inputs, _operand_loads(t, counts))):
             stack, seen = [x], set()
             while stack:
                 v = stack.pop()
                 if v in seen or v in roots or v.kind != "node":
                     continue
                 seen.add(v)
-                if (v.node.op == "cat" and len(v.node.inputs) > PROLOGUE_CAT_PIECES
-                        and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel):
+                cat = v.node.op == "cat" and len(v.node.inputs) > PROLOGUE_CAT_PIECES
+                if gemv:
+                    ops = 1 if cat else (_inline_ops(v, roots, set(), _transcendental)
+                                         if v.node.op == "ew" else 0)
+                    if ops and (counts[i] - 1) * v.numel * ops > GEMV_RECOMPUTE_MAX:
+                        heavy.add(v)
+                    elif v.node.op in MOVEMENT_OPS:
+                        stack.extend(v.node.inputs)
+                elif cat and loads >= PROLOGUE_RECOMPUTE_MIN * v.numel:
                     heavy.add(v)  # each load would branch over its pieces
                 elif v.node.op in MOVEMENT_OPS:
                     stack.extend(v.node.inputs)
@@ -314,15 +342,12 @@ def _large_product(t: Node) -> bool:
     return a.shape[1] >= 512 and b.shape[2] >= 512 and not product_reads_window(t)
 
 
-def _operand_loads(t: Node) -> list[float]:
+def _operand_loads(t: Node, counts: tuple[int, int] | None) -> list[float]:
     """How many elements the loaders of matmul or conv node `t` load from each operand
-    (heavy_prologues), taps outside the input counted."""
+    (heavy_prologues), taps outside the input counted; `counts`: a matmul's loads of
+    each element of A and B (kernels.product_loads)."""
     if t.op == "matmul":
-        a, b = t.inputs
-        nb, m, _ = a.shape
-        bm, bn, _, _ = matmul_tiles(m, b.shape[2], nb, prologue=True,
-                                    window=product_reads_window(t))
-        return [a.numel * -(-b.shape[2] // bn), b.numel * -(-m // bm)]
+        return [x.numel * c for x, c in zip(t.inputs, counts)]
     x, w = t.inputs
     taps = math.prod(w.shape[2:]) * x.shape[1] // t.attrs["groups"]
     if t.attrs["transposed"]:
@@ -478,7 +503,14 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
     `c` may itself be a reduction of rows that its row-major input walks along (a
     logsumexp's or a variance's sum, attention's log-sum-exp: it reads the rows' max or
     mean): the reductions it reads over the same rows join it as earlier phases, and
-    the kernel stores c's value per row. Otherwise nothing changes."""
+    the kernel stores c's value per row.
+
+    `c` may also be a product on the gemv template (few rows, kernels/gemv.py) whose A
+    [nb, M, K] has a prologue reading reductions of A's own rows (O = nb * M rows of
+    K <= GEMV_ROW_MAX: an RMSNorm or LayerNorm before a linear at decode): each workgroup
+    computes the statistics of its M rows itself before staging A, one kernel for two;
+    every read of them must be in A's prologue at A's row (not in B, not in the
+    epilogue). Otherwise nothing changes."""
     if ROW_FUSION_MAX < 2:
         return groups
     roots = {g.root: g for g in groups}
@@ -489,9 +521,13 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
             readers_of.setdefault(v, []).append(g)
     fused: set[Group] = set()
     for c in reversed(groups):
-        if c in fused or (c.template is not None and not _row_reduction(c, roots)):
+        gemv = c.template is not None and c.template.op == "matmul" and gemv_node(c.template)
+        if c in fused or (c.template is not None and not gemv and not _row_reduction(c, roots)):
             continue
         own = c.template.inputs[0].shape if c.template is not None else None
+        longest = ROW_FUSION_MAX
+        if gemv:  # A's rows
+            own, longest = (own[0] * own[1], own[2]), GEMV_ROW_MAX
         shape, cands, todo = own, [], [c]
         while todo:
             for v in reads[todo.pop()]:
@@ -500,7 +536,7 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
                         or p in fused or v in outputs or _moments(p.template)):
                     continue
                 o, r = p.template.inputs[0].shape
-                if ((own is None and o * r != c.root.numel) or not 1 < r <= ROW_FUSION_MAX
+                if ((own is None and o * r != c.root.numel) or not 1 < r <= longest
                         or shape not in (None, (o, r))):
                     continue
                 shape = (o, r)
@@ -516,8 +552,9 @@ def fuse_rows(groups: list[Group], outputs: set[Value]) -> list[Group]:
         packed = is_packed(c.root.stored) and shape is not None and shape[0] > 1
         if (not cands or not _row_reads_ok(c, cands, shape, roots)
                 or packed and c.template is None and shape[1] % 2
-                or not row_kernel_fits(shape[1], _row_lanes(c, cands, roots, shape),
-                                       packed and c.template is not None)):
+                or not gemv and not row_kernel_fits(  # the gemv reads its rows from memory
+                    shape[1], _row_lanes(c, cands, roots, shape),
+                    packed and c.template is not None)):
             continue
         order = {g: i for i, g in enumerate(groups)}
         c.phases = sorted(cands, key=order.__getitem__)
@@ -621,8 +658,9 @@ def _split(pieces, shape) -> list[list[Piece]] | None:
 
 def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
     """Whether every read of the phases' values, from c's elements (row o, element r:
-    c's flat index o * R + r), from the phases' loaders (x[o, r]) and their epilogues
-    (row o), is at row o."""
+    c's flat index o * R + r; a gemv's: from its A [nb, M, K] at (b, m, k), o = b * M + m,
+    and none from its B or epilogue), from the phases' loaders (x[o, r]) and their
+    epilogues (row o), is at row o."""
     o, r = shape
     row = _norm([("o", 1, o)])  # no pieces for a single row (o == 1), as _norm gives reads
     values = {p.root for p in phases}
@@ -669,7 +707,13 @@ def _row_reads_ok(c: Group, phases: list[Group], shape, roots) -> bool:
             return ok(x, [[] if s == 1 else sym[i + off] for i, s in enumerate(x.shape)], stop)
         return False  # other index maps (slices, gathers, ...) are not traced
 
-    if c.template is not None:  # a reduction: checked as the last phase
+    if c.template is not None and c.template.op == "matmul":  # a gemv: A's rows
+        a, b = c.template.inputs
+        epilogue = c.root is not c.template.out and not node_ok(c.root, None, None)
+        if (epilogue or reaches(b)
+                or not ok(a, _split([("o", 1, o), ("r", 1, r)], a.shape), None)):
+            return False
+    elif c.template is not None:  # a reduction: checked as the last phase
         phases = [*phases, c]
     elif not node_ok(c.root, _split([("o", 1, o), ("r", 1, r)], c.root.shape), None):
         return False
@@ -976,7 +1020,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     store: frozenset[Value] = frozenset()
     made: dict[tuple, tuple[dict[Value, bool], Generated]] = {}  # _generate's kernels
     while True:
-        groups = fuse(graph, nodes, store)
+        groups = fuse(graph, nodes, store, options.waves)
         materialized = {g.root for g in groups}
         gens = [_generate(g, materialized, read_only_in_band(g.root, users, outputs),
                           options, made)
