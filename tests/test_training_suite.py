@@ -76,3 +76,12 @@ def test_bench_train_writes_results_and_curves(tmp_path):
     assert page.count('<polyline class="kernelwright"') == 1
     assert page.count('<polyline class="torch"') == 1
     assert r["control"] == "PASS" and len(r["rel_ours_f64"]) == 3 and 'id="control-mlp"' in page
+
+
+def test_param_excess_is_the_largest_distance_past_the_tolerance():
+    ref = {"w": torch.tensor([1.0, -2.0]), "steps": torch.tensor(3)}
+    got = {"w": torch.tensor([1.0 + 0.5e-3, -2.0 - 0.05])}
+    # |diff| - (atol + rtol |ref|): 0.5e-3 - 0.011 and 0.05 - 0.021; integers not judged
+    (name, value), = training.param_excess(got, ref).items()
+    assert name == "w" and value == pytest.approx(
+        0.05 - (training.PARAM_ATOL + training.PARAM_RTOL * 2.0), rel=1e-4)
