@@ -28,7 +28,7 @@ def test_small_cases_are_checked_and_summarised(tmp_path, monkeypatch):
     out = tmp_path / "kernels.json"
     args = argparse.Namespace(only="", reps=3, out=str(out), suite=False, large=False,
                               matmul_variants=False, attention_variants=False, variants=False,
-                              half=False, tiny=False, exclude="")
+                              half=False, decode=False, tiny=False, exclude="")
     kb.run(args)
     document = json.loads(out.read_text())
     rows = {r["case"]: r for r in document["cases"]}
@@ -48,7 +48,8 @@ def test_half_cases_store_each_dtype(tmp_path):
     out = tmp_path / "half.json"
     args = argparse.Namespace(only="elementwise,linear", reps=3, out=str(out), suite=False,
                               large=False, matmul_variants=False, attention_variants=False,
-                              variants=False, half=True, tiny=True, exclude="_f32")
+                              variants=False, half=True, decode=False, tiny=True,
+                              exclude="_f32")
     kb.run(args)
     rows = {r["case"]: r for r in json.loads(out.read_text())["cases"]}
     assert set(rows) == {f"{base}_{label}" for base in kb.half_bases(tiny=True)
@@ -83,3 +84,17 @@ def test_a_wrong_or_fallen_back_case_meets_no_target():
     extra = {t["target"]: t for t in kb.target_summary([], 4.0, suite)}
     assert not extra["level-2 geomean vs eager"]["met"]
     assert extra["median compile s (level 2, tuning off)"]["met"]
+
+
+def test_decode_cases_run_at_their_tiny_sizes(tmp_path):
+    """--decode --tiny: a decoding step's products and attention, each one kernel (the
+    gemv, the few-query attention), checked against PyTorch."""
+    kb = load_kernels_bench()
+    out = tmp_path / "decode.json"
+    args = argparse.Namespace(only="", reps=2, out=str(out), suite=False, large=False,
+                              matmul_variants=False, attention_variants=False, variants=False,
+                              half=False, decode=True, tiny=True, exclude="")
+    kb.run(args)
+    rows = json.loads(out.read_text())["cases"]
+    assert rows and all(r["correct"] and r["kernels"] == 1 for r in rows), rows
+    assert any("sdpa_decode" in r["case"] for r in rows)
