@@ -272,6 +272,7 @@ def _template_text(kind: str) -> str:
                       "sort_store_first", "sort_store_pairs"),
              "elementwise": ("elementwise", "transpose"),
              "gemv": ("gemv", "gemv_reduce"),
+             "put": ("elementwise", "put_step", "put_position", "latest"),
              "materialize": ("elementwise",)}.get(kind, (kind,))
     return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
 

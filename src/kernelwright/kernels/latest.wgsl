@@ -1,4 +1,4 @@
-// put.wgsl's LATEST where a put has several slices: whether no slice after k has
+// put_step.wgsl's LATEST where a put has several slices: whether no slice after k has
 // position p (p is then written by slice k alone). Slots: K.
 fn latest(k: i32, p: i32) -> bool {
     for (var k2 = k + 1; k2 < $K; k2 += 1) {

@@ -1,6 +1,7 @@
 """The put family (GraphBuilder.put: index_copy, index_put on one dim at run-time
 positions): a kernel over the new slices alone, storing each element into the output's
-buffer at its slice's position; knobs, space, generator (kernels/put.wgsl)."""
+buffer at its slice's position; knobs, space, generator (its step,
+kernels/put_step.wgsl, in the elementwise template)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ def _put(src, materialized, out: Value, tnode, knobs, options: CompileOptions):
     functions += em.function("load_v", ["gi: i32"], v.dtype, em.value(v, Index(v.shape,
                                                                               flat="gi")))
     k, j = v.shape[dim], out.shape[dim]
+    functions += snippet("put_position").substitute(J=j) + "\n"
     if k > 1:
         functions += snippet("latest").substitute(K=k) + "\n"
     if pair == 2:
@@ -57,6 +59,7 @@ def _put(src, materialized, out: Value, tnode, knobs, options: CompileOptions):
     steps = v.numel // pair
     threads = math.ceil(steps / ept)
     grid, row = grid_1d(threads, wg)
-    return "put", dict(functions=functions, WG=wg, ROW=row, THREADS=threads, EPT=ept,
-                       STEPS=steps, PAIR=pair, K=k, J=j, INNER=inner,
-                       LATEST="latest(k, p)" if k > 1 else "true", WRITE=write), grid, knobs
+    body = snippet("put_step").substitute(PAIR=pair, K=k, J=j, INNER=inner, WRITE=write,
+                                          LATEST="latest(k, p)" if k > 1 else "true")
+    return "elementwise", dict(functions=functions, WG=wg, ROW=row, THREADS=threads, EPT=ept,
+                               STEPS=steps, BODY=body), grid, knobs

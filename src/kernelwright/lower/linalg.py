@@ -126,10 +126,7 @@ def planned_product(b: GraphBuilder, x: Value, y: Value, plan: WavePlan,
                                                                  waves=b.options.waves))], -2)
     if plan.chunks == 1:
         return b.matmul(x, y, bounds)
-    depth = -(-k // plan.chunks)
-    depth = -(-depth // MATMUL_BK) * MATMUL_BK  # whole staged tiles per chunk
-    chunks = -(-k // depth)
-    pad = chunks * depth - k
+    chunks, depth, pad = _k_chunks(k, plan.chunks)
     xs = b.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, pad)])
     ys = b.pad(y, [(0, 0)] * (len(y.shape) - 2) + [(0, pad), (0, 0)])
     xs = b.reshape(xs, x.shape[:-1] + (chunks, depth))  # [..., M, S, C]
@@ -336,6 +333,15 @@ def _merged(b: GraphBuilder, batch: list[tuple[ConstantProduct, tuple | None]]
     return swap
 
 
+def _k_chunks(k: int, wanted: int) -> tuple[int, int, int]:
+    """K cut into about `wanted` chunks of whole staged tiles (MATMUL_BK): the chunks,
+    their depth, and the zeros padding K to chunks * depth."""
+    depth = -(-k // wanted)
+    depth = -(-depth // MATMUL_BK) * MATMUL_BK
+    chunks = -(-k // depth)
+    return chunks, depth, chunks * depth - k
+
+
 def folded_product(b: GraphBuilder, x: Value, y: Value, fold: int) -> Value:
     """x [G, M, K] @ y [G, K, J * fold] stored block by block as [J, G, M, fold]
     (GraphBuilder.folded_matmul: a convolution's batch folded into the GEMM's columns),
@@ -348,10 +354,7 @@ def folded_product(b: GraphBuilder, x: Value, y: Value, fold: int) -> Value:
         raise CompileError(f"folded product {list(x.shape)} @ {list(y.shape)}: {plan}")
     if plan.chunks == 1:
         return b.folded_matmul(x, y, fold)
-    depth = -(-k // plan.chunks)
-    depth = -(-depth // MATMUL_BK) * MATMUL_BK  # whole staged tiles per chunk
-    chunks = -(-k // depth)
-    pad = chunks * depth - k
+    chunks, depth, pad = _k_chunks(k, plan.chunks)
     xs = b.reshape(b.pad(x, [(0, 0), (0, 0), (0, pad)]), (g, m, chunks, depth))
     xs = b.reshape(b.permute(xs, [0, 2, 1, 3]), (g * chunks, m, depth))
     ys = b.reshape(b.pad(y, [(0, 0), (0, pad), (0, 0)]), (g * chunks, depth, n))
