@@ -90,7 +90,8 @@ def storage_of_torch(torch_dtype) -> str | None:
 
 def to_storage(array: np.ndarray, dtype: str) -> np.ndarray:
     """A host array as buffer dtype `dtype` holds it: f32 values narrowed to f16 or to
-    bf16's bits with rounding to nearest even (NaN stays NaN), as PyTorch rounds."""
+    bf16's bits with rounding to nearest even (NaN stays NaN), as PyTorch rounds; in its
+    own dtype, the array as it is (a transposed view too: the upload makes it contiguous)."""
     if dtype == "bf16":
         # PyTorch's own conversion (one pass; numpy's bit arithmetic took five, 10x the
         # time for a model's weights), a NaN kept as its sign and payload, quieted
@@ -103,7 +104,7 @@ def to_storage(array: np.ndarray, dtype: str) -> np.ndarray:
         if nan.any():
             out[nan] = (f32[nan].view(np.uint32) >> 16 | 0x40).astype(np.uint16)
         return out
-    return np.ascontiguousarray(array, dtype=numpy_type(dtype))
+    return np.asarray(array, dtype=numpy_type(dtype))  # (a view stays one: runtime copies)
 
 
 def host_array(t: torch.Tensor, dtype: str) -> np.ndarray:

@@ -347,13 +347,15 @@ class GraphBuilder:
         if dims == list(range(len(dims))):
             return x
         if x.kind == "const" and id(x) not in self._state:
-            # a model's weight, transposed once here (nn.Linear's [N, K] becomes a [K, N]
-            # operand that the matmul loads 16 bytes at a time along N and stages without
-            # transposing); a constant the graph updates is permuted at each call
+            # a model's weight, transposed once on the host (nn.Linear's [N, K] becomes a
+            # [K, N] operand that the matmul loads 16 bytes at a time along N and stages
+            # without transposing): a view here, copied where its bytes are written (the
+            # upload, a merged product's weight), so a plan sharing another's weights
+            # (compile's share_state) finds them by their memory without copying them
+            # again; a constant the graph updates is permuted at each call
             key = (id(x), tuple(dims))
             if key not in self._permuted:  # the constant kept too: its id stays its own
-                data = np.ascontiguousarray(np.transpose(x.data, dims))
-                permuted = self.const(data, x.dtype)
+                permuted = self.const(np.transpose(x.data, dims), x.dtype)
                 permuted.storage = x.storage  # the same values: stored as the weight is
                 self._permuted[key] = (x, permuted)
             return self._permuted[key][1]

@@ -602,31 +602,43 @@ def _same_constants(plan: Plan, other: Plan) -> dict[int, int]:
     """Constant buffers of `plan` whose host data are byte for byte those of a constant
     of `other` (dtype, size and device segmentation agreeing): buffer id -> other's id.
     State (a constant a call updates) is never matched: its device value moves on.
-    Candidates are narrowed by a sample of their elements before the bytes are compared,
-    so that many weights of one shape (a model's layers) cost one comparison each."""
+    Arrays over the same memory in the same layout (a model's weight, or a view of it
+    such as its transpose, read by both plans) match without reading them; the others
+    are narrowed by a sample of their elements before the bytes are compared, so that
+    many weights of one shape (a model's layers) cost one comparison each."""
     def moving(p: Plan) -> set[int]:
         return {spec.buffer for _, spec in p.state} | {dst for _, dst in p.updates}
 
+    def layout(p: Plan, bid: int, data: np.ndarray) -> tuple:
+        return (data.__array_interface__["data"][0], data.shape, data.strides,
+                data.dtype.str, p.buffers[bid].segment)
+
     def key(p: Plan, bid: int, data: np.ndarray) -> tuple:
-        flat = data.reshape(-1).view(np.uint8).reshape(data.size, -1)
-        picks = flat[np.linspace(0, data.size - 1, min(SAMPLES, data.size)).astype(np.int64)]
+        at = np.linspace(0, data.size - 1, min(SAMPLES, data.size)).astype(np.int64)
+        picks = np.ascontiguousarray(data[np.unravel_index(at, data.shape)])
         return data.dtype.str, data.nbytes, p.buffers[bid].segment, picks.tobytes()
+
+    def raw(data: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(data).reshape(-1).view(np.uint8)
 
     theirs_moving = moving(other)
     index: dict[tuple, list[int]] = {}
+    placed: dict[tuple, int] = {}
     for bid, data in other.constants.items():
         if bid not in theirs_moving and data.size:
-            index.setdefault(key(other, bid, np.ascontiguousarray(data)), []).append(bid)
+            placed.setdefault(layout(other, bid, data), bid)
+            index.setdefault(key(other, bid, data), []).append(bid)
     mine_moving = moving(plan)
     out = {}
     for bid, data in plan.constants.items():
         if bid in mine_moving or not data.size:
             continue
-        data = np.ascontiguousarray(data)
-        raw = data.reshape(-1).view(np.uint8)
+        same = placed.get(layout(plan, bid, data))
+        if same is not None:
+            out[bid] = same
+            continue
         for their in index.get(key(plan, bid, data), ()):
-            if np.array_equal(raw, np.ascontiguousarray(other.constants[their])
-                              .reshape(-1).view(np.uint8)):
+            if np.array_equal(raw(data), raw(other.constants[their])):
                 out[bid] = their
                 break
     return out
