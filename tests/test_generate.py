@@ -82,7 +82,8 @@ def test_greedy_tokens_are_eager_transformers(name, batch, llama):
 
 def test_prompt_lengths_share_a_bounded_set_of_plans(llama):
     """Prompts of 3 to 12 tokens share the 16-token bucket, 20 the 32-token one; all
-    share one decode plan; a second round compiles nothing."""
+    share one decode plan; a second round compiles nothing, nor do attention masks (the
+    left padding is an input of the plans)."""
     before = compiled_plans(llama)
     for n in (3, 5, 9, 12, 20):
         ids = torch.randint(0, 128, (1, n), generator=torch.Generator().manual_seed(n))
@@ -93,6 +94,13 @@ def test_prompt_lengths_share_a_bounded_set_of_plans(llama):
     for n in (4, 17):
         kernelwright.generate(llama, torch.zeros(1, n, dtype=torch.long), max_new_tokens=3)
     assert compiled_plans(llama) == counted == kernelwright.generate.compiled_plans(llama)
+    for pad in (0, 2, 6):  # 4 tokens left-padded to 4, 6 and 10
+        tokens = torch.randint(0, 128, (1, 4), generator=torch.Generator().manual_seed(pad))
+        ids, mask = left_padded([tokens[0]], width=4 + pad)
+        got = kernelwright.generate(llama, ids, attention_mask=mask, max_new_tokens=8,
+                                    eos_token_id=[])
+        assert torch.equal(got[:, pad:], eager_greedy(llama, tokens, 8)), pad
+    assert compiled_plans(llama) == counted
 
 
 def test_generation_stops_at_the_end_token(llama):
@@ -105,6 +113,73 @@ def test_generation_stops_at_the_end_token(llama):
     want = llama.generate(ids, max_new_tokens=8, do_sample=False,
                           eos_token_id=int(free[stop]), pad_token_id=0)
     assert torch.equal(got, want)
+
+
+def left_padded(rows: list[torch.Tensor], width: int | None = None, pad: int = 0):
+    """`rows` (1-D token ids) left-padded with `pad` to `width` (default the longest), and
+    their attention mask, as a tokenizer with padding_side="left" gives them."""
+    width = width or max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = r
+        mask[i, width - len(r):] = 1
+    return ids, mask
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2", "mistral"])
+def test_a_left_padded_batch_gives_transformers_tokens(name, llama):
+    """Prompts of 7, 3 and 5 tokens in one batch with their attention mask: transformers'
+    greedy tokens with that mask, each row's those of its prompt alone (Mistral's rows
+    pass its 8-token window), and other masks of the batch compile no more plans."""
+    model = llama if name == "llama" else tiny(name)
+    gen = torch.Generator().manual_seed(4)
+    rows = [torch.randint(1, 100, (n,), generator=gen) for n in (7, 3, 5)]
+    ids, mask = left_padded(rows)
+    before = compiled_plans(model)
+    got = kernelwright.generate(model, ids, attention_mask=mask, max_new_tokens=12,
+                                eos_token_id=[])
+    want = model.generate(ids, attention_mask=mask, max_new_tokens=12, do_sample=False,
+                          eos_token_id=None, pad_token_id=0)
+    assert torch.equal(got, want)
+    for i, r in enumerate(rows):
+        alone = model.generate(r[None], max_new_tokens=12, do_sample=False,
+                               eos_token_id=None, pad_token_id=0)
+        assert torch.equal(got[i, 7:], alone[0, len(r):]), i
+    assert compiled_plans(model) <= before + 2  # the prompt's bucket and the decode step
+    counted = compiled_plans(model)
+    ids, mask = left_padded(rows[::-1], width=9, pad=5)  # other padding, no new plan
+    got = kernelwright.generate(model, ids, attention_mask=mask, max_new_tokens=4,
+                                eos_token_id=[])
+    want = model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False,
+                          eos_token_id=None, pad_token_id=0)
+    assert torch.equal(got, want)
+    whole = torch.ones_like(mask)  # a mask of ones: no mask
+    assert torch.equal(kernelwright.generate(model, ids, attention_mask=whole,
+                                             max_new_tokens=4, eos_token_id=[]),
+                       kernelwright.generate(model, ids, max_new_tokens=4, eos_token_id=[]))
+    assert compiled_plans(model) == counted
+
+
+def test_bad_attention_masks_are_refused(llama):
+    ids = torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(2))
+    ones = torch.ones(2, 5, dtype=torch.long)
+
+    def refused(mask, match):
+        with pytest.raises(ValueError, match=match):
+            kernelwright.generate(llama, ids, attention_mask=mask, max_new_tokens=3)
+
+    refused(ones[:, :4], "shape")
+    refused(ones[:1], "shape")
+    refused(ones * 2, "only 0")
+    refused(torch.full((2, 5), 0.5), "only 0")
+    refused(torch.tensor([[1, 1, 1, 1, 1], [0, 0, 0, 0, 0]]), r"rows \[1\] are all padding")
+    refused(torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), "left padding")  # right
+    refused(torch.tensor([[0, 1, 0, 1, 1], [1, 1, 1, 1, 1]]), "left padding")  # a gap
+    # a bool mask is one of 0 and 1
+    bools = torch.tensor([[False, True, True, True, True], [True] * 5])
+    assert kernelwright.generate(llama, ids, attention_mask=bools, max_new_tokens=2,
+                                 eos_token_id=[]).shape == (2, 7)
 
 
 def test_sampling_is_reproducible_with_a_seeded_generator(llama):
@@ -122,6 +197,25 @@ def test_sampling_is_reproducible_with_a_seeded_generator(llama):
     greedy = kernelwright.generate(llama, ids, max_new_tokens=10, eos_token_id=[])
     assert torch.equal(sample(1, top_k=1), greedy)
     assert torch.equal(sample(2, top_p=1e-6), greedy)
+
+
+def test_sampling_a_left_padded_batch(llama):
+    """Sampling with an attention mask: the same seed gives the same tokens, and a single
+    token left by top-k gives the greedy ones."""
+    gen = torch.Generator().manual_seed(9)
+    ids, mask = left_padded([torch.randint(0, 128, (n,), generator=gen) for n in (6, 2)])
+
+    def sample(seed, **kw):
+        return kernelwright.generate(llama, ids, attention_mask=mask, max_new_tokens=6,
+                                     do_sample=True, eos_token_id=[],
+                                     generator=torch.Generator().manual_seed(seed), **kw)
+
+    first = sample(0, temperature=0.8, top_k=20, top_p=0.9)
+    assert first.shape == (2, 12) and torch.equal(first[:, :6], ids)
+    assert torch.equal(first, sample(0, temperature=0.8, top_k=20, top_p=0.9))
+    greedy = kernelwright.generate(llama, ids, attention_mask=mask, max_new_tokens=6,
+                                   eos_token_id=[])
+    assert torch.equal(sample(1, top_k=1), greedy)
 
 
 def test_filter_logits_matches_transformers_warpers():
@@ -241,10 +335,8 @@ def test_decode_plan_kernels_of_the_tiny_benchmark_model():
     the q/k/v and gate/up products; the final norm, read by the LM head through the
     gather of the last position, keeps its row kernel."""
     model = _generate_bench().make_model(True, torch.float32)
-    example = [torch.zeros(1, 1, dtype=torch.long), torch.arange(1),
-               torch.zeros(1, dtype=torch.long)]
-    plan = kernelwright.plan_module(generation.CacheModule(model, 1, 544), example,
-                                    capture="trace")
+    plan = kernelwright.plan_module(generation.CacheModule(model, 1, 544),
+                                    generation.CacheModule.example(1, 1), capture="trace")
     assert len(plan.kernels) == 21, plan.summary()
     # per layer: q/k/v, o, gate/up, down (with SwiGLU in its loader); then the lm head
     assert sum("matmul" in k.name for k in plan.kernels) == 2 * 4 + 1

@@ -180,9 +180,8 @@ def test_the_decode_step_of_a_small_llama_writes_its_cache_in_place():
     from kernelwright.generate import CacheModule
 
     model = make_model(True, torch.float32)
-    example = [torch.zeros(1, 1, dtype=torch.long), torch.arange(1),
-               torch.zeros(1, dtype=torch.long)]
-    plan = kernelwright.plan_module(CacheModule(model, 1, 544), example, capture="trace")
+    plan = kernelwright.plan_module(CacheModule(model, 1, 544), CacheModule.example(1, 1),
+                                    capture="trace")
     names = [k.name for k in plan.kernels]  # (their count: test_generate's tiny benchmark)
     assert sum(n.endswith("put") for n in names) == 4 and not plan.updates, plan.summary()
     assert not any({"iota", "eq", "reduce"} <= set(n.split("+")) for n in names)

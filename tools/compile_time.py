@@ -213,8 +213,7 @@ def generate_stages(dtype: str, context: int, new: int, tiny: bool, pipelines: b
     options = CompileOptions("strict", device_waves(dev), dev.binding_limits, choose_knobs)
     out, first = [], None
     for name, tokens in (("prefill", _bucket(context, length)), ("decode", 1)):
-        example = [torch.zeros(1, tokens, dtype=torch.long), torch.arange(tokens),
-                   torch.zeros(1, dtype=torch.long)]
+        example = CacheModule.example(1, tokens)
         t: dict[str, complex | int] = {}
         with _collector_paused():
             t0 = _now()

@@ -132,8 +132,8 @@ def decode_profile(decode, position: int, reps: int) -> dict:
     own time (one pass per kernel, median of `reps` runs) summed by kernel name. The
     gap between a token's wall time and `gpu_pass_ms` is the host's and the read-back's
     share; between `gpu_pass_ms` and `sum_of_kernels_ms`, the barriers between kernels."""
-    args = (torch.zeros(1, 1, dtype=torch.long), torch.tensor([position]),
-            torch.zeros(1, dtype=torch.long))
+    args = generation.CacheModule.example(1, 1)
+    args[1] = torch.tensor([position])
     passes = decode.gpu_times_ms([args], 5 * reps)
     runs = [decode.kernel_times_ms(*args) for _ in range(reps)]
     by_name: dict[str, list] = {}

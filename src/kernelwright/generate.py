@@ -14,6 +14,18 @@ model (`compiled_plans`), so another call whose prompt falls in a compiled bucke
 compiles nothing; they hold one copy of the model's weights on the GPU, uploaded by
 the first (compile's `share_state` shares equal constants too; `device_bytes`).
 
+A padded batch (`attention_mask`, left padding as transformers expects) runs on the
+same plans: every plan takes each row's count of left padding (`pads`, [B]) as an
+input beside the cache positions, and builds from both the additive attention mask
+(a row's real tokens see only its slots from its first token on) and the position ids
+(slot - pads, transformers' cumsum of the mask). The cache's slots are the padded
+positions, one set for all rows; a row's padding slots are written like any other and
+masked for its tokens, while a padding token attends to itself alone (no row of the
+mask all hidden, whose softmax would not be finite). The model gets this 4-D additive
+mask and uses it as is (transformers builds none). Without a mask the pads are zeros:
+the same plans and kernel count (docs/DECISIONS.md), no plan per mask. Right padding
+(transformers would continue after the padding) is refused.
+
 Tokens are chosen on the host: greedily (the argmax, as transformers' greedy search)
 or sampled with a torch.Generator after temperature, top-k and top-p filtering.
 """
@@ -68,11 +80,14 @@ class _ShapeProbe:
 class CacheModule(torch.nn.Module):
     """A causal LM with a static KV cache of `length` positions for `batch` sequences,
     its keys and values registered buffers (`keys_{i}`, `values_{i}`: [batch, heads,
-    length, head_dim]). forward(input_ids [batch, T], positions [T], last [1]) runs the
-    tokens at cache positions `positions`, each attending to the cache positions up to
-    its own (and, with a sliding `window`, fewer than `window` before it), writes their
-    keys and values into the cache, and returns the logits of token `last`
-    ([batch, vocab])."""
+    length, head_dim]). forward(input_ids [batch, T], positions [T], last [1], pads
+    [batch]) runs the tokens at cache positions `positions` (the slots, one set for all
+    rows), writes their keys and values into the cache, and returns the logits of token
+    `last` ([batch, vocab]). Row b's first `pads[b]` slots are its left padding: its
+    tokens' position ids count from slot pads[b] (transformers' cumsum of the attention
+    mask), and each of its real tokens attends to the slots from pads[b] up to its own
+    (with a sliding `window`, fewer than `window` before it); a padding token attends
+    to itself alone (its outputs reach no real token). All pads 0: no padding."""
 
     def __init__(self, model: torch.nn.Module, batch: int, length: int,
                  window: int | None = None) -> None:
@@ -85,8 +100,9 @@ class CacheModule(torch.nn.Module):
         self.keeps_logits = "logits_to_keep" in params
         probe = _ShapeProbe()
         with torch.no_grad():
-            self._run(torch.zeros(batch, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long),
-                      probe, torch.zeros(batch, 1, 1, 1))
+            self._run(torch.zeros(batch, 1, dtype=torch.long),
+                      torch.zeros(batch, 1, dtype=torch.long), probe,
+                      torch.zeros(batch, 1, 1, 1))
         self.layers = len(probe.shapes)
         for i in range(self.layers):
             k, v, dtype = probe.shapes[i]
@@ -94,27 +110,35 @@ class CacheModule(torch.nn.Module):
             self.register_buffer(f"values_{i}",
                                  torch.zeros(batch, v[1], length, v[3], dtype=dtype))
 
-    def _run(self, input_ids, positions, cache, mask, last=None):
+    @staticmethod
+    def example(batch: int, tokens: int) -> list[torch.Tensor]:
+        """forward's inputs for `tokens` tokens per row (what a plan is compiled for)."""
+        return [torch.zeros(batch, tokens, dtype=torch.long), torch.arange(tokens),
+                torch.zeros(1, dtype=torch.long), torch.zeros(batch, dtype=torch.long)]
+
+    def _run(self, input_ids, position_ids, cache, mask, last=None):
         kwargs = {self.cache_arg: cache, "use_cache": True}
         if last is not None and self.keeps_logits:
             kwargs["logits_to_keep"] = last
-        b, t = input_ids.shape
-        return self.model(input_ids=input_ids, attention_mask=mask,
-                          position_ids=positions.unsqueeze(0).expand(b, t),
+        return self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
                           **kwargs).logits
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
-                last: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, last: torch.Tensor,
+                pads: torch.Tensor) -> torch.Tensor:
         b, t = input_ids.shape
         slots = torch.arange(self.length, device=positions.device)
-        allowed = slots.unsqueeze(0) <= positions.unsqueeze(1)  # [T, length]
+        query = positions.unsqueeze(1)  # [T, 1]
+        allowed = slots.unsqueeze(0) <= query  # [T, length]
         if self.window is not None:
-            allowed &= slots.unsqueeze(0) > positions.unsqueeze(1) - self.window
+            allowed &= slots.unsqueeze(0) > query - self.window
+        # a real token's keys start at its row's first real slot; a padding token's at itself
+        start = torch.minimum(pads.view(b, 1, 1), query.unsqueeze(0))  # [b, T, 1]
+        allowed = allowed.unsqueeze(0) & (slots.view(1, 1, self.length) >= start)
         dtype = self.keys_0.dtype
-        mask = torch.zeros(t, self.length, dtype=dtype).masked_fill(
-            ~allowed, torch.finfo(dtype).min)
-        mask = mask.view(1, 1, t, self.length).expand(b, 1, t, self.length)
-        logits = self._run(input_ids, positions, _BufferCache(self, positions), mask, last)
+        mask = torch.zeros(b, 1, t, self.length, dtype=dtype).masked_fill(
+            ~allowed.unsqueeze(1), torch.finfo(dtype).min)
+        position_ids = (positions.unsqueeze(0) - pads.unsqueeze(1)).clamp(min=0)  # [b, T]
+        logits = self._run(input_ids, position_ids, _BufferCache(self, positions), mask, last)
         if not self.keeps_logits or logits.shape[1] != 1:
             logits = logits.index_select(1, last)
         return logits[:, 0]
@@ -140,9 +164,7 @@ class _Plans:
         """The plan that runs `tokens` tokens per row, compiled if it is not yet."""
         plan = self.plans.get(tokens)
         if plan is None:
-            batch = self.shape[0]
-            example = [torch.zeros(batch, tokens, dtype=torch.long),
-                       torch.arange(tokens), torch.zeros(1, dtype=torch.long)]
+            example = CacheModule.example(self.shape[0], tokens)
             plan = compile(CacheModule(self.model(), *self.shape), example, device=device,
                            progress=progress, share_state=self.first, capture="trace")
             self.first = self.first or plan
@@ -239,10 +261,16 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
              do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
              top_p: float | None = None, generator: torch.Generator | None = None,
              eos_token_id: int | list[int] | None = None, max_length: int | None = None,
-             device=None, progress: float | None = 2.0) -> torch.Tensor:
-    """Continue each row of `input_ids` ([B, L] token ids, one length for all rows) with
-    up to `max_new_tokens` tokens computed by kernelwright's kernels, as transformers'
-    `model.generate` does without an attention mask; returns [B, L + new] ids.
+             attention_mask: torch.Tensor | None = None, device=None,
+             progress: float | None = 2.0) -> torch.Tensor:
+    """Continue each row of `input_ids` ([B, L] token ids) with up to `max_new_tokens`
+    tokens computed by kernelwright's kernels, as transformers' `model.generate` does;
+    returns [B, L + new] ids.
+
+    `attention_mask` ([B, L], 1 for a token, 0 for padding) batches prompts of different
+    lengths left-padded, as a tokenizer with padding_side="left" gives them: each row
+    continues as transformers' generate with that mask continues it (its position ids
+    counting from its first token, its padding hidden from its attention).
 
     Greedy (`do_sample=False`) picks the most likely token; sampling draws from the
     softmax of logits / `temperature`, kept to the `top_k` most likely tokens and the
@@ -258,6 +286,7 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     if input_ids.dim() != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids must be [batch, length] with length > 0, got "
                          f"{list(input_ids.shape)}")
+    pads = _left_padding(attention_mask, input_ids.shape)
     if model.training:
         raise ValueError("generate needs the model in eval mode (model.eval())")
     vocab = model.get_input_embeddings().num_embeddings
@@ -291,7 +320,7 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     padded = torch.zeros(batch, width, dtype=torch.long)  # id 0: any id of the vocabulary
     padded[:, :length] = ids
     logits = plans.get(width, device, progress)(
-        padded, torch.arange(width), torch.tensor([length - 1]))
+        padded, torch.arange(width), torch.tensor([length - 1]), pads)
     out = [ids]
     done = torch.zeros(batch, dtype=torch.bool)
     for step in range(new):
@@ -306,12 +335,35 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
         # other): an id of the vocabulary, whatever the pad id is
         fed = torch.where(done, 0, token) if eos else token
         logits = plans.get(1, device, progress)(
-            fed.unsqueeze(1), torch.tensor([length + step]), torch.zeros(1, dtype=torch.long))
+            fed.unsqueeze(1), torch.tensor([length + step]), torch.zeros(1, dtype=torch.long),
+            pads)
     return torch.cat(out, dim=1)
 
 
 generate.compiled_plans = compiled_plans  # kernelwright.generate.compiled_plans(model)
 generate.device_bytes = device_bytes
+
+
+def _left_padding(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch.Tensor:
+    """Each row's count of left padding ([B] int64) in `attention_mask` ([B, L] of 0 and
+    1, each row its zeros then its ones); zeros without a mask."""
+    if attention_mask is None:
+        return torch.zeros(shape[0], dtype=torch.long)
+    if tuple(attention_mask.shape) != tuple(shape):
+        raise ValueError(f"attention_mask must have input_ids' shape {list(shape)}, got "
+                         f"{list(attention_mask.shape)}")
+    mask = attention_mask.detach().cpu()
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError("attention_mask must hold only 0 (padding) and 1 (a token)")
+    mask = mask.long()
+    empty = (mask.sum(1) == 0).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(f"attention_mask rows {empty} are all padding: each row needs a token")
+    if bool((mask[:, 1:] < mask[:, :-1]).any()):
+        raise ValueError("attention_mask must be left padding (each row's zeros before its "
+                         "ones: the tokenizer's padding_side='left', as transformers expects "
+                         "for generation); right padding or gaps are not supported")
+    return (mask == 0).sum(1)
 
 
 def _generation_config(model):
