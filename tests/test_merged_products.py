@@ -114,3 +114,25 @@ def test_a_changed_weight_of_a_merged_product_is_refused():
         module.k.weight.mul_(2)
     with pytest.raises(RuntimeError, match="k.weight"):
         compiled(x)
+
+
+def test_plans_sharing_weights_make_the_merged_weight_once():
+    """A plan compiled with share_state takes the merged weight the other plan made
+    (GraphBuilder.made: the same host array, so the same device buffer, neither made
+    nor compared again); after the weights changed it makes its own from the new ones."""
+    torch.manual_seed(0)
+    model = SwiGLU().eval()
+    first = kernelwright.compile(model, [torch.randn(2, 24)])
+    x = torch.randn(5, 24)
+    second = kernelwright.compile(model, [x], share_state=first)
+    torch.testing.assert_close(second(x), model(x), rtol=1e-4, atol=1e-5)
+
+    def widest(cm):  # the merged gate and up weight, [24, 80]
+        return next(a for a in cm.plan.constants.values() if a.shape == (24, 80))
+
+    assert widest(second) is widest(first)
+    with torch.no_grad():
+        model.gate.weight.mul_(-1)
+    changed = kernelwright.compile(model, [x], share_state=first)
+    assert widest(changed) is not widest(first)
+    torch.testing.assert_close(changed(x), model(x), rtol=1e-4, atol=1e-5)

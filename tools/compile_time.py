@@ -211,7 +211,7 @@ def generate_stages(dtype: str, context: int, new: int, tiny: bool, pipelines: b
     length = context + new
     dev = default_device()
     options = CompileOptions("strict", device_waves(dev), dev.binding_limits, choose_knobs)
-    out, first = [], None
+    out, first, made = [], None, {}  # (the plans share what lowering made: compile's share_state)
     for name, tokens in (("prefill", _bucket(context, length)), ("decode", 1)):
         example = CacheModule.example(1, tokens)
         t: dict[str, complex | int] = {}
@@ -225,7 +225,7 @@ def generate_stages(dtype: str, context: int, new: int, tiny: bool, pipelines: b
             t0 = _now()
             builder, dtypes = fx_to_ir(captured.graph_module, captured.constants,
                                        captured.user_outputs, captured.mutations,
-                                       options=options)
+                                       options=options, made=made)
             t["to_ir"] = _now() - t0
             plan = _plan_stages(builder.graph, "single", dtypes, options, t)
         t["traced"] = int(traced)

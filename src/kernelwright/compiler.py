@@ -54,9 +54,10 @@ def plan_module(module: torch.nn.Module, example_inputs, precision: str = "stric
 
 
 def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Device | None,
-          progress: Progress, choose: KnobChooser | None = None, capture: str = "export"
-          ) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
-    """The plan, and the module's tensors (parameters, buffers) it holds as constants."""
+          progress: Progress, choose: KnobChooser | None = None, capture: str = "export",
+          made: dict | None = None) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
+    """The plan, and the module's tensors (parameters, buffers) it holds as constants.
+    `made`: arrays made from them by an earlier plan (GraphBuilder.made)."""
     try:
         limits = (device or default_device()).binding_limits
     except Exception:  # noqa: BLE001 - no adapter: plan without a device's limits
@@ -76,12 +77,12 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
             captured = trace_graph(module, example_inputs) if capture == "trace" else None
             if captured is not None:
                 try:
-                    builder, torch_dtypes = _lower(captured, options)
+                    builder, torch_dtypes = _lower(captured, options, made)
                 except CompileError:  # exported below: its error names the source line
                     captured = None
             if captured is None:
                 captured = from_exported(export_graph(module, example_inputs))
-                builder, torch_dtypes = _lower(captured, options)
+                builder, torch_dtypes = _lower(captured, options, made)
         with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"):
             plan = build_plan(builder.graph, output_tree(captured.out_spec), torch_dtypes,
                               options)
@@ -89,10 +90,11 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
     return plan, captured.weights
 
 
-def _lower(captured: Captured, options: CompileOptions) -> tuple[GraphBuilder, dict]:
+def _lower(captured: Captured, options: CompileOptions, made: dict | None = None
+           ) -> tuple[GraphBuilder, dict]:
     """The captured graph in IR (capture.fx_to_ir)."""
     return fx_to_ir(captured.graph_module, captured.constants, captured.user_outputs,
-                    captured.mutations, options=options)
+                    captured.mutations, options=options, made=made)
 
 
 def output_tree(spec: pytree.TreeSpec | None) -> str | pytree.TreeSpec:
@@ -142,6 +144,7 @@ class CompiledModule:
                               and not share_state.changed_weights())
         self.compile_seconds = compile_seconds
         self._weights = [(name, t, _version(t), t.data_ptr()) for name, t in weights or []]
+        self.made: dict = {}  # host arrays made from the weights (GraphBuilder.made)
         self._timing_sets: tuple[list, list[list[np.ndarray]]] | None = None
 
     def changed_weights(self) -> list[str]:
@@ -286,9 +289,13 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     report = Progress(type(module).__name__, progress)
     dev = device or default_device(runtime)
     mode = resolve_precision(precision, dev)
-    plan, weights = _plan(module, example_inputs, mode, dev, report, choose, capture)
+    # what lowering made from the weights (a merged product's weight), made once for the
+    # plans sharing them while they are unchanged
+    made = {} if share_state is None or share_state.changed_weights() else share_state.made
+    plan, weights = _plan(module, example_inputs, mode, dev, report, choose, capture, made)
     with report.stage(f"building {len(plan.kernels)} pipelines"):
         cm = CompiledModule(plan, dev, weights=weights, share_state=share_state)
+    cm.made = made
     cm.precision = PRECISION_LABELS[mode]
     cm.compile_seconds = time.perf_counter() - t0
     return cm

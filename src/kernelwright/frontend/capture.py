@@ -417,7 +417,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
              keep_outputs: list[int] | None = None,
              mutations: dict[int, tuple[str, str]] | None = None,
              state: frozenset[str] = frozenset(), options: CompileOptions | None = None,
-             random: bool = False) -> tuple[GraphBuilder, dict[Value, str]]:
+             random: bool = False, made: dict | None = None
+             ) -> tuple[GraphBuilder, dict[Value, str]]:
     """Lower an ATen FX graph. `constants` maps placeholder names to tensors that are
     part of the model (parameters, buffers); every other placeholder is an input.
     `keep_outputs` selects the graph outputs the user sees (export also returns
@@ -430,9 +431,10 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
     `options`: what the compile generates for (GraphBuilder.options). With `random`,
     random ops (dropout in training mode, rand, bernoulli: lower/random.py) draw from a
     key input the graph gains at the first one (`GraphBuilder.random_key`, int32 [seed,
-    draw], after the graph's own inputs); without, they are a CompileError. Returns the
+    draw], after the graph's own inputs); without, they are a CompileError. `made`:
+    arrays an earlier plan made from the same weights (GraphBuilder.made). Returns the
     builder holding the graph and each input/output's torch dtype."""
-    b = GraphBuilder(options)
+    b = GraphBuilder(options, made)
     b.random = random
     env: dict[torch.fx.Node, object] = {}
     torch_dtypes: dict[Value, str] = {}

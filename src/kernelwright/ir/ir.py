@@ -213,7 +213,8 @@ def _producers_first(nodes: list) -> list:
 class GraphBuilder:
     """Creates primitive nodes; each method is one primitive's shape rule."""
 
-    def __init__(self, options: CompileOptions | None = None) -> None:
+    def __init__(self, options: CompileOptions | None = None,
+                 made: dict | None = None) -> None:
         self.graph = Graph()
         # what the compile generates for: lowerings that choose a formulation read it
         # (a large product's cut reads the device's waves: lower/linalg.product_plan)
@@ -237,6 +238,20 @@ class GraphBuilder:
         # products of a value by a constant matrix, recorded by lower/linalg.product for
         # lower/linalg.merge_shared_products (one product for those of one operand)
         self.constant_products: list = []
+        # host arrays lowering made from constants (a merged product's weight), by the
+        # memory they were made from (`made_from`); compile's share_state hands one plan's
+        # to the next plan of the same weights, so that they are made once
+        self.made: dict = {} if made is None else made
+
+    def made_from(self, parts: list[np.ndarray], make) -> np.ndarray:
+        """`make()`, an array computed from `parts` alone, or the one made before from
+        arrays over the same memory in the same layouts (kept with it: that memory is
+        not reused while `made` holds it)."""
+        key = tuple((a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+                    for a in parts)
+        if key not in self.made:
+            self.made[key] = (parts, make())
+        return self.made[key][1]
 
     def _name(self) -> str:
         self._count += 1

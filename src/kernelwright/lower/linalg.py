@@ -313,8 +313,8 @@ def _merged(b: GraphBuilder, batch: list[tuple[ConstantProduct, tuple | None]]
     its columns of the merged product."""
     k = batch[0][0].x.shape[-1]
     w = batch[0][0].weight
-    weight = b.const(np.concatenate([np.asarray(p.weight.data).reshape(k, p.out.shape[-1])
-                                     for p, _ in batch], axis=1), w.dtype)
+    parts = [np.asarray(p.weight.data).reshape(k, p.out.shape[-1]) for p, _ in batch]
+    weight = b.const(b.made_from(parts, lambda: np.concatenate(parts, axis=1)), w.dtype)
     weight.storage = w.storage
     out = product(b, batch[0][0].x, weight)
     biases = [pair[1] for _, pair in batch if pair is not None]
