@@ -449,6 +449,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             if node.name in constants:
                 t = constants[node.name]
                 dt = device_dtype(t.dtype)
+                if t.numel() == 0 and node.name not in changing:
+                    env[node] = Empty(tuple(t.shape), f"weight '{node.name}'")
+                    continue
                 _check_nonempty(t, f"weight '{node.name}'")
                 if t.dtype == torch.float64:
                     doubles.append(f"weight '{node.name}'")
@@ -489,6 +492,15 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 raise CompileError(f"no lowering for ATen op '{name}'{_at(b.source)}")
             kwargs = {k: v for k, v in kwargs.items()
                       if k not in ("layout", "device", "pin_memory", "memory_format")}
+            val = meta_of(node)
+            if val is not None and val.numel() == 0:  # nothing to compute
+                env[node] = Empty(tuple(val.shape), f"the result of {name}")
+                continue
+            empty = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, Empty)]
+            if empty and not getattr(lower, "drops_empty", False):
+                raise CompileError(f"{name}: {empty[0].what} has shape {list(empty[0].shape)}: "
+                                   "tensors with a dimension of size 0 are not supported"
+                                   f"{_at(b.source)}")
             if getattr(lower, "reads_layout", False):  # as_strided: x's place in memory
                 kwargs["layout"] = _layout(node.args[0])
             try:
@@ -533,6 +545,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 else:
                     b.graph.writes.append((b.graph.inputs.index(old), new))
             for v, m in zip(flat, metas):
+                if isinstance(v, Empty):
+                    raise CompileError(f"an output is {v.what}, of shape {list(v.shape)}: "
+                                       "tensors with a dimension of size 0 are not supported")
                 if not isinstance(v, Value):
                     raise CompileError(f"output {v!r} is not a tensor")
                 if v.node is None:  # an input, constant or literal returned as is
@@ -549,7 +564,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 b.graph.outputs.append(v)
         elif node.op == "get_attr":
             t = getattr(gm, node.target)
-            _check_nonempty(t, f"constant '{node.target}'")
+            if t.numel() == 0:
+                env[node] = Empty(tuple(t.shape), f"constant '{node.target}'")
+                continue
             env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
             _store_as_is(env[node], t.dtype)
     if b.random_key is not None:
@@ -558,6 +575,18 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
         warnings.warn(f"float64 {', '.join(doubles)} computed in float32 (kernelwright's "
                       "kernels are fp32; the outputs keep their float64 dtype)", stacklevel=3)
     return b, torch_dtypes
+
+
+@dataclasses.dataclass(frozen=True)
+class Empty:
+    """A constant or an op's result with a dimension of size 0 (a `torch.tensor([])`
+    that transformers' DynamicCache concatenates its first keys to, and its copies), held
+    by fx_to_ir as this mark, not a Value: nothing computes it, a lowering that drops such
+    operands (`drops_empty`: cat, as torch's cat drops a 1-D empty tensor) takes it, and
+    any other use is a CompileError naming `what`."""
+
+    shape: tuple[int, ...]
+    what: str
 
 
 def _written(b: GraphBuilder, new: Value, packed: str | None) -> Value:
