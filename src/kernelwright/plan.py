@@ -183,10 +183,10 @@ class Plan:
                         for t in meta["inputs"]],
                 outputs=[TensorSpec(**{**t, "shape": tuple(t["shape"])})
                          for t in meta["outputs"]],
-                output_tree=_load_tree(meta["output_tree"]),
+                output_tree=_load_tree(meta["output_tree"], "output_tree"),
                 scalars={int(i): v for i, v in meta.get("scalars", [])},
                 input_tree=None if meta.get("input_tree") is None
-                else _load_tree(meta["input_tree"]),
+                else _load_tree(meta["input_tree"], "input_tree"),
                 updates=[tuple(u) for u in meta.get("updates", [])],
                 state=[(str(n), TensorSpec(**{**t, "shape": tuple(t["shape"])}))
                        for n, t in meta.get("state", [])],
@@ -218,7 +218,7 @@ def _dump_tree(tree, what: str) -> str | dict:
         raise ValueError(f"the module's {what} structure cannot be saved: {e}") from e
 
 
-def _load_tree(tree) -> str | Any:
+def _load_tree(tree, what: str) -> str | Any:
     if tree in ("single", "tuple"):
         return tree
     if isinstance(tree, dict) and isinstance(tree.get("pytree"), str):
@@ -228,7 +228,7 @@ def _load_tree(tree) -> str | Any:
             raise ValueError(
                 f"{e} (import the package that defines it first; for transformers' caches "
                 "import transformers, then call kernelwright.register_cache_pytrees())") from e
-    raise ValueError(f"tree {tree!r} is none of 'single', 'tuple' or a pytree spec")
+    raise ValueError(f"{what} {tree!r} is none of 'single', 'tuple' or a pytree spec")
 
 
 def validate(plan: Plan) -> None:

@@ -6,8 +6,9 @@ ATen FX graph and lowers each node through the op registry. Parameters, buffers
 and lifted constants become IR constants (uploaded to the GPU once, when the plan
 is loaded); user inputs become graph inputs, Python numbers among them constants. An
 op with no registry entry, a lowering whose result shape differs from what PyTorch
-recorded, or a tensor with a dimension of size 0 is a CompileError naming the op and
-the user's source line (or the input). float64 is computed as f32, with a warning. Plain tensor
+recorded, or a tensor with a dimension of size 0 (but for an empty constant or result
+that cat drops: `Empty`) is a CompileError naming the op and the user's source line (or
+the input). float64 is computed as f32, with a warning. Plain tensor
 attributes are exported as buffers (`export_graph`: a forward that changes one is
 captured, computed from the value at compile time).
 """
@@ -492,11 +493,11 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 raise CompileError(f"no lowering for ATen op '{name}'{_at(b.source)}")
             kwargs = {k: v for k, v in kwargs.items()
                       if k not in ("layout", "device", "pin_memory", "memory_format")}
-            val = meta_of(node)
-            if val is not None and val.numel() == 0:  # nothing to compute
-                env[node] = Empty(tuple(val.shape), f"the result of {name}")
-                continue
             empty = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, Empty)]
+            val = meta_of(node)
+            if empty and val is not None and 0 in val.shape:  # a copy or view: nothing to do
+                env[node] = Empty(tuple(val.shape), empty[0].what)
+                continue
             if empty and not getattr(lower, "drops_empty", False):
                 raise CompileError(f"{name}: {empty[0].what} has shape {list(empty[0].shape)}: "
                                    "tensors with a dimension of size 0 are not supported"
@@ -517,6 +518,10 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
         elif node.op == "output":
             outs = torch.fx.map_arg(node.args[0], lambda n: env[n])
             flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            for v in flat:
+                if isinstance(v, Empty):
+                    raise CompileError(f"an output is {v.what}, of shape {list(v.shape)}: "
+                                       "tensors with a dimension of size 0 are not supported")
             metas = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
             changed = [(flat[i], *mutations[i]) for i in sorted(mutations or {})]
             if keep_outputs is not None:
@@ -545,9 +550,6 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 else:
                     b.graph.writes.append((b.graph.inputs.index(old), new))
             for v, m in zip(flat, metas):
-                if isinstance(v, Empty):
-                    raise CompileError(f"an output is {v.what}, of shape {list(v.shape)}: "
-                                       "tensors with a dimension of size 0 are not supported")
                 if not isinstance(v, Value):
                     raise CompileError(f"output {v!r} is not a tensor")
                 if v.node is None:  # an input, constant or literal returned as is
@@ -579,9 +581,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
 
 @dataclasses.dataclass(frozen=True)
 class Empty:
-    """A constant or an op's result with a dimension of size 0 (a `torch.tensor([])`
-    that transformers' DynamicCache concatenates its first keys to, and its copies), held
-    by fx_to_ir as this mark, not a Value: nothing computes it, a lowering that drops such
+    """A constant with a dimension of size 0 (a `torch.tensor([])` that transformers'
+    DynamicCache concatenates its first keys to), and its copies and views, held by
+    fx_to_ir as this mark, not a Value: nothing computes it, a lowering that drops such
     operands (`drops_empty`: cat, as torch's cat drops a 1-D empty tensor) takes it, and
     any other use is a CompileError naming `what`."""
 
