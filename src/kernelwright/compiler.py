@@ -19,6 +19,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .dtypes import host_tensor, is_packed, torch_dtype
+from .frontend import caches
 from .frontend.capture import (
     Captured,
     export_graph,
@@ -72,6 +73,7 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
             raise ValueError(f"precision 'accelerated' on {dev.description}: "
                              f"{_no_matrix_unit(dev)} (compile() falls back to strict)")
     options = CompileOptions(precision, waves, limits, choose or choose_knobs, matrix)
+    caches.register()  # transformers' caches among the arguments or outputs
     with _collector_paused():
         with progress.stage("capture"):
             captured = trace_graph(module, example_inputs) if capture == "trace" else None
@@ -87,7 +89,13 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
             plan = build_plan(builder.graph, output_tree(captured.out_spec), torch_dtypes,
                               options)
     plan.scalars = captured.scalars
+    if caches.found(list(example_inputs)):  # its lengths are baked in: calls must match
+        plan.input_tree = pytree.tree_structure(list(example_inputs), is_leaf=_is_none)
     return plan, captured.weights
+
+
+def _is_none(x) -> bool:
+    return x is None
 
 
 def _lower(captured: Captured, options: CompileOptions, made: dict | None = None
@@ -138,6 +146,7 @@ class CompiledModule:
                  weights: list[tuple[str, torch.Tensor]] | None = None,
                  share_state: CompiledModule | None = None) -> None:
         self.plan = plan
+        caches.register()  # a loaded plan's calls flatten a cache passed in
         # the other's constants are shared only while its weights are what it uploaded
         self.exe = Executable(plan, device, share_state.exe if share_state else None,
                               share_constants=share_state is not None
@@ -158,7 +167,14 @@ class CompiledModule:
     def _tensors(self, args) -> list:
         """The tensor arguments of a call, with the Python numbers checked against those
         the plan was compiled with."""
-        leaves = pytree.tree_leaves(list(args), is_leaf=lambda x: x is None)
+        leaves, tree = pytree.tree_flatten(list(args), is_leaf=_is_none)
+        if self.plan.input_tree is not None and tree != self.plan.input_tree:
+            raise ValueError(
+                "the arguments' structure differs from the compiled one (a cache of other "
+                "lengths, layers or classes; compiled for "
+                f"{_cache_shapes(self.plan.input_tree)}, got {_cache_shapes(tree)}): a cache "
+                "passed in is compiled for its lengths, so compile again for this one "
+                "(kernelwright.generate decodes without recompiling)")
         scalars = self.plan.scalars
         want = len(self.plan.inputs) + len(scalars)
         if len(leaves) != want:
@@ -204,17 +220,22 @@ class CompiledModule:
             self.exe.poison()
         outs = [self._to_torch(a, spec) for a, spec in
                 zip(self.exe.run(arrays), self.plan.outputs)]
+        written = []
         if self.plan.writes:  # inputs the module changes in place
             tensors = self._tensors(args)
             with torch.no_grad():
                 for i, spec in self.plan.writes:
                     tensors[i].copy_(self._to_torch(self.exe.read(spec), spec))
+                    written.append(tensors[i])
         tree = self.plan.output_tree
         if tree == "single":
             return outs[0]
         if tree == "tuple":
             return tuple(outs)
-        return pytree.tree_unflatten(outs, tree)
+        result = pytree.tree_unflatten(outs, tree)
+        if self.plan.input_tree is not None:  # the cache passed in, updated, as eager's
+            result = caches.into_given(args, result, written)
+        return result
 
     def _to_torch(self, a: np.ndarray, spec) -> torch.Tensor:
         stored = self.plan.buffers[spec.buffer].dtype
@@ -299,6 +320,21 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     cm.precision = PRECISION_LABELS[mode]
     cm.compile_seconds = time.perf_counter() - t0
     return cm
+
+
+def _cache_shapes(tree: pytree.TreeSpec) -> str:
+    """The caches of an argument structure, for a message: each cache's class and its
+    layers' token counts (the length of what a layer holds, or its count attribute)."""
+    found = []
+
+    def walk(spec):
+        if caches.is_cache_spec(spec):
+            found.append(caches.describe(spec.context))
+        for child in spec.children():
+            walk(child)
+
+    walk(tree)
+    return "; ".join(found) or "no cache"
 
 
 def _version(t: torch.Tensor) -> int:

@@ -33,7 +33,8 @@ from torch.utils import _pytree as pytree
 from .codegen.codegen import BINDING, used_bindings
 from .dtypes import DEVICE_DTYPES, element_type, holds, itemsize, numpy_type
 
-# 2: output_tree may be a pytree spec ({"pytree": ...}); Python numbers baked in (scalars)
+# 2: output_tree may be a pytree spec ({"pytree": ...}); Python numbers baked in (scalars);
+# input_tree (optional: the arguments' structure where a cache is passed in)
 FORMAT_VERSION = 2
 READS = (1, 2)  # the formats load reads
 BUFFER_KINDS = ("input", "const", "temp", "output")
@@ -106,6 +107,10 @@ class Plan:
     # Python numbers (or None) among the flattened call arguments, by position: baked
     # into the kernels at compile time, so a call must pass the same values
     scalars: dict[int, Any] = field(default_factory=dict)
+    # the structure of the call's arguments (a TreeSpec, None counted as a leaf) where it
+    # holds more than their count: a cache passed in (frontend/caches.py), whose lengths
+    # are baked in; None: not checked
+    input_tree: Any = None
 
     def summary(self) -> str:
         mib = sum(b.nbytes for b in self.buffers if b.kind != "const") / 2**20
@@ -136,12 +141,8 @@ class Plan:
     def save(self, folder: str | Path) -> None:
         """Write plan.json and constants.safetensors into `folder`."""
         folder = Path(folder)
-        tree = self.output_tree
-        if not isinstance(tree, str):
-            try:
-                tree = {"pytree": pytree.treespec_dumps(tree)}
-            except Exception as e:  # noqa: BLE001 - a type pytree cannot serialize
-                raise ValueError(f"the module's output structure cannot be saved: {e}") from e
+        tree = _dump_tree(self.output_tree, "output")
+        inputs_tree = None if self.input_tree is None else _dump_tree(self.input_tree, "input")
         folder.mkdir(parents=True, exist_ok=True)
         meta = {
             "format": FORMAT_VERSION,
@@ -154,6 +155,7 @@ class Plan:
             "state": [[n, asdict(t)] for n, t in self.state],
             "writes": [[i, asdict(t)] for i, t in self.writes],
             "scalars": [[i, v] for i, v in sorted(self.scalars.items())],
+            "input_tree": inputs_tree,
         }
         (folder / "plan.json").write_text(json.dumps(meta, indent=1))
         save_file({str(k): np.ascontiguousarray(v) for k, v in self.constants.items()},
@@ -181,8 +183,10 @@ class Plan:
                         for t in meta["inputs"]],
                 outputs=[TensorSpec(**{**t, "shape": tuple(t["shape"])})
                          for t in meta["outputs"]],
-                output_tree=_load_tree(meta["output_tree"]),
+                output_tree=_load_tree(meta["output_tree"], "output_tree"),
                 scalars={int(i): v for i, v in meta.get("scalars", [])},
+                input_tree=None if meta.get("input_tree") is None
+                else _load_tree(meta["input_tree"], "input_tree"),
                 updates=[tuple(u) for u in meta.get("updates", [])],
                 state=[(str(n), TensorSpec(**{**t, "shape": tuple(t["shape"])}))
                        for n, t in meta.get("state", [])],
@@ -205,12 +209,26 @@ class Plan:
         return plan
 
 
-def _load_tree(tree) -> str | Any:
+def _dump_tree(tree, what: str) -> str | dict:
+    if isinstance(tree, str):
+        return tree
+    try:
+        return {"pytree": pytree.treespec_dumps(tree)}
+    except Exception as e:  # noqa: BLE001 - a type pytree cannot serialize
+        raise ValueError(f"the module's {what} structure cannot be saved: {e}") from e
+
+
+def _load_tree(tree, what: str) -> str | Any:
     if tree in ("single", "tuple"):
         return tree
     if isinstance(tree, dict) and isinstance(tree.get("pytree"), str):
-        return pytree.treespec_loads(tree["pytree"])
-    raise ValueError(f"output_tree {tree!r} is none of 'single', 'tuple' or a pytree spec")
+        try:
+            return pytree.treespec_loads(tree["pytree"])
+        except NotImplementedError as e:  # a type this process has not registered
+            raise ValueError(
+                f"{e} (import the package that defines it first; for transformers' caches "
+                "import transformers, then call kernelwright.register_cache_pytrees())") from e
+    raise ValueError(f"{what} {tree!r} is none of 'single', 'tuple' or a pytree spec")
 
 
 def validate(plan: Plan) -> None:
@@ -291,6 +309,10 @@ def validate(plan: Plan) -> None:
     if leaves != len(plan.outputs):
         raise ValueError(f"the output structure holds {leaves} tensors, the plan has "
                          f"{len(plan.outputs)} outputs")
+    if plan.input_tree is not None and (
+            not isinstance(plan.input_tree, pytree.TreeSpec)
+            or plan.input_tree.num_leaves != len(plan.inputs) + len(plan.scalars)):
+        raise ValueError("the argument structure does not hold the plan's inputs and scalars")
     for i, v in plan.scalars.items():
         if not _count(i) or not (v is None or isinstance(v, (bool, int, float, str))):
             raise ValueError(f"scalar argument {i} is malformed: {v!r}")

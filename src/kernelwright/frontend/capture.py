@@ -6,8 +6,9 @@ ATen FX graph and lowers each node through the op registry. Parameters, buffers
 and lifted constants become IR constants (uploaded to the GPU once, when the plan
 is loaded); user inputs become graph inputs, Python numbers among them constants. An
 op with no registry entry, a lowering whose result shape differs from what PyTorch
-recorded, or a tensor with a dimension of size 0 is a CompileError naming the op and
-the user's source line (or the input). float64 is computed as f32, with a warning. Plain tensor
+recorded, or a tensor with a dimension of size 0 (but for an empty constant or result
+that cat drops: `Empty`) is a CompileError naming the op and the user's source line (or
+the input). float64 is computed as f32, with a warning. Plain tensor
 attributes are exported as buffers (`export_graph`: a forward that changes one is
 captured, computed from the value at compile time).
 """
@@ -451,6 +452,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             if node.name in constants:
                 t = constants[node.name]
                 dt = device_dtype(t.dtype)
+                if t.numel() == 0 and node.name not in changing:
+                    env[node] = Empty(tuple(t.shape), f"weight '{node.name}'")
+                    continue
                 _check_nonempty(t, f"weight '{node.name}'")
                 if t.dtype == torch.float64:
                     doubles.append(f"weight '{node.name}'")
@@ -491,6 +495,15 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 raise CompileError(f"no lowering for ATen op '{name}'{_at(b.source)}")
             kwargs = {k: v for k, v in kwargs.items()
                       if k not in ("layout", "device", "pin_memory", "memory_format")}
+            empty = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, Empty)]
+            val = meta_of(node)
+            if empty and val is not None and 0 in val.shape:  # a copy or view: nothing to do
+                env[node] = Empty(tuple(val.shape), empty[0].what)
+                continue
+            if empty and not getattr(lower, "drops_empty", False):
+                raise CompileError(f"{name}: {empty[0].what} has shape {list(empty[0].shape)}: "
+                                   "tensors with a dimension of size 0 are not supported"
+                                   f"{_at(b.source)}")
             if getattr(lower, "reads_layout", False):  # as_strided: x's place in memory
                 kwargs["layout"] = _layout(node.args[0])
             try:
@@ -507,6 +520,10 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
         elif node.op == "output":
             outs = torch.fx.map_arg(node.args[0], lambda n: env[n])
             flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            for v in flat:
+                if isinstance(v, Empty):
+                    raise CompileError(f"an output is {v.what}, of shape {list(v.shape)}: "
+                                       "tensors with a dimension of size 0 are not supported")
             metas = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
             changed = [(flat[i], *mutations[i]) for i in sorted(mutations or {})]
             if keep_outputs is not None:
@@ -551,7 +568,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 b.graph.outputs.append(v)
         elif node.op == "get_attr":
             t = getattr(gm, node.target)
-            _check_nonempty(t, f"constant '{node.target}'")
+            if t.numel() == 0:
+                env[node] = Empty(tuple(t.shape), f"constant '{node.target}'")
+                continue
             env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
             _store_as_is(env[node], t.dtype)
     if b.random_key is not None:
@@ -560,6 +579,18 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
         warnings.warn(f"float64 {', '.join(doubles)} computed in float32 (kernelwright's "
                       "kernels are fp32; the outputs keep their float64 dtype)", stacklevel=3)
     return b, torch_dtypes
+
+
+@dataclasses.dataclass(frozen=True)
+class Empty:
+    """A constant with a dimension of size 0 (a `torch.tensor([])` that transformers'
+    DynamicCache concatenates its first keys to), and its copies and views, held by
+    fx_to_ir as this mark, not a Value: nothing computes it, a lowering that drops such
+    operands (`drops_empty`: cat, as torch's cat drops a 1-D empty tensor) takes it, and
+    any other use is a CompileError naming `what`."""
+
+    shape: tuple[int, ...]
+    what: str
 
 
 def _written(b: GraphBuilder, new: Value, packed: str | None) -> Value:

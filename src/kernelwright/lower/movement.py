@@ -228,6 +228,9 @@ def cat(b, xs, dim=0):
     return b.cat(xs, dim)
 
 
+cat.drops_empty = True  # capture's Empty constants among xs: torch's cat drops 1-D empties
+
+
 @register("aten.stack.default")
 def stack(b, xs, dim=0):
     dim %= len(xs[0].shape) + 1
