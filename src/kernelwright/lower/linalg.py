@@ -507,13 +507,18 @@ def grouped_mm(b: GraphBuilder, x: Value, w: Value, offs: Value | None = None,
     Each row's group is the count of offsets at or below it; the product is one row per
     batch entry against w gathered by that group, a view: the product's loader reads
     w[group, k, n] in place, so nothing of [S, K, N] is stored, but each row reads its
-    whole matrix (no reuse between the rows of a group: docs/DECISIONS.md)."""
+    whole matrix (no reuse between the rows of a group: docs/DECISIONS.md). Without
+    offsets, 3-d x by 3-d w is a batched product."""
+    if offs is None and bias is None and len(x.shape) == 3 and len(w.shape) == 3:
+        out = product(b, x, w)
+        return out if out_dtype is None else as_dtype(b, out, device_dtype(out_dtype))
     if offs is None or bias is not None or len(x.shape) != 2 or len(w.shape) != 3 \
             or offs.shape != (w.shape[0],) or x.shape[1] != w.shape[1]:
         raise CompileError(
             f"grouped product of {list(x.shape)} and {list(w.shape)} with offsets "
             f"{None if offs is None else list(offs.shape)}{' and a bias' if bias else ''}: "
-            "only a 2-d input by a 3-d stack of matrices, one offset per matrix, no bias")
+            "only a 2-d input by a 3-d stack of matrices, one offset per matrix, or 3-d by "
+            "3-d without offsets; no bias")
     (s, k), (g, _, n) = x.shape, w.shape
     ends = b.expand(b.reshape(as_dtype(b, offs, "i32"), (1, g)), (s, g))
     passed = binary(b, "le", ends, b.iota((s, g), 0), out_dtype="bool")
