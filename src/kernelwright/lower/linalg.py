@@ -514,11 +514,12 @@ def grouped_mm(b: GraphBuilder, x: Value, w: Value, offs: Value | None = None,
         return out if out_dtype is None else as_dtype(b, out, device_dtype(out_dtype))
     if offs is None or bias is not None or len(x.shape) != 2 or len(w.shape) != 3 \
             or offs.shape != (w.shape[0],) or x.shape[1] != w.shape[1]:
+        with_bias = " and a bias" if bias is not None else ""
         raise CompileError(
             f"grouped product of {list(x.shape)} and {list(w.shape)} with offsets "
-            f"{None if offs is None else list(offs.shape)}{' and a bias' if bias else ''}: "
-            "only a 2-d input by a 3-d stack of matrices, one offset per matrix, or 3-d by "
-            "3-d without offsets; no bias")
+            f"{None if offs is None else list(offs.shape)}{with_bias}: only a 2-d input by a "
+            "3-d stack of matrices, one offset per matrix, or 3-d by 3-d without offsets; "
+            "no bias")
     (s, k), (g, _, n) = x.shape, w.shape
     ends = b.expand(b.reshape(as_dtype(b, offs, "i32"), (1, g)), (s, g))
     passed = binary(b, "le", ends, b.iota((s, g), 0), out_dtype="bool")
