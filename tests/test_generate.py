@@ -40,9 +40,39 @@ def tiny(name: str) -> torch.nn.Module:
             num_key_value_heads=2, vocab_size=128, max_position_embeddings=256,
             sliding_window=8)
         return transformers.MistralForCausalLM(config).eval()
+    if name in MOE:
+        return tiny_moe(name)
     config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=200,
                                      n_positions=256, bos_token_id=0, eos_token_id=199)
     return transformers.GPT2LMHeadModel(config).eval()
+
+
+# Mixtures of experts: transformers routes each token through its top-k experts in
+# `integrations/moe.py` ("grouped_mm" by default: tokens sorted by expert, histc counts,
+# a grouped product: lower/linalg.grouped_mm). Qwen2-MoE adds a gated shared expert,
+# OLMoE clips q, k and v; norm_topk_prob both ways.
+MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe")
+
+
+def tiny_moe(name: str) -> torch.nn.Module:
+    """A randomly initialised two-layer mixture of 4 experts, 2 a token, of family `name`."""
+    base = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=128, max_position_embeddings=256,
+                num_experts_per_tok=2)
+    if name == "mixtral":
+        config = transformers.MixtralConfig(**base, num_local_experts=4)
+        return transformers.MixtralForCausalLM(config).eval()
+    if name == "qwen2_moe":
+        config = transformers.Qwen2MoeConfig(**base, num_experts=4, moe_intermediate_size=32,
+                                             shared_expert_intermediate_size=48)
+        return transformers.Qwen2MoeForCausalLM(config).eval()
+    if name == "qwen3_moe":
+        config = transformers.Qwen3MoeConfig(**base, num_experts=4, moe_intermediate_size=32,
+                                             norm_topk_prob=True)
+        return transformers.Qwen3MoeForCausalLM(config).eval()
+    config = transformers.OlmoeConfig(**base, num_experts=4, clip_qkv=8.0, pad_token_id=0,
+                                      eos_token_id=127)
+    return transformers.OlmoeForCausalLM(config).eval()
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +108,48 @@ def test_greedy_tokens_are_eager_transformers(name, batch, llama):
         del model
         gc.collect()
         assert gone() is None
+
+
+class Logits(torch.nn.Module):
+    """A causal LM's logits of a forward without a cache."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(ids, use_cache=False).logits
+
+
+@pytest.mark.parametrize("name,experts", [("mixtral", "grouped_mm")] + [
+    pytest.param(n, e, marks=pytest.mark.slow)
+    for n, e in [("qwen2_moe", "grouped_mm"), ("qwen3_moe", "grouped_mm"),
+                 ("olmoe", "grouped_mm"), ("mixtral", "batched_mm")]])
+def test_mixtures_of_experts_compile_and_generate_eager_tokens(name, experts):
+    model = tiny(name)
+    model.config._experts_implementation = experts  # the one the model is configured with
+    ids = torch.randint(0, 100, (1, 6), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = model(ids, use_cache=False).logits
+    got = kernelwright.compile(Logits(model), [ids], progress=None)(ids)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    got = kernelwright.generate(model, ids, max_new_tokens=8, eos_token_id=[])
+    want = model.generate(ids, max_new_tokens=8, do_sample=False, eos_token_id=None,
+                          pad_token_id=0)
+    assert torch.equal(got, want)
+    assert model.config._experts_implementation == experts
+
+
+@pytest.mark.slow
+def test_bfloat16_mixture_of_experts_generates_eager_tokens():
+    # bf16 experts trace to aten._grouped_mm (its meta refuses float32 ones: the
+    # fallback op then), the stacked weights read packed through the gather
+    model = tiny("mixtral").to(torch.bfloat16)
+    ids = torch.randint(0, 100, (1, 6), generator=torch.Generator().manual_seed(1))
+    got = kernelwright.generate(model, ids, max_new_tokens=8, eos_token_id=[])
+    want = model.generate(ids, max_new_tokens=8, do_sample=False, eos_token_id=None,
+                          pad_token_id=0)
+    assert torch.equal(got, want)
 
 
 def test_prompt_lengths_share_a_bounded_set_of_plans(llama):

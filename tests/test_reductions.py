@@ -4,6 +4,8 @@ import pytest
 import torch
 from conftest import Fn, check
 
+import kernelwright
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shape,dims", [
@@ -127,3 +129,22 @@ def test_many_strided_rows_take_one_invocation_each():
     assert rows_knobs(16384, 8192, col=True)["TPR"] == 8
     x = torch.rand(3, 12, 5) + 0.5
     check(Fn(lambda x: x.prod(1)), x)
+
+
+@pytest.mark.parametrize("x,bins,lo,hi", [
+    (torch.randint(0, 4, (24,)).float(), 4, 0, 3),  # transformers' tokens per expert
+    (torch.randn(3, 50), 7, -1.5, 2.0),  # outside the range: not counted
+    (torch.tensor([0.0, 0.1, 0.2, 0.3, 0.7, 1.0, float("nan"), -0.1, 1.1]), 10, 0, 1),
+    (torch.linspace(-1, 1, 1001), 13, -1, 1),  # elements on the edges
+    (torch.randn(100), 10, 0, 0),  # the data's range
+    (torch.full((5,), 2.0), 3, 0, 0),  # the data's range, widened
+])
+def test_histc(x, bins, lo, hi):
+    got = check(Fn(lambda x: torch.histc(x, bins, lo, hi)), x)
+    # one kernel counts; the data's range first takes its minimum and maximum
+    assert len(got.plan.kernels) == (3 if lo == hi else 1), got.plan.summary()
+
+
+def test_histc_refuses_an_empty_range():
+    with pytest.raises(kernelwright.CompileError, match="max"):
+        kernelwright.compile(Fn(lambda x: torch.histc(x, 4, 3, 1)), [torch.randn(8)])

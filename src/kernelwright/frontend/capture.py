@@ -19,6 +19,7 @@ import contextlib
 import copy
 import dataclasses
 import inspect
+import logging
 import math
 import operator
 import warnings
@@ -194,7 +195,8 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     hook = _watch_assignments(attrs, reassigned)
     try:
         with contextlib.ExitStack() as stack, torch.no_grad(), lstm_state_shapes(), \
-                recurrent_shapes(), _override_composite_implicit_decomp(cia):
+                recurrent_shapes(), _override_composite_implicit_decomp(cia), \
+                _quiet_fake_tensor_errors():
             joint = aot_export_joint_with_descriptors(stack, wrapped, args, decompositions=table,
                                                       **quiet)
     except Exception:  # noqa: BLE001 - export_graph captures it, or says why it cannot
@@ -381,6 +383,22 @@ KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unp
 # leads to (SmolLM2-135M's generate plans: the same kernels), and torch's Python matmul
 # decomposition was a quarter of the trace.
 TRACE_KEEPS_WHOLE = ("linear",)
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensor_errors():
+    """torch's fake tensors log an op whose meta function raises (with its traceback)
+    before raising it; trace_graph catches the error and export_graph captures the
+    module instead, so the log is silenced while tracing. (torch's meta of
+    aten._grouped_mm refuses float32, which its CPU kernel takes and transformers'
+    grouped_mm experts pass it: export_graph then gets their fallback op.)"""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    was = log.disabled
+    log.disabled = True
+    try:
+        yield
+    finally:
+        log.disabled = was
 
 
 def decomposition_table(keep_recurrent: bool = True, keep: tuple[str, ...] = ()) -> dict:

@@ -19,7 +19,7 @@ from ..ir.ir import (
     where_band,
 )
 from ..kernels import MATMUL_BK, WavePlan, product_plan, reads_window
-from .elementwise import binary, unary_float
+from .elementwise import as_dtype, as_value, binary, device_dtype, unary_float
 from .registry import register
 
 # Depth heuristics of the matrix product (see `product`).
@@ -495,6 +495,41 @@ def addmv(b, bias, x, v, beta=1, alpha=1):
 def linear(b, x, w, bias=None):
     out = matmul(b, x, b.transpose(w, 0, 1))
     return out if bias is None else binary(b, "add", out, bias)
+
+
+@register("aten._grouped_mm.default", "transformers.grouped_mm_fallback.default")
+def grouped_mm(b: GraphBuilder, x: Value, w: Value, offs: Value | None = None,
+               bias: Value | None = None, out_dtype=None) -> Value:
+    """x [S, K] @ w [G, K, N] by groups of rows: rows offs[g - 1] .. offs[g] (from 0 for
+    g = 0) take w[g], rows from offs[G - 1] on are zeros (transformers' fallback writes
+    them so; torch leaves them unwritten). A mixture of experts' rows sorted by expert
+    (transformers' "grouped_mm" experts, whose fallback custom op has this meaning).
+    Each row's group is the count of offsets at or below it; the product is one row per
+    batch entry against w gathered by that group, a view: the product's loader reads
+    w[group, k, n] in place, so nothing of [S, K, N] is stored, but each row reads its
+    whole matrix (no reuse between the rows of a group: docs/DECISIONS.md). Without
+    offsets, 3-d x by 3-d w is a batched product."""
+    if offs is None and bias is None and len(x.shape) == 3 and len(w.shape) == 3:
+        out = product(b, x, w)
+        return out if out_dtype is None else as_dtype(b, out, device_dtype(out_dtype))
+    if offs is None or bias is not None or len(x.shape) != 2 or len(w.shape) != 3 \
+            or offs.shape != (w.shape[0],) or x.shape[1] != w.shape[1]:
+        with_bias = " and a bias" if bias is not None else ""
+        raise CompileError(
+            f"grouped product of {list(x.shape)} and {list(w.shape)} with offsets "
+            f"{None if offs is None else list(offs.shape)}{with_bias}: only a 2-d input by a "
+            "3-d stack of matrices, one offset per matrix, or 3-d by 3-d without offsets; "
+            "no bias")
+    (s, k), (g, _, n) = x.shape, w.shape
+    ends = b.expand(b.reshape(as_dtype(b, offs, "i32"), (1, g)), (s, g))
+    passed = binary(b, "le", ends, b.iota((s, g), 0), out_dtype="bool")
+    group = b.reduce(as_dtype(b, passed, "i32"), "sum", [1])  # [S]: G past the last
+    pick = b.ew("minimum", group, b.scalar(g - 1))
+    rows = b.gather(w, 0, b.expand(b.reshape(pick, (s, 1, 1)), (s, k, n)))
+    out = b.reshape(product(b, b.reshape(x, (s, 1, k)), rows), (s, n))
+    kept = binary(b, "lt", b.reshape(group, (s, 1)), g, out_dtype="bool")
+    out = b.ew("where", kept, out, as_value(b, 0, out.dtype))
+    return out if out_dtype is None else as_dtype(b, out, device_dtype(out_dtype))
 
 
 # -- diagonals and triangles ----------------------------------------------------------

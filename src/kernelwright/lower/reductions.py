@@ -1,5 +1,5 @@
 """Reductions, scans-free: sum, mean, prod, max/min (with indices), argmax/argmin,
-var/std, softmax and log_softmax, logsumexp.
+var/std, softmax and log_softmax, logsumexp, histc.
 
 All reduce through the one `reduce` primitive (kernels/reduce_*.wgsl); the
 elementwise work around it (the 1/N of a mean, the exp of a softmax) fuses into
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir.ir import GraphBuilder, Value
+from ..ir.ir import CompileError, GraphBuilder, Value
 from ..kernels import ROW_LIMIT
 from .elementwise import as_dtype, binary, device_dtype, unary_float
 from .linalg import summed_product
@@ -168,3 +168,65 @@ def any_(b, x, dim=None, keepdim=False):
 def all_(b, x, dim=None, keepdim=False):
     r = b.reduce(as_dtype(b, as_dtype(b, x, "bool"), "i32"), "min", _dims(x, dim), keepdim)
     return as_dtype(b, r, "bool")
+
+
+@register("aten.histc.default")
+def histc(b: GraphBuilder, x: Value, bins=100, min=0, max=0):  # noqa: A002 - ATen's names
+    """Counts of x's elements in `bins` equal bins over [min, max] (elements outside it,
+    NaN among them, not counted; one equal to max in the last bin), PyTorch's way: the
+    bin from (x - min) * bins / (max - min), then moved to the one whose edges hold x, the
+    edges being torch.linspace(min, max, bins + 1)'s (computed here as it computes them),
+    so that an element on an edge lands where eager puts it. min == max takes the data's
+    minimum and maximum (run-time values), widened by 1 each way if they are equal too.
+    The counts are a sum over the elements of each bin's [bins, numel] comparisons,
+    computed in the reduction's loader (nothing of that size is stored): transformers'
+    grouped_mm experts count the tokens routed to each expert this way."""
+    bins = int(bins)
+    if bins <= 0:
+        raise CompileError(f"histc: bins must be positive, got {bins}")
+    lo, hi = float(min), float(max)
+    if lo > hi:
+        raise CompileError(f"histc: max ({hi}) must be larger than min ({lo})")
+    if not all(math.isfinite(v) for v in (lo, hi)):
+        raise CompileError(f"histc: range of [{lo}, {hi}] is not finite")
+    xf = b.reshape(as_dtype(b, x, "f32"), (x.numel,))
+    if lo == hi:  # the data's range
+        first, last = b.reduce(xf, "min", [0], True), b.reduce(xf, "max", [0], True)
+        same = _is(b, "eq", first, last)
+        left = b.ew("where", same, binary(b, "sub", first, 1.0), first)
+        right = b.ew("where", same, binary(b, "add", last, 1.0), last)
+    else:
+        left, right = b.scalar(lo, "f32"), b.scalar(hi, "f32")
+    width = binary(b, "sub", right, left)
+    step = binary(b, "div", width, float(bins))
+    half = (bins + 1) // 2
+
+    def edge(j: Value) -> Value:  # torch.linspace(left, right, bins + 1)[j]
+        jf = as_dtype(b, j, "f32")
+        low = binary(b, "add", left, binary(b, "mul", step, jf))
+        high = binary(b, "sub", right, binary(b, "mul", step, binary(b, "sub", float(bins), jf)))
+        return b.ew("where", _is(b, "lt", j, half), low, high)
+
+    guess = binary(b, "div", binary(b, "mul", binary(b, "sub", xf, left), float(bins)), width)
+    pos = as_dtype(b, unary_float(b, "trunc", guess), "i32")
+    first_edge = b.ew("maximum", binary(b, "sub", pos, 1), b.scalar(0))
+    count = None  # edges at or below x among pos - 1 .. pos + 1 (within 0 .. bins)
+    for d in (-1, 0, 1):
+        j = binary(b, "add", pos, d)
+        inside = b.ew("and", _is(b, "ge", j, 0), _is(b, "le", j, bins))
+        jc = b.ew("minimum", b.ew("maximum", j, b.scalar(0)), b.scalar(bins))
+        hit = as_dtype(b, b.ew("and", inside, _is(b, "le", edge(jc), xf)), "i32")
+        count = hit if count is None else binary(b, "add", count, hit)
+    slot = binary(b, "sub", binary(b, "add", first_edge, count), 1)
+    slot = b.ew("minimum", slot, b.scalar(bins - 1))  # max itself: the last bin
+    valid = b.ew("and", _is(b, "ge", xf, left), _is(b, "le", xf, right))
+    grid = (bins, x.numel)
+    mine = b.ew("and", _is(b, "eq", b.iota(grid, 0), b.expand(slot, grid)),
+                b.expand(valid, grid))
+    counts = b.reduce(as_dtype(b, mine, "i32"), "sum", [1])
+    return as_dtype(b, counts, x.dtype if x.dtype != "bool" else "i32")
+
+
+def _is(b: GraphBuilder, op: str, x, y) -> Value:
+    """The bool comparison `op` of x and y."""
+    return binary(b, op, x, y, out_dtype="bool")
