@@ -224,7 +224,6 @@ def chunk(b, x, chunks, dim=0):
 
 @register("aten.cat.default")
 def cat(b, xs, dim=0):
-    xs = [x for x in xs if not (len(x.shape) == 1 and x.shape[0] == 0)]
     return b.cat(xs, dim)
 
 
