@@ -370,23 +370,6 @@ def test_a_call_after_the_weights_changed_is_an_error():
     assert set(compiled.changed_weights()) == {"0.weight", "0.bias", "2.weight", "2.bias"}
 
 
-class Twice(torch.nn.Module):
-    def forward(self, x):
-        return x * 2
-
-
-class Tail(torch.nn.Module):
-    def forward(self, x):
-        return x[:, 8:] + 1
-
-
-def test_empty_tensors_are_a_clear_compile_error():
-    with pytest.raises(kernelwright.CompileError, match=r"input 'x' has shape \[0, 8\]"):
-        kernelwright.compile(Twice(), [torch.randn(0, 8)])
-    with pytest.raises(kernelwright.CompileError, match=r"empty tensor \[3, 0\](.|\n)*x\[:, 8:\]"):
-        kernelwright.compile(Tail(), [torch.randn(3, 8)])
-
-
 def test_float64_is_computed_in_float32_with_a_warning():
     m = _mlp().double().eval()
     x = torch.randn(3, 8, dtype=torch.float64)

@@ -238,7 +238,7 @@ class CompiledModule:
         return result
 
     def _to_torch(self, a: np.ndarray, spec) -> torch.Tensor:
-        stored = self.plan.buffers[spec.buffer].dtype
+        stored = "" if spec.buffer is None else self.plan.buffers[spec.buffer].dtype
         if is_packed(stored):  # the half tensor as its buffer holds it
             return host_tensor(a, stored)
         t = torch.from_numpy(a.copy())

@@ -31,7 +31,7 @@ from safetensors.numpy import load_file, save_file
 from torch.utils import _pytree as pytree
 
 from .codegen.codegen import BINDING, used_bindings
-from .dtypes import DEVICE_DTYPES, element_type, holds, itemsize, numpy_type
+from .dtypes import DEVICE_DTYPE_OF, DEVICE_DTYPES, element_type, holds, itemsize, numpy_type
 
 # 2: output_tree may be a pytree spec ({"pytree": ...}); Python numbers baked in (scalars);
 # input_tree (optional: the arguments' structure where a cache is passed in)
@@ -80,7 +80,7 @@ class Kernel:
 
 @dataclass
 class TensorSpec:
-    buffer: int
+    buffer: int | None  # None: an empty output (a dimension of size 0), held nowhere
     shape: tuple[int, ...]
     torch_dtype: str  # e.g. 'float32', 'int64', 'bool'
 
@@ -126,7 +126,8 @@ class Plan:
             lines.append(f"  k{i:<3} {k.name:<32} ({', '.join(names[:-1])}) -> {names[-1]}  "
                          f"grid {k.grid}")
         for spec in self.outputs:
-            lines.append(f"  output b{spec.buffer}: {spec.torch_dtype}{list(spec.shape)}")
+            where = "empty" if spec.buffer is None else f"b{spec.buffer}"
+            lines.append(f"  output {where}: {spec.torch_dtype}{list(spec.shape)}")
         for src, dst in self.updates:
             names = [n for n, t in self.state if t.buffer == dst]
             lines.append(f"  update b{dst} ({', '.join(names)}) <- b{src}")
@@ -236,7 +237,8 @@ def validate(plan: Plan) -> None:
     in order, kinds and dtypes known; every kernel binding each storage binding its WGSL
     declares to an existing buffer of the declared element type, with a grid of
     non-negative integers; inputs, outputs and constants within their buffers' sizes
-    and of their dtypes; the output structure holding as many tensors as the outputs.
+    and of their dtypes (an empty output has no buffer); the output structure holding as
+    many tensors as the outputs.
     (What the WGSL itself indexes stays with wgpu's runtime checks, and the grid with
     the device's dispatch limit, runtime.check_limits.)"""
     n = len(plan.buffers)
@@ -286,6 +288,11 @@ def validate(plan: Plan) -> None:
     for what, specs in (("input", plan.inputs), ("output", [*plan.outputs,
                                                             *(t for _, t in plan.writes)])):
         for i, t in enumerate(specs):
+            if what == "output" and i < len(plan.outputs) and t.buffer is None:
+                if 0 not in t.shape or not all(_count(d) for d in t.shape) \
+                        or t.torch_dtype not in DEVICE_DTYPE_OF:
+                    raise ValueError(f"output {i} has no buffer and is not empty: {t}")
+                continue  # an empty output, held nowhere
             if not _count(t.buffer) or t.buffer >= n \
                     or not all(_count(d) for d in t.shape):
                 raise ValueError(f"{what} {i} is malformed: {t}")

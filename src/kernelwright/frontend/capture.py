@@ -5,10 +5,11 @@ graph from one trace, for a module whose inputs are all tensors); `fx_to_ir` wal
 ATen FX graph and lowers each node through the op registry. Parameters, buffers
 and lifted constants become IR constants (uploaded to the GPU once, when the plan
 is loaded); user inputs become graph inputs, Python numbers among them constants. An
-op with no registry entry, a lowering whose result shape differs from what PyTorch
-recorded, or a tensor with a dimension of size 0 (but for an empty constant or result
-that cat drops: `Empty`) is a CompileError naming the op and the user's source line (or
-the input). float64 is computed as f32, with a warning. Plain tensor
+op with no registry entry, or a lowering whose result shape differs from what PyTorch
+recorded, is a CompileError naming the op and the user's source line; so is an input or
+a weight the graph updates with a dimension of size 0. Other empty tensors are empty IR
+values, which no kernel computes (ir.py); an op whose results are all empty is not
+lowered (`_empty_results`). float64 is computed as f32, with a warning. Plain tensor
 attributes are exported as buffers (`export_graph`: a forward that changes one is
 captured, computed from the value at compile time).
 """
@@ -470,10 +471,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             if node.name in constants:
                 t = constants[node.name]
                 dt = device_dtype(t.dtype)
-                if t.numel() == 0 and node.name not in changing:
-                    env[node] = Empty(tuple(t.shape), f"weight '{node.name}'")
-                    continue
-                _check_nonempty(t, f"weight '{node.name}'")
+                if node.name in changing:
+                    _check_nonempty(t, f"weight '{node.name}', which the graph updates,")
                 if t.dtype == torch.float64:
                     doubles.append(f"weight '{node.name}'")
                 env[node] = b.const(to_device_array(t), dt, node.name,
@@ -508,20 +507,15 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 env[node] = out
                 continue
             name = str(node.target)
+            empty = _empty_results(b, node)
+            if empty is not None:  # nothing to compute, whatever the op
+                env[node] = empty
+                continue
             lower = lookup(name)
             if lower is None:
                 raise CompileError(f"no lowering for ATen op '{name}'{_at(b.source)}")
             kwargs = {k: v for k, v in kwargs.items()
                       if k not in ("layout", "device", "pin_memory", "memory_format")}
-            empty = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, Empty)]
-            val = meta_of(node)
-            if empty and val is not None and 0 in val.shape:  # a copy or view: nothing to do
-                env[node] = Empty(tuple(val.shape), empty[0].what)
-                continue
-            if empty and not getattr(lower, "drops_empty", False):
-                raise CompileError(f"{name}: {empty[0].what} has shape {list(empty[0].shape)}: "
-                                   "tensors with a dimension of size 0 are not supported"
-                                   f"{_at(b.source)}")
             if getattr(lower, "reads_layout", False):  # as_strided: x's place in memory
                 kwargs["layout"] = _layout(node.args[0])
             try:
@@ -529,19 +523,10 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             except CompileError as e:
                 raise CompileError(f"{name}: {e}{_at(b.source)}") from e
             _check_shape(node, out, meta_of, b.source)
-            for v in out if isinstance(out, tuple) else (out,):
-                if isinstance(v, Value) and v.numel == 0:
-                    raise CompileError(f"{name} gives an empty tensor {list(v.shape)}: tensors "
-                                       f"with a dimension of size 0 are not supported"
-                                       f"{_at(b.source)}")
             env[node] = out
         elif node.op == "output":
             outs = torch.fx.map_arg(node.args[0], lambda n: env[n])
             flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-            for v in flat:
-                if isinstance(v, Empty):
-                    raise CompileError(f"an output is {v.what}, of shape {list(v.shape)}: "
-                                       "tensors with a dimension of size 0 are not supported")
             metas = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
             changed = [(flat[i], *mutations[i]) for i in sorted(mutations or {})]
             if keep_outputs is not None:
@@ -586,9 +571,6 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 b.graph.outputs.append(v)
         elif node.op == "get_attr":
             t = getattr(gm, node.target)
-            if t.numel() == 0:
-                env[node] = Empty(tuple(t.shape), f"constant '{node.target}'")
-                continue
             env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
             _store_as_is(env[node], t.dtype)
     if b.random_key is not None:
@@ -597,18 +579,6 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
         warnings.warn(f"float64 {', '.join(doubles)} computed in float32 (kernelwright's "
                       "kernels are fp32; the outputs keep their float64 dtype)", stacklevel=3)
     return b, torch_dtypes
-
-
-@dataclasses.dataclass(frozen=True)
-class Empty:
-    """A constant with a dimension of size 0 (a `torch.tensor([])` that transformers'
-    DynamicCache concatenates its first keys to), and its copies and views, held by
-    fx_to_ir as this mark, not a Value: nothing computes it, a lowering that drops such
-    operands (`drops_empty`: cat, as torch's cat drops a 1-D empty tensor) takes it, and
-    any other use is a CompileError naming `what`."""
-
-    shape: tuple[int, ...]
-    what: str
 
 
 def _written(b: GraphBuilder, new: Value, packed: str | None) -> Value:
@@ -660,6 +630,19 @@ def _layout(arg) -> tuple[list[int], int] | None:
     if not isinstance(val, torch.Tensor):
         return None
     return list(val.stride()), int(val.storage_offset())
+
+
+def _empty_results(b: GraphBuilder, node: torch.fx.Node):
+    """Empty values (ir.py) for the results of an op that PyTorch recorded all empty,
+    which its lowering need not see (a softmax's row max over a zero-size dim); None
+    for an op with a result that is not an empty tensor."""
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (list, tuple)) else (val,)
+    if not vals or not all(isinstance(v, torch.Tensor)  # (a data-dependent size: no)
+                           and any(type(d) is int and d == 0 for d in v.shape) for v in vals):
+        return None
+    empty = tuple(b.empty(tuple(v.shape), device_dtype(v.dtype)) for v in vals)
+    return empty if isinstance(val, (list, tuple)) else empty[0]
 
 
 def _check_nonempty(t: torch.Tensor, what: str) -> None:

@@ -23,6 +23,12 @@ shape follows from its lowering; capture checks it against the shape PyTorch
 recorded, which catches a wrong lowering at compile time rather than as a wrong
 answer. Device dtypes are 'f32', 'i32' (int32 and int64 tensors; int64 values must
 fit in 32 bits) and 'bool'.
+
+A value with a dimension of size 0 is *empty* (kind 'empty'): no node, no buffer, no
+kernel. `_node` makes every primitive whose result is empty one, and refuses an empty
+input to a primitive whose result is not; the few that compute something from empty
+inputs say so in their methods (`cat` drops them, `reduce` over a zero-size dim gives
+its identity, `matmul` with K = 0 zeros, `pad` of an empty value its fill value).
 """
 
 from __future__ import annotations
@@ -104,7 +110,7 @@ class Value:
     shape: tuple[int, ...]
     dtype: str
     node: Node | None = None
-    kind: str = "node"  # 'input' | 'const' | 'scalar' | 'node'
+    kind: str = "node"  # 'input' | 'const' | 'scalar' | 'node' | 'empty' (numel 0)
     name: str = ""
     data: np.ndarray | None = None  # for 'const'
     scalar: float | int | bool | None = None  # for 'scalar'
@@ -303,7 +309,16 @@ class GraphBuilder:
         return id(v) in self._state
 
     def _node(self, prim: str, inputs: list[Value], shape, dtype: str, **attrs) -> Value:
-        out = Value(tuple(int(s) for s in shape), dtype, name=self._name())
+        """The node computing primitive `prim`; an empty value (module docstring) where
+        its result is empty, which nothing computes."""
+        shape = tuple(int(s) for s in shape)
+        if math.prod(shape) == 0:
+            return self.empty(shape, dtype)
+        empty = [v for v in inputs if v.kind == "empty"]
+        if empty:
+            raise CompileError(f"{prim} of the empty tensor {list(empty[0].shape)} (a "
+                               f"dimension of size 0) into {list(shape)} is not supported")
+        out = Value(shape, dtype, name=self._name())
         node = Node(prim, list(inputs), attrs, out, self.source)
         out.node = node
         self.graph.nodes.append(node)
@@ -315,9 +330,15 @@ class GraphBuilder:
         self.graph.inputs.append(v)
         return v
 
+    def empty(self, shape, dtype: str) -> Value:
+        """A value of `shape`, which has a dimension of size 0 (module docstring)."""
+        return Value(tuple(shape), dtype, kind="empty", name=self._name())
+
     def const(self, array: np.ndarray, dtype: str, name: str = "", state: bool = False) -> Value:
         """A constant tensor; a 0-d one is a literal unless it is `state` (a buffer the
-        graph updates, which needs a buffer of its own)."""
+        graph updates, which needs a buffer of its own), an empty one an empty value."""
+        if array.size == 0 and not state:
+            return self.empty(array.shape, dtype)
         if array.ndim == 0 and not state:
             return self.scalar(array.item(), dtype)
         v = Value(tuple(array.shape), dtype, kind="const", name=name or self._name(), data=array)
@@ -412,17 +433,23 @@ class GraphBuilder:
         if all(p == (0, 0) for p in pads):
             return x
         shape = [s + lo + hi for s, (lo, hi) in zip(x.shape, pads)]
+        if x.kind == "empty":  # nothing but padding
+            fill = {"f32": float, "i32": int, "bool": bool}[x.dtype](value)
+            return self.expand(self.scalar(fill, x.dtype), shape)
         return self._node("pad", [x], shape, x.dtype, pads=pads, value=value)
 
     def cat(self, xs: list[Value], dim: int) -> Value:
-        xs = [x for x in xs if x.numel > 0 or len(xs) == 1]
-        dim %= len(xs[0].shape)
-        if len(xs) == 1:
-            return xs[0]
-        shape = list(xs[0].shape)
-        shape[dim] = sum(x.shape[dim] for x in xs)
+        """xs joined along `dim`, in the dtype promoted from all of them. An empty input
+        adds nothing, and a 1-d [0] one (PyTorch's legacy empty tensor) need not have the
+        others' shape, as PyTorch's cat."""
         dtype = promote(*(x.dtype for x in xs))
-        xs = [self.cast(x, dtype) for x in xs]
+        shaped = [x for x in xs if x.shape != (0,)] or xs[:1]
+        dim %= len(shaped[0].shape)
+        shape = list(shaped[0].shape)
+        shape[dim] = sum(x.shape[dim] for x in shaped)
+        xs = [self.cast(x, dtype) for x in shaped if x.kind != "empty"]
+        if len(xs) <= 1:
+            return xs[0] if xs else self.empty(shape, dtype)
         if len(xs) > CAT_FANIN:  # e.g. the per-timestep outputs of an unrolled RNN
             parts = [self.materialize(self.cat(xs[i:i + CAT_FANIN], dim))
                      for i in range(0, len(xs), CAT_FANIN)]
@@ -518,13 +545,23 @@ class GraphBuilder:
         x2 = self.reshape(self.permute(x, keep + dims), (math.prod(outer), r))
         return x, x2, dims, outer, bool(keep) and keep[-1] == rank - 1
 
-    def reduce(self, x: Value, op: str, dims, keepdim: bool = False) -> Value:
-        """op in sum, prod, max, min, argmax, argmin over `dims` (all dims when empty)."""
+    def reduce(self, x: Value, op: str, dims, keepdim: bool = False,
+               identity: int | None = None) -> Value:
+        """op in sum, prod, max, min, argmax, argmin over `dims` (all dims when empty).
+        Over a zero-size dim each result is `identity`, by default the op's own (sum 0,
+        prod 1; the others have none: a CompileError, as PyTorch's), given where the
+        caller knows one (any: the max of values 0 and 1 is 0 over nothing)."""
         x, x2, dims, outer, col = self._rows(x, dims)
         o, r = x2.shape
         dtype = "i32" if op in ("argmax", "argmin") else ("i32" if x.dtype == "bool" else x.dtype)
         split = reduce_split(o, r, col) if op in SPLITTABLE_REDUCTIONS else 1
-        if split > 1 and col:  # S partials per row first, piece s of row i at s * o + i
+        if r == 0 and o > 0:  # over a zero-size dim: the identity, as PyTorch
+            one = {"sum": 0, "prod": 1}.get(op) if identity is None else identity
+            if one is None:
+                raise CompileError(f"{op} over a zero-size dimension of {list(x.shape)}: "
+                                   "it has no identity")
+            x2 = self.expand(self.scalar(float(one) if dtype == "f32" else one, dtype), (o,))
+        elif split > 1 and col:  # S partials per row first, piece s of row i at s * o + i
             pieces = self.permute(self.reshape(x2, (o, split, r // split)), [1, 0, 2])
             x2 = self._node("reduce", [self.reshape(pieces, (split * o, r // split))],
                             (split * o,), dtype, op=op)
@@ -533,7 +570,7 @@ class GraphBuilder:
             x2 = self._node("reduce", [self.reshape(x2, (o * split, r // split))],
                             (o * split,), dtype, op=op)
             x2 = self.reshape(x2, (o, split))
-        y = self._node("reduce", [x2], (o,), dtype, op=op)
+        y = x2 if r == 0 else self._node("reduce", [x2], (o,), dtype, op=op)
         shape = [1 if d in dims else s for d, s in enumerate(x.shape)] if keepdim else outer
         return self.reshape(y, shape)
 
@@ -648,9 +685,11 @@ class GraphBuilder:
         b = self.expand(b, batch + b.shape[-2:])
         nb = math.prod(batch)
         m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        dtype = promote(a.dtype, b.dtype)
+        if k == 0:  # an empty sum
+            return self.expand(self.scalar(0.0 if dtype == "f32" else 0, dtype), batch + (m, n))
         a3, b3 = self.reshape(a, (nb, m, k)), self.reshape(b, (nb, k, n))
-        y = self._node("matmul", [a3, b3], (nb, m, n), promote(a.dtype, b.dtype),
-                       **(bounds or {}))
+        y = self._node("matmul", [a3, b3], (nb, m, n), dtype, **(bounds or {}))
         return self.reshape(y, batch + (m, n))
 
     def folded_matmul(self, a: Value, b: Value, fold: int) -> Value:

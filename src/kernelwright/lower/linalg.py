@@ -63,9 +63,7 @@ def product(b: GraphBuilder, x: Value, y: Value) -> Value:
         for i in range(k):
             term = binary(b, "mul", b.slice(x, -1, i, i + 1), b.slice(y, -2, i, i + 1))
             acc = term if acc is None else binary(b, "add", acc, term)
-        if acc is None:  # K = 0: an empty sum
-            acc = b.scalar(0.0 if "f32" in (x.dtype, y.dtype) else 0)
-        return b.expand(acc, shape)
+        return b.matmul(x, y) if acc is None else b.expand(acc, shape)  # (K = 0: zeros)
     rows = x.node.inputs[0] if x.node is not None and x.node.op == "reshape" else x
     soft = softmax_rows(rows) if rows.shape[-1:] == x.shape[-1:] else None
     if soft is not None:  # (through a reshape of the leading dims: torch.matmul's)

@@ -224,11 +224,9 @@ def chunk(b, x, chunks, dim=0):
 
 @register("aten.cat.default")
 def cat(b, xs, dim=0):
-    xs = [x for x in xs if not (len(x.shape) == 1 and x.shape[0] == 0)]
     return b.cat(xs, dim)
 
 
-cat.drops_empty = True  # capture's Empty constants among xs: torch's cat drops 1-D empties
 
 
 @register("aten.stack.default")

@@ -55,7 +55,8 @@ def _sum(b: GraphBuilder, x: Value, dims: list[int], keepdim: bool) -> Value:
 def mean(b, x, dim=None, keepdim=False, dtype=None):
     dims = _dims(x, dim)
     s = _sum(b, as_dtype(b, x, "f32"), dims, keepdim)
-    return binary(b, "mul", s, 1.0 / _count(x, dims))
+    n = _count(x, dims)
+    return binary(b, "mul", s, 1.0 / n) if n else b.expand(b.scalar(math.nan), s.shape)
 
 
 @register("aten.prod.dim_int", "aten.prod.default")
@@ -160,13 +161,15 @@ def logsumexp(b, x, dim, keepdim=False):
 @register("aten.any.dim", "aten.any.dims", "aten.any.default")
 def any_(b, x, dim=None, keepdim=False):
     r = b.reduce(as_dtype(b, x, "i32") if x.dtype != "f32" else
-                 as_dtype(b, as_dtype(b, x, "bool"), "i32"), "max", _dims(x, dim), keepdim)
+                 as_dtype(b, as_dtype(b, x, "bool"), "i32"), "max", _dims(x, dim), keepdim,
+                 identity=0)
     return as_dtype(b, r, "bool")
 
 
 @register("aten.all.dim", "aten.all.dims", "aten.all.default")
 def all_(b, x, dim=None, keepdim=False):
-    r = b.reduce(as_dtype(b, as_dtype(b, x, "bool"), "i32"), "min", _dims(x, dim), keepdim)
+    r = b.reduce(as_dtype(b, as_dtype(b, x, "bool"), "i32"), "min", _dims(x, dim), keepdim,
+                 identity=1)
     return as_dtype(b, r, "bool")
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codegen.codegen import used_bindings
-from ..dtypes import numpy_type
+from ..dtypes import DEVICE_DTYPE_OF, numpy_type
 from ..options import BindingLimits
 from ..plan import Plan
 from . import runtimes
@@ -494,6 +494,8 @@ class Executable:
         cap = min(READ_TOGETHER, self.dev.limits.get("max-buffer-size", READ_TOGETHER))
         small, offsets, total = [], [], 0
         for i, spec in enumerate(specs):
+            if spec.buffer is None:  # empty: `read` makes it
+                continue
             size = _aligned(self._nbytes(spec))
             if not self.plan.buffers[spec.buffer].segment and total + size <= cap:
                 small.append(i)
@@ -530,6 +532,8 @@ class Executable:
 
     def read(self, spec) -> np.ndarray:
         """An output (a TensorSpec's buffer and shape) back on the host."""
+        if spec.buffer is None:  # an empty output (a dimension of size 0), held nowhere
+            return np.empty(spec.shape, numpy_type(DEVICE_DTYPE_OF[spec.torch_dtype]))
         b = self.plan.buffers[spec.buffer]
         dtype = numpy_type(b.dtype)
         n = int(np.prod(spec.shape))
