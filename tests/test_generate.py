@@ -8,6 +8,7 @@ import importlib.util
 import json
 import weakref
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -22,8 +23,30 @@ generation = importlib.import_module("kernelwright.generate")  # the module, not
 
 
 def tiny(name: str) -> torch.nn.Module:
-    """A randomly initialised two-layer model of family `name` (no download)."""
+    """A randomly initialised two-layer model of family `name` (no download; Gemma 3 has
+    three)."""
     torch.manual_seed(0)
+    # layers mixing full and sliding attention, with a 4-token window the tests pass
+    if name == "gemma2":  # soft-capped attention scores and logits (tanh)
+        config = transformers.Gemma2Config(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=8, vocab_size=128, max_position_embeddings=256,
+            sliding_window=4, layer_types=["sliding_attention", "full_attention"])
+        return transformers.Gemma2ForCausalLM(config).eval()
+    if name == "gemma3":  # its sliding layers' own rotary base
+        config = transformers.Gemma3TextConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=8, vocab_size=128, max_position_embeddings=256,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+        return transformers.Gemma3ForCausalLM(config).eval()
+    if name == "qwen2_mixed":  # layers from max_window_layers on slide; weights large
+        config = transformers.Qwen2Config(  # enough that the window changes its tokens
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=160, max_position_embeddings=256,
+            use_sliding_window=True, sliding_window=4, max_window_layers=1,
+            initializer_range=0.1)
+        return transformers.Qwen2ForCausalLM(config).eval()
     if name == "llama":
         config = transformers.LlamaConfig(
             hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -89,8 +112,11 @@ def eager_greedy(model, ids, new):
 
 
 @pytest.mark.parametrize("name,batch", [("llama", 1), ("gpt2", 2), ("qwen2", 1),
-                                        ("mistral", 1)])
+                                        ("mistral", 1), ("gemma2", 1), ("gemma3", 1),
+                                        ("qwen2_mixed", 1)])
 def test_greedy_tokens_are_eager_transformers(name, batch, llama):
+    """Eager transformers' greedy tokens (its default cache, its static cache, no cache);
+    18 tokens pass the sliding windows (Mistral's 8, the mixed models' 4)."""
     model = llama if name == "llama" else tiny(name)
     before = compiled_plans(model)
     ids = torch.randint(0, 100, (batch, 6), generator=torch.Generator().manual_seed(1))
@@ -199,11 +225,12 @@ def left_padded(rows: list[torch.Tensor], width: int | None = None, pad: int = 0
     return ids, mask
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2", "mistral"])
+@pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2", "mistral", "gemma2"])
 def test_a_left_padded_batch_gives_transformers_tokens(name, llama):
     """Prompts of 7, 3 and 5 tokens in one batch with their attention mask: transformers'
-    greedy tokens with that mask, each row's those of its prompt alone (Mistral's rows
-    pass its 8-token window), and other masks of the batch compile no more plans."""
+    greedy tokens with that mask, each row's those of its prompt alone (the rows pass
+    Mistral's 8-token window and Gemma 2's 4-token one), and other masks of the batch
+    compile no more plans."""
     model = llama if name == "llama" else tiny(name)
     gen = torch.Generator().manual_seed(4)
     rows = [torch.randint(1, 100, (n,), generator=gen) for n in (7, 3, 5)]
@@ -314,18 +341,48 @@ def test_a_prompt_longer_than_max_length_is_refused(llama):
         kernelwright.generate(llama, torch.zeros(1, 250, dtype=torch.long), max_new_tokens=8)
 
 
-def test_mixed_full_and_sliding_layers_are_refused_past_the_window():
-    """One mask serves every layer: a model whose layers mix full and sliding attention
-    runs within its window only."""
-    torch.manual_seed(0)
-    config = transformers.Qwen2Config(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=64, use_sliding_window=True, sliding_window=8,
-        max_window_layers=1)
-    model = transformers.Qwen2ForCausalLM(config).eval()
-    with pytest.raises(ValueError, match="sliding window"):
-        kernelwright.generate(model, torch.zeros(1, 5, dtype=torch.long), max_new_tokens=8)
-    assert compiled_plans(model) == 0
+def test_attention_windows_give_a_mask_per_layer_kind_where_kinds_mix():
+    """One mask for every layer unless layer_types mix full and sliding attention: then
+    one per kind, the sliding one with the window; kinds generate cannot run refused."""
+    def windows(name):
+        return generation.attention_windows(tiny(name).config)
+
+    assert windows("llama") == windows("qwen2") == {None: None}
+    assert windows("mistral") == {None: 8}
+    full_and_sliding = {"full_attention": None, "sliding_attention": 4}
+    assert windows("gemma2") == windows("gemma3") == windows("qwen2_mixed") == full_and_sliding
+    every = transformers.Qwen2Config(num_hidden_layers=2, use_sliding_window=True,
+                                     sliding_window=4, max_window_layers=0)
+    assert generation.attention_windows(every) == {None: 4}
+    chunked = SimpleNamespace(sliding_window=4,
+                              layer_types=["chunked_attention", "full_attention"])
+    with pytest.raises(ValueError, match="chunked_attention"):
+        generation.attention_windows(chunked)
+
+
+def test_gemma2_soft_capping_is_computed():
+    """Gemma 2 caps its attention scores and its logits at `cap * tanh(x / cap)`: with
+    weights large enough and caps small enough that both tanh are far from linear (each
+    cap left out moves eager's logits by more than 0.1), a prompt plan's logits are
+    eager's."""
+    def gemma2(attention_cap, logits_cap):
+        config = tiny("gemma2").config
+        config.initializer_range = 0.3
+        config.attn_logit_softcapping = attention_cap
+        config.final_logit_softcapping = logits_cap
+        torch.manual_seed(0)
+        return transformers.Gemma2ForCausalLM(config).eval()
+
+    model = gemma2(0.5, 2.0)
+    cached = generation.CacheModule(model, 1, 16)
+    plan = kernelwright.compile(cached, cached.example(1, 16), capture="trace", progress=None)
+    ids = torch.randint(0, 128, (1, 16), generator=torch.Generator().manual_seed(1))
+    got = plan(ids, torch.arange(16), torch.tensor([15]), torch.zeros(1, dtype=torch.long))
+    with torch.no_grad():
+        want = model(ids).logits[:, -1]
+        for uncapped in (gemma2(None, 2.0), gemma2(0.5, None)):
+            assert (uncapped(ids).logits[:, -1] - want).abs().max() > 0.1
+    torch.testing.assert_close(got, want)
 
 
 def _constant_bytes(model) -> tuple[int, int]:

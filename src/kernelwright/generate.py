@@ -26,6 +26,13 @@ mask and uses it as is (transformers builds none). Without a mask the pads are z
 the same plans and kernel count (docs/DECISIONS.md), no plan per mask. Right padding
 (transformers would continue after the padding) is refused.
 
+Sliding attention: a layer with a sliding window sees only the keys fewer than the window
+before each query. Where every layer slides (Mistral) the one mask has the window; where
+`config.layer_types` mix full and sliding attention (Gemma 2 and 3, Qwen2 with
+max_window_layers) the model gets a mask per kind (transformers' mask mapping, each layer
+taking its kind's: `attention_windows`). Every layer's cache holds all positions (no ring
+buffer), so generation runs past the window as far as the model's positions.
+
 Tokens are chosen on the host: greedily (the argmax, as transformers' greedy search)
 or sampled with a torch.Generator after temperature, top-k and top-p filtering.
 """
@@ -86,15 +93,16 @@ class CacheModule(torch.nn.Module):
     `last` ([batch, vocab]). Row b's first `pads[b]` slots are its left padding: its
     tokens' position ids count from slot pads[b] (transformers' cumsum of the attention
     mask), and each of its real tokens attends to the slots from pads[b] up to its own
-    (with a sliding `window`, fewer than `window` before it); a padding token attends
-    to itself alone (its outputs reach no real token). All pads 0: no padding."""
+    (in a sliding layer, fewer than its window before it: `attention_windows`); a
+    padding token attends to itself alone (its outputs reach no real token). All pads 0:
+    no padding. Every layer's cache holds all `length` positions, a sliding layer's mask
+    hiding those behind its window."""
 
-    def __init__(self, model: torch.nn.Module, batch: int, length: int,
-                 window: int | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, batch: int, length: int) -> None:
         super().__init__()
         self.model = model
         self.length = length
-        self.window = window
+        self.windows = attention_windows(text_config(model))
         params = inspect.signature(model.forward).parameters
         self.cache_arg = "cache" if "cache" in params else "past_key_values"
         self.keeps_logits = "logits_to_keep" in params
@@ -102,7 +110,7 @@ class CacheModule(torch.nn.Module):
         with torch.no_grad():
             self._run(torch.zeros(batch, 1, dtype=torch.long),
                       torch.zeros(batch, 1, dtype=torch.long), probe,
-                      torch.zeros(batch, 1, 1, 1))
+                      self._masks(lambda window: torch.zeros(batch, 1, 1, 1)))
         self.layers = len(probe.shapes)
         for i in range(self.layers):
             k, v, dtype = probe.shapes[i]
@@ -116,6 +124,12 @@ class CacheModule(torch.nn.Module):
         return [torch.zeros(batch, tokens, dtype=torch.long), torch.arange(tokens),
                 torch.zeros(1, dtype=torch.long), torch.zeros(batch, dtype=torch.long)]
 
+    def _masks(self, make):
+        """The `attention_mask` the model takes: `make(window)` for its one mask, or a
+        dict of them by layer kind (transformers' mask mapping, used as given)."""
+        masks = {kind: make(window) for kind, window in self.windows.items()}
+        return masks[None] if None in masks else masks
+
     def _run(self, input_ids, position_ids, cache, mask, last=None):
         kwargs = {self.cache_arg: cache, "use_cache": True}
         if last is not None and self.keeps_logits:
@@ -126,19 +140,22 @@ class CacheModule(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, last: torch.Tensor,
                 pads: torch.Tensor) -> torch.Tensor:
         b, t = input_ids.shape
-        slots = torch.arange(self.length, device=positions.device)
-        query = positions.unsqueeze(1)  # [T, 1]
-        allowed = slots.unsqueeze(0) <= query  # [T, length]
-        if self.window is not None:
-            allowed &= slots.unsqueeze(0) > query - self.window
+        slots = torch.arange(self.length, device=positions.device).view(1, 1, self.length)
+        query = positions.view(1, t, 1)
         # a real token's keys start at its row's first real slot; a padding token's at itself
-        start = torch.minimum(pads.view(b, 1, 1), query.unsqueeze(0))  # [b, T, 1]
-        allowed = allowed.unsqueeze(0) & (slots.view(1, 1, self.length) >= start)
+        start = torch.minimum(pads.view(b, 1, 1), query)  # [b, T, 1]
+        seen = (slots <= query) & (slots >= start)  # [b, T, length]
         dtype = self.keys_0.dtype
-        mask = torch.zeros(b, 1, t, self.length, dtype=dtype).masked_fill(
-            ~allowed.unsqueeze(1), torch.finfo(dtype).min)
+
+        def additive(window: int | None) -> torch.Tensor:
+            # transformers' sliding window: a key fewer than `window` positions back
+            allowed = seen if window is None else seen & (slots > query - window)
+            return torch.zeros(b, 1, t, self.length, dtype=dtype).masked_fill(
+                ~allowed.unsqueeze(1), torch.finfo(dtype).min)
+
         position_ids = (positions.unsqueeze(0) - pads.unsqueeze(1)).clamp(min=0)  # [b, T]
-        logits = self._run(input_ids, position_ids, _BufferCache(self, positions), mask, last)
+        logits = self._run(input_ids, position_ids, _BufferCache(self, positions),
+                           self._masks(additive), last)
         if not self.keeps_logits or logits.shape[1] != 1:
             logits = logits.index_select(1, last)
         return logits[:, 0]
@@ -149,10 +166,9 @@ class _Plans:
     reading and updating the same cache buffers on the GPU. Each is compiled from a
     CacheModule made for it (the same buffers by name and shape), dropped after."""
 
-    def __init__(self, model: torch.nn.Module, batch: int, length: int,
-                 window: int | None) -> None:
+    def __init__(self, model: torch.nn.Module, batch: int, length: int) -> None:
         self.model = weakref.ref(model)
-        self.shape = (batch, length, window)
+        self.shape = (batch, length)
         self.first: CompiledModule | None = None
         self.plans: dict[int, CompiledModule] = {}  # tokens per call -> plan
 
@@ -221,38 +237,46 @@ def _choose(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: in
     return torch.multinomial(probs, 1, generator=generator)[:, 0]
 
 
-def sliding_window(config) -> tuple[int | None, bool]:
-    """The model's sliding attention window (None: none) and whether every layer slides
-    (Mistral) rather than some (layer_types mixing full and sliding attention)."""
-    window = getattr(config, "sliding_window", None)
+def text_config(model: torch.nn.Module):
+    """The config of the model's text decoder (None: the model has no config)."""
+    config = getattr(model, "config", None)
+    return config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+
+
+ATTENTION_KINDS = ("full_attention", "sliding_attention")  # the layer_types generate runs
+
+
+def attention_windows(config) -> dict[str | None, int | None]:
+    """The attention masks the model takes, each as its sliding window (None: none, every
+    earlier position seen): {None: window} where one mask serves every layer (Llama: no
+    window; Mistral: every layer slides), else one per kind of `config.layer_types`
+    mixing full and sliding attention (Gemma 2 and 3, Qwen2 with max_window_layers), the
+    model picking each layer's mask by its kind."""
+    window = getattr(config, "sliding_window", None) or None
     kinds = getattr(config, "layer_types", None)
-    if not window or (kinds is not None and "sliding_attention" not in kinds):
-        return None, False
-    return window, kinds is None or all(k == "sliding_attention" for k in kinds)
+    if kinds is None:
+        return {None: window}
+    other = sorted(set(kinds) - set(ATTENTION_KINDS))
+    if other:
+        raise ValueError(f"generate runs layers of {', '.join(ATTENTION_KINDS)}; this model "
+                         f"has {', '.join(other)} layers")
+    windows = {kind: window if kind == "sliding_attention" else None for kind in kinds}
+    return windows if len(set(windows.values())) > 1 else {None: next(iter(windows.values()))}
 
 
 def _cache_length(config, need: int, max_length: int | None) -> int:
     """The KV cache's length: `max_length`, else `need` rounded up to a power of two, at
-    least MIN_CACHE; at most the model's positions, and its sliding window where only
-    some layers slide (a longer cache would need a mask per layer kind, not built)."""
-    caps = []
+    least MIN_CACHE; at most the model's positions."""
     positions = getattr(config, "max_position_embeddings", None) or getattr(
         config, "n_positions", None)
-    if positions:
-        caps.append(("the model's max_position_embeddings", positions))
-    window, everywhere = sliding_window(config)
-    if window and not everywhere:
-        caps.append(("the sliding window of its sliding layers (a model mixing full and "
-                     "sliding layers is supported within the window only)", window))
-    cap = min((c for _, c in caps), default=None)
     if max_length is not None:
         length = max_length
     else:
         length = max(MIN_CACHE, 1 << (need - 1).bit_length())
-        length = max(need, min(length, cap)) if cap else length
-    for what, c in caps:
-        if length > c:
-            raise ValueError(f"{length} tokens exceed {what}: {c}")
+        length = max(need, min(length, positions)) if positions else length
+    if positions and length > positions:
+        raise ValueError(f"{length} tokens exceed the model's max_position_embeddings: "
+                         f"{positions}")
     return length
 
 
@@ -304,17 +328,14 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
         new = min(new, max_length - length)
     if new <= 0:
         return ids.clone()
-    config = model.config.get_text_config(decoder=True) if hasattr(
-        model.config, "get_text_config") else model.config
-    cache_len = _cache_length(config, length + new, max_length)
+    cache_len = _cache_length(text_config(model), length + new, max_length)
     eos = _eos_ids(model, eos_token_id)
     pad = _pad_id(model, eos)
 
     caches = _PLANS.setdefault(model, {})
     plans = caches.get((batch, cache_len))
     if plans is None or plans.stale():
-        plans = caches[(batch, cache_len)] = _Plans(model, batch, cache_len,
-                                                    sliding_window(config)[0])
+        plans = caches[(batch, cache_len)] = _Plans(model, batch, cache_len)
 
     width = _bucket(length, cache_len)
     padded = torch.zeros(batch, width, dtype=torch.long)  # id 0: any id of the vocabulary
