@@ -12,6 +12,7 @@ from kernelwright.frontend.capture import export_graph, fx_to_ir
 from kernelwright.options import BindingLimits, CompileOptions
 from kernelwright.schedule import schedule
 from kernelwright.train import step as step_module
+from kernelwright.train.optim import ParamGroups
 
 
 def _counted(monkeypatch, module, name: str) -> list:
@@ -88,7 +89,8 @@ def test_training_compile_work_grows_by_the_same_amount_per_layer(monkeypatch):
         made.clear()
         ep = step_module.capture_joint(Stack(layers), batch, F.cross_entropy)
         (b, torch_dtypes), _ = step_module._joint_graph(
-            ep, kernelwright.optim.AdamW(lr=1e-3), 1.0, 1, CompileOptions())
+            ep, ParamGroups.single(kernelwright.optim.AdamW(lr=1e-3)), 1.0, 1,
+            CompileOptions())
         plan = schedule.build_plan(b.graph, "tuple", torch_dtypes, CompileOptions())
         states = {spec.buffer for _, spec in plan.state}
         in_place = sum(k.bindings[-1] in states and k.name != "copy" for k in plan.kernels)

@@ -464,17 +464,6 @@ def test_torch_optimizer_and_scheduler_without_recompiling(monkeypatch):
     assert math.isclose(step.lr, 0.02 * _warmup_cosine(8))
 
 
-def test_param_groups_with_different_settings_are_refused():
-    model = _mlp()
-    opt = torch.optim.SGD([{"params": model[0].parameters(), "lr": 0.1},
-                           {"params": list(model[2].parameters()) + list(model[4].parameters()),
-                            "lr": 0.01}], lr=0.1)
-    with pytest.raises(ValueError, match=r"param groups with different settings are not "
-                                         r"supported yet: group 1 has lr=0\.01, group 0 lr=0\.1"):
-        kernelwright.compile_training(model, _batches((16, 12), 5)[0], F.cross_entropy,
-                                      optimizer=opt)
-
-
 def test_torch_optimizer_of_part_of_the_model_or_unsupported_is_refused():
     model, batch = _mlp(), _batches((16, 12), 5)[0]
     with pytest.raises(ValueError, match=r"missing: \['2\.weight', '2\.bias', '4\.weight'"):

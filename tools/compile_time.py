@@ -159,6 +159,7 @@ def train_stages(name: str, size: str, pipelines: bool) -> dict[str, complex | i
     )
     from kernelwright.options import CompileOptions
     from kernelwright.train import step
+    from kernelwright.train.optim import ParamGroups
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from plan_memory import H100
@@ -177,7 +178,8 @@ def train_stages(name: str, size: str, pipelines: bool) -> dict[str, complex | i
         joint = step.capture_joint(model, batch, module.loss)
         t["capture"] = _now() - t0
         t0 = _now()
-        (builder, dtypes), _ = step._joint_graph(joint, optimizer, MAX_GRAD_NORM, 1, options)
+        (builder, dtypes), _ = step._joint_graph(joint, ParamGroups.single(optimizer),
+                                                 MAX_GRAD_NORM, 1, options)
         t["to_ir"] = _now() - t0
         plan = _plan_stages(builder.graph, "tuple", dtypes, options, t)
     t["nodes"] = len(joint.graph.nodes)

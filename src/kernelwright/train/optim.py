@@ -10,6 +10,12 @@ fresh) is computed on the host per step (`hyper`, in float64 as torch.optim comp
 it) and passed to the plan as one small f32 input, so a new learning rate needs no new
 plan. Fixed settings (momentum, betas, eps, weight decay) are constants of the kernels.
 
+Param groups (`ParamGroups`: a torch.optim optimizer's groups, `from_torch`) give each
+parameter its group's settings: one optimizer object per group, of one class. The
+per-step input holds each scalar once per group where it reads the group's learning
+rate, else once per distinct value of the settings it reads (`Optimizer.hyper_reads`,
+`ParamGroups.hyper_slots`).
+
 The arithmetic follows torch.optim's single-tensor implementations (PyTorch's default
 for CPU tensors) operation by operation, so that the f32 results round the same way.
 """
@@ -29,8 +35,10 @@ class Optimizer:
     """An optimizer's settings; subclasses define its state, per-step scalars and update."""
 
     lr: float
-    # the names of its per-step scalars (`hyper`), in order: the step's input vector
-    hyper_names: tuple[str, ...] = ()
+    # its per-step scalars (`hyper`), in order, each with the settings its value depends on
+    # besides the step number: param groups that agree in those settings share the
+    # scalar; one that reads "lr" is each group's own (a group's lr changes between steps)
+    hyper_reads: dict[str, tuple[str, ...]] = {}
 
     def state_names(self) -> list[str]:
         """The names of the state tensors kept per parameter (as in torch.optim's state)."""
@@ -75,7 +83,7 @@ class SGD(Optimizer):
     maximize: bool = False
     # neg_lr: -lr; keep, take: the momentum buffer's new value is keep * buf + take * d_p
     # (0 and 1 at its first update, where PyTorch starts it as a copy of d_p)
-    hyper_names = ("neg_lr", "keep", "take")
+    hyper_reads = {"neg_lr": ("lr",), "keep": ("momentum",), "take": ("dampening",)}
 
     def __post_init__(self) -> None:
         if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
@@ -119,7 +127,8 @@ class Adam(Optimizer):
     maximize: bool = False
     decoupled_weight_decay: bool = False
     # neg_step_size: -lr / (1 - beta1^t); bc2_sqrt: sqrt(1 - beta2^t); decay: 1 - lr * wd
-    hyper_names = ("neg_step_size", "bc2_sqrt", "decay")
+    hyper_reads = {"neg_step_size": ("lr", "betas"), "bc2_sqrt": ("betas",),
+                   "decay": ("lr", "weight_decay")}
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.betas[0] < 1.0 and 0.0 <= self.betas[1] < 1.0):
@@ -169,51 +178,121 @@ class AdamW(Adam):
     decoupled_weight_decay: bool = True
 
 
+@dataclass
+class ParamGroups:
+    """The settings each parameter is updated with: one optimizer per group (all of one
+    class, each `lr` the group's learning rate), and the parameters of each group by name
+    (every name of a tied parameter). One group holds every parameter (`single`), or a
+    torch.optim optimizer's groups give them (`from_torch`)."""
+
+    optimizers: list[Optimizer]
+    names: list[frozenset[str]] | None = None  # None: one group of every parameter
+
+    @staticmethod
+    def single(optimizer: Optimizer) -> ParamGroups:
+        return ParamGroups([optimizer])
+
+    def group(self, name: str) -> int:
+        """The index of the group of the parameter `name`."""
+        if self.names is None:
+            return 0
+        for i, names in enumerate(self.names):
+            if name in names:
+                return i
+        raise ValueError(f"parameter {name} is in no param group")
+
+    def hyper_slots(self) -> tuple[int, list[dict[str, int]]]:
+        """The length of the per-step input and, per group, the index of each of its
+        scalars there: one per group where the scalar reads "lr", else one per distinct
+        value of the settings it reads (`Optimizer.hyper_reads`)."""
+        slots: dict[tuple, int] = {}
+        per_group = []
+        for i, opt in enumerate(self.optimizers):
+            index = {}
+            for name, reads in opt.hyper_reads.items():
+                key = (name, i) if "lr" in reads else \
+                    (name, tuple(getattr(opt, s) for s in reads))
+                index[name] = slots.setdefault(key, len(slots))
+            per_group.append(index)
+        return len(slots), per_group
+
+    def hyper(self, lrs: list[float], step: int) -> list[float]:
+        """The per-step input of update number `step` (1-based), group i at lr `lrs[i]`."""
+        size, per_group = self.hyper_slots()
+        out = [0.0] * size
+        for opt, lr, index in zip(self.optimizers, lrs, per_group):
+            for name, value in zip(opt.hyper_reads, opt.hyper(lr, step)):
+                out[index[name]] = value
+        return out
+
+    def settings(self) -> list[dict]:
+        """Each group's settings but its lr (what a checkpoint must agree with)."""
+        return [{k: v for k, v in dataclasses.asdict(opt).items() if k != "lr"}
+                for opt in self.optimizers]
+
+
 # torch.optim group settings that do not change the arithmetic (how torch runs it, the
-# schedulers' record of the first learning rate)
-TORCH_ONLY = ("params", "foreach", "fused", "capturable", "differentiable", "initial_lr")
+# schedulers' record of the first learning rate, the names of named_parameters())
+TORCH_ONLY = ("params", "foreach", "fused", "capturable", "differentiable", "initial_lr",
+              "param_names")
 
 
-def group_settings(group: dict) -> dict:
-    """A torch.optim param group's settings that define its update."""
-    return {k: v for k, v in group.items() if k not in TORCH_ONLY}
-
-
-def check_groups(opt: torch.optim.Optimizer) -> None:
-    """A ValueError where `opt`'s param groups differ in a setting (param groups with
-    different settings are not supported yet), naming the first such setting."""
-    first = group_settings(opt.param_groups[0])
-    for i, group in enumerate(opt.param_groups[1:], 1):
-        for key, value in group_settings(group).items():
-            if key not in first or _value(first[key]) != _value(value):
-                raise ValueError(
-                    f"param groups with different settings are not supported yet: group {i} "
-                    f"has {key}={_value(value)!r}, group 0 {key}={_value(first.get(key))!r}; "
-                    "compile_training applies one setting to every parameter")
-
-
-def from_torch(opt: torch.optim.Optimizer) -> Optimizer:
-    """kernelwright's optimizer with the settings of `opt` (torch.optim.SGD, Adam or AdamW,
-    their param groups agreeing: `check_groups`). Another optimizer class, a setting
-    kernelwright has not, or an optimizer that already holds state (it has stepped) is
-    a ValueError."""
+def torch_settings(opt: torch.optim.Optimizer) -> list[Optimizer]:
+    """kernelwright's optimizer with the settings of each param group of `opt`
+    (torch.optim.SGD, Adam or AdamW); another optimizer class or a setting kernelwright
+    has not is a ValueError naming it."""
     ours = {torch.optim.AdamW: AdamW, torch.optim.Adam: Adam, torch.optim.SGD: SGD}.get(type(opt))
     if ours is None:
         raise ValueError(f"torch.optim.{type(opt).__name__} is not supported: compile_training "
                          "runs SGD, Adam and AdamW (torch.optim's or kernelwright.optim's)")
-    check_groups(opt)
+    fields = {f.name for f in dataclasses.fields(ours)}
+    out = []
+    for i, group in enumerate(opt.param_groups):
+        settings = {}
+        for key, value in group.items():
+            if key in TORCH_ONLY:
+                continue
+            if key not in fields:
+                raise ValueError(f"torch.optim.{type(opt).__name__}'s setting {key}={value!r} "
+                                 f"(param group {i}) is not supported by compile_training")
+            settings[key] = tuple(_value(v) for v in value) if isinstance(value, tuple) \
+                else _value(value)
+        out.append(ours(**settings))
+    return out
+
+
+def from_torch(opt: torch.optim.Optimizer, model: torch.nn.Module) -> ParamGroups:
+    """The param groups of `opt` (torch.optim.SGD, Adam or AdamW over exactly the
+    trainable parameters of `model`, each in one group), each group with its own
+    settings (`torch_settings`). Another optimizer, a parameter in no group or in two, a
+    tensor that is not a trainable parameter, or an optimizer that already holds state
+    (it has stepped) is a ValueError."""
+    optimizers = torch_settings(opt)
     if any(opt.state.values()):
         raise ValueError(f"the {type(opt).__name__} optimizer has state already (it has "
                          "stepped); compile_training starts from fresh state: pass a new one")
-    fields = {f.name for f in dataclasses.fields(ours)}
-    settings = {}
-    for key, value in group_settings(opt.param_groups[0]).items():
-        if key not in fields:
-            raise ValueError(f"torch.optim.{type(opt).__name__}'s setting {key}={value!r} is not "
-                             "supported by compile_training")
-        settings[key] = tuple(_value(v) for v in value) if isinstance(value, tuple) \
-            else _value(value)
-    return ours(**settings)
+    aliases: dict[int, set[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if p.requires_grad:
+            aliases.setdefault(id(p), set()).add(name)
+    seen: dict[int, int] = {}
+    for i, group in enumerate(opt.param_groups):
+        for p in group["params"]:
+            if id(p) in seen and seen[id(p)] != i:
+                name = min(aliases.get(id(p), {"a tensor"}))
+                raise ValueError(f"{name} is in param groups {seen[id(p)]} and {i}: a "
+                                 "parameter must be in one group (as torch.optim requires)")
+            seen[id(p)] = i
+    missing = [min(names) for i, names in aliases.items() if i not in seen]
+    extra = set(seen) - set(aliases)
+    if missing or extra:
+        others = f", {len(extra)} not the model's trainable parameters" if extra else ""
+        raise ValueError(f"the optimizer holds {len(seen)} tensors, the model has "
+                         f"{len(aliases)} trainable parameters (missing: {missing[:5]}{others}); "
+                         "compile_training updates every trainable parameter")
+    names = [frozenset(n for p in group["params"] for n in aliases[id(p)])
+             for group in opt.param_groups]
+    return ParamGroups(optimizers, names)
 
 
 def _value(x):

@@ -40,7 +40,7 @@ from ..schedule.remat import recompute_late_reads
 from ..schedule.schedule import build_plan
 from ..tune import choose_knobs
 from ..tune.waves import device_waves
-from .optim import Optimizer, check_groups, from_torch
+from .optim import Optimizer, ParamGroups, from_torch, torch_settings
 
 # the torch versions whose joint export (aot_export_joint_with_descriptors) is tested: 2.13
 # in CI, 2.11 on the GPU machine (bench --train, 2026-12-07)
@@ -48,7 +48,7 @@ JOINT_EXPORT_TESTED = ("2.11", "2.13")
 # torch.nn.utils.clip_grad_norm_'s guard against a zero norm
 CLIP_EPS = 1e-6
 # the format tag of TrainingStep.save's checkpoints
-CHECKPOINT_FORMAT = "kernelwright.training/1"
+CHECKPOINT_FORMAT = "kernelwright.training/2"
 
 
 class WithLoss(torch.nn.Module):
@@ -233,8 +233,10 @@ class TrainingStep:
     optimizer update on the GPU and returns the loss (a float). Parameters and optimizer
     state stay on the GPU; `state_dict()` reads the parameters (and buffers) back,
     `sync_to(model)` copies them into a model, `optimizer_state()` reads the optimizer's
-    state. `lr` is read at every step (set it between steps, or pass `lr_schedule`: step
-    number -> learning rate). A step whose loss or gradient is not finite changes
+    state. The learning rates are read at every step: `lrs`, one per param group (a
+    torch.optim optimizer's `param_groups[i]["lr"]`, which its schedulers set), `lr` the
+    first group's, and setting `lr` (or passing `lr_schedule`: step number -> learning
+    rate) sets every group's. A step whose loss or gradient is not finite changes
     nothing (parameters, optimizer state, buffers): it raises FloatingPointError, or,
     with `skip_nonfinite`, is counted in `skipped` and returns the loss. With
     `accumulate` N > 1 each call is one micro-batch: its gradient, divided by N, is added
@@ -244,7 +246,7 @@ class TrainingStep:
     call: each call draws anew, the same seed draws the same. `save(path)` and
     `load(path)` write and restore the whole training state (one safetensors file)."""
 
-    def __init__(self, compiled: CompiledModule, optimizer: Optimizer,
+    def __init__(self, compiled: CompiledModule, groups: ParamGroups,
                  params: dict[str, str], optim_state: dict[str, tuple[str, str]],
                  buffers: dict[str, str], skip_nonfinite: bool,
                  lr_schedule: Callable[[int], float] | None, accumulate: int = 1,
@@ -253,10 +255,13 @@ class TrainingStep:
         self.compiled = compiled
         # a torch.optim optimizer passed to compile_training: its groups' lr is the step's
         self.torch_optimizer = torch_optimizer
+        # its groups' parameters when compiled (checked at each step, with their settings)
+        self._members = None if torch_optimizer is None else \
+            [[id(p) for p in group["params"]] for group in torch_optimizer.param_groups]
         self.random = random  # whether the plan takes a random key (it has random ops)
         self.seed = seed
         self.draws = 0  # calls that drew random numbers so far
-        self.optimizer = optimizer
+        self.groups = groups  # each param group's settings and parameters
         self.accumulate = accumulate
         self.micro = 0  # micro-batches summed since the last update (accumulate > 1)
         self.lr_schedule = lr_schedule
@@ -269,20 +274,51 @@ class TrainingStep:
         self.grad_norm: float | None = None  # the last step's global gradient norm
 
     @property
-    def lr(self) -> float:
-        """The learning rate of the next step: the optimizer's `lr`, or the param groups'
-        lr of a torch.optim optimizer (which torch's schedulers set), read at each step."""
+    def lrs(self) -> list[float]:
+        """Each param group's learning rate for the next step: a torch.optim optimizer's
+        `param_groups[i]["lr"]` (which torch's schedulers set), read at each step, its
+        groups' other settings and parameters checked unchanged since compiling; else the
+        kernelwright optimizer's `lr`."""
         if self.torch_optimizer is not None:
-            check_groups(self.torch_optimizer)
-            return float(self.torch_optimizer.param_groups[0]["lr"])
-        return float(self.optimizer.lr)
+            self._check_torch_groups()
+            return [float(group["lr"]) for group in self.torch_optimizer.param_groups]
+        return [float(opt.lr) for opt in self.groups.optimizers]
+
+    @lrs.setter
+    def lrs(self, values: list[float]) -> None:
+        if len(values) != len(self.groups.optimizers):
+            raise ValueError(f"{len(values)} learning rates for "
+                             f"{len(self.groups.optimizers)} param groups")
+        for i, (opt, value) in enumerate(zip(self.groups.optimizers, values)):
+            opt.lr = float(value)
+            if self.torch_optimizer is not None:
+                self.torch_optimizer.param_groups[i]["lr"] = float(value)
+
+    @property
+    def lr(self) -> float:
+        """The first param group's learning rate for the next step (the only one's, without
+        groups); setting it sets every group's."""
+        return self.lrs[0]
 
     @lr.setter
     def lr(self, value: float) -> None:
-        if self.torch_optimizer is not None:
-            for group in self.torch_optimizer.param_groups:
-                group["lr"] = float(value)
-        self.optimizer.lr = float(value)
+        self.lrs = [float(value)] * len(self.groups.optimizers)
+
+    def _check_torch_groups(self) -> None:
+        """A ValueError where the torch.optim optimizer's param groups changed since
+        compiling in anything but their lr (a setting, a group added, a parameter moved):
+        the compiled update holds them."""
+        opt = self.torch_optimizer
+        if [[id(p) for p in group["params"]] for group in opt.param_groups] != self._members:
+            raise ValueError(f"the {type(opt).__name__} optimizer's param groups or their "
+                             "parameters changed since compile_training: compile again")
+        for i, (now, then) in enumerate(zip(torch_settings(opt), self.groups.optimizers)):
+            for f in dataclasses.fields(then):
+                if f.name != "lr" and getattr(now, f.name) != getattr(then, f.name):
+                    raise ValueError(
+                        f"param group {i}'s {f.name} changed from {getattr(then, f.name)!r} to "
+                        f"{getattr(now, f.name)!r} since compile_training; only the lr is read "
+                        "at each step: compile again")
 
     @property
     def plan(self) -> Plan:
@@ -321,7 +357,7 @@ class TrainingStep:
         step applies the update (the last micro-batch of an accumulation)."""
         if self.lr_schedule is not None:
             self.lr = float(self.lr_schedule(self.steps))
-        hyper = self.optimizer.hyper(self.lr, self.steps + 1) or [0.0]
+        hyper = self.groups.hyper(self.lrs, self.steps + 1) or [0.0]
         apply = self.micro + 1 == self.accumulate
         if self.accumulate > 1:
             hyper = hyper + [1.0 if apply else 0.0]
@@ -371,26 +407,32 @@ class TrainingStep:
                 own[name].copy_(t.reshape(own[name].shape))
 
     def _settings(self) -> dict:
-        """What a checkpoint must agree with to be loaded into this step."""
-        return {"optimizer": type(self.optimizer).__name__,
-                "settings": {k: v for k, v in dataclasses.asdict(self.optimizer).items()
-                             if k != "lr"},
-                "accumulate": self.accumulate}
+        """What a checkpoint must agree with to be loaded into this step: the optimizer,
+        each param group's settings but its lr, the accumulation, and (checked after the
+        model's tensors, which tell another model) each group's trained parameters."""
+        grouping = [sorted(n for n in self._params if self.groups.group(n) == i)
+                    for i in range(len(self.groups.optimizers))]
+        return {"optimizer": type(self.groups.optimizers[0]).__name__,
+                "groups": self.groups.settings(), "accumulate": self.accumulate,
+                "grouping": grouping}
 
     def save(self, path: str | Path) -> None:
         """Write the training state to one safetensors file: every GPU state tensor
         (parameters, buffers, optimizer state, a partial gradient sum), and in its metadata
-        the update count (Adam's bias corrections), the learning rate and the settings."""
+        the update count (Adam's bias corrections), each group's learning rate and the
+        settings."""
         meta = {"format": CHECKPOINT_FORMAT, "steps": self.steps, "skipped": self.skipped,
-                "micro": self.micro, "lr": self.lr, "seed": self.seed, "draws": self.draws,
+                "micro": self.micro, "lrs": self.lrs, "seed": self.seed, "draws": self.draws,
                 **self._settings()}
         tensors = {k: t.contiguous() for k, t in self.compiled.state().items()}
         save_file(tensors, str(path), metadata={"kernelwright": json.dumps(meta)})
 
     def load(self, path: str | Path) -> None:
         """Restore the training state `save` wrote, into the GPU state of this step (compiled
-        for the same model, optimizer settings and accumulation). A file that is not such a
-        checkpoint, or one of another model or optimizer, is a ValueError naming it."""
+        for the same model, param groups, optimizer settings and accumulation), each
+        group's learning rate included (set into a torch.optim optimizer's groups too). A
+        file that is not such a checkpoint, or one of another model, grouping or optimizer,
+        is a ValueError naming it."""
         try:
             with safe_open(str(path), framework="pt") as f:
                 meta = json.loads((f.metadata() or {})["kernelwright"])
@@ -404,6 +446,7 @@ class TrainingStep:
             raise ValueError(f"{path}: checkpoint format {meta.get('format')!r}, expected "
                              f"{CHECKPOINT_FORMAT!r}")
         ours = self._settings()
+        grouping = ours.pop("grouping")
         for key, want in ours.items():
             got = meta.get(key)
             if json.loads(json.dumps(want)) != got:
@@ -419,9 +462,14 @@ class TrainingStep:
                     str(t.dtype).removeprefix("torch.") != spec.torch_dtype:
                 raise ValueError(f"{path}: tensor {name} is {t.dtype}{list(t.shape)}, this "
                                  f"model's is {spec.torch_dtype}{list(spec.shape)}")
+        got = meta.get("grouping") or []
+        if got != grouping:
+            i = next((i for i, (a, b) in enumerate(zip(got, grouping)) if a != b), 0)
+            raise ValueError(f"{path}: the checkpoint's param group {i} holds "
+                             f"{got[i] if got else None}, this step's {grouping[i]}")
         self.compiled.load_state({name: tensors[name] for name in specs})
         self.steps, self.skipped = int(meta["steps"]), int(meta["skipped"])
-        self.micro, self.lr = int(meta["micro"]), float(meta["lr"])
+        self.micro, self.lrs = int(meta["micro"]), [float(x) for x in meta["lrs"]]
         self.seed = int(meta.get("seed", self.seed))
         self.draws = int(meta.get("draws", 0))
 
@@ -439,9 +487,10 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
     current mode (call model.train() for batch norm's batch statistics). The step clips
     the gradients to a global 2-norm of `max_grad_norm` when given
     (torch.nn.utils.clip_grad_norm_) and applies `optimizer` (kernelwright.optim.SGD,
-    Adam, AdamW, or torch.optim's over all the model's parameters, its param groups
-    agreeing in every setting: their lr, set by hand or a torch scheduler, is read at
-    each step; its own state is not used or updated). With `accumulate` N > 1 each call
+    Adam, AdamW, or torch.optim's over all the model's trainable parameters: each
+    parameter is updated with its param group's settings, and each group's lr, set by
+    hand or a torch scheduler, is read at each step; its own state is not used or
+    updated). With `accumulate` N > 1 each call
     is one micro-batch and every N-th call updates from the mean of their gradients.
     Dropout (and other random ops) draw from `seed` (None: one drawn from torch's default
     generator, so torch.manual_seed makes a run repeatable), anew at every call. See
@@ -458,7 +507,7 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
     compiled = CompiledModule(planned.plan, dev)
     if seed is None:
         seed = int(torch.randint(0, 2**31 - 1, ()).item())
-    return TrainingStep(compiled, planned.optimizer, planned.params, planned.optim_state,
+    return TrainingStep(compiled, planned.groups, planned.params, planned.optim_state,
                         planned.buffers, skip_nonfinite, lr_schedule, accumulate,
                         random=planned.random, seed=seed, torch_optimizer=torch_optimizer)
 
@@ -466,10 +515,10 @@ def compile_training(model: torch.nn.Module, example_batch, loss_fn: Callable | 
 @dataclasses.dataclass
 class PlannedStep:
     """A training step's plan before any device holds it (plan_training): the plan, the
-    optimizer it applies, and the names TrainingStep reads the state by."""
+    param groups' settings it applies, and the names TrainingStep reads the state by."""
 
     plan: Plan
-    optimizer: Optimizer
+    groups: ParamGroups
     params: dict[str, str]  # the parameter's name -> its name in Plan.state
     optim_state: dict[str, tuple[str, str]]  # Plan.state name -> (parameter, state name)
     buffers: dict[str, str]  # buffer's name -> Plan.state name
@@ -486,9 +535,10 @@ def plan_training(model: torch.nn.Module, example_batch, loss_fn: Callable | Non
     if accumulate < 1:
         raise ValueError(f"accumulate must be at least 1, got {accumulate}")
     if isinstance(optimizer, torch.optim.Optimizer):
-        _check_coverage(model, optimizer)
-        optimizer = from_torch(optimizer)
-    elif not isinstance(optimizer, Optimizer):
+        groups = from_torch(optimizer, model)
+    elif isinstance(optimizer, Optimizer):
+        groups = ParamGroups.single(optimizer)
+    else:
         raise TypeError(f"optimizer must be a kernelwright.optim or torch.optim optimizer, "
                         f"got {type(optimizer).__name__}")
     batch = tuple(example_batch) if isinstance(example_batch, (tuple, list)) \
@@ -496,23 +546,11 @@ def plan_training(model: torch.nn.Module, example_batch, loss_fn: Callable | Non
     with _collector_paused():  # as compile's planning: the graphs are all alive until planned
         joint = capture_joint(model, batch, loss_fn)
         (b, torch_dtypes), (params, optim_state, buffers) = _joint_graph(
-            joint, optimizer, max_grad_norm, accumulate, options)
+            joint, groups, max_grad_norm, accumulate, options)
         recompute_late_reads(b.graph)
         plan = build_plan(b.graph, "tuple", torch_dtypes, options)
     plan.scalars = {}
-    return PlannedStep(plan, optimizer, params, optim_state, buffers, b.random_key is not None)
-
-
-def _check_coverage(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
-    """A ValueError where the torch.optim optimizer does not hold exactly the model's
-    trainable parameters (compile_training trains all of them)."""
-    held = {id(p) for group in opt.param_groups for p in group["params"]}
-    names = {id(p): n for n, p in model.named_parameters() if p.requires_grad}
-    missing = [n for i, n in names.items() if i not in held]
-    if missing or held - set(names):
-        raise ValueError(f"the optimizer holds {len(held)} tensors, the model has "
-                         f"{len(names)} trainable parameters (missing: {missing[:5]}); "
-                         "compile_training updates every trainable parameter")
+    return PlannedStep(plan, groups, params, optim_state, buffers, b.random_key is not None)
 
 
 def _strip(target: str) -> str:
@@ -520,7 +558,7 @@ def _strip(target: str) -> str:
     return target.removeprefix("model.")
 
 
-def _joint_graph(joint: Joint, optimizer: Optimizer,
+def _joint_graph(joint: Joint, groups: ParamGroups,
                  max_grad_norm: float | None, accumulate: int = 1,
                  options: CompileOptions | None = None):
     """The IR graph of a training step from the joint export: outputs (loss, global
@@ -528,7 +566,9 @@ def _joint_graph(joint: Joint, optimizer: Optimizer,
     parameters, optimizer state and buffers. With `accumulate` > 1 the gradient is
     added, divided by `accumulate`, to a state sum per parameter, and parameters and
     optimizer state change only where the last per-step scalar ("apply") is 1, which
-    also restarts the sums. `options`: what the step's kernels are generated for."""
+    also restarts the sums. Each parameter is updated with its param group's settings
+    and per-step scalars (`ParamGroups.hyper_slots`). `options`: what the step's kernels
+    are generated for."""
     for name, target in joint.params.items():
         if not joint.constants[name].dtype.is_floating_point:
             raise CompileError(f"parameter {_strip(target)} is {joint.constants[name].dtype}: "
@@ -541,12 +581,12 @@ def _joint_graph(joint: Joint, optimizer: Optimizer,
     by_name = {v.name: v for n in b.graph.nodes for v in n.inputs if v.kind == "const"}
     placeholder = {target: name for name, target in joint.params.items()}
 
-    hyper_names = optimizer.hyper_names or ("unused",)
-    if accumulate > 1:
-        hyper_names = hyper_names + ("apply",)
-    hyper = b.input((len(hyper_names),), "f32", "hyper")
+    size, slots = groups.hyper_slots()
+    size = max(size, 1)  # an optimizer without per-step scalars: one unused
+    hyper = b.input((size + int(accumulate > 1),), "f32", "hyper")
     torch_dtypes[hyper] = "float32"
-    h = {n: b.reshape(b.slice(hyper, 0, i, i + 1), ()) for i, n in enumerate(hyper_names)}
+    scalars = [b.reshape(b.slice(hyper, 0, i, i + 1), ()) for i in range(hyper.shape[0])]
+    group_h = [{n: scalars[i] for n, i in index.items()} for index in slots]
 
     trained = []  # (parameter name, its constant, its gradient)
     for (_, target), g in zip(joint.grads, grads):
@@ -587,7 +627,7 @@ def _joint_graph(joint: Joint, optimizer: Optimizer,
         buffers[_strip(old.name)] = old.name
     update = ok
     if accumulate > 1:
-        apply = b.ew("gt", h["apply"], b.scalar(0.5), dtype="bool")
+        apply = b.ew("gt", scalars[size], b.scalar(0.5), dtype="bool")
         update = b.ew("and", ok, apply, dtype="bool")
         for acc, new in sums:  # restarted by an update, else the new sum
             b.graph.updates.append((acc, guarded(acc, guarded(new, b.scalar(0.0), apply))))
@@ -601,9 +641,11 @@ def _joint_graph(joint: Joint, optimizer: Optimizer,
         return out
 
     for name, p, g in trained:
+        group = groups.group(name)
+        optimizer = groups.optimizers[group]
         states = [b.const(np.zeros(p.shape, np.float32), "f32", f"{name}:{s}", state=True)
                   for s in optimizer.state_names()]
-        new_p, new_states = optimizer.update(b, p, g, states, h, kept)
+        new_p, new_states = optimizer.update(b, p, g, states, group_h[group], kept)
         p.name = name
         params[name] = name
         b.graph.updates.append((p, guarded(p, new_p, update)))
