@@ -23,7 +23,8 @@ from .plan import Plan, PlanFileError
 from .train import TrainingStep, compile_training, optim
 
 __all__ = ["CompileError", "CompiledModule", "Plan", "PlanFileError", "TrainingStep", "compile",
-           "compile_training", "generate", "optim", "plan_module", "register_cache_pytrees", "runtime"]
+           "compile_training", "generate", "optim", "plan_module", "register_cache_pytrees",
+           "runtime"]
 
 from .frontend.caches import register as register_cache_pytrees  # noqa: E402
 from .frontend.dynamo import register as _register_dynamo  # noqa: E402

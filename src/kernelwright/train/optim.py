@@ -239,8 +239,9 @@ TORCH_ONLY = ("params", "foreach", "fused", "capturable", "differentiable", "ini
 
 def torch_settings(opt: torch.optim.Optimizer) -> list[Optimizer]:
     """kernelwright's optimizer with the settings of each param group of `opt`
-    (torch.optim.SGD, Adam or AdamW); another optimizer class or a setting kernelwright
-    has not is a ValueError naming it."""
+    (torch.optim.SGD, Adam or AdamW); another optimizer class or a setting of torch's
+    that kernelwright has not is a ValueError naming it (a group's keys torch does not
+    read either, a name the user keeps there, are ignored as torch ignores them)."""
     ours = {torch.optim.AdamW: AdamW, torch.optim.Adam: Adam, torch.optim.SGD: SGD}.get(type(opt))
     if ours is None:
         raise ValueError(f"torch.optim.{type(opt).__name__} is not supported: compile_training "
@@ -250,8 +251,8 @@ def torch_settings(opt: torch.optim.Optimizer) -> list[Optimizer]:
     for i, group in enumerate(opt.param_groups):
         settings = {}
         for key, value in group.items():
-            if key in TORCH_ONLY:
-                continue
+            if key in TORCH_ONLY or (key not in fields and key not in opt.defaults):
+                continue  # how torch runs it, or a key of the user's own ("name"): unread
             if key not in fields:
                 raise ValueError(f"torch.optim.{type(opt).__name__}'s setting {key}={value!r} "
                                  f"(param group {i}) is not supported by compile_training")
