@@ -34,7 +34,7 @@ def tiny(name: str) -> torch.nn.Module:
             encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
             decoder_ffn_dim=128, max_position_embeddings=64, decoder_start_token_id=START,
             pad_token_id=PAD, bos_token_id=START, eos_token_id=EOS, forced_bos_token_id=None,
-            forced_eos_token_id=None)
+            forced_eos_token_id=None, init_std=0.3)  # varied tokens: a mask changes them
         return transformers.BartForConditionalGeneration(config).eval()
     config = transformers.T5Config(
         vocab_size=160, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
@@ -83,19 +83,22 @@ def test_greedy_tokens_are_eager_transformers(name):
 
 
 def test_text_encoders_take_a_padded_batch():
-    """BART's encoder inputs padded with their attention mask: the mask is the prefill
-    plan's input, kept for the decode steps' cross-attention."""
+    """BART's encoder inputs padded with their attention mask, an input of the prefill
+    plan (the encoder's mask) and of the decode step (the cross-attention's): a row's
+    tokens are those of its input alone, not those of its padded input unmasked."""
     model = tiny("bart")
     inputs = encoder_inputs("bart", 2, 3)
     mask = torch.ones_like(inputs)
-    mask[1, 6:] = 0
-    inputs[1, 6:] = PAD
-    got = kernelwright.generate(model, inputs, attention_mask=mask, max_new_tokens=8,
+    mask[1, 3:] = 0
+    inputs[1, 3:] = PAD
+    got = kernelwright.generate(model, inputs, attention_mask=mask, max_new_tokens=12,
                                 eos_token_id=[])
     start = torch.full((2, 1), START)
-    assert torch.equal(got, eager_greedy(model, inputs, start, 8, attention_mask=mask))
-    alone = kernelwright.generate(model, inputs[1:, :6], max_new_tokens=8, eos_token_id=[])
-    assert torch.equal(got[1:], alone)
+    assert torch.equal(got, eager_greedy(model, inputs, start, 12, attention_mask=mask))
+    assert torch.equal(got[1:], eager_greedy(model, inputs[1:, :3], start[1:], 12))
+    unmasked = eager_greedy(model, inputs[1:], start[1:], 12)
+    assert not torch.equal(got[1:], unmasked)
+    assert compiled_plans(model) == 2
 
 
 def test_whisper_stops_at_the_end_token_and_samples_reproducibly():

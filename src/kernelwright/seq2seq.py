@@ -2,19 +2,20 @@
 
 `generate(model, inputs, max_new_tokens=...)` dispatches here when the model's config
 is `is_encoder_decoder`. `Seq2SeqCacheModule` wraps the model with registered buffers
-its forward updates in place: each decoder layer's self-attention keys and values
-(`keys_{i}`, `values_{i}`: [batch, heads, length, head_dim], written at the slots the
-plan takes, as generate.py's CacheModule does), its cross-attention keys and values over
-the encoder's output (`cross_keys_{i}`, `cross_values_{i}`: [batch, heads, source,
-head_dim]) and, for a text encoder, the encoder's attention mask (`encoder_mask`).
+its forward updates in place: each decoder layer's keys and values (`keys_{i}`,
+`values_{i}`: [batch, heads, length + source, head_dim]), the first `length` positions
+its self-attention cache (written at the slots the plan takes, as generate.py's
+CacheModule does), the rest its cross-attention keys and values over the encoder's
+output. One buffer for both halves makes it state that every plan updates, so all read the one
+copy on the GPU (compile's `share_state` shares the buffers a plan writes).
 
 Two kinds of plan share these buffers and the weights (compile's `share_state`): a
 prefill plan per decoder prompt bucket runs the encoder on the inputs, projects its
-output to every layer's cross keys and values and writes them, keeps the encoder mask,
-and runs the decoder prompt (right-padded to its bucket, as generate.py's prompts are);
+output to every layer's cross keys and values and writes them, and runs the decoder prompt (right-padded to its bucket, as generate.py's prompts are);
 one decode plan runs a token, reading the cross keys and values (transformers'
 EncoderDecoderCache with every layer's cross-attention `is_updated`) and writing its
-self-attention keys and values. The plans are kept per batch, input shape and cache
+self-attention keys and values. A text encoder's attention mask is an input of both
+(the cross-attention's mask). The plans are kept per batch, input shape and cache
 length (`compiled_plans` counts them beside the decoder-only ones), so another input
 of that shape compiles nothing. Tokens are chosen on the host as generate.py's
 (decoding.decode). The decoder's positions come from the cache's `get_seq_length`, the
@@ -113,9 +114,10 @@ class Seq2SeqCacheModule(torch.nn.Module):
 
     forward(decoder_ids [batch, T], positions [T], last [1], *encoder_inputs) runs the
     decoder's tokens at slots `positions` (consecutive) and returns the logits of token
-    `last` ([batch, vocab]). With `encoder_inputs` (input_features; or input_ids and
-    attention_mask) it first runs the encoder and writes the cross keys and values (and
-    the mask); without, it reads those written."""
+    `last` ([batch, vocab]). With the encoder's inputs (input_features; or input_ids
+    and attention_mask) it first runs the encoder and writes the cross keys and values;
+    without (a text encoder's attention_mask alone: every plan's input, the
+    cross-attention's mask), it reads those written."""
 
     def __init__(self, model: torch.nn.Module, batch: int, length: int,
                  source: tuple[int, ...], shapes: dict | None = None) -> None:
@@ -137,8 +139,6 @@ class Seq2SeqCacheModule(torch.nn.Module):
                 self.register_buffer(f"{name}_{i}", torch.zeros(
                     batch, own[1], length + cross[2], own[3], dtype=shapes["self"][i][2]))
         self.encoded_shape = shapes["encoded"]
-        if self.text:
-            self.register_buffer("encoder_mask", torch.ones(batch, *source, dtype=torch.long))
 
     @staticmethod
     def probe(model, batch: int, source: tuple[int, ...]) -> dict:
@@ -161,7 +161,7 @@ class Seq2SeqCacheModule(torch.nn.Module):
     @staticmethod
     def example(batch: int, tokens: int, encoder_inputs: tuple = ()) -> list[torch.Tensor]:
         """forward's inputs for `tokens` decoder tokens per row (what a plan is compiled
-        for); the prefill plan's with `encoder_inputs`."""
+        for), then `encoder_inputs` (forward's)."""
         return [torch.zeros(batch, tokens, dtype=torch.long), torch.arange(tokens),
                 torch.zeros(1, dtype=torch.long), *encoder_inputs]
 
@@ -169,17 +169,14 @@ class Seq2SeqCacheModule(torch.nn.Module):
                 *encoder_inputs: torch.Tensor) -> torch.Tensor:
         b, t = decoder_ids.shape
         encoder = self.model.get_encoder()
-        mask = None
-        if encoder_inputs and self.text:
-            ids, given = encoder_inputs
-            self.encoder_mask.copy_(given.to(self.encoder_mask.dtype))
-            encoded = encoder(input_ids=ids, attention_mask=self.encoder_mask).last_hidden_state
-        elif encoder_inputs:
+        mask = encoder_inputs[-1] if self.text else None
+        encode = len(encoder_inputs) == (2 if self.text else 1)
+        if encode and self.text:
+            encoded = encoder(input_ids=encoder_inputs[0], attention_mask=mask).last_hidden_state
+        elif encode:
             encoded = encoder(encoder_inputs[0]).last_hidden_state
         else:  # the cross keys and values are read from the buffers: only its shape counts
             encoded = torch.zeros(self.encoded_shape, dtype=self.keys_0.dtype)
-        if self.text:
-            mask = self.encoder_mask
         slots = torch.arange(self.length, device=positions.device)
         allowed = slots.unsqueeze(0) <= positions.unsqueeze(1)  # [T, length]: causal
         dtype = self.keys_0.dtype
@@ -187,7 +184,7 @@ class Seq2SeqCacheModule(torch.nn.Module):
             ~allowed.view(1, 1, t, self.length), torch.finfo(dtype).min)
         cache = _cache_class()(_BufferCache(self, positions, self.length),
                                _CrossSlots(self, self.layers, self.length), self.layers,
-                               not encoder_inputs, positions[0])
+                               not encode, positions[0])
         logits = self.model(encoder_outputs=(encoded,), attention_mask=mask,
                             decoder_input_ids=decoder_ids, decoder_attention_mask=causal,
                             use_cache=True, **{self.cache_arg: cache}).logits
@@ -313,8 +310,9 @@ def generate_seq2seq(model: torch.nn.Module, inputs: torch.Tensor, max_new_token
     example = Seq2SeqCacheModule.example(batch, width, encoder_inputs)
     logits = plans.get(("prefill", width), example, device, progress)(
         padded, torch.arange(width), torch.tensor([length - 1]), *encoder_inputs)
+    held = encoder_inputs[1:]  # a text encoder's mask: the decode step's input too
     out = [ids] + decode(logits, lambda fed, step: plans.get(
-        1, Seq2SeqCacheModule.example(batch, 1), device, progress)(
-        fed, torch.tensor([length + step]), torch.zeros(1, dtype=torch.long)),
+        1, Seq2SeqCacheModule.example(batch, 1, held), device, progress)(
+        fed, torch.tensor([length + step]), torch.zeros(1, dtype=torch.long), *held),
         new, sampling, eos, pad)
     return torch.cat(out, dim=1)
