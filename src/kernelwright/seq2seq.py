@@ -11,7 +11,8 @@ copy on the GPU (compile's `share_state` shares the buffers a plan writes).
 
 Two kinds of plan share these buffers and the weights (compile's `share_state`): a
 prefill plan per decoder prompt bucket runs the encoder on the inputs, projects its
-output to every layer's cross keys and values and writes them, and runs the decoder prompt (right-padded to its bucket, as generate.py's prompts are);
+output to every layer's cross keys and values and writes them, and runs the decoder
+prompt (right-padded to its bucket, as generate.py's prompts are);
 one decode plan runs a token, reading the cross keys and values (transformers'
 EncoderDecoderCache with every layer's cross-attention `is_updated`) and writing its
 self-attention keys and values. A text encoder's attention mask is an input of both
