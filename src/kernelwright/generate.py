@@ -45,43 +45,22 @@ import weakref
 import torch
 
 from .compiler import CompiledModule, compile
+from .decoding import (
+    _PLANS,
+    MIN_CACHE,
+    MIN_PROMPT,  # noqa: F401 (generate's prompt buckets, read by tools)
+    Sampling,
+    _bucket,
+    _BufferCache,
+    _eos_ids,
+    _new_tokens,
+    _pad_id,
+    _ShapeProbe,
+    decode,
+    filter_logits,  # noqa: F401 (kernelwright.generate.filter_logits)
+)
 from .runtime.runtime import device_bytes as _device_bytes
-
-MIN_PROMPT = 16  # the smallest prompt bucket
-MIN_CACHE = 256  # the shortest KV cache made when max_length is not given
-
-# model -> (batch, cache length) -> _Plans: the compiled plans of each cache (holding
-# no reference to the model, so that they go with it)
-_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-class _BufferCache:
-    """The `cache` handed to the model: each attention layer's `update` writes its new
-    keys and values at `positions` into the owner's buffers and returns the whole
-    buffers (every slot; the attention mask hides those not yet written)."""
-
-    def __init__(self, owner: CacheModule, positions: torch.Tensor) -> None:
-        self.owner = owner
-        self.positions = positions
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
-               *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
-        keys = getattr(self.owner, f"keys_{layer_idx}")
-        values = getattr(self.owner, f"values_{layer_idx}")
-        keys.index_copy_(2, self.positions, key_states.to(keys.dtype))
-        values.index_copy_(2, self.positions, value_states.to(values.dtype))
-        return keys, values
-
-
-class _ShapeProbe:
-    """A cache that records the keys' and values' shapes of each layer (an eager run)."""
-
-    def __init__(self) -> None:
-        self.shapes: dict[int, tuple[torch.Size, torch.Size, torch.dtype]] = {}
-
-    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
-        self.shapes[layer_idx] = (key_states.shape, value_states.shape, key_states.dtype)
-        return key_states, value_states
+from .seq2seq import generate_seq2seq
 
 
 class CacheModule(torch.nn.Module):
@@ -201,42 +180,6 @@ def device_bytes(model: torch.nn.Module) -> int:
                           for plan in p.plans.values()])
 
 
-def _bucket(n: int, cap: int) -> int:
-    """`n` rounded up to a power of two, at least MIN_PROMPT, at most `cap`."""
-    return min(max(MIN_PROMPT, 1 << (n - 1).bit_length()), cap)
-
-
-def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-                  top_p: float | None = None) -> torch.Tensor:
-    """`logits` [B, vocab] divided by `temperature`, with -inf for every token outside the
-    `top_k` most likely and outside the smallest set of most likely tokens whose
-    probability reaches `top_p` (at least one kept), in transformers' order
-    (temperature, top-k, top-p)."""
-    if temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
-    logits = logits.float() / temperature
-    if top_k is not None and top_k > 0:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None and top_p < 1.0:
-        ordered, order = torch.sort(logits, dim=-1, descending=True)
-        probs = ordered.softmax(-1)
-        # a token goes when the tokens more likely than it already reach top_p
-        drop = probs.cumsum(-1) - probs >= top_p
-        drop[:, 0] = False
-        logits = logits.masked_fill(drop.scatter(1, order, drop), float("-inf"))
-    return logits
-
-
-def _choose(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: int | None,
-            top_p: float | None, generator: torch.Generator | None) -> torch.Tensor:
-    """The next token of each row of `logits` [B, vocab]."""
-    if not do_sample:
-        return logits.argmax(-1)
-    probs = filter_logits(logits, temperature, top_k, top_p).softmax(-1)
-    return torch.multinomial(probs, 1, generator=generator)[:, 0]
-
-
 def text_config(model: torch.nn.Module):
     """The config of the model's text decoder (None: the model has no config)."""
     config = getattr(model, "config", None)
@@ -286,7 +229,8 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
              top_p: float | None = None, generator: torch.Generator | None = None,
              eos_token_id: int | list[int] | None = None, max_length: int | None = None,
              attention_mask: torch.Tensor | None = None, device=None,
-             progress: float | None = 2.0) -> torch.Tensor:
+             progress: float | None = 2.0, decoder_input_ids: torch.Tensor | None = None
+             ) -> torch.Tensor:
     """Continue each row of `input_ids` ([B, L] token ids) with up to `max_new_tokens`
     tokens computed by kernelwright's kernels, as transformers' `model.generate` does;
     returns [B, L + new] ids.
@@ -306,26 +250,30 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     the cache holds prompt and new tokens rounded up to a power of two, at least
     MIN_CACHE. Plans are compiled once per cache length, batch and prompt bucket and
     kept on the model (`compiled_plans`); after the model's weights change they are
-    compiled again. `device` and `progress` are compile's."""
+    compiled again. `device` and `progress` are compile's.
+
+    An encoder-decoder model (config.is_encoder_decoder: Whisper, BART, T5) goes to
+    seq2seq.py: `input_ids` are its encoder's inputs (Whisper's input_features),
+    `attention_mask` their mask, and the decoder continues `decoder_input_ids` (default
+    its start token); the decoder ids are returned."""
+    if model.training:
+        raise ValueError("generate needs the model in eval mode (model.eval())")
+    sampling = Sampling(do_sample, temperature, top_k, top_p, generator)
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        return generate_seq2seq(model, input_ids, max_new_tokens, sampling, eos_token_id,
+                                max_length, attention_mask, decoder_input_ids, device, progress)
+    if decoder_input_ids is not None:
+        raise ValueError("decoder_input_ids is for encoder-decoder models")
     if input_ids.dim() != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids must be [batch, length] with length > 0, got "
                          f"{list(input_ids.shape)}")
     pads = _left_padding(attention_mask, input_ids.shape)
-    if model.training:
-        raise ValueError("generate needs the model in eval mode (model.eval())")
     vocab = model.get_input_embeddings().num_embeddings
     ids = input_ids.long()
     if int(ids.min()) < 0 or int(ids.max()) >= vocab:
         raise ValueError(f"input_ids hold ids outside the vocabulary [0, {vocab})")
     batch, length = ids.shape
-    if max_new_tokens is None and max_length is None:
-        raise ValueError("give max_new_tokens or max_length")
-    if max_length is not None and length >= max_length:
-        raise ValueError(f"the prompt ({length} tokens) leaves no room in max_length "
-                         f"{max_length}")
-    new = max_new_tokens if max_new_tokens is not None else max_length - length
-    if max_length is not None:
-        new = min(new, max_length - length)
+    new = _new_tokens(length, max_new_tokens, max_length)
     if new <= 0:
         return ids.clone()
     cache_len = _cache_length(text_config(model), length + new, max_length)
@@ -342,22 +290,9 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     padded[:, :length] = ids
     logits = plans.get(width, device, progress)(
         padded, torch.arange(width), torch.tensor([length - 1]), pads)
-    out = [ids]
-    done = torch.zeros(batch, dtype=torch.bool)
-    for step in range(new):
-        token = _choose(logits, do_sample, temperature, top_k, top_p, generator)
-        if eos:
-            token = torch.where(done, torch.tensor(pad), token)
-            done |= torch.isin(token, torch.tensor(eos))
-        out.append(token.unsqueeze(1))
-        if step == new - 1 or bool(done.all()):
-            break
-        # an ended row's next token is its own business (rows never attend to each
-        # other): an id of the vocabulary, whatever the pad id is
-        fed = torch.where(done, 0, token) if eos else token
-        logits = plans.get(1, device, progress)(
-            fed.unsqueeze(1), torch.tensor([length + step]), torch.zeros(1, dtype=torch.long),
-            pads)
+    out = [ids] + decode(logits, lambda fed, step: plans.get(1, device, progress)(
+        fed, torch.tensor([length + step]), torch.zeros(1, dtype=torch.long), pads),
+        new, sampling, eos, pad)
     return torch.cat(out, dim=1)
 
 
@@ -385,22 +320,3 @@ def _left_padding(attention_mask: torch.Tensor | None, shape: torch.Size) -> tor
                          "ones: the tokenizer's padding_side='left', as transformers expects "
                          "for generation); right padding or gaps are not supported")
     return (mask == 0).sum(1)
-
-
-def _generation_config(model):
-    return getattr(model, "generation_config", None) or getattr(model, "config", None)
-
-
-def _eos_ids(model, eos_token_id) -> list[int]:
-    """The end-of-sequence ids: `eos_token_id`, else the model's generation config's."""
-    if eos_token_id is None:
-        eos_token_id = getattr(_generation_config(model), "eos_token_id", None)
-    if eos_token_id is None:
-        return []
-    return [int(eos_token_id)] if isinstance(eos_token_id, int) else [int(e) for e in eos_token_id]
-
-
-def _pad_id(model, eos: list[int]) -> int | None:
-    """The id that follows an ended row's end token: the pad id, else the first end id."""
-    pad = getattr(_generation_config(model), "pad_token_id", None)
-    return int(pad) if pad is not None else (eos[0] if eos else None)
