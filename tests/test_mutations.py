@@ -78,6 +78,36 @@ def test_two_compiled_shapes_share_one_state():
     torch.testing.assert_close(first(x), eager(x))
 
 
+class Sometimes(torch.nn.Module):
+    """A buffer changed by calls of two rows or more, only read by a call of one."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(3))
+
+    def forward(self, x):
+        if x.shape[0] > 1:
+            self.seen.add_(x.sum(0))
+        return x * 2 + self.seen
+
+
+def test_a_shape_that_only_reads_shared_state_reads_its_latest_value():
+    """A plan compiled with share_state reads the state the other plan updates from its
+    buffer at each call, where its own forward does not change it (not its value at
+    compile time); the other way round, compiling the updating shape second, is refused
+    by name (the first plan holds the buffer as a constant)."""
+    eager = Sometimes()
+    rows = kernelwright.compile(Sometimes(), [torch.zeros(2, 3)])
+    one = kernelwright.compile(Sometimes(), [torch.zeros(1, 3)], share_state=rows)
+    for _ in range(2):
+        x, y = torch.randn(2, 3), torch.randn(1, 3)
+        torch.testing.assert_close(rows(x), eager(x))
+        torch.testing.assert_close(one(y), eager(y))
+    one_first = kernelwright.compile(Sometimes(), [torch.zeros(1, 3)])
+    with pytest.raises(kernelwright.CompileError, match="share_state: this plan changes seen"):
+        kernelwright.compile(Sometimes(), [torch.zeros(2, 3)], share_state=one_first)
+
+
 class Slots(torch.nn.Module):
     """A cache buffer written along an inner dim (a KV cache's sequence dim), read whole."""
 

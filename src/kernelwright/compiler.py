@@ -56,9 +56,11 @@ def plan_module(module: torch.nn.Module, example_inputs, precision: str = "stric
 
 def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Device | None,
           progress: Progress, choose: KnobChooser | None = None, capture: str = "export",
-          made: dict | None = None) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
+          made: dict | None = None, shared: frozenset[str] = frozenset()
+          ) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
     """The plan, and the module's tensors (parameters, buffers) it holds as constants.
-    `made`: arrays made from them by an earlier plan (GraphBuilder.made)."""
+    `made`: arrays made from them by an earlier plan (GraphBuilder.made); `shared`: the
+    names of the state another plan sharing this one's updates."""
     try:
         limits = (device or default_device()).binding_limits
     except Exception:  # noqa: BLE001 - no adapter: plan without a device's limits
@@ -79,12 +81,12 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
             captured = trace_graph(module, example_inputs) if capture == "trace" else None
             if captured is not None:
                 try:
-                    builder, torch_dtypes = _lower(captured, options, made)
+                    builder, torch_dtypes = _lower(captured, options, made, shared)
                 except CompileError:  # exported below: its error names the source line
                     captured = None
             if captured is None:
                 captured = from_exported(export_graph(module, example_inputs))
-                builder, torch_dtypes = _lower(captured, options, made)
+                builder, torch_dtypes = _lower(captured, options, made, shared)
         with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"):
             plan = build_plan(builder.graph, output_tree(captured.out_spec), torch_dtypes,
                               options)
@@ -98,11 +100,12 @@ def _is_none(x) -> bool:
     return x is None
 
 
-def _lower(captured: Captured, options: CompileOptions, made: dict | None = None
-           ) -> tuple[GraphBuilder, dict]:
+def _lower(captured: Captured, options: CompileOptions, made: dict | None = None,
+           shared: frozenset[str] = frozenset()) -> tuple[GraphBuilder, dict]:
     """The captured graph in IR (capture.fx_to_ir)."""
     return fx_to_ir(captured.graph_module, captured.constants, captured.user_outputs,
-                    captured.mutations, options=options, made=made)
+                    captured.mutations, options=options, made=made,
+                    shared={p: n for p, n in captured.names.items() if n in shared})
 
 
 def output_tree(spec: pytree.TreeSpec | None) -> str | pytree.TreeSpec:
@@ -313,7 +316,12 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     # what lowering made from the weights (a merged product's weight), made once for the
     # plans sharing them while they are unchanged
     made = {} if share_state is None or share_state.changed_weights() else share_state.made
-    plan, weights = _plan(module, example_inputs, mode, dev, report, choose, capture, made)
+    # the other's state, read from the buffers it updates (this plan may not update it)
+    shared = frozenset(n for n, _ in share_state.plan.state) if share_state else frozenset()
+    plan, weights = _plan(module, example_inputs, mode, dev, report, choose, capture, made,
+                          shared)
+    if share_state is not None:
+        _check_constant_state(plan, share_state)
     with report.stage(f"building {len(plan.kernels)} pipelines"):
         cm = CompiledModule(plan, dev, weights=weights, share_state=share_state)
     cm.made = made
@@ -335,6 +343,19 @@ def _cache_shapes(tree: pytree.TreeSpec) -> str:
 
     walk(tree)
     return "; ".join(found) or "no cache"
+
+
+def _check_constant_state(plan: Plan, other: CompiledModule) -> None:
+    """A CompileError where `plan` updates a buffer that `other` (compiled first, for
+    shapes whose forward does not change it) holds as a constant: its kernels would
+    read the compile-time value, not the one this plan writes."""
+    theirs = {n for n, _ in other.plan.state}
+    frozen = sorted({n for n, _ in plan.state} & {n for n, *_ in other._weights} - theirs)
+    if frozen:
+        raise CompileError(
+            f"share_state: this plan changes {', '.join(frozen)}, which the other plan "
+            "holds as constants (its forward did not change them at its shapes): compile "
+            "first the plan that changes them, then the others with share_state")
 
 
 def _version(t: torch.Tensor) -> int:

@@ -100,7 +100,9 @@ class Plan:
     # bytes, so the next call reads the new value; a state a copy kernel writes
     # (schedule.early_updates) has none
     updates: list[tuple[int, int]] = field(default_factory=list)
-    state: list[tuple[str, TensorSpec]] = field(default_factory=list)  # updated, by name
+    # by name: the state a call updates, then state another plan sharing this one's
+    # updates and this one reads (ir.Graph.shared)
+    state: list[tuple[str, TensorSpec]] = field(default_factory=list)
     # (input position, where its new value is): inputs a call changes in place, written
     # back into the caller's tensors
     writes: list[tuple[int, TensorSpec]] = field(default_factory=list)

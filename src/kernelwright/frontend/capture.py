@@ -119,7 +119,8 @@ class Captured:
     do not change), `scalars` (user input position -> the Python number it was),
     `user_outputs` (the graph outputs the caller sees), `mutations` (an output that is a
     buffer's or input's new value: output index -> (placeholder, the tensor's name)) and
-    `out_spec` (the module's output structure)."""
+    `out_spec` (the module's output structure) and `names` (the placeholder of each
+    parameter and buffer -> its name in the module)."""
 
     graph_module: torch.fx.GraphModule
     constants: dict[str, torch.Tensor]
@@ -128,6 +129,7 @@ class Captured:
     user_outputs: list[int]
     mutations: dict[int, tuple[str, str]]
     out_spec: object
+    names: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def from_exported(ep: torch.export.ExportedProgram) -> Captured:
@@ -155,8 +157,10 @@ def from_exported(ep: torch.export.ExportedProgram) -> Captured:
             mutations[i] = (placeholder[spec.target], spec.target)
         elif spec.kind.name == "USER_INPUT_MUTATION":
             mutations[i] = (spec.target, spec.target)
+    names = {spec.arg.name: spec.target for spec in sig.input_specs
+             if spec.kind.name in ("PARAMETER", "BUFFER")}
     return Captured(ep.graph_module, constants, weights, scalars, user_outputs, mutations,
-                    ep.call_spec.out_spec)
+                    ep.call_spec.out_spec, names)
 
 
 def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
@@ -236,7 +240,8 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
             mutations[i] = (name, name)
         else:
             return None
-    return Captured(gm, constants, weights, {}, user_outputs, mutations, joint.out_spec)
+    names = {node: target for target, node in placeholder.items() if isinstance(target, str)}
+    return Captured(gm, constants, weights, {}, user_outputs, mutations, joint.out_spec, names)
 
 
 def with_state_buffers(
@@ -437,8 +442,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
              keep_outputs: list[int] | None = None,
              mutations: dict[int, tuple[str, str]] | None = None,
              state: frozenset[str] = frozenset(), options: CompileOptions | None = None,
-             random: bool = False, made: dict | None = None
-             ) -> tuple[GraphBuilder, dict[Value, str]]:
+             random: bool = False, made: dict | None = None,
+             shared: dict[str, str] | None = None) -> tuple[GraphBuilder, dict[Value, str]]:
     """Lower an ATen FX graph. `constants` maps placeholder names to tensors that are
     part of the model (parameters, buffers); every other placeholder is an input.
     `keep_outputs` selects the graph outputs the user sees (export also returns
@@ -452,7 +457,10 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
     random ops (dropout in training mode, rand, bernoulli: lower/random.py) draw from a
     key input the graph gains at the first one (`GraphBuilder.random_key`, int32 [seed,
     draw], after the graph's own inputs); without, they are a CompileError. `made`:
-    arrays an earlier plan made from the same weights (GraphBuilder.made). Returns the
+    arrays an earlier plan made from the same weights (GraphBuilder.made). `shared`:
+    constant placeholders -> their tensors' names, state that another plan sharing this
+    one's (compile's share_state) updates: read from its buffer at each call, and where
+    this graph does not update it, listed as state it reads (Graph.shared). Returns the
     builder holding the graph and each input/output's torch dtype."""
     b = GraphBuilder(options, made)
     b.random = random
@@ -464,7 +472,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
         val = node.meta.get("val")
         return val if isinstance(val, torch.Tensor) else None
 
-    changing = {p for p, _ in (mutations or {}).values()} | set(state)
+    shared = shared or {}
+    changing = {p for p, _ in (mutations or {}).values()} | set(state) | set(shared)
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             val = meta_of(node)
@@ -554,6 +563,12 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                     b.graph.updates.append((old, new))
                 else:
                     b.graph.writes.append((b.graph.inputs.index(old), new))
+            updated = {id(old) for old, _ in b.graph.updates}
+            for target, name in shared.items():
+                old = env.get(by_name.get(target))
+                if isinstance(old, Value) and old.kind == "const" and id(old) not in updated:
+                    old.name = name
+                    b.graph.shared.append(old)
             for v, m in zip(flat, metas):
                 if not isinstance(v, Value):
                     raise CompileError(f"output {v!r} is not a tensor")

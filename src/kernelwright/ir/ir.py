@@ -157,6 +157,9 @@ class Graph:
     # inputs a call changes in place: (the input's position in `inputs`, its new value),
     # which the caller writes back into the tensor it passed
     writes: list[tuple[int, Value]] = field(default_factory=list)
+    # state another plan updates (compile's share_state) that this one reads, unchanged:
+    # read from its buffer at each call, as `updates`' constants are
+    shared: list[Value] = field(default_factory=list)
 
     def roots(self) -> list[Value]:
         """What a call must compute: the outputs, the updates' and the writes' values."""

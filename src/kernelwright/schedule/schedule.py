@@ -1194,7 +1194,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                  if new not in early],
         state=[(state.name, TensorSpec(buffer_of[state], state.shape,
                                        torch_dtypes.get(state) or default_torch_name(state.dtype)))
-               for state, _ in graph.updates],
+               for state in [s for s, _ in graph.updates]
+               + [s for s in graph.shared if s in buffer_of]],
         writes=[(i, TensorSpec(buffer_of[v], v.shape, torch_dtypes[graph.inputs[i]]))
                 for i, v in graph.writes],
     )
