@@ -317,6 +317,186 @@ def test_sampling_a_left_padded_batch(llama):
     assert torch.equal(sample(1, top_k=1), greedy)
 
 
+# transformers' generation options (decoding.Options): its own logits processors,
+# stopping criteria and streamers on the tokens chosen on the host
+
+
+def tiny_tokenizer():
+    """A character tokenizer of the tiny models' first 128 ids, built locally (no
+    download): one character a token (StopStringCriteria needs "abcdef" among them)."""
+    import string
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    chars = string.ascii_letters + string.digits
+    chars += "".join(chr(0x100 + i) for i in range(128 - len(chars)))
+    backend = Tokenizer(models.WordLevel({c: i for i, c in enumerate(chars)}, unk_token="a"))
+    backend.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    backend.decoder = decoders.Fuse()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=backend)
+
+
+class Recorder:
+    """A streamer (transformers' protocol) recording what it receives."""
+
+    def __init__(self):
+        self.calls = []
+
+    def put(self, value):
+        self.calls.append(("put", value.clone()))
+
+    def end(self):
+        self.calls.append(("end", None))
+
+
+class StopAtLength(transformers.StoppingCriteria):
+    """Ends row `row` once the ids reach `length`."""
+
+    def __init__(self, row, length):
+        self.row, self.length = row, length
+
+    def __call__(self, input_ids, scores, **kwargs):
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool)
+        done[self.row] = input_ids.shape[1] >= self.length
+        return done
+
+
+@pytest.mark.parametrize("options", [
+    dict(repetition_penalty=1.8), dict(repetition_penalty=0.7), dict(no_repeat_ngram_size=2),
+    dict(repetition_penalty=1.3, no_repeat_ngram_size=3),
+    "logits_processor", "logits_processor_replacing_ours"])
+def test_logits_processors_give_transformers_greedy_tokens(options, llama):
+    """repetition_penalty (left padding of the batch left out), no_repeat_ngram_size and
+    a caller's processors, in transformers' order: model.generate's greedy tokens, which
+    the options change."""
+    from transformers.generation.logits_process import (
+        RepetitionPenaltyLogitsProcessor,
+        SuppressTokensLogitsProcessor,
+    )
+    gen = torch.Generator().manual_seed(3)
+    ids, mask = left_padded([torch.randint(0, 128, (n,), generator=gen) for n in (6, 3)])
+    plain = kernelwright.generate(llama, ids, attention_mask=mask, max_new_tokens=14,
+                                  eos_token_id=[])
+    if options == "logits_processor":  # never the tokens plain greedy picks first
+        options = dict(repetition_penalty=1.5, logits_processor=[
+            SuppressTokensLogitsProcessor(plain[:, 6].tolist())])
+    elif options == "logits_processor_replacing_ours":  # the caller's penalty, not 1.01
+        options = dict(repetition_penalty=1.01, logits_processor=[
+            RepetitionPenaltyLogitsProcessor(2.5)])
+    got = kernelwright.generate(llama, ids, attention_mask=mask, max_new_tokens=14,
+                                eos_token_id=[], **options)
+    want = llama.generate(ids, attention_mask=mask, max_new_tokens=14, do_sample=False,
+                          eos_token_id=None, pad_token_id=0, **options)
+    assert torch.equal(got, want)
+    assert not torch.equal(got, plain)
+
+
+@pytest.mark.parametrize("least", [dict(min_new_tokens=6), dict(min_length=11)])
+def test_min_new_tokens_holds_back_an_end_token_that_would_end_early(least, llama):
+    """With the first token greedy picks as the end token a row ends at once; with
+    min_new_tokens (or min_length, prompt included) it ends no sooner: transformers'
+    tokens."""
+    ids = torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(7))
+    first = int(kernelwright.generate(llama, ids, max_new_tokens=1, eos_token_id=[])[0, 5])
+    early = kernelwright.generate(llama, ids, max_new_tokens=12, eos_token_id=first)
+    assert int(early[0, 5]) == first and bool((early[0, 6:] == first).all())
+    got = kernelwright.generate(llama, ids, max_new_tokens=12, eos_token_id=first, **least)
+    want = llama.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=first,
+                          pad_token_id=0, **least)
+    assert torch.equal(got, want)
+    assert first not in got[:, 5:11].tolist()[0]
+
+
+def test_sampled_tokens_with_processors_are_seeded_and_honour_them(llama):
+    """Sampling after the processors: the same seed, the same tokens; no 2-gram repeats
+    in a row; top_k=1 gives the greedy tokens with the same options."""
+    ids = torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(4))
+
+    def sample(seed, **kw):
+        return kernelwright.generate(llama, ids, max_new_tokens=16, do_sample=True,
+                                     eos_token_id=[], no_repeat_ngram_size=2,
+                                     generator=torch.Generator().manual_seed(seed), **kw)
+
+    first = sample(0, temperature=1.5)
+    assert torch.equal(first, sample(0, temperature=1.5))
+    for row in first.tolist():
+        pairs = list(zip(row, row[1:]))
+        assert len(pairs) == len(set(pairs))
+    greedy = kernelwright.generate(llama, ids, max_new_tokens=16, eos_token_id=[],
+                                   no_repeat_ngram_size=2)
+    assert torch.equal(sample(1, top_k=1), greedy)
+
+
+def test_stopping_criteria_end_a_row_at_a_length(llama):
+    """A caller's StoppingCriteria ends row 0 at 9 ids: it goes on with the pad token
+    (the model has an end token) while row 1 continues; ending every row ends the call;
+    transformers' tokens."""
+    ids = torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(8))
+    free = kernelwright.generate(llama, ids, max_new_tokens=10, eos_token_id=[])
+    criteria = transformers.StoppingCriteriaList([StopAtLength(0, 9)])
+    got = kernelwright.generate(llama, ids, max_new_tokens=10, eos_token_id=127,
+                                stopping_criteria=criteria)
+    want = llama.generate(ids, max_new_tokens=10, do_sample=False, eos_token_id=127,
+                          pad_token_id=127, stopping_criteria=criteria)
+    assert torch.equal(got, want)
+    assert torch.equal(got[0, :9], free[0, :9]) and bool((got[0, 9:] == 127).all())
+    assert torch.equal(got[1], free[1])
+    both = [StopAtLength(0, 8), StopAtLength(1, 8)]
+    assert torch.equal(kernelwright.generate(llama, ids, max_new_tokens=10,
+                                             stopping_criteria=both), free[:, :8])
+
+
+def test_stop_strings_end_rows_as_transformers(llama):
+    """stop_strings read with a tokenizer (a local character one): a row ends at the
+    token completing one, across tokens; the other row goes on; transformers' tokens.
+    Without a tokenizer they are refused before anything runs."""
+    tokenizer = tiny_tokenizer()
+    ids = torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(2))
+    free = kernelwright.generate(llama, ids, max_new_tokens=12, eos_token_id=[])
+    texts = tokenizer.batch_decode(free[:, 5:])
+    stop = texts[0][3:5]  # the 4th and 5th new tokens of row 0
+    assert stop not in texts[1]
+    got = kernelwright.generate(llama, ids, max_new_tokens=12, eos_token_id=127,
+                                stop_strings=[stop, "no such text"], tokenizer=tokenizer)
+    want = llama.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=127,
+                          pad_token_id=127, stop_strings=[stop, "no such text"],
+                          tokenizer=tokenizer)
+    assert torch.equal(got, want)
+    end = texts[0].index(stop) + len(stop)  # one character a token
+    assert torch.equal(got[0, :5 + end], free[0, :5 + end])
+    assert bool((got[0, 5 + end:] == 127).all()) and torch.equal(got[1], free[1])
+    with pytest.raises(ValueError, match="tokenizer"):
+        kernelwright.generate(llama, ids, max_new_tokens=3, stop_strings="x")
+
+
+def test_a_streamer_gets_the_prompt_then_each_token_as_transformers_gives_them(llama, capsys):
+    """A streamer gets the prompt, each step's tokens ([B]) and its end, as transformers'
+    generate hands them (an end token ending a row early, pad after it);
+    TextStreamer prints the text."""
+    ids = torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(7))
+    free = kernelwright.generate(llama, ids, max_new_tokens=8, eos_token_id=[])
+    eos = int(free[0, 8])
+    mine, theirs = Recorder(), Recorder()
+    got = kernelwright.generate(llama, ids, max_new_tokens=8, eos_token_id=eos, streamer=mine)
+    llama.generate(ids, max_new_tokens=8, do_sample=False, eos_token_id=eos,
+                   pad_token_id=eos, streamer=theirs)
+    assert got.shape[1] > 9 and bool((got[0, 9:] == eos).all())  # row 1 went on
+    assert [c[0] for c in mine.calls] == ["put"] * (1 + got.shape[1] - 5) + ["end"]
+    assert torch.equal(mine.calls[0][1], ids)
+    assert torch.equal(torch.stack([v for _, v in mine.calls[1:-1]], 1), got[:, 5:])
+    assert len(mine.calls) == len(theirs.calls)
+    assert all(a[0] == b[0] and (a[1] is None or torch.equal(a[1], b[1]))
+               for a, b in zip(mine.calls, theirs.calls))
+    nothing = Recorder()  # no token to generate: the prompt and the end
+    kernelwright.generate(llama, ids, max_new_tokens=0, streamer=nothing)
+    assert [c[0] for c in nothing.calls] == ["put", "end"]
+
+    tokenizer = tiny_tokenizer()
+    got = kernelwright.generate(llama, ids[:1], max_new_tokens=8, eos_token_id=[],
+                                streamer=transformers.TextStreamer(tokenizer))
+    assert capsys.readouterr().out == tokenizer.decode(got[0]) + "\n"
+
+
 def test_filter_logits_matches_transformers_warpers():
     from transformers.generation.logits_process import (
         TemperatureLogitsWarper,

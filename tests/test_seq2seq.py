@@ -137,3 +137,37 @@ def test_bad_arguments_are_refused():
         kernelwright.generate(llama, torch.zeros(1, 3, dtype=torch.long), max_new_tokens=2,
                               decoder_input_ids=torch.zeros(1, 1, dtype=torch.long))
     assert compiled_plans(whisper) == 0
+
+
+def test_generation_options_apply_to_the_decoder_as_in_transformers():
+    """The shared loop's options on BART's decoder ids: repetition_penalty,
+    no_repeat_ngram_size and min_new_tokens (the end token the first greedy pick), a
+    StoppingCriteria ending row 0 early and a streamer given the decoder prompt, each
+    step's tokens and the end; transformers' greedy tokens and streamed values."""
+    model = tiny("bart")
+    inputs = encoder_inputs("bart", 2, 5)
+    plain = kernelwright.generate(model, inputs, max_new_tokens=12, eos_token_id=[])
+    eos = int(plain[0, 1])
+
+    class StopRow0(transformers.StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.tensor([input_ids.shape[1] >= 9, False])
+
+    calls = {"mine": [], "theirs": []}
+
+    def streamer(name):
+        record = calls[name]
+        return type("Recorder", (), {"put": lambda self, v: record.append(v.clone()),
+                                     "end": lambda self: record.append(None)})()
+
+    options = dict(repetition_penalty=1.6, no_repeat_ngram_size=2, min_new_tokens=4,
+                   stopping_criteria=transformers.StoppingCriteriaList([StopRow0()]))
+    got = kernelwright.generate(model, inputs, max_new_tokens=12, eos_token_id=eos,
+                                streamer=streamer("mine"), **options)
+    want = model.generate(inputs, max_new_tokens=12, do_sample=False, eos_token_id=eos,
+                          pad_token_id=PAD, streamer=streamer("theirs"), **options)
+    assert torch.equal(got, want) and not torch.equal(got, plain)
+    assert eos not in got[:, 1:5].flatten().tolist() and bool((got[0, 9:] == PAD).all())
+    assert len(calls["mine"]) == len(calls["theirs"]) == 2 + got.shape[1] - 1
+    assert calls["mine"][-1] is None and torch.equal(calls["mine"][0], got[:, :1])
+    assert all(torch.equal(a, b) for a, b in zip(calls["mine"][:-1], calls["theirs"][:-1]))

@@ -6,8 +6,9 @@ new keys and values through into a module's buffers, at the cache slots a plan t
 an input; `_ShapeProbe`, an eager run's record of each layer's key and value shapes;
 `_bucket`, a prompt's length rounded up to the plan that runs it; `_PLANS`, the
 compiled plans kept per model. The host side: `Sampling` (greedy, or sampled after
-`filter_logits`), the end and pad ids (`_eos_ids`, `_pad_id`) and `decode`, the loop
-that chooses each token and feeds it back to the decode step.
+`filter_logits`), `Options` (transformers' logits processors, stopping criteria and
+streamer), the end and pad ids (`_eos_ids`, `_pad_id`) and `decode`, the loop that
+chooses each token and feeds it back to the decode step.
 """
 
 from __future__ import annotations
@@ -118,27 +119,112 @@ class Sampling:
         return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
 
 
-def decode(logits: torch.Tensor, step: Callable[[torch.Tensor, int], torch.Tensor],
-           new: int, sampling: Sampling, eos: list[int], pad: int | None) -> list[torch.Tensor]:
-    """Up to `new` tokens ([B, 1] each) from the prompt's `logits` [B, vocab]: each chosen
-    by `sampling`, then fed to `step(tokens [B, 1], i)` (the i-th step after the prompt),
-    which returns the next logits. A row that produced an id of `eos` goes on with `pad`;
-    the loop ends when every row has ended."""
-    out = []
-    done = torch.zeros(logits.shape[0], dtype=torch.bool)
+@dataclass
+class Options:
+    """transformers' generation options beyond the choice of a token, under the names of
+    its `model.generate`: the logits processors it builds from `repetition_penalty`,
+    `no_repeat_ngram_size`, `min_length` and `min_new_tokens`, the caller's
+    `logits_processor`, the caller's `stopping_criteria`, `stop_strings` (with the
+    `tokenizer` that reads them) and a `streamer`."""
+
+    repetition_penalty: float | None = None
+    no_repeat_ngram_size: int | None = None
+    min_length: int | None = None
+    min_new_tokens: int | None = None
+    logits_processor: list | None = None
+    stopping_criteria: list | None = None
+    stop_strings: str | list[str] | None = None
+    tokenizer: object = None
+    streamer: object = None
+
+    def processors(self, length: int, eos: list[int], pads: torch.Tensor | None):
+        """The logits processors for a prompt of `length` tokens (`pads`: each row's left
+        padding, which repetition_penalty leaves out), in transformers' order
+        (`_get_logits_processor`): repetition penalty, no repeated n-grams, min_length,
+        min_new_tokens (these two only with an end token), then `logits_processor`, each
+        one taking the place of ours of its type, the others after; None when there is
+        none. Temperature, top-k and top-p come after them (Sampling.choose)."""
+        from transformers.generation import logits_process as lp
+
+        ours = []
+        if self.repetition_penalty is not None and self.repetition_penalty != 1.0:
+            ours.append(lp.RepetitionPenaltyLogitsProcessor(float(self.repetition_penalty),
+                                                            prompt_ignore_length=pads))
+        if self.no_repeat_ngram_size is not None and self.no_repeat_ngram_size > 0:
+            ours.append(lp.NoRepeatNGramLogitsProcessor(self.no_repeat_ngram_size))
+        if eos and self.min_length is not None and self.min_length > 0:
+            ours.append(lp.MinLengthLogitsProcessor(self.min_length, eos))
+        if eos and self.min_new_tokens is not None and self.min_new_tokens > 0:
+            ours.append(lp.MinNewTokensLengthLogitsProcessor(length, self.min_new_tokens, eos))
+        theirs = list(self.logits_processor or [])
+        chosen = [next((t for t in theirs if type(t) is type(o)), o) for o in ours]
+        chosen += [t for t in theirs if not any(t is c for c in chosen)]
+        return lp.LogitsProcessorList(chosen) if chosen else None
+
+    def criteria(self):
+        """The stopping criteria besides the end token and the length: `stopping_criteria`
+        and a StopStringCriteria of `stop_strings`; None when there is none."""
+        from transformers.generation import stopping_criteria as sc
+
+        criteria = list(self.stopping_criteria or [])
+        if self.stop_strings is not None:
+            if self.tokenizer is None:
+                raise ValueError("stop_strings need the model's tokenizer: pass tokenizer=")
+            criteria.append(sc.StopStringCriteria(self.tokenizer, self.stop_strings))
+        return sc.StoppingCriteriaList(criteria) if criteria else None
+
+
+def decode(ids: torch.Tensor, prefill: Callable[[], torch.Tensor],
+           step: Callable[[torch.Tensor, int], torch.Tensor], new: int, sampling: Sampling,
+           options: Options, eos: list[int], pad: int | None,
+           pads: torch.Tensor | None = None) -> torch.Tensor:
+    """`ids` [B, L] followed by up to `new` tokens, as transformers' sampling loop gives
+    them. `prefill()` runs the prompt and returns its logits [B, vocab] (called once
+    `options` are built, which may refuse them); `step(tokens [B, 1], i)` runs the i-th
+    token after the prompt and returns the next logits. Each step the logits go through
+    `options`' processors (given the ids so far; `pads`: each row's left padding) and
+    `sampling` chooses a token per row. A row ends at an id of `eos` or where a stopping
+    criterion says so (given the ids so far and the step's processed scores); with an end
+    token an ended row goes on with `pad` (without one, as in transformers, with its own
+    tokens). The loop ends when every row has ended. `options.streamer` gets the prompt,
+    each step's tokens ([B]) and `end()`.
+    """
+    processors = options.processors(ids.shape[1], eos, pads)
+    criteria = options.criteria()
+    streamer = options.streamer
+    if streamer is not None:
+        streamer.put(ids.cpu())
+    logits = prefill()
+    done = torch.zeros(ids.shape[0], dtype=torch.bool)
     for i in range(new):
-        token = sampling.choose(logits)
+        scores = logits.float() if processors is None else processors(ids, logits.float())
+        token = sampling.choose(scores)
         if eos:
             token = torch.where(done, torch.tensor(pad), token)
+        ids = torch.cat([ids, token.unsqueeze(1)], dim=1)
+        if streamer is not None:
+            streamer.put(token)
+        if eos:
             done |= torch.isin(token, torch.tensor(eos))
-        out.append(token.unsqueeze(1))
+        if criteria is not None:
+            done |= criteria(ids, scores)
         if i == new - 1 or bool(done.all()):
             break
         # an ended row's next token is its own business (rows never attend to each
         # other): an id of the vocabulary, whatever the pad id is
         fed = torch.where(done, 0, token) if eos else token
         logits = step(fed.unsqueeze(1), i)
-    return out
+    if streamer is not None:
+        streamer.end()
+    return ids
+
+
+def no_decoding(ids: torch.Tensor, options: Options) -> torch.Tensor:
+    """`ids` as they are, where no token follows: the streamer gets them and its end."""
+    if options.streamer is not None:
+        options.streamer.put(ids.cpu())
+        options.streamer.end()
+    return ids.clone()
 
 
 def _generation_config(model):

@@ -33,8 +33,11 @@ max_window_layers) the model gets a mask per kind (transformers' mask mapping, e
 taking its kind's: `attention_windows`). Every layer's cache holds all positions (no ring
 buffer), so generation runs past the window as far as the model's positions.
 
-Tokens are chosen on the host: greedily (the argmax, as transformers' greedy search)
-or sampled with a torch.Generator after temperature, top-k and top-p filtering.
+Tokens are chosen on the host (decoding.decode): greedily (the argmax, as transformers'
+greedy search) or sampled with a torch.Generator after temperature, top-k and top-p
+filtering, the logits first through transformers' own logits processors (repetition
+penalty, ...); transformers' stopping criteria and streamers take the tokens as its
+`model.generate` gives them.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from .decoding import (
     _PLANS,
     MIN_CACHE,
     MIN_PROMPT,  # noqa: F401 (generate's prompt buckets, read by tools)
+    Options,
     Sampling,
     _bucket,
     _BufferCache,
@@ -58,6 +62,7 @@ from .decoding import (
     _ShapeProbe,
     decode,
     filter_logits,  # noqa: F401 (kernelwright.generate.filter_logits)
+    no_decoding,
 )
 from .runtime.runtime import device_bytes as _device_bytes
 from .seq2seq import generate_seq2seq
@@ -229,7 +234,11 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
              top_p: float | None = None, generator: torch.Generator | None = None,
              eos_token_id: int | list[int] | None = None, max_length: int | None = None,
              attention_mask: torch.Tensor | None = None, device=None,
-             progress: float | None = 2.0, decoder_input_ids: torch.Tensor | None = None
+             progress: float | None = 2.0, decoder_input_ids: torch.Tensor | None = None,
+             *, repetition_penalty: float | None = None,
+             no_repeat_ngram_size: int | None = None, min_length: int | None = None,
+             min_new_tokens: int | None = None, logits_processor=None, stopping_criteria=None,
+             stop_strings: str | list[str] | None = None, tokenizer=None, streamer=None
              ) -> torch.Tensor:
     """Continue each row of `input_ids` ([B, L] token ids) with up to `max_new_tokens`
     tokens computed by kernelwright's kernels, as transformers' `model.generate` does;
@@ -248,7 +257,23 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     with the pad token (the config's, else the end token) until all rows ended.
     `max_length` bounds prompt + new tokens and is the KV cache's length; without it
     the cache holds prompt and new tokens rounded up to a power of two, at least
-    MIN_CACHE. Plans are compiled once per cache length, batch and prompt bucket and
+    MIN_CACHE. `min_length` (prompt and new tokens) and `min_new_tokens` keep the end
+    token out until then.
+
+    transformers' `model.generate` options of the same names: `repetition_penalty`,
+    `no_repeat_ngram_size`, `min_length` and `min_new_tokens` become its logits
+    processors, then the `logits_processor` list (transformers' LogitsProcessor, or any
+    callable (ids [B, n], scores [B, vocab]) -> scores; one of a type of ours takes its
+    place), in transformers' order, before temperature, top-k and top-p. A row also ends
+    where a `stopping_criteria` (StoppingCriteria: per-row done flags from the ids so far
+    and the step's processed scores) or one of `stop_strings` (read with `tokenizer`)
+    ends it; it goes on with the pad token where there is an end token (else, as in
+    transformers, with its own tokens). A `streamer` (transformers' protocol:
+    TextStreamer prints tokens as they come) gets the prompt, each step's tokens and its
+    end. The model's generation_config is read for its end, pad and decoder start ids
+    only.
+
+    Plans are compiled once per cache length, batch and prompt bucket and
     kept on the model (`compiled_plans`); after the model's weights change they are
     compiled again. `device` and `progress` are compile's.
 
@@ -259,9 +284,12 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     if model.training:
         raise ValueError("generate needs the model in eval mode (model.eval())")
     sampling = Sampling(do_sample, temperature, top_k, top_p, generator)
+    options = Options(repetition_penalty, no_repeat_ngram_size, min_length, min_new_tokens,
+                      logits_processor, stopping_criteria, stop_strings, tokenizer, streamer)
     if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        return generate_seq2seq(model, input_ids, max_new_tokens, sampling, eos_token_id,
-                                max_length, attention_mask, decoder_input_ids, device, progress)
+        return generate_seq2seq(model, input_ids, max_new_tokens, sampling, options,
+                                eos_token_id, max_length, attention_mask, decoder_input_ids,
+                                device, progress)
     if decoder_input_ids is not None:
         raise ValueError("decoder_input_ids is for encoder-decoder models")
     if input_ids.dim() != 2 or input_ids.shape[1] == 0:
@@ -275,7 +303,7 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     batch, length = ids.shape
     new = _new_tokens(length, max_new_tokens, max_length)
     if new <= 0:
-        return ids.clone()
+        return no_decoding(ids, options)
     cache_len = _cache_length(text_config(model), length + new, max_length)
     eos = _eos_ids(model, eos_token_id)
     pad = _pad_id(model, eos)
@@ -288,12 +316,16 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     width = _bucket(length, cache_len)
     padded = torch.zeros(batch, width, dtype=torch.long)  # id 0: any id of the vocabulary
     padded[:, :length] = ids
-    logits = plans.get(width, device, progress)(
-        padded, torch.arange(width), torch.tensor([length - 1]), pads)
-    out = [ids] + decode(logits, lambda fed, step: plans.get(1, device, progress)(
-        fed, torch.tensor([length + step]), torch.zeros(1, dtype=torch.long), pads),
-        new, sampling, eos, pad)
-    return torch.cat(out, dim=1)
+
+    def prefill():
+        return plans.get(width, device, progress)(
+            padded, torch.arange(width), torch.tensor([length - 1]), pads)
+
+    def step(fed, i):
+        return plans.get(1, device, progress)(
+            fed, torch.tensor([length + i]), torch.zeros(1, dtype=torch.long), pads)
+
+    return decode(ids, prefill, step, new, sampling, options, eos, pad, pads)
 
 
 generate.compiled_plans = compiled_plans  # kernelwright.generate.compiled_plans(model)

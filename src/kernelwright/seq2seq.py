@@ -22,11 +22,12 @@ of that shape compiles nothing. Tokens are chosen on the host as generate.py's
 (decoding.decode). The decoder's positions come from the cache's `get_seq_length`, the
 plan's first slot (a tensor: one plan serves every step).
 
-Not supported: Whisper's timestamps, language detection, long-form (more than one
-30-second window) and its generation config's suppress_tokens, begin_suppress_tokens
-and forced ids (the logits are used as the model gives them); transformers' other
-logits processors (BART's forced_bos/eos ids, no_repeat_ngram_size, ...); a decoder
-prompt with padding.
+generate's logits processors, stopping criteria and streamer apply to the decoder's ids
+as transformers' do (decoding.Options). Not supported: Whisper's timestamps, language
+detection, long-form (more than one 30-second window) and its generation config's
+suppress_tokens, begin_suppress_tokens and forced ids; the options a generation config
+holds are not read (BART's forced_bos/eos ids, no_repeat_ngram_size, ...: pass those
+generate takes); a decoder prompt with padding.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .compiler import CompiledModule, compile
 from .decoding import (
     _PLANS,
     MIN_CACHE,
+    Options,
     Sampling,
     _bucket,
     _BufferCache,
@@ -49,6 +51,7 @@ from .decoding import (
     _pad_id,
     _ShapeProbe,
     decode,
+    no_decoding,
 )
 
 
@@ -258,7 +261,8 @@ def _cache_length(model, need: int, max_length: int | None) -> int:
 
 
 def generate_seq2seq(model: torch.nn.Module, inputs: torch.Tensor, max_new_tokens: int | None,
-                     sampling: Sampling, eos_token_id, max_length: int | None,
+                     sampling: Sampling, options: Options, eos_token_id,
+                     max_length: int | None,
                      attention_mask: torch.Tensor | None, decoder_input_ids, device,
                      progress) -> torch.Tensor:
     """generate() for an encoder-decoder model: `inputs` the encoder's (Whisper's
@@ -293,7 +297,7 @@ def generate_seq2seq(model: torch.nn.Module, inputs: torch.Tensor, max_new_token
     length = ids.shape[1]
     new = _new_tokens(length, max_new_tokens, max_length)
     if new <= 0:
-        return ids.clone()
+        return no_decoding(ids, options)
     cache_len = _cache_length(model, length + new, max_length)
     eos = _eos_ids(model, eos_token_id)
     pad = _pad_id(model, eos)
@@ -308,12 +312,16 @@ def generate_seq2seq(model: torch.nn.Module, inputs: torch.Tensor, max_new_token
     width = _bucket(length, cache_len)
     padded = torch.zeros(batch, width, dtype=torch.long)  # id 0: any id of the vocabulary
     padded[:, :length] = ids
-    example = Seq2SeqCacheModule.example(batch, width, encoder_inputs)
-    logits = plans.get(("prefill", width), example, device, progress)(
-        padded, torch.arange(width), torch.tensor([length - 1]), *encoder_inputs)
     held = encoder_inputs[1:]  # a text encoder's mask: the decode step's input too
-    out = [ids] + decode(logits, lambda fed, step: plans.get(
-        1, Seq2SeqCacheModule.example(batch, 1, held), device, progress)(
-        fed, torch.tensor([length + step]), torch.zeros(1, dtype=torch.long), *held),
-        new, sampling, eos, pad)
-    return torch.cat(out, dim=1)
+
+    def prefill():
+        example = Seq2SeqCacheModule.example(batch, width, encoder_inputs)
+        return plans.get(("prefill", width), example, device, progress)(
+            padded, torch.arange(width), torch.tensor([length - 1]), *encoder_inputs)
+
+    def step(fed, i):
+        example = Seq2SeqCacheModule.example(batch, 1, held)
+        return plans.get(1, example, device, progress)(
+            fed, torch.tensor([length + i]), torch.zeros(1, dtype=torch.long), *held)
+
+    return decode(ids, prefill, step, new, sampling, options, eos, pad)
