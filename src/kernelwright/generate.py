@@ -64,6 +64,7 @@ from .decoding import (
     filter_logits,  # noqa: F401 (kernelwright.generate.filter_logits)
     no_decoding,
 )
+from .multimodal import check_placeholders, inputs_key, prompt_inputs
 from .runtime.runtime import device_bytes as _device_bytes
 from .seq2seq import generate_seq2seq
 
@@ -82,10 +83,12 @@ class CacheModule(torch.nn.Module):
     no padding. Every layer's cache holds all `length` positions, a sliding layer's mask
     hiding those behind its window."""
 
-    def __init__(self, model: torch.nn.Module, batch: int, length: int) -> None:
+    def __init__(self, model: torch.nn.Module, batch: int, length: int,
+                 extras: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.model = model
         self.length = length
+        self.extras = extras
         self.windows = attention_windows(text_config(model))
         params = inspect.signature(model.forward).parameters
         self.cache_arg = "cache" if "cache" in params else "past_key_values"
@@ -103,10 +106,11 @@ class CacheModule(torch.nn.Module):
                                  torch.zeros(batch, v[1], length, v[3], dtype=dtype))
 
     @staticmethod
-    def example(batch: int, tokens: int) -> list[torch.Tensor]:
-        """forward's inputs for `tokens` tokens per row (what a plan is compiled for)."""
+    def example(batch: int, tokens: int, extras: tuple = ()) -> list[torch.Tensor]:
+        """forward's inputs for `tokens` tokens per row (what a plan is compiled for), then
+        `extras` (the values of the module's `extras`)."""
         return [torch.zeros(batch, tokens, dtype=torch.long), torch.arange(tokens),
-                torch.zeros(1, dtype=torch.long), torch.zeros(batch, dtype=torch.long)]
+                torch.zeros(1, dtype=torch.long), torch.zeros(batch, dtype=torch.long), *extras]
 
     def _masks(self, make):
         """The `attention_mask` the model takes: `make(window)` for its one mask, or a
@@ -114,15 +118,15 @@ class CacheModule(torch.nn.Module):
         masks = {kind: make(window) for kind, window in self.windows.items()}
         return masks[None] if None in masks else masks
 
-    def _run(self, input_ids, position_ids, cache, mask, last=None):
-        kwargs = {self.cache_arg: cache, "use_cache": True}
+    def _run(self, input_ids, position_ids, cache, mask, last=None, extras=()):
+        kwargs = {self.cache_arg: cache, "use_cache": True, **dict(zip(self.extras, extras))}
         if last is not None and self.keeps_logits:
             kwargs["logits_to_keep"] = last
         return self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
                           **kwargs).logits
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, last: torch.Tensor,
-                pads: torch.Tensor) -> torch.Tensor:
+                pads: torch.Tensor, *extras: torch.Tensor) -> torch.Tensor:
         b, t = input_ids.shape
         slots = torch.arange(self.length, device=positions.device).view(1, 1, self.length)
         query = positions.view(1, t, 1)
@@ -139,7 +143,7 @@ class CacheModule(torch.nn.Module):
 
         position_ids = (positions.unsqueeze(0) - pads.unsqueeze(1)).clamp(min=0)  # [b, T]
         logits = self._run(input_ids, position_ids, _BufferCache(self, positions),
-                           self._masks(additive), last)
+                           self._masks(additive), last, extras)
         if not self.keeps_logits or logits.shape[1] != 1:
             logits = logits.index_select(1, last)
         return logits[:, 0]
@@ -154,21 +158,30 @@ class _Plans:
         self.model = weakref.ref(model)
         self.shape = (batch, length)
         self.first: CompiledModule | None = None
-        self.plans: dict[int, CompiledModule] = {}  # tokens per call -> plan
+        self.plans: dict = {}  # tokens per call (and prompt inputs' inputs_key) -> plan
+        self.placeholders: dict = {}  # a prompt plan with inputs -> its image token count
 
     def stale(self) -> bool:
         """Whether the model's weights changed since the plans were compiled."""
         return self.first is not None and bool(self.first.changed_weights())
 
-    def get(self, tokens: int, device, progress) -> CompiledModule:
-        """The plan that runs `tokens` tokens per row, compiled if it is not yet."""
-        plan = self.plans.get(tokens)
+    def key(self, tokens: int, inputs: dict[str, torch.Tensor]):
+        return (tokens, inputs_key(inputs)) if inputs else tokens
+
+    def get(self, tokens: int, device, progress,
+            inputs: dict[str, torch.Tensor] | None = None) -> CompiledModule:
+        """The plan that runs `tokens` tokens per row (with the prompt `inputs` the model
+        takes by keyword, compiled for their shapes), compiled if it is not yet."""
+        inputs = inputs or {}
+        key = self.key(tokens, inputs)
+        plan = self.plans.get(key)
         if plan is None:
-            example = CacheModule.example(self.shape[0], tokens)
-            plan = compile(CacheModule(self.model(), *self.shape), example, device=device,
-                           progress=progress, share_state=self.first, capture="trace")
+            example = CacheModule.example(self.shape[0], tokens, tuple(inputs.values()))
+            plan = compile(CacheModule(self.model(), *self.shape, tuple(inputs)), example,
+                           device=device, progress=progress, share_state=self.first,
+                           capture="trace")
             self.first = self.first or plan
-            self.plans[tokens] = plan
+            self.plans[key] = plan
         return plan
 
 
@@ -238,8 +251,8 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
              *, repetition_penalty: float | None = None,
              no_repeat_ngram_size: int | None = None, min_length: int | None = None,
              min_new_tokens: int | None = None, logits_processor=None, stopping_criteria=None,
-             stop_strings: str | list[str] | None = None, tokenizer=None, streamer=None
-             ) -> torch.Tensor:
+             stop_strings: str | list[str] | None = None, tokenizer=None, streamer=None,
+             **inputs: torch.Tensor) -> torch.Tensor:
     """Continue each row of `input_ids` ([B, L] token ids) with up to `max_new_tokens`
     tokens computed by kernelwright's kernels, as transformers' `model.generate` does;
     returns [B, L + new] ids.
@@ -280,13 +293,22 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     An encoder-decoder model (config.is_encoder_decoder: Whisper, BART, T5) goes to
     seq2seq.py: `input_ids` are its encoder's inputs (Whisper's input_features),
     `attention_mask` their mask, and the decoder continues `decoder_input_ids` (default
-    its start token); the decoder ids are returned."""
+    its start token); the decoder ids are returned.
+
+    Other keyword arguments are tensors the model's forward takes with the prompt alone
+    (multimodal.py): a vision-language model's `pixel_values` (LLaVA), its `input_ids`
+    holding the image placeholder tokens. They are inputs of the prompt's plan, compiled
+    for their shapes; the decode steps run the language model alone."""
     if model.training:
         raise ValueError("generate needs the model in eval mode (model.eval())")
     sampling = Sampling(do_sample, temperature, top_k, top_p, generator)
     options = Options(repetition_penalty, no_repeat_ngram_size, min_length, min_new_tokens,
                       logits_processor, stopping_criteria, stop_strings, tokenizer, streamer)
+    inputs = prompt_inputs(model, inputs)
     if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        if inputs:
+            raise TypeError(f"generate takes no inputs {sorted(inputs)} for encoder-decoder "
+                            f"models")
         return generate_seq2seq(model, input_ids, max_new_tokens, sampling, options,
                                 eos_token_id, max_length, attention_mask, decoder_input_ids,
                                 device, progress)
@@ -314,12 +336,16 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
         plans = caches[(batch, cache_len)] = _Plans(model, batch, cache_len)
 
     width = _bucket(length, cache_len)
-    padded = torch.zeros(batch, width, dtype=torch.long)  # id 0: any id of the vocabulary
+    if inputs:
+        key = plans.key(width, inputs)
+        plans.placeholders[key] = check_placeholders(
+            model, ids, inputs, plans.placeholders.get(key), key in plans.plans)
+    padded = torch.full((batch, width), _filler(ids, vocab), dtype=torch.long)
     padded[:, :length] = ids
 
     def prefill():
-        return plans.get(width, device, progress)(
-            padded, torch.arange(width), torch.tensor([length - 1]), pads)
+        return plans.get(width, device, progress, inputs)(
+            padded, torch.arange(width), torch.tensor([length - 1]), pads, *inputs.values())
 
     def step(fed, i):
         return plans.get(1, device, progress)(
@@ -330,6 +356,15 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
 
 generate.compiled_plans = compiled_plans  # kernelwright.generate.compiled_plans(model)
 generate.device_bytes = device_bytes
+
+
+def _filler(ids: torch.Tensor, vocab: int) -> int:
+    """The id that pads a prompt to its bucket: the least one the prompt does not hold
+    (never a placeholder the model fills with an image's features; any id serves the
+    causal mask), 0 where it holds every id."""
+    free = torch.ones(vocab, dtype=torch.bool)
+    free[ids.flatten()] = False
+    return int(free.nonzero()[0]) if bool(free.any()) else 0
 
 
 def _left_padding(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch.Tensor:

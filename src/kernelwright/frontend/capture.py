@@ -438,6 +438,24 @@ def to_device_array(t: torch.Tensor, stored: str = "") -> np.ndarray:
     return a.astype(np.int32)
 
 
+# checks PyTorch made while tracing: shapes are static here, and a check of values
+# (torch._check of a tensor: transformers' count of image placeholders) is not run
+CHECKS = frozenset({"aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
+                    "aten._assert_async.msg", "aten._assert_async.default",
+                    "aten.sym_constrain_range_for_size.default"})
+
+
+def check_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The graph's CHECKS and the nodes computed for them alone (a check of a tensor's
+    values: _is_all_true, then _local_scalar_dense, its value on the host): not lowered."""
+    only: set[torch.fx.Node] = set()
+    for node in reversed(graph.nodes):
+        if node.op == "call_function" and (str(node.target) in CHECKS or (
+                node.users and all(user in only for user in node.users))):
+            only.add(node)
+    return only
+
+
 def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
              keep_outputs: list[int] | None = None,
              mutations: dict[int, tuple[str, str]] | None = None,
@@ -474,7 +492,10 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
 
     shared = shared or {}
     changing = {p for p, _ in (mutations or {}).values()} | set(state) | set(shared)
+    checks = check_nodes(gm.graph)
     for node in gm.graph.nodes:
+        if node in checks:
+            continue
         if node.op == "placeholder":
             val = meta_of(node)
             if node.name in constants:

@@ -35,7 +35,7 @@ from ..runtime.runtime import Device, default_device
 from ..schedule.schedule import build_plan
 from ..tune import choose_knobs
 from ..tune.waves import device_waves
-from .capture import decomposition_table, fx_to_ir, user_line
+from .capture import check_nodes, decomposition_table, fx_to_ir, user_line
 
 
 def kernelwright_backend(gm: torch.fx.GraphModule, example_inputs):
@@ -155,9 +155,10 @@ def _check_lowerings(fx: torch.fx.GraphModule, kind: str) -> None:
     """A CompileError for the first op of `fx` without a lowering, naming the op, the
     module it comes from (for a backward op, the module whose forward it differentiates)
     and the user's source line, where dynamo recorded them."""
+    checks = check_nodes(fx.graph)  # not lowered
     for node in [n for n in fx.graph.nodes if n.op == "call_function"]:
         name = str(node.target)
-        if node.target is operator.getitem or lookup(name) is not None:
+        if node.target is operator.getitem or lookup(name) is not None or node in checks:
             continue
         stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
         path, cls = list(stack.values())[-1] if stack else ("", "")

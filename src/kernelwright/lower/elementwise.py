@@ -391,10 +391,3 @@ def zeros_like(b, x, dtype=None, **kw):
 @register("aten.ones_like.default")
 def ones_like(b, x, dtype=None, **kw):
     return full_like(b, x, 1, dtype)
-
-
-@register("aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
-          "aten._assert_async.msg", "aten._assert_async.default",
-          "aten.sym_constrain_range_for_size.default")
-def assertion(b, *args, **kwargs):
-    return None  # checks PyTorch made while tracing; shapes are static here

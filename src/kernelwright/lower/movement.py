@@ -633,3 +633,17 @@ def data_dependent_shape(b, x, *args):
     raise CompileError("masked_select / nonzero: how many elements they give is known only "
                        "at run time, and a compiled plan's shapes are static; for a fixed "
                        "shape use torch.where(mask, x, other) or x.masked_fill(mask, value)")
+
+
+@register("aten.masked_scatter.default")
+def masked_scatter(b, x, mask, source):
+    """x where `mask` (broadcast to x's shape) is false; at its true elements, in
+    row-major order, source's elements in order (the k-th true element takes source's
+    k-th). PyTorch refuses a mask with more true elements than source has; here those
+    read source's last (a caller checks the count: generate's image placeholders)."""
+    mask = b.expand(as_dtype(b, mask, "bool"), broadcast_shapes(mask.shape, x.shape))
+    flat = b.reshape(mask, (x.numel,))
+    k = binary(b, "sub", b.scan(as_dtype(b, flat, "i32"), "sum", 0), 1)
+    k = b.ew("clamp", k, lo=0, hi=max(source.numel - 1, 0), dtype="i32")
+    picked = b.gather(b.reshape(as_dtype(b, source, x.dtype), (source.numel,)), 0, k)
+    return b.reshape(b.ew("where", flat, picked, b.reshape(x, (x.numel,))), x.shape)

@@ -29,7 +29,13 @@ from safetensors.torch import save_file
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..compiler import CompiledModule, _collector_paused
-from ..frontend.capture import decomposition_table, fx_to_ir, user_line, with_state_buffers
+from ..frontend.capture import (
+    check_nodes,
+    decomposition_table,
+    fx_to_ir,
+    user_line,
+    with_state_buffers,
+)
 from ..ir.ir import CompileError, GraphBuilder, Value
 from ..lower.random import key_tensor
 from ..lower.registry import lookup
@@ -177,9 +183,10 @@ def _check_lowerings(joint: Joint, module: torch.nn.Module, batch: tuple) -> Non
     and source line, from a torch.export of the forward (exported only then: the joint
     graph records neither)."""
     nodes = [n for n in joint.graph.nodes if n.op == "call_function"]
+    checks = check_nodes(joint.graph)  # not lowered
     for node in nodes:
         name = str(node.target)
-        if lookup(name) is not None or node.target is operator.getitem:
+        if lookup(name) is not None or node.target is operator.getitem or node in checks:
             continue
         try:
             with sdpa_kernel(SDPBackend.MATH):
