@@ -298,3 +298,30 @@ def test_data_dependent_shapes_raise():
     for f in (lambda x: torch.masked_select(x, x > 0), lambda x: torch.nonzero(x)):
         with pytest.raises(kernelwright.CompileError, match=r"known only at run time"):
             kernelwright.compile(Fn(f), [torch.randn(3, 4)])
+
+
+def test_masked_scatter_fills_the_true_elements_in_order():
+    """x.masked_scatter(mask, source): the k-th true element of the mask (broadcast to
+    x's shape, row-major) takes source's k-th; the mask read at run time (a LLaVA's image
+    placeholders, a row's mask along the hidden dim), source larger than needed."""
+    x = torch.randn(2, 7, 5)
+    ids = torch.tensor([[1, 3, 3, 2, 0, 3, 1], [3, 0, 0, 0, 3, 1, 1]])
+    source = torch.randn(2, 4, 5)
+    fn = Fn(lambda x, ids, s: x.masked_scatter((ids == 3).unsqueeze(-1), s))
+    compiled = check(fn, x, ids, source)
+    other = torch.tensor([[3, 3, 3, 3, 3, 3, 3], [0, 3, 0, 0, 0, 0, 0]])  # all 8 rows
+    torch.testing.assert_close(compiled(x, other, source), fn(x, other, source))
+    check(Fn(lambda x, m, s: x.masked_scatter(m, s)), torch.randint(0, 9, (3, 4)),
+          torch.rand(3, 4) > 0.5, torch.randint(0, 9, (12,)))
+
+
+def test_a_check_of_values_is_not_compiled():
+    """torch._check of a tensor (transformers' count of image placeholders) traces to
+    _is_all_true, a value on the host and an assertion: dropped (a plan runs no check),
+    the rest of the graph compiled."""
+    def fn(x):
+        torch._check_tensor_all((x > -100).all())
+        return x * 2
+
+    x = torch.randn(4, 3)
+    check(Fn(fn), x)

@@ -19,10 +19,10 @@ tokens (`config.image_token_id`) as it did, the features of images of the same s
 
 Not supported (refused by their models' errors, or giving other tokens): Qwen2-VL's
 M-RoPE (3-D position ids from each image's grid, computed in its forward from the ids
-and the cache position, where generate.py gives 1-D ones) and PaliGemma's and Gemma
-3's prefix attention (image and prompt tokens see each other both ways: generate.py's
-mask is causal). Idefics3 / SmolVLM take a pixel_attention_mask and a varying count of
-image tiles per prompt (their processors split images), each count its own shapes.
+and the cache position, where generate.py gives 1-D ones); PaliGemma's and Gemma 3's
+attention both ways among an image's tokens (PaliGemma's over the whole prompt), where
+generate.py's mask is causal; Idefics3 / SmolVLM, which select the real image tiles by
+their values (`pixel_values[real_images_inds]`: a shape known only at run time).
 """
 
 from __future__ import annotations
