@@ -645,7 +645,7 @@ def test_decode_plan_kernels_of_the_tiny_benchmark_model():
     gather of the last position, keeps its row kernel."""
     model = _generate_bench().make_model(True, torch.float32)
     plan = kernelwright.plan_module(generation.CacheModule(model, 1, 544),
-                                    generation.CacheModule.example(1, 1), capture="trace")
+                                    generation.CacheModule.example(1, 1))
     assert len(plan.kernels) == 21, plan.summary()
     # per layer: q/k/v, o, gate/up, down (with SwiGLU in its loader); then the lm head
     assert sum("matmul" in k.name for k in plan.kernels) == 2 * 4 + 1

@@ -166,7 +166,7 @@ class _Plans:
         if plan is None:
             example = CacheModule.example(self.shape[0], tokens)
             plan = compile(CacheModule(self.model(), *self.shape), example, device=device,
-                           progress=progress, share_state=self.first, capture="trace")
+                           progress=progress, share_state=self.first)
             self.first = self.first or plan
             self.plans[tokens] = plan
         return plan

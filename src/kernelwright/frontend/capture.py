@@ -23,6 +23,7 @@ import inspect
 import logging
 import math
 import operator
+import re
 import warnings
 
 import numpy as np
@@ -214,19 +215,30 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     own = dict(wrapped.named_parameters(remove_duplicate=False)) | \
         dict(wrapped.named_buffers(remove_duplicate=False))
     persistent = set(wrapped.state_dict(keep_vars=True))
-    constants, weights, placeholder = {}, [], {}
+    inputs = input_names(module, args)
+    names = {}  # placeholder -> torch.export's name for it
     for node in gm.graph.find_nodes(op="placeholder"):
         d = node.meta.get("desc")
+        if isinstance(d, desc.ParamAOTInput):
+            names[node] = "p_" + _identifier(d.target)
+        elif isinstance(d, desc.BufferAOTInput):
+            names[node] = "b_" + _identifier(d.target)
+        elif isinstance(d, desc.PlainAOTInput):
+            names[node] = inputs[d.idx]
+        else:
+            return None
+    _rename_placeholders(gm, names)
+    constants, weights, placeholder = {}, [], {}
+    for node in gm.graph.find_nodes(op="placeholder"):
+        d = node.meta["desc"]
         if isinstance(d, (desc.ParamAOTInput, desc.BufferAOTInput)):
-            t = own[d.target].detach()
-            constants[node.name] = t
+            t = own[d.target]  # the module's own tensor: changed_weights sees `p.data = ...`
+            constants[node.name] = t.detach()
             if d.target in persistent:
                 weights.append((d.target, t))
             placeholder[d.target] = node.name
-        elif isinstance(d, desc.PlainAOTInput):
-            placeholder[d.idx] = node.name
         else:
-            return None
+            placeholder[d.idx] = node.name
     user_outputs, mutations = [], {}
     for i, d in enumerate(gm.graph.output_node().meta.get("desc") or []):
         if isinstance(d, desc.PlainAOTOutput):
@@ -242,6 +254,63 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
             return None
     names = {node: target for target, node in placeholder.items() if isinstance(target, str)}
     return Captured(gm, constants, weights, {}, user_outputs, mutations, joint.out_spec, names)
+
+
+def input_names(module: torch.nn.Module, args: tuple) -> list[str]:
+    """The name of each tensor among `args` (flattened as pytree flattens them) as
+    torch.export names its placeholder: the forward parameter's name, then the path to
+    the tensor inside it (`xs_0`, `batch_image`), lower case; `arg<i>` where forward's
+    signature does not take `args`."""
+    try:
+        bound = inspect.signature(module.forward).bind(*args).arguments
+    except (TypeError, ValueError):
+        return [f"arg{i}" for i in range(len(pytree.tree_leaves(args)))]
+    names = []
+    for param, value in bound.items():
+        for path, _ in pytree.tree_flatten_with_path(value)[0]:
+            names.append(_identifier("_".join([param, *map(_key_name, path)])))
+    return names
+
+
+def _key_name(key) -> str:
+    """A pytree path key's part of a name: a dict's key, a sequence's index, an
+    attribute's name (pytree's MappingKey, SequenceKey, GetAttrKey)."""
+    for attr in ("key", "idx", "name"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def _identifier(name: str) -> str:
+    """`name` as torch.export writes a placeholder's: lower case, each character that
+    is not a letter or digit an underscore ("0.weight" -> "0_weight")."""
+    return re.sub(r"[^a-zA-Z0-9]", "_", name).lower()
+
+
+def _rename_placeholders(gm: torch.fx.GraphModule, names: dict[torch.fx.Node, str]) -> None:
+    """Give placeholders the names in `names` (node and argument name), as torch.export
+    does: each unique by a suffix _1, _2, ..., and another node of the same name
+    (forward's argument `mul` and a multiplication) renamed the same way. The module's
+    code is regenerated."""
+    taken: set[str] = set()
+
+    def unique(name: str) -> str:
+        new, k = name, 0
+        while new in taken:
+            k += 1
+            new = f"{name}_{k}"
+        taken.add(new)
+        return new
+
+    for node, name in names.items():
+        node.name = node.target = unique(name)
+    placeholders = set(taken)
+    others = [n for n in gm.graph.nodes if n not in names]
+    taken |= {n.name for n in others}
+    for node in others:
+        if node.name in placeholders:
+            node.name = unique(node.name)
+    gm.recompile()
 
 
 def with_state_buffers(
