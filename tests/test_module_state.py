@@ -1,4 +1,4 @@
-"""Modules whose forward changes a plain tensor attribute (capture.export_graph): the
+"""Modules whose forward changes a plain tensor attribute (capture.with_state_buffers): the
 compiled module carries the change to its next call as eager does (the user's module
 is left as it was), except where torch.export does not record it (an assignment in a
 submodule's forward): then each call computes what eager's first call does, and a

@@ -1,7 +1,9 @@
 """Capture: a PyTorch module to the IR graph.
 
-`export_graph` runs torch.export and decomposes to core ATen (`trace_graph`: such a
-graph from one trace, for a module whose inputs are all tensors); `fx_to_ir` walks the
+`trace_graph` traces a module once into core ATen (compile's capture); `export_graph`
+runs torch.export and decomposes to core ATen, where the trace cannot capture a module
+(a Python number among its inputs, a forward that assigns a tensor attribute) or for a
+CompileError's source line (the trace's nodes carry none); `fx_to_ir` walks the
 ATen FX graph and lowers each node through the op registry. Parameters, buffers
 and lifted constants become IR constants (uploaded to the GPU once, when the plan
 is loaded); user inputs become graph inputs, Python numbers among them constants. An
