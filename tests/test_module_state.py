@@ -47,7 +47,7 @@ class Outer(torch.nn.Module):
 
 @pytest.mark.parametrize("module", [Cell("assign"), Cell("copy_"), Cell("add_")],
                          ids=["assign", "copy_", "add_"])
-def test_changed_tensor_attribute_carries_to_the_next_call(module):
+def test_changed_tensor_attribute_carries_to_the_next_call(module, capture):
     # (the one trace captures copy_ and add_; an assigned attribute makes it export instead)
     x = torch.randn(2, 4)
     before = {k: v.clone() for k, v in vars(module).items() if isinstance(v, torch.Tensor)}
@@ -65,7 +65,7 @@ def test_changed_tensor_attribute_carries_to_the_next_call(module):
     torch.testing.assert_close(compiled.state()["hidden"], eager.hidden, atol=1e-5, rtol=1e-5)
 
 
-def test_changed_attribute_of_a_submodule_is_read_at_its_compile_time_value():
+def test_changed_attribute_of_a_submodule_is_read_at_its_compile_time_value(capture):
     module, x = Outer(), torch.randn(2, 4)
     eager = copy.deepcopy(module)
     with pytest.warns(UserWarning, match=r"changes its tensor attribute\(s\) cell\.hidden in a "

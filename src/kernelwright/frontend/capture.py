@@ -262,16 +262,14 @@ def input_names(module: torch.nn.Module, args: tuple) -> list[str]:
     """The name of each tensor among `args` (flattened as pytree flattens them) as
     torch.export names its placeholder: the forward parameter's name, then the path to
     the tensor inside it (`xs_0`, `batch_image`), lower case; `arg<i>` where forward's
-    signature does not take `args`."""
+    signature does not take `args` or a pytree node gives no keys for its children."""
     try:
         bound = inspect.signature(module.forward).bind(*args).arguments
+        return [_identifier("_".join([param, *map(_key_name, path)]))
+                for param, value in bound.items()
+                for path, _ in pytree.tree_flatten_with_path(value)[0]]
     except (TypeError, ValueError):
         return [f"arg{i}" for i in range(len(pytree.tree_leaves(args)))]
-    names = []
-    for param, value in bound.items():
-        for path, _ in pytree.tree_flatten_with_path(value)[0]:
-            names.append(_identifier("_".join([param, *map(_key_name, path)])))
-    return names
 
 
 def _key_name(key) -> str:
