@@ -89,6 +89,26 @@ def test_trace_captures_a_cache_in_and_out(models):
     assert trace_graph(model, [ids[:, :1], _eager(model, ids).cache]) is not None
 
 
+class _Logits(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(input_ids=ids, use_cache=False).logits
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_trace_takes_the_branches_export_takes(models, name):
+    """Without a cache transformers checks its position ids for packed sequences, a branch
+    on their values (which the trace's fake tensors do not have) that it skips under
+    torch.export: the trace sets export's flags, so it captures the model itself."""
+    module, ids = _Logits(models[name]), _ids(models[name], 8)
+    assert trace_graph(module, [ids]) is not None
+    compiled = kernelwright.compile(module, [ids], progress=None)
+    torch.testing.assert_close(compiled(ids), _eager(module, ids), atol=TOL, rtol=TOL)
+
+
 def test_cache_passed_in_is_updated_as_eager(models, capture):
     model = models["gpt2"]
     ids = _ids(model, 6)

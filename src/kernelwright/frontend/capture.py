@@ -172,16 +172,19 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     capture's, with capture's decompositions applied while tracing, the KEEP_WHOLE ops
     kept as torch.export keeps them, and TRACE_KEEPS_WHOLE): export_graph traces every op
     twice (torch.export, then run_decompositions' retrace) and keeps bookkeeping nothing
-    here reads. The graph is eager's computation: code that asks
-    torch.compiler.is_exporting() takes eager's branch (transformers' attention: under
-    export repeat_kv, in eager the query's groups folded at one token), and torch.export's
-    checks (_assert_tensor_metadata) are not in it. Its nodes carry no source lines (on a
+    here reads. The module's code sees torch.export's flags (torch.compiler.is_exporting
+    and is_compiling, set as torch.export's own trace sets them: _compiling_state_context)
+    and takes the branches it takes under export: transformers skips its data-dependent
+    checks (of the position ids: a fake tensor has no values to branch on) and repeats
+    the keys of grouped-query attention. torch.export's checks (_assert_tensor_metadata)
+    are not in the graph. Its nodes carry no source lines (on a
     CompileError while lowering, compile exports the module for the message). None where
     this torch has no such trace, an input is not a tensor (a Python number export bakes
     in), forward assigns a new tensor to an attribute (which the trace would not carry to
     the next call) or the trace fails: export_graph then."""
     try:  # private torch APIs, present in some versions only: imported where needed
         from torch._functorch._aot_autograd import descriptors as desc
+        from torch._export.utils import _compiling_state_context
         from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
         from torch.export.exported_program import (
             _override_composite_implicit_decomp,
@@ -204,7 +207,7 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     try:
         with contextlib.ExitStack() as stack, torch.no_grad(), lstm_state_shapes(), \
                 recurrent_shapes(), _override_composite_implicit_decomp(cia), \
-                _quiet_fake_tensor_errors():
+                _quiet_fake_tensor_errors(), _compiling_state_context():
             joint = aot_export_joint_with_descriptors(stack, wrapped, args, decompositions=table,
                                                       **quiet)
     except Exception:  # noqa: BLE001 - export_graph captures it, or says why it cannot
