@@ -555,7 +555,7 @@ def test_gemma2_soft_capping_is_computed():
 
     model = gemma2(0.5, 2.0)
     cached = generation.CacheModule(model, 1, 16)
-    plan = kernelwright.compile(cached, cached.example(1, 16), capture="trace", progress=None)
+    plan = kernelwright.compile(cached, cached.example(1, 16), progress=None)
     ids = torch.randint(0, 128, (1, 16), generator=torch.Generator().manual_seed(1))
     got = plan(ids, torch.arange(16), torch.tensor([15]), torch.zeros(1, dtype=torch.long))
     with torch.no_grad():
