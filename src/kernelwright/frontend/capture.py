@@ -183,8 +183,8 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     in), forward assigns a new tensor to an attribute (which the trace would not carry to
     the next call) or the trace fails: export_graph then."""
     try:  # private torch APIs, present in some versions only: imported where needed
-        from torch._functorch._aot_autograd import descriptors as desc
         from torch._export.utils import _compiling_state_context
+        from torch._functorch._aot_autograd import descriptors as desc
         from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
         from torch.export.exported_program import (
             _override_composite_implicit_decomp,
