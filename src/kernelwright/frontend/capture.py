@@ -221,18 +221,18 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
         dict(wrapped.named_buffers(remove_duplicate=False))
     persistent = set(wrapped.state_dict(keep_vars=True))
     inputs = input_names(module, args)
-    names = {}  # placeholder -> torch.export's name for it
+    exported = {}  # placeholder -> torch.export's name for it
     for node in gm.graph.find_nodes(op="placeholder"):
         d = node.meta.get("desc")
         if isinstance(d, desc.ParamAOTInput):
-            names[node] = "p_" + _identifier(d.target)
+            exported[node] = "p_" + _identifier(d.target)
         elif isinstance(d, desc.BufferAOTInput):
-            names[node] = "b_" + _identifier(d.target)
+            exported[node] = "b_" + _identifier(d.target)
         elif isinstance(d, desc.PlainAOTInput):
-            names[node] = inputs[d.idx]
+            exported[node] = inputs[d.idx]
         else:
             return None
-    _rename_placeholders(gm, names)
+    _rename_placeholders(gm, exported)
     constants, weights, placeholder = {}, [], {}
     for node in gm.graph.find_nodes(op="placeholder"):
         d = node.meta["desc"]
