@@ -50,6 +50,16 @@ def pytest_runtest_call(item):
     _skip_unavailable((yield))
 
 
+@pytest.fixture(params=["trace", "export"])
+def capture(request, monkeypatch) -> str:
+    """Compile's capture a test runs under: its one trace (capture.trace_graph), or
+    torch.export (capture.export_graph), the fallback where the trace cannot, reached by
+    a trace that captures nothing."""
+    if request.param == "export":
+        monkeypatch.setattr(kernelwright.compiler, "trace_graph", lambda module, inputs: None)
+    return request.param
+
+
 def leaves(out) -> list:
     """The tensors of a (possibly nested) tuple/list/dict output, in PyTorch's order
     (torch.export flattens outputs the same way): LSTM's (out, (h, c)) gives 3."""

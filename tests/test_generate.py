@@ -555,7 +555,7 @@ def test_gemma2_soft_capping_is_computed():
 
     model = gemma2(0.5, 2.0)
     cached = generation.CacheModule(model, 1, 16)
-    plan = kernelwright.compile(cached, cached.example(1, 16), capture="trace", progress=None)
+    plan = kernelwright.compile(cached, cached.example(1, 16), progress=None)
     ids = torch.randint(0, 128, (1, 16), generator=torch.Generator().manual_seed(1))
     got = plan(ids, torch.arange(16), torch.tensor([15]), torch.zeros(1, dtype=torch.long))
     with torch.no_grad():
@@ -645,7 +645,7 @@ def test_decode_plan_kernels_of_the_tiny_benchmark_model():
     gather of the last position, keeps its row kernel."""
     model = _generate_bench().make_model(True, torch.float32)
     plan = kernelwright.plan_module(generation.CacheModule(model, 1, 544),
-                                    generation.CacheModule.example(1, 1), capture="trace")
+                                    generation.CacheModule.example(1, 1))
     assert len(plan.kernels) == 21, plan.summary()
     # per layer: q/k/v, o, gate/up, down (with SwiGLU in its loader); then the lm head
     assert sum("matmul" in k.name for k in plan.kernels) == 2 * 4 + 1

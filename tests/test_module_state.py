@@ -1,4 +1,4 @@
-"""Modules whose forward changes a plain tensor attribute (capture.export_graph): the
+"""Modules whose forward changes a plain tensor attribute (capture.with_state_buffers): the
 compiled module carries the change to its next call as eager does (the user's module
 is left as it was), except where torch.export does not record it (an assignment in a
 submodule's forward): then each call computes what eager's first call does, and a
@@ -45,17 +45,16 @@ class Outer(torch.nn.Module):
         return self.cell(x) + self.cell.hidden * self.scale
 
 
-@pytest.mark.parametrize("capture", ["export", "trace"])
 @pytest.mark.parametrize("module", [Cell("assign"), Cell("copy_"), Cell("add_")],
                          ids=["assign", "copy_", "add_"])
 def test_changed_tensor_attribute_carries_to_the_next_call(module, capture):
-    # (capture "trace", generate's: an assigned attribute makes it export instead)
+    # (the one trace captures copy_ and add_; an assigned attribute makes it export instead)
     x = torch.randn(2, 4)
     before = {k: v.clone() for k, v in vars(module).items() if isinstance(v, torch.Tensor)}
     eager = copy.deepcopy(module)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*changes its tensor attribute")
-        compiled = kernelwright.compile(module, [x], capture=capture)
+        compiled = kernelwright.compile(module, [x])
     for k, v in before.items():  # compiling changed nothing
         assert torch.equal(getattr(module, k), v) and not getattr(module, k).requires_grad
     with torch.no_grad():
@@ -66,13 +65,12 @@ def test_changed_tensor_attribute_carries_to_the_next_call(module, capture):
     torch.testing.assert_close(compiled.state()["hidden"], eager.hidden, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("capture", ["export", "trace"])
 def test_changed_attribute_of_a_submodule_is_read_at_its_compile_time_value(capture):
     module, x = Outer(), torch.randn(2, 4)
     eager = copy.deepcopy(module)
     with pytest.warns(UserWarning, match=r"changes its tensor attribute\(s\) cell\.hidden in a "
                                          "submodule"):
-        compiled = kernelwright.compile(module, [x], capture=capture)
+        compiled = kernelwright.compile(module, [x])
     with torch.no_grad():
         first, second = eager(x), eager(x)
     torch.testing.assert_close(compiled(x), first)

@@ -170,7 +170,7 @@ class Attend(torch.nn.Module):
 
 
 def test_the_one_trace_capture_keeps_state_and_attention_as_export_does():
-    """capture="trace" (capture.trace_graph: one functionalized trace) carries a buffer
+    """compile's capture (capture.trace_graph: one functionalized trace) carries a buffer
     and an input changed in place as export does, keeps SDPA whole (one attention
     kernel, not its decomposition) and falls back to export for a Python number."""
     from kernelwright.frontend.capture import trace_graph
@@ -180,14 +180,14 @@ def test_the_one_trace_capture_keeps_state_and_attention_as_export_does():
     assert traced is not None and [n for _, n in traced.mutations.values()] == ["keys"]
     assert any("scaled_dot_product" in str(n.target) for n in traced.graph_module.graph.nodes)
     eager, module = Attend(), Attend()
-    cm = kernelwright.compile(module, [q, pos, k], capture="trace")
+    cm = kernelwright.compile(module, [q, pos, k])
     for step in range(3):
         pos, k = torch.tensor([step]), torch.randn(1, 2, 1, 4)
         torch.testing.assert_close(cm(q, pos, k), eager(q, pos, k), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(cm.state()["keys"], eager.keys)
 
     cache, pos, k = torch.zeros(6, 3), torch.tensor([2]), torch.ones(1, 3)
-    cm = kernelwright.compile(Cache(), [cache.clone(), pos, k], capture="trace")
+    cm = kernelwright.compile(Cache(), [cache.clone(), pos, k])
     mine, theirs = torch.zeros(6, 3), torch.zeros(6, 3)
     for step in range(2):
         pos, k = torch.tensor([step]), torch.full((1, 3), float(step + 1))
@@ -199,7 +199,7 @@ def test_the_one_trace_capture_keeps_state_and_attention_as_export_does():
             return x * s
 
     assert trace_graph(Scaled(), [q, 2.0]) is None
-    cm = kernelwright.compile(Scaled(), [q, 2.0], capture="trace")
+    cm = kernelwright.compile(Scaled(), [q, 2.0])
     torch.testing.assert_close(cm(q, 2.0), q * 2.0)
 
 
@@ -214,5 +214,45 @@ def test_the_one_trace_capture_keeps_linear_whole(shape):
     x = torch.randn(shape)
     traced = trace_graph(module, [x])
     assert sum("linear" in str(n.target) for n in traced.graph_module.graph.nodes) == 2
-    cm = kernelwright.compile(module, [x], capture="trace")
+    cm = kernelwright.compile(module, [x])
     torch.testing.assert_close(cm(x), module(x), atol=1e-5, rtol=1e-5)
+
+
+class Named(torch.nn.Module):
+    """Parameters, persistent and non-persistent buffers, a plain tensor attribute and
+    nested inputs, one of them named like an op of the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(4)
+        self.register_buffer("shift", torch.ones(4), persistent=False)
+        self.scale = torch.full((4,), 2.0)
+
+    def forward(self, xs, extra, mul):
+        return self.bn(xs[0] + xs[1]) * extra["Gain.a"] * self.scale + self.shift * mul
+
+
+def test_the_one_trace_capture_names_tensors_as_export_does():
+    """trace_graph's placeholders have torch.export's names (messages name the user's
+    tensors alike whichever capture ran) and its weights are the module's own tensors,
+    the persistent ones, as export's (changed_weights sees `p.data = ...`)."""
+    from kernelwright.frontend.capture import export_graph, from_exported, trace_graph
+
+    module = Named().train()
+    args = [[torch.randn(3, 4), torch.randn(3, 4)], {"Gain.a": torch.randn(4)}, torch.randn(4)]
+    traced = trace_graph(module, args)
+    exported = from_exported(export_graph(module, args))
+    names = [[n.name for n in c.graph_module.graph.find_nodes(op="placeholder")]
+             for c in (traced, exported)]
+    assert sorted(names[0]) == sorted(names[1])
+    assert {"p_bn_weight", "b_shift", "b_scale", "xs_0", "xs_1", "extra_gain_a", "mul"} \
+        <= set(names[0])
+    assert set(traced.constants) == set(exported.constants)
+    assert sorted(traced.mutations.values()) == sorted(exported.mutations.values())
+    assert [n for n, _ in traced.weights] == [n for n, _ in exported.weights] == [
+        "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var", "bn.num_batches_tracked"]
+    own = dict(module.state_dict(keep_vars=True))
+    assert all(t is own[n] for n, t in traced.weights)
+    cm = kernelwright.compile(module, args)
+    module.bn.bias.data = torch.zeros(4)
+    assert cm.changed_weights() == ["bn.bias"]

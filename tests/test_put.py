@@ -180,8 +180,7 @@ def test_the_decode_step_of_a_small_llama_writes_its_cache_in_place():
     from kernelwright.generate import CacheModule
 
     model = make_model(True, torch.float32)
-    plan = kernelwright.plan_module(CacheModule(model, 1, 544), CacheModule.example(1, 1),
-                                    capture="trace")
+    plan = kernelwright.plan_module(CacheModule(model, 1, 544), CacheModule.example(1, 1))
     names = [k.name for k in plan.kernels]  # (their count: test_generate's tiny benchmark)
     assert sum(n.endswith("put") for n in names) == 4 and not plan.updates, plan.summary()
     assert not any({"iota", "eq", "reduce"} <= set(n.split("+")) for n in names)

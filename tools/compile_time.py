@@ -24,9 +24,9 @@ runs them), `build_plan` (both again, and memory planning).
 `--generate DTYPE` plans kernelwright.generate's prompt plan (the context's bucket) and
 decode plan for tools/generate_bench.py's model (SmolLM2-135M's config, random weights;
 `--tiny` its two-layer one) in DTYPE, as generate compiles them (compiler._plan's stages,
-for the default device's limits and waves): `capture` (`--capture trace`, generate's:
+for the default device's limits and waves): `capture` (`--capture trace`, compile's:
 capture.trace_graph, `traced 0` where it fell back to export; `export`: export_graph,
-torch.export and its decompositions),
+torch.export and its decompositions, compile's fallback and its capture before),
 `to_ir`, `fuse`, `generate`, `build_plan`; with `--pipelines` then
 the device's work as compile does it, the prompt plan first and the decode plan sharing
 its state: `pipelines` (those not built yet: `new` of the plan's `sources`), `buffers`
@@ -285,7 +285,7 @@ def main() -> int:
     ap.add_argument("--new-tokens", type=int, default=32, help="--generate's new tokens")
     ap.add_argument("--tiny", action="store_true", help="--generate's two-layer model")
     ap.add_argument("--capture", default="trace", choices=["trace", "export"],
-                    help="--generate's capture (compiler.plan_module's `capture`)")
+                    help="--generate's capture: compile's (trace) or its fallback (export)")
     args = ap.parse_args()
     os.environ.setdefault("KERNELWRIGHT_TUNE", "off")
     warnings.filterwarnings("ignore")

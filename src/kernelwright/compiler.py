@@ -41,21 +41,21 @@ from .tune.waves import device_waves
 
 def plan_module(module: torch.nn.Module, example_inputs, precision: str = "strict",
                 device: Device | None = None, progress: Progress = QUIET,
-                choose: KnobChooser | None = None, capture: str = "export") -> Plan:
+                choose: KnobChooser | None = None) -> Plan:
     """Capture and schedule a module into a Plan for precision mode `precision`
     (options.CompileOptions; compile() decides whether a device can run it), the waves
     of `device` (None: the default device; tune.waves.device_waves, measured there once per
     device, the only GPU work) and what its kernels may bind
     (Device.binding_limits; no limit where no device can be opened). `progress` reports
     stages that run long. `choose` picks each kernel's knobs (None: tune.choose_knobs,
-    the tuning cache's answer by KERNELWRIGHT_TUNE). `capture`: "export" (torch.export,
-    then its decompositions: capture.export_graph) or "trace" (one trace with them,
-    capture.trace_graph, where it can; else export)."""
-    return _plan(module, example_inputs, precision, device, progress, choose, capture)[0]
+    the tuning cache's answer by KERNELWRIGHT_TUNE). The module is captured by one trace
+    (capture.trace_graph); where that cannot capture it, or lowering its graph fails, by
+    torch.export (capture.export_graph: its errors name the user's source line)."""
+    return _plan(module, example_inputs, precision, device, progress, choose)[0]
 
 
 def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Device | None,
-          progress: Progress, choose: KnobChooser | None = None, capture: str = "export",
+          progress: Progress, choose: KnobChooser | None = None,
           made: dict | None = None, shared: frozenset[str] = frozenset()
           ) -> tuple[Plan, list[tuple[str, torch.Tensor]]]:
     """The plan, and the module's tensors (parameters, buffers) it holds as constants.
@@ -78,7 +78,7 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
     caches.register()  # transformers' caches among the arguments or outputs
     with _collector_paused():
         with progress.stage("capture"):
-            captured = trace_graph(module, example_inputs) if capture == "trace" else None
+            captured = trace_graph(module, example_inputs)
             if captured is not None:
                 try:
                     builder, torch_dtypes = _lower(captured, options, made, shared)
@@ -288,7 +288,7 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
             precision: str | None = None, progress: float | None = 2.0,
             share_state: CompiledModule | None = None,
             runtime: str | None = None,
-            choose: KnobChooser | None = None, capture: str = "export") -> CompiledModule:
+            choose: KnobChooser | None = None) -> CompiledModule:
     """Compile `module` for `example_inputs`' shapes. `precision`: "strict" (fp32, the
     default) or "accelerated" (matmuls with f16 operands and f32 accumulation on the
     matrix units: Dawn's subgroup matrices or wgpu-native's cooperative matrices, where
@@ -308,7 +308,7 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     the default one of `runtime` ("wgpu": wgpu-native, "dawn": Dawn; None reads
     KERNELWRIGHT_RUNTIME, else wgpu-native; runtimes.py). `choose` picks each kernel's
     knobs (a kernels.KnobChooser; None: tune.choose_knobs, the tuning cache's answer by
-    KERNELWRIGHT_TUNE). `capture` is plan_module's."""
+    KERNELWRIGHT_TUNE)."""
     t0 = time.perf_counter()
     report = Progress(type(module).__name__, progress)
     dev = device or default_device(runtime)
@@ -318,8 +318,7 @@ def compile(module: torch.nn.Module, example_inputs, device: Device | None = Non
     made = {} if share_state is None or share_state.changed_weights() else share_state.made
     # the other's state, read from the buffers it updates (this plan may not update it)
     shared = frozenset(n for n, _ in share_state.plan.state) if share_state else frozenset()
-    plan, weights = _plan(module, example_inputs, mode, dev, report, choose, capture, made,
-                          shared)
+    plan, weights = _plan(module, example_inputs, mode, dev, report, choose, made, shared)
     if share_state is not None:
         _check_constant_state(plan, share_state)
     with report.stage(f"building {len(plan.kernels)} pipelines"):

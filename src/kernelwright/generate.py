@@ -178,8 +178,7 @@ class _Plans:
         if plan is None:
             example = CacheModule.example(self.shape[0], tokens, tuple(inputs.values()))
             plan = compile(CacheModule(self.model(), *self.shape, tuple(inputs)), example,
-                           device=device, progress=progress, share_state=self.first,
-                           capture="trace")
+                           device=device, progress=progress, share_state=self.first)
             self.first = self.first or plan
             self.plans[key] = plan
         return plan

@@ -218,7 +218,7 @@ class _Seq2SeqPlans:
         if plan is None:
             module = Seq2SeqCacheModule(self.model(), *self.shape, shapes=self.shapes)
             plan = compile(module, example, device=device, progress=progress,
-                           share_state=self.first, capture="trace")
+                           share_state=self.first)
             self.first = self.first or plan
             self.plans[key] = plan
         return plan

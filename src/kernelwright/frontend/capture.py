@@ -1,7 +1,9 @@
 """Capture: a PyTorch module to the IR graph.
 
-`export_graph` runs torch.export and decomposes to core ATen (`trace_graph`: such a
-graph from one trace, for a module whose inputs are all tensors); `fx_to_ir` walks the
+`trace_graph` traces a module once into core ATen (compile's capture); `export_graph`
+runs torch.export and decomposes to core ATen, where the trace cannot capture a module
+(a Python number among its inputs, a forward that assigns a tensor attribute) or for a
+CompileError's source line (the trace's nodes carry none); `fx_to_ir` walks the
 ATen FX graph and lowers each node through the op registry. Parameters, buffers
 and lifted constants become IR constants (uploaded to the GPU once, when the plan
 is loaded); user inputs become graph inputs, Python numbers among them constants. An
@@ -23,6 +25,7 @@ import inspect
 import logging
 import math
 import operator
+import re
 import warnings
 
 import numpy as np
@@ -169,15 +172,18 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     capture's, with capture's decompositions applied while tracing, the KEEP_WHOLE ops
     kept as torch.export keeps them, and TRACE_KEEPS_WHOLE): export_graph traces every op
     twice (torch.export, then run_decompositions' retrace) and keeps bookkeeping nothing
-    here reads. The graph is eager's computation: code that asks
-    torch.compiler.is_exporting() takes eager's branch (transformers' attention: under
-    export repeat_kv, in eager the query's groups folded at one token), and torch.export's
-    checks (_assert_tensor_metadata) are not in it. Its nodes carry no source lines (on a
+    here reads. The module's code sees torch.export's flags (torch.compiler.is_exporting
+    and is_compiling, set as torch.export's own trace sets them: _compiling_state_context)
+    and takes the branches it takes under export: transformers skips its data-dependent
+    checks (of the position ids: a fake tensor has no values to branch on) and repeats
+    the keys of grouped-query attention. torch.export's checks (_assert_tensor_metadata)
+    are not in the graph. Its nodes carry no source lines (on a
     CompileError while lowering, compile exports the module for the message). None where
     this torch has no such trace, an input is not a tensor (a Python number export bakes
     in), forward assigns a new tensor to an attribute (which the trace would not carry to
     the next call) or the trace fails: export_graph then."""
     try:  # private torch APIs, present in some versions only: imported where needed
+        from torch._export.utils import _compiling_state_context
         from torch._functorch._aot_autograd import descriptors as desc
         from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
         from torch.export.exported_program import (
@@ -201,7 +207,7 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     try:
         with contextlib.ExitStack() as stack, torch.no_grad(), lstm_state_shapes(), \
                 recurrent_shapes(), _override_composite_implicit_decomp(cia), \
-                _quiet_fake_tensor_errors():
+                _quiet_fake_tensor_errors(), _compiling_state_context():
             joint = aot_export_joint_with_descriptors(stack, wrapped, args, decompositions=table,
                                                       **quiet)
     except Exception:  # noqa: BLE001 - export_graph captures it, or says why it cannot
@@ -214,19 +220,30 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
     own = dict(wrapped.named_parameters(remove_duplicate=False)) | \
         dict(wrapped.named_buffers(remove_duplicate=False))
     persistent = set(wrapped.state_dict(keep_vars=True))
-    constants, weights, placeholder = {}, [], {}
+    inputs = input_names(module, args)
+    exported = {}  # placeholder -> torch.export's name for it
     for node in gm.graph.find_nodes(op="placeholder"):
         d = node.meta.get("desc")
+        if isinstance(d, desc.ParamAOTInput):
+            exported[node] = "p_" + _identifier(d.target)
+        elif isinstance(d, desc.BufferAOTInput):
+            exported[node] = "b_" + _identifier(d.target)
+        elif isinstance(d, desc.PlainAOTInput):
+            exported[node] = inputs[d.idx]
+        else:
+            return None
+    _rename_placeholders(gm, exported)
+    constants, weights, placeholder = {}, [], {}
+    for node in gm.graph.find_nodes(op="placeholder"):
+        d = node.meta["desc"]
         if isinstance(d, (desc.ParamAOTInput, desc.BufferAOTInput)):
-            t = own[d.target].detach()
-            constants[node.name] = t
+            t = own[d.target]  # the module's own tensor: changed_weights sees `p.data = ...`
+            constants[node.name] = t.detach()
             if d.target in persistent:
                 weights.append((d.target, t))
             placeholder[d.target] = node.name
-        elif isinstance(d, desc.PlainAOTInput):
-            placeholder[d.idx] = node.name
         else:
-            return None
+            placeholder[d.idx] = node.name
     user_outputs, mutations = [], {}
     for i, d in enumerate(gm.graph.output_node().meta.get("desc") or []):
         if isinstance(d, desc.PlainAOTOutput):
@@ -242,6 +259,61 @@ def trace_graph(module: torch.nn.Module, example_inputs) -> Captured | None:
             return None
     names = {node: target for target, node in placeholder.items() if isinstance(target, str)}
     return Captured(gm, constants, weights, {}, user_outputs, mutations, joint.out_spec, names)
+
+
+def input_names(module: torch.nn.Module, args: tuple) -> list[str]:
+    """The name of each tensor among `args` (flattened as pytree flattens them) as
+    torch.export names its placeholder: the forward parameter's name, then the path to
+    the tensor inside it (`xs_0`, `batch_image`), lower case; `arg<i>` where forward's
+    signature does not take `args` or a pytree node gives no keys for its children."""
+    try:
+        bound = inspect.signature(module.forward).bind(*args).arguments
+        return [_identifier("_".join([param, *map(_key_name, path)]))
+                for param, value in bound.items()
+                for path, _ in pytree.tree_flatten_with_path(value)[0]]
+    except (TypeError, ValueError):
+        return [f"arg{i}" for i in range(len(pytree.tree_leaves(args)))]
+
+
+def _key_name(key) -> str:
+    """A pytree path key's part of a name: a dict's key, a sequence's index, an
+    attribute's name (pytree's MappingKey, SequenceKey, GetAttrKey)."""
+    for attr in ("key", "idx", "name"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def _identifier(name: str) -> str:
+    """`name` as torch.export writes a placeholder's: lower case, each character that
+    is not a letter or digit an underscore ("0.weight" -> "0_weight")."""
+    return re.sub(r"[^a-zA-Z0-9]", "_", name).lower()
+
+
+def _rename_placeholders(gm: torch.fx.GraphModule, names: dict[torch.fx.Node, str]) -> None:
+    """Give placeholders the names in `names` (node and argument name), as torch.export
+    does: each unique by a suffix _1, _2, ..., and another node of the same name
+    (forward's argument `mul` and a multiplication) renamed the same way. The module's
+    code is not regenerated (0.1-0.2 s for a language model's plan; nothing runs it):
+    read the graph, not `gm.code`."""
+    taken: set[str] = set()
+
+    def unique(name: str) -> str:
+        new, k = name, 0
+        while new in taken:
+            k += 1
+            new = f"{name}_{k}"
+        taken.add(new)
+        return new
+
+    for node, name in names.items():
+        node.name = node.target = unique(name)
+    placeholders = set(taken)
+    others = [n for n in gm.graph.nodes if n not in names]
+    taken |= {n.name for n in others}
+    for node in others:
+        if node.name in placeholders:
+            node.name = unique(node.name)
 
 
 def with_state_buffers(

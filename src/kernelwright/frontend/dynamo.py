@@ -2,8 +2,8 @@
 
 Dynamo hands the backend an FX graph of the traced region and example inputs.
 Inference (no input requires a gradient, or grad mode off): kernelwright compiles that
-graph like any module (capture.export_graph on the GraphModule) and returns the
-CompiledModule as the region's callable. Training (an input, typically a parameter,
+graph like any module (plan_module, capture.trace_graph on the GraphModule) and returns
+the CompiledModule as the region's callable. Training (an input, typically a parameter,
 requires a gradient): AOTAutograd splits the region into a forward and a backward ATen
 graph (with capture's decompositions, attention under the math backend) and
 kernelwright lowers each (`lower_aten_graph`), so that `loss.backward()` runs
