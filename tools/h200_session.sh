@@ -109,8 +109,9 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 limit() { timeout -s INT -k 30 "$@"; }
 
 # The optional model libraries (the models suite, generate, the training references):
-# wheels put under .device/tf (transformers and its dependencies) and .device/tv
-# (torchvision and timm built for the device's torch) by whoever prepared .device;
+# wheels put under .device/tf (transformers and its dependencies: tools/device_wheels.sh)
+# and .device/tv (torchvision and timm built for the device's torch) by whoever prepared
+# .device;
 # installed once per call into /tmp/extra (the device has no network).
 mapfile -t extra < <(ls .device/tf/*.whl .device/tv/*.whl 2>/dev/null)
 if [ ${#extra[@]} -gt 0 ]; then
