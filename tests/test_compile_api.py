@@ -325,7 +325,7 @@ def test_plans_of_format_1_still_load(tmp_path):
     compiled.plan.save(tmp_path / "plan")
     path = tmp_path / "plan" / "plan.json"
     meta = json.loads(path.read_text())
-    assert meta["format"] == 2 and meta["output_tree"] == "tuple"
+    assert meta["format"] == 3 and meta["output_tree"] == "tuple"
     meta["format"] = 1
     del meta["scalars"]
     path.write_text(json.dumps(meta))
@@ -462,3 +462,26 @@ def test_a_grid_beyond_the_devices_dispatch_limit_is_refused(tmp_path):
     plan = kernelwright.Plan.load(folder)
     with pytest.raises(RuntimeError, match=rf"dispatches \({limit + 1}, 1, 1\) workgroups"):
         kernelwright.CompiledModule(plan)
+
+
+class _Counted(torch.nn.Module):
+    """A check of a tensor's values (as transformers checks a VLM's image tokens)."""
+
+    def forward(self, x, ids):
+        torch._check_tensor_all((ids == 3).sum() == x.shape[0])
+        return x * 2
+
+
+def test_a_module_checking_its_values_raises_where_eager_would(tmp_path):
+    """A torch._check on values the call computes is computed by the plan and raised
+    (a RuntimeError naming the module's line) where it fails, also from a saved plan;
+    a call that passes it returns eager's result."""
+    x, ids = torch.randn(4, 2), torch.tensor([3, 3, 1, 3, 3])
+    compiled = kernelwright.compile(_Counted(), [x, ids])
+    assert compiled.plan.checks
+    torch.testing.assert_close(compiled(x, ids), x * 2)
+    compiled.plan.save(tmp_path / "plan")
+    loaded = kernelwright.CompiledModule(kernelwright.Plan.load(tmp_path / "plan"))
+    for cm in (compiled, loaded):
+        with pytest.raises(RuntimeError, match="(?s)check failed.*test_compile_api"):
+            cm(x, torch.tensor([3, 1, 1, 3, 3]))

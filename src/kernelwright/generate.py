@@ -64,7 +64,7 @@ from .decoding import (
     filter_logits,  # noqa: F401 (kernelwright.generate.filter_logits)
     no_decoding,
 )
-from .multimodal import check_placeholders, inputs_key, prompt_inputs
+from .multimodal import check_placeholders, inputs_key, placeholders, prompt_inputs
 from .runtime.runtime import device_bytes as _device_bytes
 from .seq2seq import generate_seq2seq
 
@@ -335,16 +335,18 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
         plans = caches[(batch, cache_len)] = _Plans(model, batch, cache_len)
 
     width = _bucket(length, cache_len)
-    if inputs:
-        key = plans.key(width, inputs)
-        plans.placeholders[key] = check_placeholders(
-            model, ids, inputs, plans.placeholders.get(key), key in plans.plans)
+    key = plans.key(width, inputs)
+    count = placeholders(model, ids) if inputs else None
+    check_placeholders(count, plans.placeholders.get(key), inputs)
     padded = torch.full((batch, width), _filler(ids, vocab), dtype=torch.long)
     padded[:, :length] = ids
 
     def prefill():
-        return plans.get(width, device, progress, inputs)(
+        logits = plans.get(width, device, progress, inputs)(
             padded, torch.arange(width), torch.tensor([length - 1]), pads, *inputs.values())
+        if inputs:  # the plan's own check passed: later prompts must hold as many
+            plans.placeholders[key] = count
+        return logits
 
     def step(fed, i):
         return plans.get(1, device, progress)(

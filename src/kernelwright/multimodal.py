@@ -12,10 +12,11 @@ language model alone.
 
 What is checked here: each input is a tensor that the model's forward takes by that
 name (not one generate gives it itself); the count of placeholders, which the model
-checks (transformers' torch._check, which a compiled plan does not run: a wrong count
-would read features that are not there). The first prompt of a plan runs the model's
-forward eagerly once, with its own checks; later ones must hold as many placeholder
-tokens (`config.image_token_id`) as it did, the features of images of the same shape.
+checks itself (transformers' torch._check: the prompt plan computes it and a call whose
+count does not fit its images raises, capture._lower_check). A prompt after the first
+that ran a plan must hold as many placeholder tokens (`config.image_token_id`) as that
+one, the features of images of the same shape: refused here before the call, with the
+counts.
 
 Not supported (refused by their models' errors, or giving other tokens): Qwen2-VL's
 M-RoPE (3-D position ids from each image's grid, computed in its forward from the ids
@@ -58,22 +59,14 @@ def placeholders(model: torch.nn.Module, ids: torch.Tensor) -> int | None:
     return None if token is None else int((ids == int(token)).sum())
 
 
-def check_placeholders(model: torch.nn.Module, ids: torch.Tensor,
-                       inputs: dict[str, torch.Tensor], expected: int | None,
-                       compiled: bool) -> int | None:
-    """The placeholder count of `ids`, checked: against `expected` (that of the prompt
-    the plan was compiled for) where the plan is `compiled`, else by one eager forward
-    of the model (its own checks: a count that does not fit the images is its error).
-    Returns the count."""
-    count = placeholders(model, ids)
-    if compiled:
-        if count != expected:
-            raise ValueError(f"input_ids hold {count} image tokens where images of these "
-                             f"shapes ({_shapes(inputs)}) have {expected} features")
-        return count
-    with torch.no_grad():
-        model(input_ids=ids, **inputs)
-    return count
+def check_placeholders(count: int | None, expected: int | None,
+                       inputs: dict[str, torch.Tensor]) -> None:
+    """A ValueError where a prompt's `count` of placeholders is not the `expected` one,
+    that of the prompt the plan for images of these shapes ran (None: none ran yet; the
+    plan's own check then judges it)."""
+    if expected is not None and count != expected:
+        raise ValueError(f"input_ids hold {count} image tokens where images of these "
+                         f"shapes ({_shapes(inputs)}) have {expected} features")
 
 
 def _shapes(inputs: dict[str, torch.Tensor]) -> str:

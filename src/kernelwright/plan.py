@@ -34,9 +34,10 @@ from .codegen.codegen import BINDING, used_bindings
 from .dtypes import DEVICE_DTYPE_OF, DEVICE_DTYPES, element_type, holds, itemsize, numpy_type
 
 # 2: output_tree may be a pytree spec ({"pytree": ...}); Python numbers baked in (scalars);
-# input_tree (optional: the arguments' structure where a cache is passed in)
-FORMAT_VERSION = 2
-READS = (1, 2)  # the formats load reads
+# 3: input_tree (the arguments' structure where a cache is passed in) and checks (the
+# module's checks of values), which a reader of format 2 would skip
+FORMAT_VERSION = 3
+READS = (1, 2, 3)  # the formats load reads
 BUFFER_KINDS = ("input", "const", "temp", "output")
 _ELEMENT = re.compile(r"\s*:\s*array\s*<\s*(?:vec[234]\s*<\s*)?(\w+)")
 
@@ -106,6 +107,9 @@ class Plan:
     # (input position, where its new value is): inputs a call changes in place, written
     # back into the caller's tensors
     writes: list[tuple[int, TensorSpec]] = field(default_factory=list)
+    # the module's checks of values (ir.Graph.checks): a bool each call computes, and
+    # the message a call raises where it is false
+    checks: list[tuple[TensorSpec, str]] = field(default_factory=list)
     # Python numbers (or None) among the flattened call arguments, by position: baked
     # into the kernels at compile time, so a call must pass the same values
     scalars: dict[int, Any] = field(default_factory=dict)
@@ -139,6 +143,8 @@ class Plan:
                 lines.append(f"  update b{t.buffer} ({name}) by a kernel")
         for i, spec in self.writes:
             lines.append(f"  write  input {i} <- b{spec.buffer}")
+        for spec, message in self.checks:
+            lines.append(f"  check  b{spec.buffer}: {message}")
         return "\n".join(lines)
 
     def save(self, folder: str | Path) -> None:
@@ -157,6 +163,7 @@ class Plan:
             "updates": [list(u) for u in self.updates],
             "state": [[n, asdict(t)] for n, t in self.state],
             "writes": [[i, asdict(t)] for i, t in self.writes],
+            "checks": [[asdict(t), m] for t, m in self.checks],
             "scalars": [[i, v] for i, v in sorted(self.scalars.items())],
             "input_tree": inputs_tree,
         }
@@ -195,6 +202,8 @@ class Plan:
                        for n, t in meta.get("state", [])],
                 writes=[(int(i), TensorSpec(**{**t, "shape": tuple(t["shape"])}))
                         for i, t in meta.get("writes", [])],
+                checks=[(TensorSpec(**{**t, "shape": tuple(t["shape"])}), str(m))
+                        for t, m in meta.get("checks", [])],
             )
             if not trust:
                 for k in plan.kernels:
@@ -287,8 +296,13 @@ def validate(plan: Plan) -> None:
     for i, t in plan.writes:
         if not (_count(i) and i < len(plan.inputs)) or plan.inputs[i].shape != t.shape:
             raise ValueError(f"a write back into input {i} is malformed")
+    for t, message in plan.checks:
+        if not isinstance(message, str) or t.buffer is None or t.shape != () \
+                or t.torch_dtype != "bool":
+            raise ValueError(f"a check ({message!r}) is malformed")
     for what, specs in (("input", plan.inputs), ("output", [*plan.outputs,
-                                                            *(t for _, t in plan.writes)])):
+                                                            *(t for _, t in plan.writes),
+                                                            *(t for t, _ in plan.checks)])):
         for i, t in enumerate(specs):
             if what == "output" and i < len(plan.outputs) and t.buffer is None:
                 if 0 not in t.shape or not all(_count(d) for d in t.shape) \

@@ -517,9 +517,57 @@ CHECKS = frozenset({"aten._assert_tensor_metadata.default", "aten._assert_scalar
                     "aten.sym_constrain_range_for_size.default"})
 
 
+VALUE_CHECKS = ("aten._assert_scalar.default", "aten._assert_async.msg",
+                "aten._assert_async.default")
+
+
+def _compare(op: str):
+    return lambda b, x, y: b.ew(op, _value(b, x), _value(b, y), dtype="bool")
+
+
+def _value(b: GraphBuilder, x) -> Value:
+    return x if isinstance(x, Value) else b.scalar(x)
+
+
+# Python's operators on a value read on the host (`_local_scalar_dense`) in a check, as
+# the graph records them, computed on the 0-d value instead
+_SYMBOLIC = {operator.eq: _compare("eq"), operator.ne: _compare("ne"),
+             operator.lt: _compare("lt"), operator.le: _compare("le"),
+             operator.gt: _compare("gt"), operator.ge: _compare("ge"),
+             operator.and_: _compare("and"), operator.or_: _compare("or"),
+             torch.sym_ite: lambda b, c, x, y: b.ew("where", b.cast(_value(b, c), "bool"),
+                                                    _value(b, x), _value(b, y))}
+
+
+def _lower_check(b: GraphBuilder, node: torch.fx.Node, env: dict, call) -> None:
+    """A node of a check (check_nodes) into env where it computes a value: an assert on
+    a tensor's value becomes one of the graph's checks (Graph.checks: computed by the
+    call, raised where false), `_local_scalar_dense` (the value read on the host for it)
+    the 0-d value itself, what computes the condition its lowering (`call`); shape and
+    metadata checks (torch's at trace time) and a condition of Python values are not."""
+    name = str(node.target)
+    args = [env[a] if isinstance(a, torch.fx.Node) else a for a in node.args]
+    if node.target in _SYMBOLIC and all(isinstance(a, (Value, int, float, bool)) for a in args) \
+            and any(isinstance(a, Value) for a in args):  # arithmetic of the host value
+        env[node] = _SYMBOLIC[node.target](b, *args)
+    elif name == "aten._local_scalar_dense.default":
+        x = env[node.args[0]]
+        if isinstance(x, Value) and x.numel == 1:
+            env[node] = b.reshape(x, ())
+    elif name in VALUE_CHECKS:
+        cond = env[node.args[0]]
+        if isinstance(cond, Value):
+            message = (str(node.args[1]) if len(node.args) > 1 else "an assertion") \
+                + _at(user_line(node))
+            b.graph.checks.append((b.ew("copy", b.cast(cond, "bool"), dtype="bool"), message))
+    elif name not in CHECKS:
+        call(node)
+
+
 def check_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     """The graph's CHECKS and the nodes computed for them alone (a check of a tensor's
-    values: _is_all_true, then _local_scalar_dense, its value on the host): not lowered."""
+    values: _is_all_true, then _local_scalar_dense, its value on the host): lowered by
+    fx_to_ir where they compute a value (`_lower_check`), else left out."""
     only: set[torch.fx.Node] = set()
     for node in reversed(graph.nodes):
         if node.op == "call_function" and (str(node.target) in CHECKS or (
@@ -565,8 +613,44 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
     shared = shared or {}
     changing = {p for p, _ in (mutations or {}).values()} | set(state) | set(shared)
     checks = check_nodes(gm.graph)
+
+    def call(node: torch.fx.Node) -> None:  # a call_function node, lowered into env
+        b.source = user_line(node)
+        args = torch.fx.map_arg(node.args, lambda n: env[n])
+        kwargs = torch.fx.map_arg(node.kwargs, lambda n: env[n])
+        if node.target is operator.getitem:
+            out = args[0][args[1]]
+            if out is None:
+                raise CompileError(f"output {args[1]} of {node.args[0].target} is not "
+                                   f"computed by kernelwright{_at(b.source)}")
+            env[node] = out
+            return
+        name = str(node.target)
+        empty = _empty_results(b, node)
+        if empty is not None:  # nothing to compute, whatever the op
+            env[node] = empty
+            return
+        lower = lookup(name)
+        if lower is None:
+            raise CompileError(f"no lowering for ATen op '{name}'{_at(b.source)}")
+        kwargs = {k: v for k, v in kwargs.items()
+                  if k not in ("layout", "device", "pin_memory", "memory_format")}
+        if getattr(lower, "reads_layout", False):  # as_strided: x's place in memory
+            kwargs["layout"] = _layout(node.args[0])
+        try:
+            out = lower(b, *args, **kwargs)
+        except CompileError as e:
+            raise CompileError(f"{name}: {e}{_at(b.source)}") from e
+        _check_shape(node, out, meta_of, b.source)
+        env[node] = out
+
     for node in gm.graph.nodes:
         if node in checks:
+            if node.op == "call_function" and all(n in env for n in node.all_input_nodes):
+                try:
+                    _lower_check(b, node, env, call)
+                except CompileError:
+                    pass  # a check that cannot be computed here is left out, as export does
             continue
         if node.op == "placeholder":
             val = meta_of(node)
@@ -598,34 +682,7 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 torch_dtypes[v] = str(val.dtype).replace("torch.", "")
                 env[node] = v
         elif node.op == "call_function":
-            b.source = user_line(node)
-            args = torch.fx.map_arg(node.args, lambda n: env[n])
-            kwargs = torch.fx.map_arg(node.kwargs, lambda n: env[n])
-            if node.target is operator.getitem:
-                out = args[0][args[1]]
-                if out is None:
-                    raise CompileError(f"output {args[1]} of {node.args[0].target} is not "
-                                       f"computed by kernelwright{_at(b.source)}")
-                env[node] = out
-                continue
-            name = str(node.target)
-            empty = _empty_results(b, node)
-            if empty is not None:  # nothing to compute, whatever the op
-                env[node] = empty
-                continue
-            lower = lookup(name)
-            if lower is None:
-                raise CompileError(f"no lowering for ATen op '{name}'{_at(b.source)}")
-            kwargs = {k: v for k, v in kwargs.items()
-                      if k not in ("layout", "device", "pin_memory", "memory_format")}
-            if getattr(lower, "reads_layout", False):  # as_strided: x's place in memory
-                kwargs["layout"] = _layout(node.args[0])
-            try:
-                out = lower(b, *args, **kwargs)
-            except CompileError as e:
-                raise CompileError(f"{name}: {e}{_at(b.source)}") from e
-            _check_shape(node, out, meta_of, b.source)
-            env[node] = out
+            call(node)
         elif node.op == "output":
             outs = torch.fx.map_arg(node.args[0], lambda n: env[n])
             flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]

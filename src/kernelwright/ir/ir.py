@@ -160,11 +160,15 @@ class Graph:
     # state another plan updates (compile's share_state) that this one reads, unchanged:
     # read from its buffer at each call, as `updates`' constants are
     shared: list[Value] = field(default_factory=list)
+    # the module's checks of values (torch._check, an assert on a tensor): (a bool 0-d
+    # value, the message), each computed by the call and raised where false
+    checks: list[tuple[Value, str]] = field(default_factory=list)
 
     def roots(self) -> list[Value]:
-        """What a call must compute: the outputs, the updates' and the writes' values."""
+        """What a call must compute: the outputs, the updates' and the writes' values,
+        the checks."""
         return [*self.outputs, *(new for _, new in self.updates),
-                *(new for _, new in self.writes)]
+                *(new for _, new in self.writes), *(v for v, _ in self.checks)]
 
     def consumers(self) -> dict[Value, list[Node]]:
         users: dict[Value, list[Node]] = {}

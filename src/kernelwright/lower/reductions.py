@@ -166,7 +166,7 @@ def any_(b, x, dim=None, keepdim=False):
     return as_dtype(b, r, "bool")
 
 
-@register("aten.all.dim", "aten.all.dims", "aten.all.default")
+@register("aten.all.dim", "aten.all.dims", "aten.all.default", "aten._is_all_true.default")
 def all_(b, x, dim=None, keepdim=False):
     r = b.reduce(as_dtype(b, as_dtype(b, x, "bool"), "i32"), "min", _dims(x, dim), keepdim,
                  identity=1)

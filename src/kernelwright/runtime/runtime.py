@@ -463,8 +463,15 @@ class Executable:
         p.end()
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """One call: its outputs, read back with its checks' values; a check that is
+        false raises its message (a RuntimeError, as eager's failed check raises)."""
         self.dispatch(arrays)
-        return self.read_all(self.plan.outputs)
+        n = len(self.plan.outputs)
+        got = self.read_all([*self.plan.outputs, *(t for t, _ in self.plan.checks)])
+        for (_, message), ok in zip(self.plan.checks, got[n:]):
+            if not ok.reshape(-1)[0]:
+                raise RuntimeError(f"the module's check failed: {message}")
+        return got[:n]
 
     def dispatch(self, arrays: list[np.ndarray]) -> None:
         """One call whose outputs stay on the GPU (`read` them, or check them there:

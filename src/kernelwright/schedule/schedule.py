@@ -1062,7 +1062,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         store |= cuts
 
     # Updates copied over their state by a kernel as early as it may run (early_updates).
-    returned = set(graph.outputs) | {v for _, v in graph.writes}
+    returned = set(graph.outputs) | {v for _, v in graph.writes} | {v for v, _ in graph.checks}
 
     def fits(v: Value) -> bool:
         return limits is None or (buffer_bytes(v.numel, v.stored) <= limits.max_bytes
@@ -1198,6 +1198,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                + [s for s in graph.shared if s in buffer_of]],
         writes=[(i, TensorSpec(buffer_of[v], v.shape, torch_dtypes[graph.inputs[i]]))
                 for i, v in graph.writes],
+        checks=[(TensorSpec(buffer_of[v], v.shape, "bool"), message)
+                for v, message in graph.checks],
     )
 
 
