@@ -251,6 +251,28 @@ def test_beam_search_gives_transformers_sequences(name, beams, length_penalty, e
     assert compiled_plans(model) == before + 3
 
 
+def test_beam_search_takes_logits_processors_and_stopping_criteria(llama):
+    """Beam search's log-probabilities through transformers' processors (repetition
+    penalty, no repeated bigram, min_new_tokens holding the end token back) and a
+    StoppingCriteria ending the hypotheses at 9 tokens: transformers' sequences."""
+    ids = torch.randint(0, 100, (2, 5), generator=torch.Generator().manual_seed(3))
+    plain = kernelwright.generate(llama, ids, max_new_tokens=8, eos_token_id=[])
+
+    class AtNine(transformers.StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), input_ids.shape[1] >= 9)
+
+    options = dict(max_new_tokens=8, num_beams=3, eos_token_id=int(plain[0, 6]),
+                   num_return_sequences=2)
+    bare = kernelwright.generate(llama, ids, **options)
+    for extra in (dict(repetition_penalty=1.5, no_repeat_ngram_size=2, min_new_tokens=3),
+                  dict(stopping_criteria=transformers.StoppingCriteriaList([AtNine()]))):
+        got = kernelwright.generate(llama, ids, **options, **extra)
+        assert torch.equal(got, llama.generate(ids, do_sample=False, **options, **extra))
+        assert not torch.equal(got, bare), extra
+    assert got.shape[1] == 9
+
+
 def test_beam_search_refuses_what_it_does_not_take(llama):
     ids = torch.zeros(1, 3, dtype=torch.long)
     for bad, match in [(dict(do_sample=True), "sampling"),
