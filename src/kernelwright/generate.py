@@ -291,7 +291,7 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     end. The model's generation_config is read for its end, pad and decoder start ids
     only.
 
-    `num_beams` > 1 is transformers' beam search (beams.py; not with sampling nor a
+    `num_beams` > 1 is transformers' beam search (beams.py; not with sampling, images or a
     streamer), with its `length_penalty`, `early_stopping` (True, False or "never") and
     `num_return_sequences` (at most num_beams): returns each row's best
     num_return_sequences hypotheses ([B * num_return_sequences, L + new], best first,
