@@ -213,6 +213,80 @@ def test_generation_stops_at_the_end_token(llama):
     assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("name,beams,length_penalty,early_stopping,padded", [
+    ("llama", 2, 1.0, False, False), ("llama", 3, 0.5, True, True),
+    ("llama", 4, 2.0, "never", False), ("gpt2", 4, -1.0, False, False)])
+def test_beam_search_gives_transformers_sequences(name, beams, length_penalty, early_stopping,
+                                                  padded, llama):
+    """transformers' beam search: each row's num_beams best hypotheses, in its order and
+    padding, the end token (the greedy third new token of row 0) ending some; a batch of
+    two (left-padded prompts of 5 and 3 tokens). The plans: the prompt's bucket, the
+    decode step and the cache reorder (a gather into a scratch and a copy back per cache
+    buffer, and its output); another prompt compiles nothing more."""
+    model = llama if name == "llama" else tiny(name)
+    gen = torch.Generator().manual_seed(3)
+    if padded:
+        ids, mask = left_padded([torch.randint(1, 100, (n,), generator=gen) for n in (5, 3)])
+    else:
+        ids, mask = torch.randint(0, 100, (2, 5), generator=gen), None
+    plain = kernelwright.generate(model, ids, attention_mask=mask, max_new_tokens=8,
+                                  eos_token_id=[])
+    options = dict(max_new_tokens=8, num_beams=beams, eos_token_id=int(plain[0, 7]),
+                   length_penalty=length_penalty, early_stopping=early_stopping,
+                   num_return_sequences=beams, attention_mask=mask)
+    before = compiled_plans(model)
+    got = kernelwright.generate(model, ids, **options)
+    want = model.generate(ids, do_sample=False, **options)
+    assert got.shape == want.shape and torch.equal(got, want)
+    ended = (got[:, 5:] == options["eos_token_id"]).any(1)
+    assert bool(ended.any()) and not bool(ended.all())  # the end token ends some beams
+    assert compiled_plans(model) == before + 3
+    plans = generation._PLANS[model][(2 * beams, 256)].plans
+    assert set(plans) == {16, 1, "reorder"}
+    assert len(plans["reorder"].plan.kernels) == 2 * 4 + 1  # 2 layers' keys and values
+    other = torch.randint(0, 100, (2, 5), generator=torch.Generator().manual_seed(9))
+    options.update(attention_mask=None, num_return_sequences=1)
+    got = kernelwright.generate(model, other, **options)
+    assert torch.equal(got, model.generate(other, do_sample=False, **options))
+    assert compiled_plans(model) == before + 3
+
+
+def test_beam_search_takes_logits_processors_and_stopping_criteria(llama):
+    """Beam search's log-probabilities through transformers' processors (repetition
+    penalty, no repeated bigram, min_new_tokens holding the end token back) and a
+    StoppingCriteria ending the hypotheses at 9 tokens: transformers' sequences."""
+    ids = torch.randint(0, 100, (2, 5), generator=torch.Generator().manual_seed(3))
+    plain = kernelwright.generate(llama, ids, max_new_tokens=8, eos_token_id=[])
+
+    class AtNine(transformers.StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), input_ids.shape[1] >= 9)
+
+    options = dict(max_new_tokens=8, num_beams=3, eos_token_id=int(plain[0, 6]),
+                   num_return_sequences=2)
+    bare = kernelwright.generate(llama, ids, **options)
+    for extra in (dict(repetition_penalty=1.5, no_repeat_ngram_size=2, min_new_tokens=3),
+                  dict(stopping_criteria=transformers.StoppingCriteriaList([AtNine()]))):
+        got = kernelwright.generate(llama, ids, **options, **extra)
+        assert torch.equal(got, llama.generate(ids, do_sample=False, **options, **extra))
+        assert not torch.equal(got, bare), extra
+    assert got.shape[1] == 9
+
+
+def test_beam_search_refuses_what_it_does_not_take(llama):
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    for bad, match in [(dict(do_sample=True), "sampling"),
+                       (dict(num_return_sequences=3), "num_return_sequences"),
+                       (dict(early_stopping="soon"), "early_stopping"),
+                       (dict(streamer=SimpleNamespace(put=print, end=print)), "streamer")]:
+        with pytest.raises(ValueError, match=match):
+            kernelwright.generate(llama, ids, max_new_tokens=2, num_beams=2, **bad)
+    with pytest.raises(ValueError, match="num_beams"):
+        kernelwright.generate(llama, ids, max_new_tokens=2, num_beams=0)
+    with pytest.raises(ValueError, match="num_return_sequences"):
+        kernelwright.generate(llama, ids, max_new_tokens=2, num_return_sequences=2)
+
+
 def left_padded(rows: list[torch.Tensor], width: int | None = None, pad: int = 0):
     """`rows` (1-D token ids) left-padded with `pad` to `width` (default the longest), and
     their attention mask, as a tokenizer with padding_side="left" gives them."""

@@ -101,6 +101,41 @@ def test_text_encoders_take_a_padded_batch():
     assert compiled_plans(model) == 2
 
 
+def test_beam_search_gives_transformers_sequences():
+    """BART's beam search (3 beams, length_penalty 0.5, early_stopping, 2 sequences a
+    row) from a padded batch of encoder inputs: transformers' sequences, the end token
+    (the greedy fourth new token of row 0) ending each at its length; the encoder's inputs run once
+    per beam and the cache reorder moves the cross-attention keys and values with the
+    self-attention ones (one buffer a layer each). Another input compiles nothing."""
+    model = tiny("bart")
+    inputs = encoder_inputs("bart", 2, 5)
+    mask = torch.ones_like(inputs)
+    mask[1, 6:] = 0
+    inputs[1, 6:] = PAD
+    plain = kernelwright.generate(model, inputs, attention_mask=mask, max_new_tokens=8,
+                                  eos_token_id=[])
+    options = dict(max_new_tokens=8, num_beams=3, eos_token_id=int(plain[0, 4]),
+                   length_penalty=0.5, early_stopping=True, num_return_sequences=2,
+                   attention_mask=mask)
+    got = kernelwright.generate(model, inputs, **options)
+    want = model.generate(inputs, do_sample=False, **options)
+    assert got.shape == want.shape and torch.equal(got, want)
+    # each ends at the end token, the shorter padded to the longest
+    assert bool((got[:, 1:] == options["eos_token_id"]).any(1).all())
+    assert bool((got == PAD).any())
+    counted = compiled_plans(model)
+    assert counted == 2 + 3  # greedy's two plans; beam search's prefill, decode, reorder
+    other = encoder_inputs("bart", 2, 6)
+    options.update(attention_mask=None, num_beams=2, early_stopping="never")
+    del options["num_return_sequences"]
+    got = kernelwright.generate(model, other, **options)
+    assert torch.equal(got, model.generate(other, do_sample=False, **options))
+    options.update(num_beams=3)
+    got = kernelwright.generate(model, other, **options)
+    assert torch.equal(got, model.generate(other, do_sample=False, **options))
+    assert compiled_plans(model) == counted + 3  # num_beams=2: plans for 4 rows
+
+
 def test_whisper_stops_at_the_end_token_and_samples_reproducibly():
     model = tiny("whisper")
     features = encoder_inputs("whisper", 1, 4)

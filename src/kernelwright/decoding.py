@@ -5,7 +5,8 @@ The GPU side: `_BufferCache`, the cache object a model's attention layers write 
 new keys and values through into a module's buffers, at the cache slots a plan takes as
 an input; `_ShapeProbe`, an eager run's record of each layer's key and value shapes;
 `_bucket`, a prompt's length rounded up to the plan that runs it; `_PLANS`, the
-compiled plans kept per model. The host side: `Sampling` (greedy, or sampled after
+compiled plans kept per model; `reorder_cache`, the plan that moves a cache's rows after
+their beams (beam search). The host side: `Sampling` (greedy, or sampled after
 `filter_logits`), `Options` (transformers' logits processors, stopping criteria and
 streamer), the end and pad ids (`_eos_ids`, `_pad_id`) and `decode`, the loop that
 chooses each token and feeds it back to the decode step.
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from .compiler import compile
 
 MIN_PROMPT = 16  # the smallest prompt bucket
 MIN_CACHE = 256  # the shortest KV cache made when max_length is not given
@@ -59,6 +62,38 @@ class _ShapeProbe:
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
         self.shapes[layer_idx] = (key_states.shape, value_states.shape, key_states.dtype)
         return key_states, value_states
+
+
+class _Reorder(torch.nn.Module):
+    """The cache buffers (`keys_{i}`, `values_{i}`) of a plan's `state`, as buffers of the
+    same names and shapes; forward(parents [batch]) makes each buffer's row r the row
+    parents[r] was (through a copy: the rows move among themselves)."""
+
+    def __init__(self, state) -> None:
+        super().__init__()
+        self.names = [name for name, _ in state if name.startswith(("keys_", "values_"))]
+        for name, spec in state:
+            if name in self.names:
+                self.register_buffer(name, torch.zeros(spec.shape,
+                                                       dtype=getattr(torch, spec.torch_dtype)))
+
+    def forward(self, parents: torch.Tensor) -> torch.Tensor:
+        for name in self.names:
+            buffer = getattr(self, name)
+            buffer.copy_(buffer.index_select(0, parents))
+        return parents
+
+
+def reorder_cache(plans, parents: torch.Tensor, device, progress) -> None:
+    """Make each row r of the cache that `plans` share (a `first` plan whose state it is,
+    and `plans`: key -> plan) the row parents[r] was: a plan of its own (key "reorder"),
+    compiled on first use, sharing the cache buffers with the others."""
+    plan = plans.plans.get("reorder")
+    if plan is None:
+        plan = plans.plans["reorder"] = compile(
+            _Reorder(plans.first.plan.state), [parents], device=device, progress=progress,
+            share_state=plans.first)
+    plan(parents)
 
 
 def _bucket(n: int, cap: int) -> int:

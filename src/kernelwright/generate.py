@@ -37,7 +37,9 @@ Tokens are chosen on the host (decoding.decode): greedily (the argmax, as transf
 greedy search) or sampled with a torch.Generator after temperature, top-k and top-p
 filtering, the logits first through transformers' own logits processors (repetition
 penalty, ...); transformers' stopping criteria and streamers take the tokens as its
-`model.generate` gives them.
+`model.generate` gives them. Beam search (beams.py) runs each row as num_beams rows of
+the plans, the cache's rows following their beams through a plan of their own
+(decoding.reorder_cache).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import weakref
 
 import torch
 
+from .beams import Beams, beam_search
 from .compiler import CompiledModule, compile
 from .decoding import (
     _PLANS,
@@ -63,6 +66,7 @@ from .decoding import (
     decode,
     filter_logits,  # noqa: F401 (kernelwright.generate.filter_logits)
     no_decoding,
+    reorder_cache,
 )
 from .multimodal import check_placeholders, inputs_key, placeholders, prompt_inputs
 from .runtime.runtime import device_bytes as _device_bytes
@@ -185,8 +189,8 @@ class _Plans:
 
 
 def compiled_plans(model: torch.nn.Module) -> int:
-    """How many plans `generate` holds for `model` (decode steps and prompt buckets, over
-    all its caches)."""
+    """How many plans `generate` holds for `model` (decode steps, prompt buckets and beam
+    search's cache reorder, over all its caches)."""
     return sum(len(p.plans) for p in _PLANS.get(model, {}).values())
 
 
@@ -251,6 +255,8 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
              no_repeat_ngram_size: int | None = None, min_length: int | None = None,
              min_new_tokens: int | None = None, logits_processor=None, stopping_criteria=None,
              stop_strings: str | list[str] | None = None, tokenizer=None, streamer=None,
+             num_beams: int = 1, length_penalty: float = 1.0,
+             early_stopping: bool | str = False, num_return_sequences: int = 1,
              **inputs: torch.Tensor) -> torch.Tensor:
     """Continue each row of `input_ids` ([B, L] token ids) with up to `max_new_tokens`
     tokens computed by kernelwright's kernels, as transformers' `model.generate` does;
@@ -285,6 +291,13 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     end. The model's generation_config is read for its end, pad and decoder start ids
     only.
 
+    `num_beams` > 1 is transformers' beam search (beams.py; not with sampling, images or a
+    streamer), with its `length_penalty`, `early_stopping` (True, False or "never") and
+    `num_return_sequences` (at most num_beams): returns each row's best
+    num_return_sequences hypotheses ([B * num_return_sequences, L + new], best first,
+    padded as transformers pads them). Its plans run B * num_beams rows, and one more
+    plan per cache moves the cache's rows after their beams.
+
     Plans are compiled once per cache length, batch and prompt bucket and
     kept on the model (`compiled_plans`); after the model's weights change they are
     compiled again. `device` and `progress` are compile's.
@@ -303,6 +316,8 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     sampling = Sampling(do_sample, temperature, top_k, top_p, generator)
     options = Options(repetition_penalty, no_repeat_ngram_size, min_length, min_new_tokens,
                       logits_processor, stopping_criteria, stop_strings, tokenizer, streamer)
+    beams = Beams(num_beams, length_penalty, early_stopping, num_return_sequences)
+    beams.check(sampling, options)
     inputs = prompt_inputs(model, inputs)
     if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
         if inputs:
@@ -310,7 +325,9 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
                             f"models")
         return generate_seq2seq(model, input_ids, max_new_tokens, sampling, options,
                                 eos_token_id, max_length, attention_mask, decoder_input_ids,
-                                device, progress)
+                                device, progress, beams)
+    if inputs and num_beams > 1:
+        raise ValueError("beam search with image inputs is not supported: pass num_beams=1")
     if decoder_input_ids is not None:
         raise ValueError("decoder_input_ids is for encoder-decoder models")
     if input_ids.dim() != 2 or input_ids.shape[1] == 0:
@@ -321,10 +338,11 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     ids = input_ids.long()
     if int(ids.min()) < 0 or int(ids.max()) >= vocab:
         raise ValueError(f"input_ids hold ids outside the vocabulary [0, {vocab})")
-    batch, length = ids.shape
-    new = _new_tokens(length, max_new_tokens, max_length)
+    new = _new_tokens(ids.shape[1], max_new_tokens, max_length)
     if new <= 0:
-        return no_decoding(ids, options)
+        return no_decoding(ids.repeat_interleave(num_return_sequences, 0), options)
+    ids, pads = beams.expand(ids), beams.expand(pads)  # a row per beam
+    batch, length = ids.shape
     cache_len = _cache_length(text_config(model), length + new, max_length)
     eos = _eos_ids(model, eos_token_id)
     pad = _pad_id(model, eos)
@@ -352,6 +370,10 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
         return plans.get(1, device, progress)(
             fed, torch.tensor([length + i]), torch.zeros(1, dtype=torch.long), pads)
 
+    if num_beams > 1:
+        return beam_search(ids, prefill, step,
+                           lambda parents: reorder_cache(plans, parents, device, progress),
+                           new, beams, options, eos, pad, pads)
     return decode(ids, prefill, step, new, sampling, options, eos, pad, pads)
 
 

@@ -19,8 +19,9 @@ self-attention keys and values. A text encoder's attention mask is an input of b
 (the cross-attention's mask). The plans are kept per batch, input shape and cache
 length (`compiled_plans` counts them beside the decoder-only ones), so another input
 of that shape compiles nothing. Tokens are chosen on the host as generate.py's
-(decoding.decode). The decoder's positions come from the cache's `get_seq_length`, the
-plan's first slot (a tensor: one plan serves every step).
+(decoding.decode; beam search: beams.py, one more plan moving the caches' rows after
+their beams, cross-attention halves included). The decoder's positions come from the
+cache's `get_seq_length`, the plan's first slot (a tensor: one plan serves every step).
 
 generate's logits processors, stopping criteria and streamer apply to the decoder's ids
 as transformers' do (decoding.Options). Not supported: Whisper's timestamps, language
@@ -38,6 +39,7 @@ import weakref
 
 import torch
 
+from .beams import Beams, beam_search
 from .compiler import CompiledModule, compile
 from .decoding import (
     _PLANS,
@@ -52,6 +54,7 @@ from .decoding import (
     _ShapeProbe,
     decode,
     no_decoding,
+    reorder_cache,
 )
 
 
@@ -264,12 +267,14 @@ def generate_seq2seq(model: torch.nn.Module, inputs: torch.Tensor, max_new_token
                      sampling: Sampling, options: Options, eos_token_id,
                      max_length: int | None,
                      attention_mask: torch.Tensor | None, decoder_input_ids, device,
-                     progress) -> torch.Tensor:
+                     progress, beams: Beams) -> torch.Tensor:
     """generate() for an encoder-decoder model: `inputs` the encoder's (Whisper's
     input_features [B, mels, frames]; BART's and T5's input_ids [B, S], with
     `attention_mask`), continued from the decoder prompt `decoder_input_ids` (default:
     the decoder start token). Returns [B, prompt + new] decoder ids, as transformers'
-    generate returns them."""
+    generate returns them; with `beams` of num_beams > 1, each row's best
+    num_return_sequences ([B * num_return_sequences, prompt + new], beams.py), the
+    encoder's inputs run once per beam."""
     text = _text_encoder(model)
     batch = inputs.shape[0]
     if text:
@@ -297,7 +302,10 @@ def generate_seq2seq(model: torch.nn.Module, inputs: torch.Tensor, max_new_token
     length = ids.shape[1]
     new = _new_tokens(length, max_new_tokens, max_length)
     if new <= 0:
-        return no_decoding(ids, options)
+        return no_decoding(ids.repeat_interleave(beams.num_return_sequences, 0), options)
+    ids = beams.expand(ids)  # a row per beam
+    encoder_inputs = tuple(beams.expand(t) for t in encoder_inputs)
+    batch = ids.shape[0]
     cache_len = _cache_length(model, length + new, max_length)
     eos = _eos_ids(model, eos_token_id)
     pad = _pad_id(model, eos)
@@ -324,4 +332,8 @@ def generate_seq2seq(model: torch.nn.Module, inputs: torch.Tensor, max_new_token
         return plans.get(1, example, device, progress)(
             fed, torch.tensor([length + i]), torch.zeros(1, dtype=torch.long), *held)
 
+    if beams.num_beams > 1:
+        return beam_search(ids, prefill, step,
+                           lambda parents: reorder_cache(plans, parents, device, progress),
+                           new, beams, options, eos, pad)
     return decode(ids, prefill, step, new, sampling, options, eos, pad)
