@@ -111,3 +111,26 @@ def state_read_or_set_to_itself(m):
         compiled = kernelwright.compile(m, [x])
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), m(x), atol=1e-5, rtol=1e-5)
+
+
+class _Accumulates(torch.nn.Module):
+    """A forward that changes a buffer and returns nothing."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3))
+
+    def forward(self, x):
+        self.total.add_(x)
+
+
+def test_a_forward_returning_none(tmp_path):
+    """A module that only changes its state returns None, as eager, its state carried
+    from call to call; so does its saved and loaded plan."""
+    compiled = kernelwright.compile(_Accumulates(), [torch.ones(3)])
+    assert compiled(torch.ones(3)) is None and compiled(torch.full((3,), 2.0)) is None
+    torch.testing.assert_close(compiled.state()["total"], torch.full((3,), 3.0))
+    compiled.plan.save(tmp_path / "plan")
+    loaded = kernelwright.CompiledModule(kernelwright.Plan.load(tmp_path / "plan"))
+    assert loaded(torch.ones(3)) is None
+    torch.testing.assert_close(loaded.state()["total"], torch.ones(3))

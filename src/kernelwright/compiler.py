@@ -88,8 +88,10 @@ def _plan(module: torch.nn.Module, example_inputs, precision: str, device: Devic
                 captured = from_exported(export_graph(module, example_inputs))
                 builder, torch_dtypes = _lower(captured, options, made, shared)
         with progress.stage(f"scheduling {len(builder.graph.nodes)} operations"):
-            plan = build_plan(builder.graph, output_tree(captured.out_spec), torch_dtypes,
-                              options)
+            tree = output_tree(captured.out_spec)
+            if tree == "single" and not builder.graph.outputs:  # forward returned None
+                tree = "none"
+            plan = build_plan(builder.graph, tree, torch_dtypes, options)
     plan.scalars = captured.scalars
     if caches.found(list(example_inputs)):  # its lengths are baked in: calls must match
         plan.input_tree = pytree.tree_structure(list(example_inputs), is_leaf=_is_none)
@@ -231,6 +233,8 @@ class CompiledModule:
                     tensors[i].copy_(self._to_torch(self.exe.read(spec), spec))
                     written.append(tensors[i])
         tree = self.plan.output_tree
+        if tree == "none":
+            return None
         if tree == "single":
             return outs[0]
         if tree == "tuple":

@@ -77,11 +77,10 @@ class _Reorder(torch.nn.Module):
                 self.register_buffer(name, torch.zeros(spec.shape,
                                                        dtype=getattr(torch, spec.torch_dtype)))
 
-    def forward(self, parents: torch.Tensor) -> torch.Tensor:
+    def forward(self, parents: torch.Tensor) -> None:
         for name in self.names:
             buffer = getattr(self, name)
             buffer.copy_(buffer.index_select(0, parents))
-        return parents
 
 
 def reorder_cache(plans, parents: torch.Tensor, device, progress) -> None:

@@ -92,7 +92,8 @@ class Plan:
     kernels: list[Kernel]
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
-    # how outputs are returned: 'single' (one tensor), 'tuple' (a flat tuple), or a
+    # how outputs are returned: 'single' (one tensor), 'tuple' (a flat tuple), 'none'
+    # (forward returned None: no outputs), or a
     # torch.utils._pytree.TreeSpec of any other structure (dicts, lists, nesting, ...)
     output_tree: str | Any
     constants: dict[int, np.ndarray] = field(default_factory=dict)  # buffer id -> data
@@ -231,7 +232,7 @@ def _dump_tree(tree, what: str) -> str | dict:
 
 
 def _load_tree(tree, what: str) -> str | Any:
-    if tree in ("single", "tuple"):
+    if tree in ("single", "tuple", "none"):
         return tree
     if isinstance(tree, dict) and isinstance(tree.get("pytree"), str):
         try:
@@ -240,7 +241,8 @@ def _load_tree(tree, what: str) -> str | Any:
             raise ValueError(
                 f"{e} (import the package that defines it first; for transformers' caches "
                 "import transformers, then call kernelwright.register_cache_pytrees())") from e
-    raise ValueError(f"{what} {tree!r} is none of 'single', 'tuple' or a pytree spec")
+    raise ValueError(f"{what} {tree!r} is none of 'single', 'tuple', 'none' or a pytree "
+                     "spec")
 
 
 def validate(plan: Plan) -> None:
@@ -327,7 +329,8 @@ def validate(plan: Plan) -> None:
             raise ValueError(f"constant for buffer {bid} does not fit it "
                              f"({data.dtype}, {data.nbytes} bytes)")
     tree = plan.output_tree
-    leaves = 1 if tree == "single" else len(plan.outputs) if tree == "tuple" \
+    leaves = 1 if tree == "single" else 0 if tree == "none" \
+        else len(plan.outputs) if tree == "tuple" \
         else tree.num_leaves
     if leaves != len(plan.outputs):
         raise ValueError(f"the output structure holds {leaves} tensors, the plan has "

@@ -691,6 +691,9 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             if keep_outputs is not None:
                 flat = [flat[i] for i in keep_outputs]
                 metas = [metas[i] for i in keep_outputs]
+            # a None the module returns is its output structure's, not a tensor's
+            metas = [m for v, m in zip(flat, metas) if v is not None]
+            flat = [v for v in flat if v is not None]
             settled = merge_shared_products(b, b.settle(flat + [v for v, _, _ in changed]))
             flat = settled[:len(flat)]
             by_name = {p.name: p for p in gm.graph.nodes if p.op == "placeholder"}
