@@ -95,6 +95,22 @@ def reorder_cache(plans, parents: torch.Tensor, device, progress) -> None:
     plan(parents)
 
 
+def cache_length(need: int, max_length: int | None, config, fields: tuple[str, ...]) -> int:
+    """A KV cache's length: `max_length`, else `need` rounded up to a power of two, at
+    least MIN_CACHE; at most the model's positions, the first of `config`'s `fields` it
+    sets (none: no bound), a ValueError naming it past them."""
+    field = next((f for f in fields if getattr(config, f, None)), None)
+    positions = getattr(config, field) if field else None
+    if max_length is not None:
+        length = max_length
+    else:
+        length = max(MIN_CACHE, 1 << (need - 1).bit_length())
+        length = max(need, min(length, positions)) if positions else length
+    if positions and length > positions:
+        raise ValueError(f"{length} tokens exceed the model's {field}: {positions}")
+    return length
+
+
 def _bucket(n: int, cap: int) -> int:
     """`n` rounded up to a power of two, at least MIN_PROMPT, at most `cap`."""
     return min(max(MIN_PROMPT, 1 << (n - 1).bit_length()), cap)

@@ -53,7 +53,6 @@ from .beams import Beams, beam_search
 from .compiler import CompiledModule, compile
 from .decoding import (
     _PLANS,
-    MIN_CACHE,
     MIN_PROMPT,  # noqa: F401 (generate's prompt buckets, read by tools)
     Options,
     Sampling,
@@ -63,6 +62,7 @@ from .decoding import (
     _new_tokens,
     _pad_id,
     _ShapeProbe,
+    cache_length,
     decode,
     filter_logits,  # noqa: F401 (kernelwright.generate.filter_logits)
     no_decoding,
@@ -228,22 +228,6 @@ def attention_windows(config) -> dict[str | None, int | None]:
     return windows if len(set(windows.values())) > 1 else {None: next(iter(windows.values()))}
 
 
-def _cache_length(config, need: int, max_length: int | None) -> int:
-    """The KV cache's length: `max_length`, else `need` rounded up to a power of two, at
-    least MIN_CACHE; at most the model's positions."""
-    positions = getattr(config, "max_position_embeddings", None) or getattr(
-        config, "n_positions", None)
-    if max_length is not None:
-        length = max_length
-    else:
-        length = max(MIN_CACHE, 1 << (need - 1).bit_length())
-        length = max(need, min(length, positions)) if positions else length
-    if positions and length > positions:
-        raise ValueError(f"{length} tokens exceed the model's max_position_embeddings: "
-                         f"{positions}")
-    return length
-
-
 @torch.no_grad()
 def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: int | None = None,
              do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
@@ -343,7 +327,8 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
         return no_decoding(ids.repeat_interleave(num_return_sequences, 0), options)
     ids, pads = beams.expand(ids), beams.expand(pads)  # a row per beam
     batch, length = ids.shape
-    cache_len = _cache_length(text_config(model), length + new, max_length)
+    cache_len = cache_length(length + new, max_length, text_config(model),
+                             ("max_position_embeddings", "n_positions"))
     eos = _eos_ids(model, eos_token_id)
     pad = _pad_id(model, eos)
 

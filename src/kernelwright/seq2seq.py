@@ -43,7 +43,6 @@ from .beams import Beams, beam_search
 from .compiler import CompiledModule, compile
 from .decoding import (
     _PLANS,
-    MIN_CACHE,
     Options,
     Sampling,
     _bucket,
@@ -52,6 +51,7 @@ from .decoding import (
     _new_tokens,
     _pad_id,
     _ShapeProbe,
+    cache_length,
     decode,
     no_decoding,
     reorder_cache,
@@ -245,24 +245,6 @@ def _decoder_prompt(model, decoder_input_ids, batch: int) -> torch.Tensor:
     return ids
 
 
-def _cache_length(model, need: int, max_length: int | None) -> int:
-    """The decoder's self-attention cache length: `max_length`, else `need` rounded up to
-    a power of two, at least MIN_CACHE, at most the decoder's positions (Whisper's
-    max_target_positions, BART's max_position_embeddings; T5's relative positions have
-    none)."""
-    config = model.config
-    cap = getattr(config, "max_target_positions", None) or getattr(
-        config, "max_position_embeddings", None)
-    if max_length is not None:
-        length = max_length
-    else:
-        length = max(MIN_CACHE, 1 << (need - 1).bit_length())
-        length = max(need, min(length, cap)) if cap else length
-    if cap and length > cap:
-        raise ValueError(f"{length} decoder tokens exceed the model's {cap} positions")
-    return length
-
-
 def generate_seq2seq(model: torch.nn.Module, inputs: torch.Tensor, max_new_tokens: int | None,
                      sampling: Sampling, options: Options, eos_token_id,
                      max_length: int | None,
@@ -306,7 +288,10 @@ def generate_seq2seq(model: torch.nn.Module, inputs: torch.Tensor, max_new_token
     ids = beams.expand(ids)  # a row per beam
     encoder_inputs = tuple(beams.expand(t) for t in encoder_inputs)
     batch = ids.shape[0]
-    cache_len = _cache_length(model, length + new, max_length)
+    # the decoder's positions: Whisper's max_target_positions, BART's
+    # max_position_embeddings (T5's relative positions have none)
+    cache_len = cache_length(length + new, max_length, model.config,
+                             ("max_target_positions", "max_position_embeddings"))
     eos = _eos_ids(model, eos_token_id)
     pad = _pad_id(model, eos)
 
