@@ -11,6 +11,7 @@
     python tools/kernels.py --large [--out baselines/kernels_large.json]
     python tools/kernels.py --half [--tiny] [--only NAME] [--out baselines/kernels_half.json]
     python tools/kernels.py --decode [--tiny] [--only NAME] [--out baselines/kernels_decode.json]
+    python tools/kernels.py --train [--tiny] [--only NAME] [--out baselines/kernels_train.json]
 
 Each case is a small module compiled by kernelwright; its GPU time comes from wgpu
 timestamps, measured as the bench harness does (harness.timing.time_candidate: warm-up
@@ -55,6 +56,15 @@ cached positions of 3 KV heads of 3 queries; the whole SDPA of 9 query heads ove
 heads at 544 and 2048 cached positions, a suffix of them masked: sdpa_decode), each
 against PyTorch (cuBLAS; its SDPA), rated by the bytes they read and write (TB/s).
 --tiny shrinks them 8-fold.
+
+--train runs its own cases instead (train_cases): a training step's gradient products at
+the full training workloads' shapes (suite/training/): convolutions' input and weight
+gradients (`aten.convolution_backward` with one output asked for, as the joint graph
+holds it: lower/backward.py) of ResNet-18's four stages at batch 32, ResNet-50's 1x1
+reduction and its 7x7 stem, the U-Net's top level; and a linear layer's weight gradient
+over Whisper's encoder tokens (gy^T x, K = 8 x 1500), each against PyTorch on the same
+GPU (cuDNN's convolution backward, cuBLAS), rated by the forward's multiply-adds. --tiny
+shrinks them (a software driver runs them in seconds).
 
 --matmul-variants times, for each GEMM case and the 3x3 convolution's implicit GEMM
 (MATMUL_CASES), every setting of the matmul
@@ -402,6 +412,52 @@ def decode_cases(tiny: bool = False) -> dict[str, dict]:
     }
 
 
+def conv_grad(which: str, n: int, cin: int, cout: int, size: int, k: int, stride: int = 1) -> dict:
+    """One gradient of a 2-d convolution (padding k // 2): `which` "input" (the
+    transposed convolution of the output's gradient) or "weight" (a reduction over the
+    batch and the positions), from `aten.convolution_backward` as a training step's
+    joint graph calls it; FLOPs those of the forward (its real multiply-adds)."""
+    pad, out = k // 2, (size + 2 * (k // 2) - k) // stride + 1
+    mask = [which == "input", which == "weight", False]
+    pick = 0 if which == "input" else 1
+
+    def fn(gy, x, w):
+        return torch.ops.aten.convolution_backward(
+            gy, x, w, None, [stride] * 2, [pad] * 2, [1] * 2, False, [0, 0], 1, mask)[pick]
+
+    return dict(module=Fn(fn),
+                inputs=lambda: [torch.randn(n, cout, out, out), torch.randn(n, cin, size, size),
+                                torch.randn(cout, cin, k, k)],
+                flops=2 * n * cout * out * out * cin * k * k)
+
+
+def train_cases(tiny: bool = False) -> dict[str, dict]:
+    """--train's cases: the gradient products of the training workloads at their full
+    configs (ResNet-18/50 and the U-Net at batch 32, Whisper's encoder at batch 8 of 1500
+    tokens); `tiny`: batch 2 and sizes an eighth (the code path on a software driver)."""
+    n, s = (2, 8) if tiny else (32, 1)
+    tokens, d = (48, 48) if tiny else (8 * 1500, 384)
+    cases = {}
+    for which in ("input", "weight"):
+        for cin, cout, size, k, stride in ((64, 64, 56, 3, 1), (128, 128, 28, 3, 1),
+                                           (256, 256, 14, 3, 1), (512, 512, 7, 3, 1),
+                                           (128, 256, 28, 3, 2), (256, 64, 56, 1, 1),
+                                           (128, 128, 64, 3, 1)):
+            size = max(size // s, k)
+            name = f"conv_grad_{which}_{k}x{k}{f's{stride}' if stride > 1 else ''}" \
+                f"_{cin}to{cout}_{size}x{size}_b{n}"
+            cases[name] = conv_grad(which, n, cin, cout, size, k, stride)
+    # the stem's weight gradient only: the image carries no gradient
+    cases[f"conv_grad_weight_7x7s2_3to64_{224 // s}x{224 // s}_b{n}"] = conv_grad(
+        "weight", n, 3, 64, 224 // s, 7, 2)
+    for hidden in (d, 4 * d):
+        cases[f"linear_grad_weight_{hidden}x{tokens}x{d}"] = dict(
+            module=Fn(lambda gy, x: gy.t() @ x),
+            inputs=lambda hidden=hidden: [torch.randn(tokens, hidden), torch.randn(tokens, d)],
+            flops=2 * tokens * hidden * d)
+    return cases
+
+
 def sdpa_decode(pos: int, e: int) -> dict:
     """SDPA of one new query of 9 heads over 3 KV heads (enable_gqa) against `pos`
     cached positions of `e` dims, the last eighth of the cache hidden by a float mask (a
@@ -636,8 +692,11 @@ def main() -> None:
     ap.add_argument("--decode", action="store_true",
                     help="only the decode-step products (decode_cases): batch 1 against "
                          "SmolLM2-135M's weights, fp32")
+    ap.add_argument("--train", action="store_true",
+                    help="only the training step's gradient products (train_cases): "
+                         "convolution backward and weight gradients, fp32")
     ap.add_argument("--tiny", action="store_true",
-                    help="with --half or --decode: small sizes (the code path on a "
+                    help="with --half, --decode or --train: small sizes (the code path on a "
                          "software driver)")
     ap.add_argument("--suite", action="store_true",
                     help="also run kernelwright bench on the bundled level 2 (full size, "
@@ -692,8 +751,9 @@ def run(args, choose=None) -> None:
         args.out = args.out or "baselines/memory_variants.json"
         memory_variants(args, dev)
         return
-    args.out = args.out or ("baselines/kernels_decode.json" if args.decode
-                            else "baselines/kernels.json")
+    args.out = args.out or ("baselines/kernels_decode.json" if args.decode else
+                            "baselines/kernels_train.json" if args.train else
+                            "baselines/kernels.json")
     rows = []
     out = dict(device=dev.description, torch=torch.__version__,
                shader_checks=kernelwright.runtime.runtime.FORCE_SHADER_CHECKS,
@@ -702,8 +762,9 @@ def run(args, choose=None) -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if torch.cuda.is_available():
         out["copy_tbps"] = copy_tbps(args.reps)  # the memory-bound cases' ceiling
-    half, decode = args.half, args.decode
-    cases = half_cases(args.tiny) if half else decode_cases(args.tiny) if decode else CASES
+    half, own = args.half, args.decode or args.train  # own: a mode's own cases alone
+    cases = half_cases(args.tiny) if half else decode_cases(args.tiny) if args.decode else \
+        train_cases(args.tiny) if args.train else CASES
     if half:
         out["precision"] = "half storage: f32, f16 and bf16, PyTorch in the same dtype"
     for name, case in cases.items():
@@ -711,7 +772,7 @@ def run(args, choose=None) -> None:
             continue
         if args.exclude and any(x in name for x in args.exclude.split(",")):
             continue
-        if not (half or decode) and args.large != (name in LARGE_CASES):
+        if not (half or own) and args.large != (name in LARGE_CASES):
             continue
         low = case.get("torch_dtype")  # PyTorch's side runs in this dtype (f16 cases)
         module, sets, ref, ref_ms = case_reference(name, args.reps, low, case)

@@ -28,7 +28,7 @@ def test_small_cases_are_checked_and_summarised(tmp_path, monkeypatch):
     out = tmp_path / "kernels.json"
     args = argparse.Namespace(only="", reps=3, out=str(out), suite=False, large=False,
                               matmul_variants=False, attention_variants=False, variants=False,
-                              half=False, decode=False, tiny=False, exclude="")
+                              half=False, decode=False, train=False, tiny=False, exclude="")
     kb.run(args)
     document = json.loads(out.read_text())
     rows = {r["case"]: r for r in document["cases"]}
@@ -48,7 +48,7 @@ def test_half_cases_store_each_dtype(tmp_path):
     out = tmp_path / "half.json"
     args = argparse.Namespace(only="elementwise,linear", reps=3, out=str(out), suite=False,
                               large=False, matmul_variants=False, attention_variants=False,
-                              variants=False, half=True, decode=False, tiny=True,
+                              variants=False, half=True, decode=False, train=False, tiny=True,
                               exclude="_f32")
     kb.run(args)
     rows = {r["case"]: r for r in json.loads(out.read_text())["cases"]}
@@ -93,8 +93,25 @@ def test_decode_cases_run_at_their_tiny_sizes(tmp_path):
     out = tmp_path / "decode.json"
     args = argparse.Namespace(only="", reps=2, out=str(out), suite=False, large=False,
                               matmul_variants=False, attention_variants=False, variants=False,
-                              half=False, decode=True, tiny=True, exclude="")
+                              half=False, decode=True, train=False, tiny=True,
+                              exclude="")
     kb.run(args)
     rows = json.loads(out.read_text())["cases"]
     assert rows and all(r["correct"] and r["kernels"] == 1 for r in rows), rows
     assert any("sdpa_decode" in r["case"] for r in rows)
+
+
+def test_train_cases_run_at_their_tiny_sizes(tmp_path):
+    """--train --tiny: a training step's gradient products (convolutions' input and
+    weight gradients, a linear layer's weight gradient), checked against PyTorch; a
+    weight gradient is one kernel (a product over the batch and the positions)."""
+    kb = load_kernels_bench()
+    out = tmp_path / "train.json"
+    args = argparse.Namespace(only="3x3_64to64,1x1,linear", reps=2, out=str(out), suite=False,
+                              large=False, matmul_variants=False, attention_variants=False,
+                              variants=False, half=False, decode=False, train=True, tiny=True,
+                              exclude="")
+    kb.run(args)
+    rows = {r["case"]: r for r in json.loads(out.read_text())["cases"]}
+    assert len(rows) == 6 and all(r["correct"] for r in rows.values()), rows
+    assert all(r["kernels"] == 1 for name, r in rows.items() if "weight" in name), rows
