@@ -100,3 +100,12 @@ def test_training_compile_work_grows_by_the_same_amount_per_layer(monkeypatch):
     assert made_n == kernels, counts  # one generation per kernel, in place ones twice
     assert nodes[2] - nodes[1] == nodes[1] - nodes[0] > 0, counts
     assert abs((kernels[2] - kernels[1]) - (kernels[1] - kernels[0])) <= 1, counts
+
+
+def test_the_export_capture_shows_the_user_none_of_torchs_own_deprecation_warnings():
+    """torch.export's decompositions (the capture's fallback) warn of torch's own use of
+    its deprecated LeafSpec on torch 2.13: noise kept from the user's output."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        export_graph(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (torch.randn(2, 4),))

@@ -88,7 +88,10 @@ def export_graph(module: torch.nn.Module, example_inputs,
                                    f"{e}") from e
         finally:
             hook.remove()
-        ep = ep.run_decompositions(decomposition_table(keep_recurrent))
+        with warnings.catch_warnings():  # torch 2.13's own use of its deprecated LeafSpec
+            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)",
+                                    category=FutureWarning)
+            ep = ep.run_decompositions(decomposition_table(keep_recurrent))
         sig = ep.graph_signature
         lost = sorted(reassigned - set(sig.buffers_to_mutate.values()))
         if lost:
