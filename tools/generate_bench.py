@@ -25,9 +25,10 @@ For each context C the prompt is continued by `--new-tokens` N tokens (end token
 ignored), greedily or, with `--num-beams` K > 1, by beam search (transformers' with its
 default length penalty and early stopping, the best beam returned; a step runs K rows),
 the static cache holding the prompt and N positions on every side. The model is built
-once and converted to `--dtype` before anything runs; kernelwright runs every context
-first (its plans dropped after each), then the model moves to PyTorch's device for
-eager, then torch.compile (a fresh compile per context). Each side is timed by the wall
+once (its weights drawn on PyTorch's device), converted to `--dtype` and held on the
+host before anything runs; kernelwright runs every context first (its plans dropped
+after each), then the model moves to PyTorch's device for eager, then torch.compile (a
+fresh compile per context). Each side is timed by the wall
 clock of whole generate calls (median of `--reps`, after a warm-up that compiles):
 `prefill_ms` is a call making one token (the prompt's forward, the encoder's with it,
 and its logits), and `decode_tokens_per_s` is (N - 1) / (time of N tokens - time of
@@ -162,12 +163,20 @@ WORKLOADS = {
 }
 
 
-def make_model(tiny: bool, dtype: torch.dtype, workload: str = "smollm2") -> torch.nn.Module:
-    """The workload's model, the same weights at every call (seeded)."""
+def make_model(tiny: bool, dtype: torch.dtype, workload: str = "smollm2",
+               device: str = "cpu") -> torch.nn.Module:
+    """The workload's model on the host, the same weights at every call on one kind of
+    device (seeded): its random weights drawn on `device`, then moved to the host (the
+    host's generator is one thread: about 140M values a second on the CI machine, a
+    minute for OLMoE's 6.9B, where a GPU takes moments)."""
     spec = WORKLOADS[workload]
     torch.manual_seed(0)
     config = getattr(transformers, spec.config)(**(spec.tiny if tiny else spec.full))
-    return getattr(transformers, spec.model_class)(config).eval().to(dtype)
+    with torch.device(device):
+        model = getattr(transformers, spec.model_class)(config).eval().to(dtype).cpu()
+    if device == "cuda":
+        torch.cuda.empty_cache()  # its blocks back, for kernelwright's device memory
+    return model
 
 
 def median_time(fn, reps: int, sync) -> float:
@@ -332,7 +341,7 @@ def main(argv: list[str] | None = None) -> dict:
     device = "cuda" if cuda else "cpu"
     mode = None if args.torch_compile_mode == "none" else args.torch_compile_mode
     t0 = time.perf_counter()
-    model = make_model(args.tiny, dtype, args.model)
+    model = make_model(args.tiny, dtype, args.model, device)
     prompts = {c: spec.prompt(model.config, c, dtype, torch.Generator().manual_seed(c),
                               spec.task_ids[args.tiny])
                for c in contexts}  # each checked before anything is timed
