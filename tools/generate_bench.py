@@ -20,7 +20,9 @@ family), batch 1:
   whisper-tiny  Whisper tiny (WhisperConfig, no suppressed tokens: both sides take the
                 plain argmax); C frames of random input features (30 s of audio: 3000,
                 the encoder's whole window), the decoder continuing its 4 task tokens
-                (start, English, transcribe, no timestamps)
+                (start, English, transcribe, no timestamps); transformers 5.25 runs
+                Whisper's generate on a static cache too (an EncoderDecoderCache of
+                StaticCaches, greedy and beam search)
 For each context C the prompt is continued by `--new-tokens` N tokens (end tokens
 ignored), greedily or, with `--num-beams` K > 1, by beam search (transformers' with its
 default length penalty and early stopping, the best beam returned; a step runs K rows),
@@ -28,8 +30,8 @@ the static cache holding the prompt and N positions on every side. The model is 
 once (its weights drawn on PyTorch's device), converted to `--dtype` and held on the
 host before anything runs; kernelwright runs every context first (its plans dropped
 after each), then the model moves to PyTorch's device for eager, then torch.compile (a
-fresh compile per context). Each side is timed by the wall
-clock of whole generate calls (median of `--reps`, after a warm-up that compiles):
+fresh compile per context). Each side is timed by the wall clock of whole generate
+calls (median of `--reps`, after a warm-up that compiles):
 `prefill_ms` is a call making one token (the prompt's forward, the encoder's with it,
 and its logits), and `decode_tokens_per_s` is (N - 1) / (time of N tokens - time of
 one), the decode steps alone, tokens of each sequence (null where N tokens took no
