@@ -6,6 +6,7 @@ import gc
 import importlib
 import importlib.util
 import json
+import sys
 import weakref
 from pathlib import Path
 from types import SimpleNamespace
@@ -696,6 +697,7 @@ def _generate_bench():
     path = Path(__file__).resolve().parents[1] / "tools" / "generate_bench.py"
     spec = importlib.util.spec_from_file_location("generate_bench", path)
     bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # where its dataclass looks its annotations up
     spec.loader.exec_module(bench)
     return bench
 
@@ -726,20 +728,45 @@ def test_decode_plan_kernels_of_the_tiny_benchmark_model():
     assert sum(k.key.startswith("attention_decode") for k in plan.kernels) == 2
 
 
-def test_generate_bench_runs_at_the_tiny_config(tmp_path):
-    """tools/generate_bench.py end to end at its tiny config: every figure present, and
-    kernelwright's greedy tokens those of transformers' eager generate."""
+@pytest.mark.parametrize("workload,beams,contexts", [("smollm2", 1, "16,20")] + [
+    pytest.param(*case, marks=pytest.mark.slow) for case in [
+        ("olmoe", 1, "16"), ("whisper-tiny", 1, None), ("smollm2", 3, "16"),
+        ("whisper-tiny", 2, None)]])
+def test_generate_bench_runs_at_the_tiny_config(workload, beams, contexts, tmp_path):
+    """tools/generate_bench.py end to end at each workload's tiny config (a mixture of
+    experts, an encoder-decoder; greedy and beam search): every figure present, and
+    kernelwright's tokens those of transformers' eager generate with a static cache."""
     bench = _generate_bench()
     out = tmp_path / "generate.json"
-    result = bench.main(["--tiny", "--torch-compile-mode", "none", "--reps", "1",
-                         "--contexts", "16,20", "--new-tokens", "4", "--out", str(out)])
-    assert json.loads(out.read_text())["contexts"].keys() == {"16", "20"}
+    result = bench.main(["--tiny", "--model", workload, "--num-beams", str(beams),
+                         "--torch-compile-mode", "none", "--reps", "1", "--new-tokens", "4",
+                         "--out", str(out)] + (["--contexts", contexts] if contexts else []))
+    saved = json.loads(out.read_text())
+    want = contexts.split(",") if contexts else ["32"]  # Whisper: its 32-frame window
+    assert list(saved["contexts"]) == want
+    assert saved["workload"] == workload and saved["num_beams"] == beams
+    assert saved["mode"] == ("greedy" if beams == 1 else f"beam search, {beams} beams")
+    assert saved["dtype"] == "float32" and saved["context_unit"]
     for row in result["contexts"].values():
         mine, eager = row["kernelwright"], row["eager"]
         assert mine["tokens_equal_eager"] and mine["first_token_differing"] is None
-        assert mine["plans"] == 2 and mine["weights_held_as"] == ["float32"]
-        assert mine["device_bytes"] > sum(p.numel() * 4 for p in tiny("llama").parameters())
+        assert mine["plans"] == 2 + (beams > 1) and mine["weights_held_as"] == ["float32"]
+        assert mine["device_bytes"] > result["parameters"] * 4
         for side in (mine, eager):  # no decode rate where N tokens timed no slower than
             rate = side["decode_tokens_per_s"]  # one (a loaded CI machine's timer noise)
             assert side["prefill_ms"] > 0 and (rate is None or rate > 0)
-        assert mine["compile_s"]["prefill"] > 0 and mine["compile_s"]["decode"] > 0
+        assert set(mine["compile_s"]) == {"prefill", "decode"} | ({"reorder"} if beams > 1
+                                                                 else set())
+        assert all(s > 0 for s in mine["compile_s"].values())
+        assert mine["decode_step"]["kernels"] > 0 and mine["prefill_vs_eager"] > 0
+        assert eager["weights_held_as"] == ["float32"] and "torch_compile" not in row
+
+
+def test_generate_bench_refuses_what_its_workloads_do_not_take(tmp_path):
+    bench = _generate_bench()
+    with pytest.raises(ValueError, match="32 frames"):  # Whisper's window, no other length
+        bench.main(["--tiny", "--model", "whisper-tiny", "--contexts", "30",
+                    "--out", str(tmp_path / "x.json")])
+    with pytest.raises(SystemExit):
+        bench.main(["--tiny", "--num-beams", "0", "--out", str(tmp_path / "x.json")])
+    assert not (tmp_path / "x.json").exists()

@@ -2,35 +2,54 @@
 `generate` with a static cache, eager and through torch.compile, in one run on one GPU
 (issue 41's figures; not a test).
 
-    python tools/generate_bench.py [--dtype float32|bfloat16] [--contexts 512,2048]
+    python tools/generate_bench.py [--model smollm2|olmoe|whisper-tiny] [--num-beams K]
+                                   [--dtype float32|bfloat16] [--contexts 512,2048]
                                    [--new-tokens 32] [--reps 3]
                                    [--torch-compile-mode default|reduce-overhead|none]
                                    [--out baselines/generate.json]
     python tools/generate_bench.py --tiny --torch-compile-mode none   # a small config
 
-The model is SmolLM2-135M's configuration (transformers' LlamaConfig, random weights
-from a fixed seed; `--tiny`: a two-layer one), batch 1, greedy. For each context C a
-prompt of C random tokens is continued by `--new-tokens` N tokens (end tokens ignored),
-the static cache holding C + N positions on every side. Each side is timed by the wall
-clock of whole generate calls (median of `--reps`, after a warm-up that compiles):
-`prefill_ms` is a call making one token (the prompt's forward and its logits), and
-`decode_tokens_per_s` is (N - 1) / (time of N tokens - time of one), the decode steps
-alone (null where N tokens took no longer than one: a tiny model's noise); kernelwright's
-`decode_step` says where a decode step's time goes (`decode_profile`). kernelwright
-runs on the default wgpu device, PyTorch on CUDA (on the CPU, and labelled so, where
-PyTorch sees no GPU); fp32 runs with TF32 off on both. torch.compile
-compiles the model's forward (`--torch-compile-mode`, default by default:
-reduce-overhead, transformers' recipe for a static cache with CUDA graphs, failed on an
-H100 with torch 2.11 and transformers 5.25, "accessing tensor output of CUDAGraphs that
-has been overwritten by a subsequent run", from the cache's in-place
-`cumulative_length.add_`; a failing side is recorded with its error). Reported per
-context and side:
-those times, compile times (kernelwright: its prefill and decode plans, from their
-compile; PyTorch's: the warm-up calls' wall time), the memory (kernelwright: the bytes
-its plans allocate on the device, `kernelwright.generate.device_bytes`; PyTorch:
-torch.cuda.max_memory_allocated over its calls), and whether kernelwright's and
-torch.compile's tokens equal eager's. `--dtype bfloat16` converts the model before
-anything runs; the JSON records the dtype each side's weights were held in.
+The workload (`--model`, WORKLOADS) is a real model's transformers configuration with
+random weights from a fixed seed (no download; `--tiny`: a two-layer one of the same
+family), batch 1:
+  smollm2       SmolLM2-135M (LlamaConfig); a prompt of C random tokens (the default)
+  olmoe         OLMoE-1B-7B-0924 (OlmoeConfig: 16 layers of 64 experts, 8 a token; 6.9B
+                parameters, 27.7 GB in fp32: the full config fits an 80 GB GPU with one
+                copy each side at a time, where Qwen3-MoE's smallest, 30B-A3B, would
+                not); a prompt of C random tokens
+  whisper-tiny  Whisper tiny (WhisperConfig, no suppressed tokens: both sides take the
+                plain argmax); C frames of random input features (30 s of audio: 3000,
+                the encoder's whole window), the decoder continuing its 4 task tokens
+                (start, English, transcribe, no timestamps); transformers 5.25 runs
+                Whisper's generate on a static cache too (an EncoderDecoderCache of
+                StaticCaches, greedy and beam search)
+For each context C the prompt is continued by `--new-tokens` N tokens (end tokens
+ignored), greedily or, with `--num-beams` K > 1, by beam search (transformers' with its
+default length penalty and early stopping, the best beam returned; a step runs K rows),
+the static cache holding the prompt and N positions on every side. The model is built
+once (its weights drawn on PyTorch's device), converted to `--dtype` and held on the
+host before anything runs; kernelwright runs every context first (its plans dropped
+after each), then the model moves to PyTorch's device for eager, then torch.compile (a
+fresh compile per context). Each side is timed by the wall clock of whole generate
+calls (median of `--reps`, after a warm-up that compiles):
+`prefill_ms` is a call making one token (the prompt's forward, the encoder's with it,
+and its logits), and `decode_tokens_per_s` is (N - 1) / (time of N tokens - time of
+one), the decode steps alone, tokens of each sequence (null where N tokens took no
+longer than one: a tiny model's noise); kernelwright's `decode_step` says where a decode
+step's time goes (`decode_profile`). kernelwright runs on the default wgpu device,
+PyTorch on CUDA (on the CPU, and labelled so, where PyTorch sees no GPU); fp32 runs with
+TF32 off on both. torch.compile compiles the model's forward (`--torch-compile-mode`,
+default by default: reduce-overhead, transformers' recipe for a static cache with CUDA
+graphs, failed on an H100 with torch 2.11 and transformers 5.25, "accessing tensor
+output of CUDAGraphs that has been overwritten by a subsequent run", from the cache's
+in-place `cumulative_length.add_`; a failing side is recorded with its error). Reported
+per context and side: those times, compile times (kernelwright: its prefill, decode and
+beam reorder plans, from their compile; PyTorch's: the warm-up calls' wall time), the
+memory (kernelwright: the bytes its plans allocate on the device,
+`kernelwright.generate.device_bytes`; PyTorch: torch.cuda.max_memory_allocated over its
+calls), and whether kernelwright's and torch.compile's tokens equal eager's. The JSON
+names the workload, the model, the generation mode and the dtype each side's weights
+were held in.
 """
 
 from __future__ import annotations
@@ -43,6 +62,8 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 # this folder's kernels.py would stand for the `kernels` package that transformers
@@ -59,20 +80,105 @@ from kernelwright.runtime import default_device  # noqa: E402
 
 generation = importlib.import_module("kernelwright.generate")  # the module, not the function
 
-SMOLLM2_135M = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                    num_attention_heads=9, num_key_value_heads=3, vocab_size=49152,
-                    max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5,
-                    tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
-TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, vocab_size=128, max_position_embeddings=256,
-            tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+
+def random_prompt(config, context: int, dtype: torch.dtype, generator, task_ids) -> tuple:
+    """A decoder-only model's prompt: `context` random token ids (not its first three)."""
+    return torch.randint(3, config.vocab_size, (1, context), generator=generator), {}
 
 
-def make_model(tiny: bool, dtype: torch.dtype) -> torch.nn.Module:
-    """The benchmark's model, the same weights at every call (seeded)."""
+def audio_prompt(config, context: int, dtype: torch.dtype, generator, task_ids) -> tuple:
+    """Whisper's: `context` frames of random input features in the model's dtype (the
+    encoder takes its whole window, 2 * max_source_positions frames, and no other), the
+    decoder continuing its start token and `task_ids`."""
+    window = 2 * config.max_source_positions
+    if context != window:
+        raise ValueError(f"Whisper's encoder takes {window} frames of input features (its "
+                         f"30-second window), not {context}: --contexts {window}")
+    features = torch.randn(1, config.num_mel_bins, context, generator=generator).to(dtype)
+    start = [config.decoder_start_token_id, *task_ids]
+    return features, {"decoder_input_ids": torch.tensor([start])}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A benchmark workload: transformers' `config` class and `model` class (names in
+    transformers) with the keyword arguments of the real configuration (`full`) and of
+    a small one of the same family (`tiny`), the default contexts of each and what a
+    context counts, and `prompt(config, context, dtype, generator, task_ids)`: the input
+    both sides' generate take first and the keyword arguments they take with it
+    (`task_ids`: the full config's or the tiny one's, ids the decoder's prompt holds)."""
+
+    model: str  # what the JSON's "model" calls it
+    config: str
+    model_class: str
+    full: dict
+    tiny: dict
+    contexts: tuple[str, str]  # --contexts' default: full, --tiny
+    context_unit: str
+    prompt: Callable = random_prompt
+    task_ids: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+
+
+WORKLOADS = {
+    "smollm2": Workload(
+        "SmolLM2-135M config (random weights)", "LlamaConfig", "LlamaForCausalLM",
+        full=dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                  num_attention_heads=9, num_key_value_heads=3, vocab_size=49152,
+                  max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5,
+                  tie_word_embeddings=True, bos_token_id=1, eos_token_id=2),
+        tiny=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                  max_position_embeddings=256, tie_word_embeddings=True, bos_token_id=1,
+                  eos_token_id=2),
+        contexts=("512,2048", "16,40"), context_unit="prompt tokens"),
+    "olmoe": Workload(
+        "OLMoE-1B-7B-0924 config (random weights)", "OlmoeConfig", "OlmoeForCausalLM",
+        full=dict(hidden_size=2048, intermediate_size=1024, num_hidden_layers=16,
+                  num_attention_heads=16, num_key_value_heads=16, num_experts=64,
+                  num_experts_per_tok=8, vocab_size=50304, max_position_embeddings=4096,
+                  rope_theta=10000.0, rms_norm_eps=1e-5, clip_qkv=None,
+                  norm_topk_prob=False, tie_word_embeddings=False, pad_token_id=1,
+                  bos_token_id=None, eos_token_id=50279),
+        tiny=dict(hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=4, num_experts=4,
+                  num_experts_per_tok=2, vocab_size=128, max_position_embeddings=256,
+                  tie_word_embeddings=False, pad_token_id=1, bos_token_id=None,
+                  eos_token_id=127),
+        contexts=("512,2048", "16,40"), context_unit="prompt tokens"),
+    "whisper-tiny": Workload(
+        "Whisper tiny config (random weights)", "WhisperConfig",
+        "WhisperForConditionalGeneration",
+        full=dict(vocab_size=51865, num_mel_bins=80, encoder_layers=4, decoder_layers=4,
+                  encoder_attention_heads=6, decoder_attention_heads=6, d_model=384,
+                  encoder_ffn_dim=1536, decoder_ffn_dim=1536, max_source_positions=1500,
+                  max_target_positions=448, decoder_start_token_id=50258, pad_token_id=50257,
+                  bos_token_id=50257, eos_token_id=50257, begin_suppress_tokens=None,
+                  suppress_tokens=None),
+        tiny=dict(vocab_size=160, num_mel_bins=80, encoder_layers=2, decoder_layers=2,
+                  encoder_attention_heads=4, decoder_attention_heads=4, d_model=64,
+                  encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=16,
+                  max_target_positions=64, decoder_start_token_id=150, pad_token_id=151,
+                  bos_token_id=151, eos_token_id=152, begin_suppress_tokens=None,
+                  suppress_tokens=None),
+        contexts=("3000", "32"), context_unit="audio frames (input features)",
+        prompt=audio_prompt, task_ids=((50259, 50359, 50363), (153, 154, 155))),
+}
+
+
+def make_model(tiny: bool, dtype: torch.dtype, workload: str = "smollm2",
+               device: str = "cpu") -> torch.nn.Module:
+    """The workload's model on the host, the same weights at every call on one kind of
+    device (seeded): its random weights drawn on `device`, then moved to the host (the
+    host's generator is one thread: about 140M values a second on the CI machine, a
+    minute for OLMoE's 6.9B, where a GPU takes moments)."""
+    spec = WORKLOADS[workload]
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(**(TINY if tiny else SMOLLM2_135M))
-    return transformers.LlamaForCausalLM(config).eval().to(dtype)
+    config = getattr(transformers, spec.config)(**(spec.tiny if tiny else spec.full))
+    with torch.device(device):
+        model = getattr(transformers, spec.model_class)(config).eval().to(dtype).cpu()
+    if device == "cuda":
+        torch.cuda.empty_cache()  # its blocks back, for kernelwright's device memory
+    return model
 
 
 def median_time(fn, reps: int, sync) -> float:
@@ -104,25 +210,41 @@ def figures(generate, reps: int, new: int, sync) -> tuple[dict, torch.Tensor, fl
              "generate_ms": many * 1e3}, tokens.cpu(), warm_s)
 
 
-def ours(tiny: bool, dtype: torch.dtype, ids: torch.Tensor, new: int, reps: int) -> tuple:
-    """kernelwright.generate's figures on a fresh copy of the model (its plans alone)."""
-    model = make_model(tiny, dtype)
-    length = ids.shape[1] + new
+def continued(inputs: torch.Tensor, kwargs: dict) -> int:
+    """The length of the ids generation continues: the decoder's prompt, else the input's."""
+    return kwargs.get("decoder_input_ids", inputs).shape[1]
+
+
+def ours(model: torch.nn.Module, inputs: torch.Tensor, kwargs: dict, new: int,
+         reps: int, beams: int) -> tuple:
+    """kernelwright.generate's figures, from plans compiled for this prompt alone
+    (dropped after: the next context's memory is its own)."""
+    generation._PLANS.pop(model, None)
+    length = continued(inputs, kwargs) + new
 
     def run(n: int) -> torch.Tensor:
-        return kernelwright.generate(model, ids, max_new_tokens=n, max_length=length,
-                                     eos_token_id=[], progress=None)
+        return kernelwright.generate(model, inputs, max_new_tokens=n, max_length=length,
+                                     eos_token_id=[], progress=None, num_beams=beams,
+                                     **kwargs)
 
-    row, tokens, _ = figures(run, reps, new, lambda: None)
-    plans = generation._PLANS[model][(ids.shape[0], length)].plans
-    row["compile_s"] = {"prefill": plans[generation._bucket(ids.shape[1], length)]
-                        .compile_seconds, "decode": plans[1].compile_seconds}
-    row["device_bytes"] = kernelwright.generate.device_bytes(model)
-    row["plans"] = kernelwright.generate.compiled_plans(model)
-    row["weights_held_as"] = sorted({str(a.dtype) for p in plans.values()
-                                     for a in p.plan.constants.values()
-                                     if a.dtype.kind == "f" or a.dtype.str == "<u2"})
-    row["decode_step"] = decode_profile(plans[1], length - 1, reps)
+    try:
+        row, tokens, _ = figures(run, reps, new, lambda: None)
+        plans = {key: plan for cache in generation._PLANS[model].values()
+                 for key, plan in cache.plans.items()}
+        kinds = {1: "decode", "reorder": "reorder"}
+        row["compile_s"] = {}
+        for key, plan in plans.items():  # every prompt bucket's plan counts as prefill
+            kind = kinds.get(key, "prefill")
+            row["compile_s"][kind] = row["compile_s"].get(kind, 0.0) + plan.compile_seconds
+        row["device_bytes"] = kernelwright.generate.device_bytes(model)
+        row["plans"] = kernelwright.generate.compiled_plans(model)
+        row["weights_held_as"] = sorted({str(a.dtype) for p in plans.values()
+                                         for a in p.plan.constants.values()
+                                         if a.dtype.kind == "f" or a.dtype.str == "<u2"})
+        row["decode_step"] = decode_profile(plans[1], length - 1, reps)
+    finally:
+        generation._PLANS.pop(model, None)
+        gc.collect()
     return row, tokens
 
 
@@ -131,8 +253,11 @@ def decode_profile(decode, position: int, reps: int) -> dict:
     (timestamps around the pass, median of 5 * reps), their number, and each kernel's
     own time (one pass per kernel, median of `reps` runs) summed by kernel name. The
     gap between a token's wall time and `gpu_pass_ms` is the host's and the read-back's
-    share; between `gpu_pass_ms` and `sum_of_kernels_ms`, the barriers between kernels."""
-    args = generation.CacheModule.example(1, 1)
+    share; between `gpu_pass_ms` and `sum_of_kernels_ms`, the barriers between kernels.
+    The step's inputs are zeros of its compiled shapes, the cache slot (its second
+    input, on both paths) at `position`."""
+    args = [torch.zeros(spec.shape, dtype=getattr(torch, spec.torch_dtype))
+            for spec in decode.plan.inputs]
     args[1] = torch.tensor([position])
     passes = decode.gpu_times_ms([args], 5 * reps)
     runs = [decode.kernel_times_ms(*args) for _ in range(reps)]
@@ -147,28 +272,32 @@ def decode_profile(decode, position: int, reps: int) -> dict:
             "by_name": [{"name": k, "count": c, "ms": round(t, 4)} for k, (c, t) in top[:15]]}
 
 
-def theirs(tiny: bool, dtype: torch.dtype, ids: torch.Tensor, new: int, reps: int,
-           device: str, compile_mode: str | None) -> tuple:
-    """transformers' generate with a static cache, eager or its forward compiled."""
-    model = make_model(tiny, dtype).to(device)
-    model.generation_config.eos_token_id = None  # the same N tokens on every side
-    model.generation_config.pad_token_id = 0
+def theirs(model: torch.nn.Module, inputs: torch.Tensor, kwargs: dict, new: int, reps: int,
+           beams: int, device: str, compile_mode: str | None) -> tuple:
+    """transformers' generate with a static cache on the model (moved to `device`), eager
+    or its forward compiled (afresh: no shapes of another context's compile kept)."""
     if compile_mode is not None:
+        torch._dynamo.reset()
         model.forward = torch.compile(model.forward, mode=compile_mode, fullgraph=True)
-    ids = ids.to(device)
+    inputs = inputs.to(device)
+    kwargs = {k: v.to(device) for k, v in kwargs.items()}
     cuda = device == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     if cuda:
-        gc.collect()  # the side before's model (torch.compile's wrapper holds a cycle)
-        torch.cuda.empty_cache()  # and its blocks back
+        gc.collect()  # the side before's compiled forward (torch.compile's wrapper holds a
+        torch.cuda.empty_cache()  # cycle) and its blocks back
         torch.cuda.reset_peak_memory_stats()
 
     def run(n: int) -> torch.Tensor:
         with torch.no_grad():
-            return model.generate(ids, max_new_tokens=n, do_sample=False,
-                                  cache_implementation="static")
+            return model.generate(inputs, max_new_tokens=n, do_sample=False, num_beams=beams,
+                                  cache_implementation="static",
+                                  return_dict_in_generate=True, **kwargs).sequences
 
-    row, tokens, warm_s = figures(run, reps, new, sync)
+    try:
+        row, tokens, warm_s = figures(run, reps, new, sync)
+    finally:
+        model.__dict__.pop("forward", None)  # the class's forward again
     row["compile_s"] = warm_s if compile_mode is not None else None
     row["peak_bytes"] = torch.cuda.max_memory_allocated() if cuda else None
     row["weights_held_as"] = [str(next(model.parameters()).dtype).replace("torch.", "")]
@@ -186,9 +315,14 @@ def first_difference(a: torch.Tensor, b: torch.Tensor) -> int | None:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=sorted(WORKLOADS), default="smollm2",
+                    help="the workload (module docstring); default smollm2")
+    ap.add_argument("--num-beams", type=int, default=1,
+                    help="beam search with this many beams on both sides; 1: greedy")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     ap.add_argument("--contexts", default=None,
-                    help="prompt lengths, comma separated (default 512,2048; --tiny 16,40)")
+                    help="prompt lengths (Whisper: input frames), comma separated (default "
+                    "512,2048, Whisper 3000; --tiny 16,40, Whisper 32)")
     ap.add_argument("--new-tokens", type=int, default=None, help="default 32; --tiny 6")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--torch-compile-mode", default="default",
@@ -196,8 +330,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--tiny", action="store_true", help="a two-layer config (the test's)")
     ap.add_argument("--out", default="baselines/generate.json")
     args = ap.parse_args(argv)
-    contexts = [int(c) for c in (args.contexts or ("16,40" if args.tiny else "512,2048"))
-                .split(",")]
+    if args.num_beams < 1:
+        ap.error(f"--num-beams must be at least 1, got {args.num_beams}")
+    spec = WORKLOADS[args.model]
+    contexts = [int(c) for c in (args.contexts or spec.contexts[args.tiny]).split(",")]
     new = args.new_tokens or (6 if args.tiny else 32)
     dtype = getattr(torch, args.dtype)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -206,50 +342,73 @@ def main(argv: list[str] | None = None) -> dict:
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     mode = None if args.torch_compile_mode == "none" else args.torch_compile_mode
-    config = TINY if args.tiny else SMOLLM2_135M
-    out = {"model": "tiny llama" if args.tiny else "SmolLM2-135M config (random weights)",
-           "config": config, "dtype": args.dtype, "batch": 1, "new_tokens": new,
-           "reps": args.reps, "kernelwright_device": default_device().description,
+    t0 = time.perf_counter()
+    model = make_model(args.tiny, dtype, args.model, device)
+    prompts = {c: spec.prompt(model.config, c, dtype, torch.Generator().manual_seed(c),
+                              spec.task_ids[args.tiny])
+               for c in contexts}  # each checked before anything is timed
+    out = {"workload": args.model,
+           "model": f"tiny {args.model}" if args.tiny else spec.model,
+           "mode": "greedy" if args.num_beams == 1 else f"beam search, {args.num_beams} beams",
+           "num_beams": args.num_beams, "config": spec.tiny if args.tiny else spec.full,
+           "parameters": sum(p.numel() for p in model.parameters()),
+           "model_build_s": time.perf_counter() - t0, "dtype": args.dtype, "batch": 1,
+           "new_tokens": new, "context_unit": spec.context_unit, "reps": args.reps,
+           "kernelwright_device": default_device().description,
            "torch_device": torch.cuda.get_device_name() if cuda else "cpu (wall clock)",
            "torch_compile_mode": mode, "torch": torch.__version__,
            "transformers": transformers.__version__, "host": platform.node(),
-           "contexts": {}}
+           "contexts": {str(c): {} for c in contexts}}
+    rows = out["contexts"]
+
+    def save() -> None:  # after each side: a run cut short keeps what it measured
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=1, default=_plain))
+
+    def report(side: str, context: int) -> None:
+        print(json.dumps({"context": context, side: rows[str(context)][side]},
+                         default=_plain), flush=True)
+        save()
+
+    got, want = {}, {}
+    for context in contexts:  # the model's weights on the host while kernelwright runs
+        rows[str(context)]["kernelwright"], got[context] = ours(
+            model, *prompts[context], new, args.reps, args.num_beams)
+        report("kernelwright", context)
+    model.generation_config.eos_token_id = None  # the same N tokens on every side
+    model.generation_config.pad_token_id = 0
+    model.to(device)
     for context in contexts:
-        ids = torch.randint(3, config["vocab_size"], (1, context),
-                            generator=torch.Generator().manual_seed(context))
-        row: dict = {}
-        out["contexts"][str(context)] = row
-
-        def save() -> None:  # after each side: a run cut short keeps what it measured
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(out, indent=1, default=_plain))
-
-        row["kernelwright"], got = ours(args.tiny, dtype, ids, new, args.reps)
-        save()
-        row["eager"], want = theirs(args.tiny, dtype, ids, new, args.reps, device, None)
+        row = rows[str(context)]
+        row["eager"], want[context] = theirs(model, *prompts[context], new, args.reps,
+                                             args.num_beams, device, None)
         mine = row["kernelwright"]
-        mine["tokens_equal_eager"] = first_difference(got, want) is None
-        mine["first_token_differing"] = first_difference(got, want)
-        save()
-        if mode is not None:
-            try:
-                row["torch_compile"], theirs_got = theirs(args.tiny, dtype, ids, new,
-                                                          args.reps, device, mode)
-                row["torch_compile"]["tokens_equal_eager"] = (
-                    first_difference(theirs_got, want) is None)
-            except Exception as exc:  # the baseline's failure is a finding, not a crash
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                row["torch_compile"] = {"mode": mode,
-                                        "error": f"{type(exc).__name__}: {first}"[:300]}
-        for side in ("eager", "torch_compile"):
-            if side in row and "prefill_ms" in row[side]:
-                rates = mine["decode_tokens_per_s"], row[side]["decode_tokens_per_s"]
-                mine[f"decode_vs_{side}"] = (rates[0] / rates[1] if None not in rates
-                                             else None)
-                mine[f"prefill_vs_{side}"] = row[side]["prefill_ms"] / mine["prefill_ms"]
-        print(json.dumps({"context": context, **row}, default=_plain), flush=True)
-        save()
+        mine["first_token_differing"] = first_difference(got[context], want[context])
+        mine["tokens_equal_eager"] = mine["first_token_differing"] is None
+        compare(row, "eager")
+        report("eager", context)
+    for context in contexts if mode is not None else ():
+        row = rows[str(context)]
+        try:
+            row["torch_compile"], theirs_got = theirs(model, *prompts[context], new,
+                                                      args.reps, args.num_beams, device, mode)
+            row["torch_compile"]["tokens_equal_eager"] = (
+                first_difference(theirs_got, want[context]) is None)
+            compare(row, "torch_compile")
+        except Exception as exc:  # the baseline's failure is a finding, not a crash
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            row["torch_compile"] = {"mode": mode,
+                                    "error": f"{type(exc).__name__}: {first}"[:300]}
+        report("torch_compile", context)
     return out
+
+
+def compare(row: dict, side: str) -> None:
+    """kernelwright's decode rate and prefill speed over `side`'s (above 1: faster)."""
+    mine = row["kernelwright"]
+    rates = mine["decode_tokens_per_s"], row[side]["decode_tokens_per_s"]
+    mine[f"decode_vs_{side}"] = rates[0] / rates[1] if None not in rates else None
+    mine[f"prefill_vs_{side}"] = row[side]["prefill_ms"] / mine["prefill_ms"]
 
 
 def _plain(x):

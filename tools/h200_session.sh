@@ -61,6 +61,15 @@
 #   generate  tools/generate_bench.py (SmolLM2-135M's config, batch 1) in fp32 then bf16,
 #             half the limit each (more arguments in GENERATE_ARGS, e.g. "--contexts 2048
 #             --torch-compile-mode none"): $R/generate_fp32.json, $R/generate_bf16.json
+#   genmodels  tools/generate_bench.py on the workloads beyond SmolLM2's greedy decoding
+#             (batch 1), those GENMODELS names (default "olmoe whisper beams"): olmoe,
+#             OLMoE-1B-7B's config (64 experts, 8 a token; 6.9B parameters) at context
+#             512, and whisper, Whisper tiny's (30 s of audio, 4 task tokens continued),
+#             each in fp32 then bf16; beams, SmolLM2's config with 4 beams at context 512
+#             in fp32; an equal share of the limit per run (more arguments in
+#             GENMODELS_ARGS, e.g. "--torch-compile-mode none"; each run sets its
+#             contexts): $R/genmodels_olmoe_float32.json, ..._bfloat16.json,
+#             $R/genmodels_whisper_*.json, $R/genmodels_beams_float32.json
 #   accelerated  the accelerated f16 GEMMs and SDPA on Dawn's subgroup matrices against
 #             cuBLAS f16 and PyTorch's f16 SDPA (KERNELWRIGHT_RUNTIME=dawn tools/kernels.py
 #             --only gemm_4096_accelerated_f16,sdpa_16x16_1024_e64_accelerated_f16,
@@ -215,6 +224,29 @@ run_task() {
         --out "$R/generate_fp32.json" >> "$LOG" 2>&1
       limit $((secs / 2)) python3 tools/generate_bench.py --dtype bfloat16 $GENERATE_ARGS \
         --out "$R/generate_bf16.json" >> "$LOG" 2>&1 ;;
+    genmodels)
+      read -r -a gargs <<< "${GENMODELS_ARGS:-}"  # e.g. GENMODELS_ARGS="--reps 2"
+      local runs=${GENMODELS:-olmoe whisper beams} n=0 w model ctx dtype
+      for w in $runs; do  # the runs: two a model, one of beams
+        { [ "$w" = olmoe ] || [ "$w" = whisper ]; } && n=$((n + 2))
+        [ "$w" = beams ] && n=$((n + 1))
+      done
+      for w in $runs; do
+        if [ "$w" = olmoe ] || [ "$w" = whisper ]; then
+          model=olmoe ctx=512
+          [ "$w" = whisper ] && model=whisper-tiny ctx=3000  # its 30-second window
+          for dtype in float32 bfloat16; do
+            limit $((secs / n)) python3 tools/generate_bench.py --model "$model" \
+              --dtype "$dtype" --contexts "$ctx" "${gargs[@]}" \
+              --out "$R/genmodels_${w}_$dtype.json" >> "$LOG" 2>&1
+          done
+        elif [ "$w" = beams ]; then
+          limit $((secs / n)) python3 tools/generate_bench.py --model smollm2 --num-beams 4 \
+            --contexts 512 "${gargs[@]}" --out "$R/genmodels_beams_float32.json" >> "$LOG" 2>&1
+        else
+          echo "genmodels: no workload $w (olmoe, whisper, beams)" >> "$LOG"
+        fi
+      done ;;
     accelerated)
       KERNELWRIGHT_RUNTIME=dawn limit $((secs / 3)) python3 tools/kernels.py \
         --only gemm_4096_accelerated_f16,sdpa_16x16_1024_e64_accelerated_f16,sdpa_causal_16x16_1024_e64_accelerated_f16,conv3x3_64ch_128x128_b32_accelerated_f16,conv3x3_256ch_56x56_b32_accelerated_f16,gemm_8192_accelerated_f16 \
