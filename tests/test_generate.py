@@ -18,6 +18,7 @@ transformers = pytest.importorskip(
     "transformers", reason="generate's tests need transformers (pip install -e '.[models]')")
 
 import kernelwright  # noqa: E402
+from kernelwright.codegen.codegen import used_bindings  # noqa: E402
 from kernelwright.generate import compiled_plans, filter_logits  # noqa: E402
 
 generation = importlib.import_module("kernelwright.generate")  # the module, not the function
@@ -718,14 +719,25 @@ def test_decode_plan_kernels_of_the_tiny_benchmark_model():
     row's log-sum-exp and the product by V were three a layer. 21 since a gemv computes the
     statistics of its A rows itself (schedule.fuse_rows): each layer's two RMSNorms in
     the q/k/v and gate/up products; the final norm, read by the LM head through the
-    gather of the last position, keeps its row kernel."""
+    gather of the last position, keeps its row kernel. 17 since the attention stores the
+    new keys and values into the cache it reads (schedule.joining_puts,
+    kernels/put.fused_puts): the two put kernels a layer are gone, 5 a layer remain."""
     model = _generate_bench().make_model(True, torch.float32)
     plan = kernelwright.plan_module(generation.CacheModule(model, 1, 544),
                                     generation.CacheModule.example(1, 1))
-    assert len(plan.kernels) == 21, plan.summary()
-    # per layer: q/k/v, o, gate/up, down (with SwiGLU in its loader); then the lm head
-    assert sum("matmul" in k.name for k in plan.kernels) == 2 * 4 + 1
-    assert sum(k.key.startswith("attention_decode") for k in plan.kernels) == 2
+    layers = plan.kernels[5:-2]  # after the mask, ids, rotation; before the head
+    assert len(layers) == 2 * 5 and len(plan.kernels) == 17, plan.summary()
+    # per layer: q/k/v, attention (storing k and v), o, gate/up, down (with SwiGLU in its
+    # loader); then the final norm and the lm head
+    assert sum("matmul" in k.name for k in layers) == 2 * 4
+    attention = [k for k in layers if k.key.startswith("attention_decode")]
+    assert len(attention) == 2 and all("put" in k.name for k in attention)
+    caches = {t.buffer for _, t in plan.state}
+    for k in attention:  # its output, and the layer's keys and values bound read_write
+        written = [k.bindings[i] for i, a in used_bindings(k.source).items() if a == "read_write"]
+        assert len(written) == 3 and set(written[:2]) <= caches, plan.summary()
+    assert not any("put" in k.name for k in plan.kernels if k not in attention)
+    assert plan.updates == []  # every cache written where its attention runs
 
 
 @pytest.mark.parametrize("workload,beams,contexts", [("smollm2", 1, "16,20")] + [

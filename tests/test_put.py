@@ -182,5 +182,82 @@ def test_the_decode_step_of_a_small_llama_writes_its_cache_in_place():
     model = make_model(True, torch.float32)
     plan = kernelwright.plan_module(CacheModule(model, 1, 544), CacheModule.example(1, 1))
     names = [k.name for k in plan.kernels]  # (their count: test_generate's tiny benchmark)
-    assert sum(n.endswith("put") for n in names) == 4 and not plan.updates, plan.summary()
+    # each layer's keys and values stored by its attention (test_decoded_keys_and_values_*)
+    assert sum("put" in n.split("+") for n in names) == 2 and not plan.updates, plan.summary()
+    assert all("attention" in n.split("+") for n in names if "put" in n.split("+"))
     assert not any({"iota", "eq", "reduce"} <= set(n.split("+")) for n in names)
+
+
+class Decode(torch.nn.Module):
+    """A decoding step's attention over a KV cache ([1, H, L, D] buffers): the new keys
+    (rotated: a RoPE-like expression) and values written at run-time slots, then the
+    queries attend to the cache under a mask; `also` returns the key cache's sum too
+    (a second reader of the cache)."""
+
+    def __init__(self, length: int, heads: int = 2, also: bool = False) -> None:
+        super().__init__()
+        self.also = also
+        self.register_buffer("keys", torch.zeros(1, heads, length, 8))
+        self.register_buffer("values", torch.zeros(1, heads, length, 8))
+
+    def forward(self, q, k, v, pos, mask):
+        self.keys.index_copy_(2, pos, k * 0.5 + torch.cat([-k[..., 4:], k[..., :4]], -1))
+        self.values.index_copy_(2, pos, v)
+        out = torch.nn.functional.scaled_dot_product_attention(q, self.keys, self.values,
+                                                               attn_mask=mask)
+        return (out, self.keys.sum(2)) if self.also else out
+
+
+def _decode_steps(module, eager, tokens: int, steps: int, start: int = 0) -> None:
+    """`steps` calls with `tokens` new slots each, against eager: outputs and caches."""
+    heads, length = eager.keys.shape[1], eager.keys.shape[2]
+    for i in range(steps):
+        g = torch.Generator().manual_seed(i)
+        q, k, v = (torch.randn(1, heads, tokens, 8, generator=g) for _ in range(3))
+        pos = torch.arange(start + i * tokens, start + (i + 1) * tokens)
+        mask = torch.where(torch.arange(length) <= pos[-1], 0.0, float("-inf"))
+        mask = mask.expand(1, 1, tokens, length)
+        got, want = module(q, k, v, pos, mask), eager(q, k, v, pos, mask)
+        for a, b in zip(got if eager.also else [got], want if eager.also else [want]):
+            torch.testing.assert_close(a, b)
+        torch.testing.assert_close(module.state()["keys"], eager.keys)
+        torch.testing.assert_close(module.state()["values"], eager.values)
+
+
+def _compiled(length: int, tokens: int, also: bool = False):
+    heads = 2
+    x = torch.zeros(1, heads, tokens, 8)
+    module = kernelwright.compile(Decode(length, heads, also),
+                                  [x, x, x, torch.arange(tokens), torch.zeros(1, 1, tokens,
+                                                                             length)])
+    return module, Decode(length, heads, also)
+
+
+@pytest.mark.parametrize("length", [40, 2048])
+def test_decoded_keys_and_values_are_stored_by_the_attention_that_reads_them(length):
+    """One new slot's keys and values (a put of one slice into a state nothing else
+    reads) are written by the attention kernel itself (schedule.joining_puts): no put
+    kernel, the cache updated where the attention runs, its new slot read as computed.
+    With a long cache over few heads (2048 slots) the keys are split over spans: every
+    new element is stored once, by one invocation of all the spans'. Over several
+    steps, the first and the last slot among them, against eager."""
+    module, eager = _compiled(length, 1)
+    names = [k.name for k in module.plan.kernels]
+    assert not any(n.endswith("put") for n in names) and not module.plan.updates, \
+        module.plan.summary()
+    assert sum("put" in n.split("+") and "attention" in n.split("+") for n in names) == 1
+    assert len(names) == (1 if length == 40 else 2), module.plan.summary()  # (2: split)
+    _decode_steps(module, eager, 1, 3)
+    _decode_steps(module, eager, 1, 2, start=length - 2)
+
+
+@pytest.mark.parametrize("tokens,also", [(2, False), (1, True)])
+def test_a_put_of_several_slices_or_into_a_cache_read_elsewhere_keeps_its_kernel(tokens,
+                                                                                 also):
+    """Puts the attention does not store: two new slots (a put of several slices), or a
+    key cache also read by another kernel (its sum); each stays a put kernel, in place,
+    and matches eager."""
+    module, eager = _compiled(40, tokens, also)
+    puts = _puts(module)
+    assert len(puts) == (1 if also else 2), module.plan.summary()
+    _decode_steps(module, eager, tokens, 3)

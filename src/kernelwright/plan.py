@@ -62,7 +62,9 @@ class Buffer:
 class Kernel:
     name: str  # what it computes, e.g. "matmul+add+relu"
     source: str  # WGSL
-    bindings: list[int]  # buffer ids: inputs..., vec4 views of some of them, then the output
+    # buffer ids: inputs..., vec4 views of some of them, buffers it also writes (bound
+    # read_write: the caches of puts it stores, kernels/put.fused_puts), then the output
+    bindings: list[int]
     grid: tuple[int, int, int]  # workgroups dispatched
     source_lines: list[str] = field(default_factory=list)  # user lines it came from
     key: str = ""  # what it computes, independent of knobs (kernels.KernelKey)
@@ -138,7 +140,9 @@ class Plan:
         for src, dst in self.updates:
             names = [n for n, t in self.state if t.buffer == dst]
             lines.append(f"  update b{dst} ({', '.join(names)}) <- b{src}")
-        copied, written = {dst for _, dst in self.updates}, {k.bindings[-1] for k in self.kernels}
+        copied = {dst for _, dst in self.updates}
+        written = {k.bindings[i] for k in self.kernels
+                   for i, access in used_bindings(k.source).items() if access == "read_write"}
         for name, t in self.state:  # copied over its old value by a kernel
             if t.buffer not in copied and t.buffer in written:
                 lines.append(f"  update b{t.buffer} ({name}) by a kernel")

@@ -29,7 +29,7 @@ from string import Template
 import numpy as np
 
 from ..dtypes import DEVICE_DTYPES, element_type, is_packed, wgsl_type
-from ..ir.ir import MOVEMENT_OPS, CompileError, Value, inline_sum
+from ..ir.ir import MOVEMENT_OPS, CompileError, Node, Value, inline_sum
 
 KERNEL_DIR = Path(__file__).parent.parent / "kernels"
 
@@ -304,6 +304,11 @@ class KernelSource:
         # no element of the output outside its band is read (ir.read_only_in_band): the
         # template may leave them unwritten
         self.band_only = False
+        # puts computed inline (Emitter._put: schedule.fuse's decoded K/V written by the
+        # attention that reads them), whose new slices the template stores
+        # (kernels/put.fused_puts), and the values bound read_write to hold them: st<i>
+        self.puts: list[Node] = []
+        self.writes: list[Value] = []
 
     def bind(self, v: Value) -> str:
         if v is self.inplace:
@@ -322,6 +327,21 @@ class KernelSource:
             self.views.append(i)
         return f"in{i}v4"
 
+    def put(self, node: Node) -> str:
+        """The prefix of the functions of a put read inline (`puts`)."""
+        if not any(n is node for n in self.puts):
+            self.puts.append(node)
+        return f"put{next(i for i, n in enumerate(self.puts) if n is node)}_"
+
+    def write(self, v: Value) -> str:
+        """The read_write binding of a value the kernel writes beside its output (a put's
+        state: it reads the old elements there and stores the new slices over them)."""
+        for i, w in enumerate(self.writes):
+            if self.buffer_of(w) == self.buffer_of(v):
+                return f"st{i}"
+        self.writes.append(v)
+        return f"st{len(self.writes) - 1}"
+
     def lane(self, v: Value) -> str:
         """The parameter `x<i>` that carries the element of read i at the kernel's own
         element (Emitter `lanes`): the template loads it (and may load it once for
@@ -336,8 +356,8 @@ class KernelSource:
                 for i, v in sorted(self.lanes.items())]
 
     def bindings(self, out: Value) -> str:
-        """The declarations of the reads, their vec4 views and the output, each as its
-        buffer holds it (a packed half type as array<u32>: read_packed)."""
+        """The declarations of the reads, their vec4 views, the writes and the output,
+        each as its buffer holds it (a packed half type as array<u32>: read_packed)."""
         lines = [f"@group(0) @binding({i}) var<storage, read> in{i}: "
                  f"array<{element_type(v.stored)}>;" for i, v in enumerate(self.reads)]
         lines += [f"@group(0) @binding({len(self.reads) + j}) var<storage, read> in{i}v4: "
@@ -345,7 +365,10 @@ class KernelSource:
         out_t = element_type(out.stored)
         out_t = f"vec4<{out_t}>" if self.out_vec4 else f"vec2<{out_t}>" if self.out_vec2 \
             else out_t
-        lines.append(f"@group(0) @binding({len(self.reads) + len(self.views)}) var<storage, "
+        first = len(self.reads) + len(self.views)
+        lines += [f"@group(0) @binding({first + i}) var<storage, read_write> st{i}: "
+                  f"array<{element_type(v.stored)}>;" for i, v in enumerate(self.writes)]
+        lines.append(f"@group(0) @binding({first + len(self.writes)}) var<storage, "
                      f"read_write> out: array<{out_t}>;")
         return "\n".join(lines)
 
@@ -562,6 +585,8 @@ class Emitter:
             return self._window(node, dims)
         if op == "cat":
             return self._cat(node, dims, v.dtype)
+        if op == "put":
+            return self._put(node, dims, v.dtype)
         if op == "reduce" and inline_sum(node):  # its items added in order, as the
             # reduce template adds them (ir.inline_sum)
             items = [self.value(x, Index(x.shape, dims=[dims[0], str(r)]))
@@ -600,6 +625,32 @@ class Emitter:
                 head = "} else {"
             self.lines += [head] + [f"    {line}" for line in body]
         self.lines.append("}")
+        return name
+
+    def _put(self, node, dims: list[str], dtype: str) -> str:
+        """A put of one new slice (GraphBuilder.put) read inline by a kernel that also
+        stores its new slice (KernelSource.put, kernels/put.fused_puts): at the slice's
+        position the new element, computed here (a read of the state there could come
+        before the store of another workgroup), elsewhere the state's own buffer, which
+        the kernel binds read_write (KernelSource.write) and writes only at that position."""
+        x, _, new = node.inputs
+        d = node.attrs["dim"]
+        if new.shape[d] != 1:
+            raise CompileError("a put of several slices is not read inline")
+        prefix = self.src.put(node)
+        self.count += 1
+        name = f"t{self.count}"
+        at = self.let(f"{prefix}position(0)", "i32")
+        inner = list(dims)
+        inner[d] = "0"
+        fresh = self.flat(Index(new.shape, dims=inner))
+        old = self.flat(Index(x.shape, dims=list(dims)))
+        self.lines += [f"var {name}: {wgsl_type(dtype)};",
+                       f"if ({dims[d]} == {at}) {{",
+                       f"    {name} = {prefix}load_v({fresh});",
+                       "} else {",
+                       f"    {name} = {self.src.write(node.out)}[{old}];",
+                       "}"]
         return name
 
     def _window(self, node, dims: list[str]) -> str:

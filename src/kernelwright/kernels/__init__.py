@@ -103,8 +103,8 @@ from .sort import SORT_LIMIT, _sort, _sort_space, sort_space
 __all__ = [
     "COOP_TILE", "GEMV_ROW_MAX", "Generated", "KernelKey", "KernelRequest", "KnobChooser",
     "MATMUL_BK", "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE",
-    "ROW_LIMIT",
-    "SORT_LIMIT", "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config",
+    "ROW_LIMIT", "SORT_LIMIT", "STORES_PUTS",
+    "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config",
     "attention_space", "attention_template", "conv_knobs", "conv_space", "decode_splits",
     "elementwise_space", "fill_kernel", "gemv_node", "generate",
     "kernel_key", "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
@@ -113,6 +113,11 @@ __all__ = [
     "reduce_space", "row_kernel_fits", "row_major", "rows_space", "scan_space", "sort_space",
     "template_kind",
 ]
+
+
+# The templates that store the new slices of the puts their loaders read inline
+# (kernels/put.fused_puts): schedule.fuse joins a put to such a kernel alone.
+STORES_PUTS = ("attention_decode",)
 
 
 @dataclass(eq=False)
@@ -180,7 +185,7 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
     phases = tuple(phases)
     gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases, (), band_only,
                       options, inplace)
-    if options.choose is None:
+    if options.choose is None or gen.writes:  # the tuner runs a kernel's reads and output
         return gen
     request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases, (), band_only,
                             options, inplace)
@@ -229,6 +234,8 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     else:
         tmpl, slots, grid, used = TEMPLATES[kind][0](src, materialized, out, tnode, knobs,
                                                      options)
+    if src.puts and kind not in STORES_PUTS:
+        raise CompileError(f"a {kind} kernel does not store the puts it reads inline")
     workgroup_bytes = slots.pop("workgroup_bytes", 0)
     own_epi = slots.pop("epilogue", epi)  # a template's own (the transposing tile's, by dims)
     result = f"epilogue({slots.pop('final', 'acc')}, gi)" if tnode else "epilogue(gi)"
@@ -247,7 +254,7 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     key_functions += "band only" if band_only else ""
     key = kernel_key(kind, out, tnode, src.reads, key_functions)
     return Generated(kind, source, list(src.reads), grid, key, used, list(src.views),
-                     workgroup_bytes)
+                     workgroup_bytes, writes=list(src.writes))
 
 
 def kernel_key(kind: str, out: Value, tnode: Node | None, reads: list[Value],

@@ -27,6 +27,7 @@ from ..codegen.codegen import literal
 from ..ir.ir import CompileError
 from ..options import CompileOptions, Waves
 from .common import MAX_WG, grid_1d, loader, merge_knobs, require
+from .put import fused_puts
 
 DECODE_MAX_L = 8  # queries per batch * head up to which attention takes this template
 DECODE_WORKGROUP_BYTES = 32768  # as the other attention kernels'
@@ -211,9 +212,13 @@ def _attention_decode(src, materialized, out, tnode, knobs, options: CompileOpti
         mask = " + load_mask(b, i, j)"
     if at["causal"]:
         keep, kend = "j <= i", min(s, lq)
+    puts = fused_puts(src, materialized)  # the new K/V its loaders read inline, stored
+    functions += puts
     groups = bh * np_
     grid, gx = grid_1d(groups, 1)
-    slots = dict(functions=functions, LQ=lq, E=e, NP=np_, SPAN=math.ceil(kend / np_),
+    # each invocation of the grid stores its share of the puts' new elements
+    call = f"    store_puts(flat * {cfg['WG']} + t, {groups * cfg['WG']});" if puts else ""
+    slots = dict(functions=functions, PUTS=call, LQ=lq, E=e, NP=np_, SPAN=math.ceil(kend / np_),
                  KEND=kend, GROUPS=groups, GRID_X=gx, SCALE=literal(at["scale"], "f32"),
                  **cfg, **_decode_code(cfg, lq, e, ev, np_, keep, mask))
     return "attention_decode", slots, grid, knobs

@@ -17,8 +17,13 @@
 // for query i only when j <= i (KEND bounds the keys). Registers are named scalars (the
 // template unrolls the queries and columns). load_q / load_k / load_v (and load_mask)
 // are loaders: a RoPE on q, GQA's repeated heads, a half cache and a mask cost no copy.
-// Slots: BINDINGS, FUNCTIONS, SHARED (the tiles), LQ, E, WG, CW, KH, NP, SPAN, KEND,
-// GROUPS, GRID_X, SCALE, REGISTERS, SCORES, MAXIMA, SOFTMAX, OUTPUTS, TOTALS, STORES.
+// A cache whose update by the step's new keys or values (a put of one slot) the loaders
+// read inline (schedule.fuse) is bound read_write: the loaders take the new slot's
+// elements as computed (codegen.Emitter._put), and PUTS stores them into the cache, each
+// element by one invocation of the grid (kernels/put.fused_puts), so no other kernel
+// writes them first. Slots: BINDINGS, FUNCTIONS, SHARED (the tiles), PUTS, LQ, E, WG,
+// CW, KH, NP, SPAN, KEND, GROUPS, GRID_X, SCALE, REGISTERS, SCORES, MAXIMA, SOFTMAX,
+// OUTPUTS, TOTALS, STORES.
 $BINDINGS
 $FUNCTIONS
 $SHARED
@@ -35,6 +40,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let t = i32(li);
     let c = t % $CW;
     let kh = t / $CW;
+$PUTS
     for (var x = t; x < $LQ * $E; x += $WG) {
         q_tile[x] = load_q(b, x / $E, x % $E) * $SCALE;
     }

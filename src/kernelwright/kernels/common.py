@@ -44,11 +44,16 @@ class Generated:
     views: list[int] = field(default_factory=list)  # reads bound again as vec4 arrays
     workgroup_bytes: int = 0  # workgroup memory it declares (the runtime checks the device's)
     trusted: bool = True  # False for a source not written here (Kernel.trusted)
+    # values bound read_write before the output, which the kernel writes too (the states
+    # of the puts it reads inline: KernelSource.write)
+    writes: list[Value] = field(default_factory=list)
 
-    def binding_ids(self, read_ids: list[int], out_id: int) -> list[int]:
-        """The buffer of each binding, given the buffers of its reads and its output:
-        the reads, then their vec4 views, then the output (codegen.KernelSource.bindings)."""
-        return list(read_ids) + [read_ids[i] for i in self.views] + [out_id]
+    def binding_ids(self, read_ids: list[int], out_id: int,
+                    write_ids: list[int] = ()) -> list[int]:
+        """The buffer of each binding, given the buffers of its reads, its writes and its
+        output: the reads, then their vec4 views, then the writes, then the output
+        (codegen.KernelSource.bindings)."""
+        return list(read_ids) + [read_ids[i] for i in self.views] + [*write_ids, out_id]
 
 
 class KernelKey(NamedTuple):

@@ -31,7 +31,7 @@ def _put(src, materialized, out: Value, tnode, knobs, options: CompileOptions):
     the tensor put into (input 0) is never read: the output's buffer holds it. A packed
     half output takes whole words, two elements of a slice each (slices of an even
     count of elements; capture gives others an f32 value, narrowed after)."""
-    _, index, v = tnode.inputs
+    _, _, v = tnode.inputs
     dim = tnode.attrs["dim"]
     inner = math.prod(out.shape[dim + 1:])
     pair = 2 if is_packed(out.stored) else 1
@@ -41,14 +41,8 @@ def _put(src, materialized, out: Value, tnode, knobs, options: CompileOptions):
     knobs = merge_knobs(put_knobs(v.numel // pair), knobs)
     wg, ept = check_wg(knobs), knobs["EPT"]
     require(isinstance(ept, int) and ept >= 1, knobs, "EPT must be a positive integer")
-    em = Emitter(src, materialized)
-    functions = em.function("load_index", ["k: i32"], "i32",
-                            em.value(index, Index(index.shape, flat="k")))
-    em = Emitter(src, materialized)
-    functions += em.function("load_v", ["gi: i32"], v.dtype, em.value(v, Index(v.shape,
-                                                                              flat="gi")))
-    k, j = v.shape[dim], out.shape[dim]
-    functions += snippet("put_position").substitute(J=j) + "\n"
+    functions = _put_functions(src, materialized, tnode, "")
+    k = v.shape[dim]
     if k > 1:
         functions += snippet("latest").substitute(K=k) + "\n"
     if pair == 2:
@@ -59,7 +53,55 @@ def _put(src, materialized, out: Value, tnode, knobs, options: CompileOptions):
     steps = v.numel // pair
     threads = math.ceil(steps / ept)
     grid, row = grid_1d(threads, wg)
-    body = snippet("put_step").substitute(PAIR=pair, K=k, J=j, INNER=inner, WRITE=write,
-                                          LATEST="latest(k, p)" if k > 1 else "true")
+    body = _put_step(tnode, "", pair, write, "latest(k, p)" if k > 1 else "true")
     return "elementwise", dict(functions=functions, WG=wg, ROW=row, THREADS=threads, EPT=ept,
                                STEPS=steps, BODY=body), grid, knobs
+
+
+def _put_functions(src, materialized, tnode, prefix: str) -> str:
+    """A put's `load_index`, `load_v` (its new slices at a flat index) and `position`,
+    their names prefixed with `prefix`."""
+    _, index, v = tnode.inputs
+    em = Emitter(src, materialized)
+    functions = em.function(f"{prefix}load_index", ["k: i32"], "i32",
+                            em.value(index, Index(index.shape, flat="k")))
+    em = Emitter(src, materialized)
+    functions += em.function(f"{prefix}load_v", ["gi: i32"], v.dtype,
+                             em.value(v, Index(v.shape, flat="gi")))
+    j = tnode.out.shape[tnode.attrs["dim"]]
+    return functions + snippet("put_position").substitute(J=j, P=prefix) + "\n"
+
+
+def _put_step(tnode, prefix: str, pair: int, write: str, latest: str) -> str:
+    """put_step.wgsl for put node `tnode`: the store of step q."""
+    _, _, v = tnode.inputs
+    dim = tnode.attrs["dim"]
+    inner = math.prod(tnode.out.shape[dim + 1:])
+    return snippet("put_step").substitute(PAIR=pair, K=v.shape[dim], J=tnode.out.shape[dim],
+                                          INNER=inner, WRITE=write, LATEST=latest, P=prefix)
+
+
+def fused_puts(src, materialized) -> str:
+    """The functions that store the new slices of the puts a kernel read inline
+    (src.puts: codegen.Emitter._put, each of one slice, into an unpacked state bound
+    read_write, KernelSource.write): `store_puts(first, stride)`, which an invocation
+    calls with its index among all of the kernel's and their count, stores step q of
+    each put for q = first, first + stride, ...; so every new element is stored once,
+    by one invocation, whatever the kernel's grid. "" when the kernel read no put. The
+    template that calls it reads the slices it stores through the inline put alone,
+    never from the state (the new element comes from `load_v`)."""
+    functions, calls = "", []
+    for i, node in enumerate(src.puts):  # (a put's functions may not read another put)
+        prefix, state = f"put{i}_", src.write(node.out)
+        if is_packed(node.out.stored):
+            raise CompileError(f"a put into a packed half buffer ({node.out.stored}) is not "
+                               "stored by the kernel that reads it")
+        functions += _put_functions(src, materialized, node, prefix)
+        write = f"{state}[d] = {to_buffer(f'{prefix}load_v(e)', node.out.dtype)};"
+        body = _put_step(node, prefix, 1, write, "true").replace("\n" + " " * 12, "\n    ")
+        functions += (f"fn {prefix}store(q: i32) {{\n    {body}\n}}\n")
+        steps = node.inputs[2].numel
+        calls.append(f"    for (var q = first; q < {steps}; q += stride) {{ {prefix}store(q); }}")
+    if not calls:
+        return ""
+    return functions + "fn store_puts(first: i32, stride: i32) {\n" + "\n".join(calls) + "\n}\n"

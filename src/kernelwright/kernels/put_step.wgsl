@@ -9,10 +9,11 @@
 // A packed half output (PAIR 2) is written a word at a time: a step takes two
 // neighbouring elements of one slice (INNER is even), which fill one word.
 // Slots: PAIR, K, J, INNER, LATEST (a bool expression of k and p), WRITE (the store of
-// element e, or of the pair from e, at the output's element d).
+// element e, or of the pair from e, at the output's element d), P (the prefix of the
+// put's functions: ${P}position, ${P}load_v).
 let e = q * $PAIR;
             let k = (e / $INNER) % $K;
-            let p = position(k);
+            let p = ${P}position(k);
             if (p >= 0 && p < $J && $LATEST) {
                 let d = ((e / ($INNER * $K)) * $J + p) * $INNER + e % $INNER;
                 $WRITE

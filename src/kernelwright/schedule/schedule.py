@@ -51,6 +51,7 @@ from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, 
 from ..kernels import (
     GEMV_ROW_MAX,
     ROW_LIMIT,
+    STORES_PUTS,
     Generated,
     Without,
     gemv_node,
@@ -62,6 +63,7 @@ from ..kernels import (
     row_kernel_fits,
     row_major,
     stores_packed,
+    template_kind,
 )
 from ..options import CompileOptions, Waves
 from ..plan import Buffer, Kernel, Plan, TensorSpec
@@ -186,16 +188,56 @@ def fuse(graph: Graph, nodes: list[Node], store: frozenset[Value] = frozenset(),
     users = readers(nodes)
     stored = set(graph.roots()) | store
     chains = epilogue_chains(nodes, users, stored)
-    groups = _group(nodes, users, chains, stored, set())
+    joins = joining_puts(graph, users, store)
+    groups = _group(nodes, users, chains, stored, set(), joins)
     heavy = heavy_prologues(groups, waves)
     if heavy:  # group again with those values as kernels of their own
-        groups = _group(nodes, users, chains, stored, heavy)
+        groups = _group(nodes, users, chains, stored, heavy, joins)
     return fuse_rows(recompute_cheap_values(groups, stored, users), stored)
 
 
-def _group(nodes: list[Node], users, chains, outputs: set[Value], own: set[Value]) -> list[Group]:
+def joining_puts(graph: Graph, users, store) -> set[Node]:
+    """The puts that may join the kernel reading them (`_group`): a decoding step's new
+    keys or values written into their cache by the attention that reads the cache, no
+    kernel of their own. Such a put writes one slice (its index one position), of a
+    state of f32 or i32 elements (no packed half words) that nothing else reads and
+    that the put's value alone updates, that value no output or write-back and not in
+    `store` (build_plan's: a state that does not fit one binding), read by kernels whose
+    template stores the puts it reads inline (kernels.STORES_PUTS: attention_decode).
+    Whether all its readers are one such kernel, `_group` sees."""
+    count: dict[Value, int] = {}
+    for state, _ in graph.updates:
+        count[state] = count.get(state, 0) + 1
+    state_of = {new: state for state, new in graph.updates if count[state] == 1}
+    returned = set(graph.outputs) | {v for _, v in graph.writes} | {v for v, _ in graph.checks}
+    joins = set()
+    for v, state in state_of.items():
+        node = v.node
+        if (node is None or node.op != "put" or node.inputs[0] is not state
+                or state.kind != "const" or v in returned or v in store
+                or node.inputs[2].shape[node.attrs["dim"]] != 1
+                or state.stored != v.stored or v.stored not in ("f32", "i32")
+                or any(u is not node for u in users.get(state, []))):
+            continue
+        joins.add(node)
+    return joins
+
+
+def _joins(node: Node, readers: set[Group]) -> bool:
+    """Whether put `node` (joining_puts) joins its readers' kernel: they are one kernel,
+    whose template stores the puts it reads inline."""
+    if len(readers) != 1:
+        return False
+    t = next(iter(readers)).template
+    return t is not None and template_kind(t) in STORES_PUTS
+
+
+def _group(nodes: list[Node], users, chains, outputs: set[Value], own: set[Value],
+           joins: set[Node] = frozenset()) -> list[Group]:
     """The kernels, walking the nodes from the outputs back (module docstring); a value
-    in `outputs` or `own` is materialized even where it could join its reader's kernel."""
+    in `outputs` or `own` is materialized even where it could join its reader's kernel;
+    a put in `joins` (joining_puts) joins the one kernel that reads it where its template
+    stores it (`_joins`)."""
     tail_of = {n: chain[-1] for chain in chains.values() for n in chain}
     group_of: dict[Node, Group] = {}
     groups: list[Group] = []
@@ -210,6 +252,8 @@ def _group(nodes: list[Node], users, chains, outputs: set[Value], own: set[Value
         elif (v not in outputs and len(readers) == 1 and node.op not in TEMPLATE_OPS
               and node not in tail_of and v not in own):
             group = next(iter(readers))  # inlined into its only reader's kernel
+        elif node in joins and _joins(node, readers):
+            group = next(iter(readers))  # stored by its reader (kernels/put.fused_puts)
         else:  # a narrowing copy is its kernel's way of storing: no template
             group = Group(v, template=node if node.op in TEMPLATE_OPS and not narrowing(node)
                           else None)
@@ -1029,6 +1073,14 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         space = None
         if limits is None:
             break
+        # a put stored by the kernel that reads it (joining_puts) binds its state whole,
+        # in one piece: where that kernel or the state is larger, the put is a kernel
+        unfit = {v for g, gen in zip(groups, gens) for v in gen.writes
+                 if needs_split(gen, g.root, limits) or needs_split(gen, v, limits)
+                 or Space(limits).segment(v)}
+        if unfit:
+            store |= unfit
+            continue
         cuts = {binding_cut(g, materialized) for g, gen in zip(groups, gens)
                 if len(used_bindings(gen.source)) > limits.max_bindings} - {None}
         if not cuts:  # kernels over more bytes than one binding holds: chunks
@@ -1077,6 +1129,10 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     inplace = written_in_place(groups, chunked, early, state_of, materialized, users,
                                outputs, options)
     inplace.update(homes)
+    stored_puts = {v: i for i, parts in enumerate(chunked) for chunk in parts
+                   for v in chunk.gen.writes}  # puts stored by the kernel reading them
+    for v, i in stored_puts.items():  # (joining_puts): over their state, where it runs
+        early[v], inplace[v] = i, v.node.inputs[0]
     copy_of: dict[Value, Value] = {}  # a copy kernel's value -> the state it writes
     for new, after in sorted(early.items(), key=lambda e: -e[1]):
         if new in inplace:
@@ -1155,6 +1211,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         buffer_of.update(dict.fromkeys(tenants, b))
     for copy, put in copies.items():
         buffer_of[copy] = buffer_of[put]
+    for v in stored_puts:
+        buffer_of[v] = buffer_of[inplace[v]]
 
     def window(v: Value, w: Window | None) -> list[int] | None:
         """A binding's [offset, size]: its chunk's window, or the value's own bytes where
@@ -1175,9 +1233,11 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         for chunk in parts:
             gen = chunk.gen
             reads = [source(v, chunk) for v in gen.reads]
-            bindings = gen.binding_ids([buffer_of[v] for v in reads], buffer_of[g.root])
+            bindings = gen.binding_ids([buffer_of[v] for v in reads], buffer_of[g.root],
+                                       [buffer_of[v] for v in gen.writes])
             wins = [window(v, chunk.windows.get(r)) for v, r in zip(reads, gen.reads)]
-            wins = wins + [wins[i] for i in gen.views] + [window(g.root, chunk.out)]
+            wins = wins + [wins[i] for i in gen.views] + [window(v, None) for v in gen.writes]
+            wins.append(window(g.root, chunk.out))
             kernels.append(Kernel(name + (f" [chunk {chunk.label}]" if chunk.label else ""),
                                   gen.source, bindings, gen.grid, lines, str(gen.key),
                                   gen.knobs, gen.workgroup_bytes, gen.trusted,
