@@ -725,9 +725,10 @@ class GraphBuilder:
         `split` > 1 the keys are cut into that many spans and the value is each span's
         part, [B, L, split * (Ev + 2)]: per span its unnormalized output (Ev), the
         scores' maximum and the sum of their exp(score - maximum), which the caller
-        combines (lower/attention.py). With `lse` the value is [B, L, Ev + 1]: the
-        output, then each row's log-sum-exp of its scores (-inf where all are masked),
-        what `attention_grad` reads."""
+        combines (lower/attention.py). With `lse` the value is flat, [B * L * (Ev + 1)]:
+        the output [B, L, Ev], then each row's log-sum-exp of its scores [B, L] (-inf
+        where all are masked, what `attention_grad` reads): both views of it read in
+        their buffer's order, so that no reader needs a copy."""
         if len(q.shape) != 3 or len(k.shape) != 3 or len(v.shape) != 3:
             raise CompileError(f"attention wants 3-d q, k, v, got {list(q.shape)}, "
                                f"{list(k.shape)}, {list(v.shape)}")
@@ -745,7 +746,7 @@ class GraphBuilder:
                               causal=bool(causal), scale=float(scale), masked=mask is not None,
                               split=int(split))
         if lse:
-            return self._node("attention", inputs, (bh, lq, v.shape[2] + 1), "f32",
+            return self._node("attention", inputs, (bh * lq * (v.shape[2] + 1),), "f32",
                               causal=bool(causal), scale=float(scale), masked=mask is not None,
                               lse=True)
         return self._node("attention", inputs, (bh, lq, v.shape[2]), "f32", causal=bool(causal),

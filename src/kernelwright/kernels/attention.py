@@ -71,11 +71,12 @@ def attention_config(e: int, ev: int, knobs: dict | None = None) -> dict | None:
 
 
 def _attention_code(cfg: dict, e: int, lq: int, ev: int, keep: str, mask: str,
-                    lse: bool = False) -> dict:
+                    lse: int = 0) -> dict:
     """The unrolled parts of kernels/attention.wgsl: s_a_c scores, m_a / l_a the row's
     running maximum and this invocation's part of its sum, o_a_d the outputs (row r0 +
-    a, key tx + 16 c, value column tx + 16 d). With `lse` each row is Ev + 1 wide, its
-    last column the log-sum-exp m + log(sum), stored by the row's first invocation."""
+    a, key tx + 16 c, value column tx + 16 d). With `lse` (the offset of the rows'
+    log-sum-exp in the output, after the [B, L, Ev] output) each row's m + log(sum) is
+    stored there by the row's first invocation."""
     rm, cn, cv, bk, qs, ks, evp = (cfg[k] for k in ("RM", "CN", "CV", "BK", "QS", "KS", "EVP"))
     rows, keys, cols = range(rm), range(cn), range(cv)
     p8, p12 = " " * 8, " " * 12
@@ -131,13 +132,12 @@ def _attention_code(cfg: dict, e: int, lq: int, ev: int, keep: str, mask: str,
                       f" + p_tile[{base} + 3];")
         totals.append(f"    let lt_{a} = u{a}.x + u{a}.y + u{a}.z + u{a}.w;")
         totals.append(f"    let inv_{a} = select(1.0 / lt_{a}, 0.0, lt_{a} == 0.0);")
-    width = ev + 1 if lse else ev
     stores = [f"    {{ let i = q0 + r0 + {a}; let col = tx + {16 * d}; if (i < {lq} && "
-              f"col < {ev}) {{ let gi = (b * {lq} + i) * {width} + col; "
+              f"col < {ev}) {{ let gi = (b * {lq} + i) * {ev} + col; "
               f"let acc = o_{a}_{d} * inv_{a}; $STORE }} }}" for a in rows for d in cols]
     if lse:
         stores += [f"    {{ let i = q0 + r0 + {a}; if (tx == 0 && i < {lq}) {{ "
-                   f"let gi = (b * {lq} + i) * {width} + {ev}; "
+                   f"let gi = {lse} + b * {lq} + i; "
                    f"let acc = select(m_{a} + log(lt_{a}), neg_inf, lt_{a} == 0.0); $STORE }} }}"
                    for a in rows]
     return dict(REGISTERS="\n".join(regs), SCORES="\n".join(scores),
@@ -159,7 +159,8 @@ def _attention(src, materialized, out, tnode, knobs, options: CompileOptions):
     require(cfg is not None, knobs, "tiles exceed workgroup memory, invocations or "
             "registers")
     shared, keep, mask, grid = attention_slots(src, materialized, tnode, cfg["BQ"])
-    code = _attention_code(cfg, e, lq, ev, keep, mask, tnode.attrs.get("lse", False))
+    lse = q.shape[0] * lq * ev if tnode.attrs.get("lse") else 0
+    code = _attention_code(cfg, e, lq, ev, keep, mask, lse)
     return "attention", dict(shared, **cfg, **code), grid, knobs
 
 

@@ -208,8 +208,10 @@ def flash_fits(e: int, ev: int, dropout_p: float) -> bool:
 
 def _flash_inputs(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask, scale):
     """The flash op's q [N, H, L, E], k, v [N, Hk, S, E] (H a multiple of Hk) as
-    [N * H, L, E] and [N * Hk, S, E] f32 values, its additive mask as [N * H, L, S] (or
-    None) and the scale."""
+    [N * H, L, E] and [N * Hk, S, E] f32 values, a function making its additive mask's
+    [N * H, L, S] view (or None) and the scale. Each kernel reading the mask gets a view
+    of its own, which its loader computes: one view read by several kernels would be
+    stored, [N * H, L, S]."""
     if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
         raise CompileError("flash attention wants 4-d q, k, v")
     n, h, lq, e = q.shape
@@ -221,14 +223,18 @@ def _flash_inputs(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask, scal
     q3 = b.reshape(as_dtype(b, q, "f32"), (n * h, lq, e))
     k3 = b.reshape(as_dtype(b, k, "f32"), (n * hk, s, e))
     v3 = b.reshape(as_dtype(b, v, "f32"), (n * hk, s, v.shape[3]))
-    m3 = None
     if attn_mask is not None:
         if not isinstance(attn_mask, Value):
             raise CompileError("attn_mask must be a tensor")
         if attn_mask.dtype == "bool":
             attn_mask = b.ew("where", attn_mask, b.scalar(0.0), b.scalar(NEG_INF))
-        m3 = b.reshape(b.expand(as_dtype(b, attn_mask, "f32"), (n, h, lq, s)), (n * h, lq, s))
-    return q3, k3, v3, m3, scale
+        attn_mask = as_dtype(b, attn_mask, "f32")
+
+    def mask() -> Value | None:
+        if attn_mask is None:
+            return None
+        return b.reshape(b.expand(attn_mask, (n, h, lq, s)), (n * h, lq, s))
+    return q3, k3, v3, mask, scale
 
 
 @register("aten._scaled_dot_product_flash_attention_for_cpu.default")
@@ -239,7 +245,7 @@ def flash_attention(b: GraphBuilder, q: Value, k: Value, v: Value, dropout_p=0.0
     if dropout_p:
         raise CompileError(f"flash attention with dropout (p={dropout_p}) is not supported; "
                            "the training capture keeps it on the math backend (flash_fits)")
-    q3, k3, v3, m3, scale = _flash_inputs(b, q, k, v, attn_mask, scale)
+    q3, k3, v3, mask, scale = _flash_inputs(b, q, k, v, attn_mask, scale)
     n, h, lq, _ = q.shape
     hk, ev = k.shape[1], v.shape[3]
     if h != hk:
@@ -247,9 +253,10 @@ def flash_attention(b: GraphBuilder, q: Value, k: Value, v: Value, dropout_p=0.0
                        (n * h,) + k3.shape[1:])
         v3 = b.reshape(_repeat_heads(b, b.reshape(v3, (n, hk) + v3.shape[1:]), h // hk),
                        (n * h,) + v3.shape[1:])
-    both = b.attention(q3, k3, v3, m3, is_causal, scale, lse=True)
-    out = b.reshape(b.slice(both, 2, 0, ev), (n, h, lq, ev))
-    return out, b.reshape(b.slice(both, 2, ev, ev + 1), (n, h, lq))
+    both = b.attention(q3, k3, v3, mask(), is_causal, scale, lse=True)
+    size = n * h * lq * ev
+    out = b.reshape(b.slice(both, 0, 0, size), (n, h, lq, ev))
+    return out, b.reshape(b.slice(both, 0, size, size + n * h * lq), (n, h, lq))
 
 
 @register("aten._scaled_dot_product_flash_attention_for_cpu_backward.default")
@@ -262,14 +269,14 @@ def flash_attention_backward(b: GraphBuilder, grad: Value, q: Value, k: Value, v
     if dropout_p:
         raise CompileError(f"flash attention's backward with dropout (p={dropout_p}) is "
                            "not supported")
-    q3, k3, v3, m3, scale = _flash_inputs(b, q, k, v, attn_mask, scale)
+    q3, k3, v3, mask, scale = _flash_inputs(b, q, k, v, attn_mask, scale)
     n, h, lq, e = q.shape
     hk, s, ev = k.shape[1], k.shape[2], v.shape[3]
     g3 = b.reshape(as_dtype(b, grad, "f32"), (n * h, lq, ev))
     o3 = b.reshape(as_dtype(b, out, "f32"), (n * h, lq, ev))
     lse2 = b.reshape(as_dtype(b, lse, "f32"), (n * h, lq))
     delta = b.reduce(b.ew("mul", g3, o3), "sum", [2])
-    dq = b.attention_grad(q3, k3, v3, g3, lse2, delta, m3, is_causal, scale, "q")
-    dkv = b.attention_grad(q3, k3, v3, g3, lse2, delta, m3, is_causal, scale, "kv")
+    dq = b.attention_grad(q3, k3, v3, g3, lse2, delta, mask(), is_causal, scale, "q")
+    dkv = b.attention_grad(q3, k3, v3, g3, lse2, delta, mask(), is_causal, scale, "kv")
     return (b.reshape(dq, (n, h, lq, e)), b.reshape(b.slice(dkv, 2, 0, e), (n, hk, s, e)),
             b.reshape(b.slice(dkv, 2, e, e + ev), (n, hk, s, ev)))

@@ -643,6 +643,8 @@ def _conv(node: Node, box: Box):
 
 
 def _attention(node: Node, box: Box):
+    if node.attrs.get("lse"):
+        raise Unsplittable("attention with its rows' log-sum-exp (one flat value)")
     q, k, v, *mask = node.inputs
     bs, ls, es = box
     if es != (0, node.out.shape[2]) or ls[0] and node.attrs["causal"]:
