@@ -66,7 +66,7 @@ def attention_grad_space(e: int, ev: int) -> list[dict]:
 def _kv_code(cfg: dict, e: int, ev: int, s: int) -> dict:
     """dK entries y = t + WG n (key kj_n, dim ke_n) and dV entries (key vj_n, column
     vc_n) of the key block, accumulated over query rows r and stored (dK scaled)."""
-    bq, bk, wg = cfg["BQ"], cfg["BK"], cfg["WG"]
+    bk, wg = cfg["BK"], cfg["WG"]
     nk, nv = -(-bk * e // wg), -(-bk * ev // wg)
     regs, acc, stores = [], [], []
     p4, p16 = " " * 4, " " * 16
