@@ -101,26 +101,33 @@ def held_across(graph: Graph, numel: int) -> int:
     return max(sum(a < k < b for a, b in held) for k in range(max(b for _, b in held)))
 
 
+@pytest.mark.parametrize("flash", [True, False], ids=["flash", "math"])
 @pytest.mark.parametrize("masking", ["causal", "mask", "none"])
-def test_attention_step_keeps_one_scores_sized_tensor(monkeypatch, masking):
-    """The backward of an attention reads its probabilities, not its scores: the step
-    holds one [B, H, L, S] tensor from the forward to the backward, not also the scores
-    or a copy of the probabilities in the product's [B * H, L, S] shape."""
+def test_attention_step_keeps_at_most_one_scores_sized_tensor(monkeypatch, masking, flash):
+    """Under the flash op (lower.attention.flash_fits) the step writes no [B, H, L, S]
+    tensor at all; under the math backend (where the flash op does not apply) the
+    backward of an attention reads its probabilities, not its scores: the step holds
+    one [B, H, L, S] tensor from the forward to the backward, not also the scores or a
+    copy of the probabilities in the product's [B * H, L, S] shape."""
     b, heads, length, dim = 2, 3, 24, 4
     torch.manual_seed(0)
     model = SelfAttention(heads, dim, masking == "causal")
     x = torch.randn(b, length, heads * dim)
     batch = (x, torch.rand(length, length) > 0.3) if masking == "mask" else (x,)
+    numel = b * heads * length * length
     held: list[int] = []
     build_plan = step.build_plan
 
     def counting(graph: Graph, *args):
-        held.append(held_across(graph, b * heads * length * length))
+        written = spans(graph, numel)[0]
+        held.append(held_across(graph, numel) if written else 0)
         return build_plan(graph, *args)
 
     monkeypatch.setattr(step, "build_plan", counting)
+    if not flash:
+        monkeypatch.setattr(step, "flash_fits", lambda *args: False)
     plan_training(model, batch, None, optim.SGD(lr=0.1), CompileOptions())
-    assert held == [1]
+    assert held == ([0] if flash else [1])
 
 
 class TwoAttentions(nn.Module):
@@ -142,10 +149,10 @@ class TwoAttentions(nn.Module):
 
 def test_late_reads_recomputed_hold_one_scores_tensor_and_train_alike(monkeypatch):
     """recompute_late_reads (here for every scores-sized value, however small) computes
-    the first attention's probabilities again in its backward: the step holds one
-    [B, H, L, S] tensor at a time, not the first's across the second attention's forward
-    and backward, and its losses and gradient norms are those of the step that holds
-    them, bit for bit."""
+    the first attention's probabilities again in its backward (under the math backend:
+    the flash op's backward stores none): the step holds one [B, H, L, S] tensor at a
+    time, not the first's across the second attention's forward and backward, and its
+    losses and gradient norms are those of the step that holds them, bit for bit."""
     b, heads, length, dim = 2, 3, 24, 4
     scores = b * heads * length * length
     torch.manual_seed(0)
@@ -162,6 +169,7 @@ def test_late_reads_recomputed_hold_one_scores_tensor_and_train_alike(monkeypatc
             return build_plan(graph, *args)
 
         with monkeypatch.context() as m:
+            m.setattr(step, "flash_fits", lambda *args: False)
             m.setattr(step, "recompute_late_reads", recompute)
             m.setattr(step, "build_plan", counting)
             compiled = compile_training(copy.deepcopy(model), batches[0], None,

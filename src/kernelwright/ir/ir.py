@@ -9,7 +9,8 @@ Capture (capture.py) walks an ATen-level FX graph and, through the op registry
                  index map that reads its index tensor; window: sliding windows
                  (im2col as a view, out-of-range taps 0)
     index        iota (a value computed from its own index: arange, tril masks)
-    templates    reduce, scan, sort, matmul, conv, pool, attention, (more as kernels are added);
+    templates    reduce, scan, sort, matmul, conv, pool, attention, attention_grad (more as
+                 kernels are added);
                  materialize: a copy kernel that forces a value into a buffer;
                  put: rows written into a copy of a tensor at run-time positions, by a
                  kernel over the rows alone, over the tensor's own buffer
@@ -42,8 +43,8 @@ from ..dtypes import DTYPES
 from ..options import CompileOptions
 
 MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat", "gather", "window")
-TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "scan", "sort", "materialize",
-                "put")
+TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "attention_grad", "scan", "sort",
+                "materialize", "put")
 # A sum of at most this many items per output (split-K's partial products: an RNN
 # step's chunks) is computed in their loads by the elementwise and row kernels that
 # read it, not by a reduce kernel of its own (`inline_sum`, schedule.recompute_cheap_values,
@@ -714,7 +715,8 @@ class GraphBuilder:
                           fold=int(fold))
 
     def attention(self, q: Value, k: Value, v: Value, mask: Value | None = None,
-                  causal: bool = False, scale: float = 1.0, split: int = 1) -> Value:
+                  causal: bool = False, scale: float = 1.0, split: int = 1,
+                  lse: bool = False) -> Value:
         """Scaled dot-product attention softmax(q k^T * scale + mask) v of q [B, L, E],
         k [B, S, E], v [B, S, Ev] (B: batch times heads); mask, when given, is an
         additive f32 [B, L, S] (usually an expand of something smaller, which the
@@ -723,7 +725,10 @@ class GraphBuilder:
         `split` > 1 the keys are cut into that many spans and the value is each span's
         part, [B, L, split * (Ev + 2)]: per span its unnormalized output (Ev), the
         scores' maximum and the sum of their exp(score - maximum), which the caller
-        combines (lower/attention.py)."""
+        combines (lower/attention.py). With `lse` the value is flat, [B * L * (Ev + 1)]:
+        the output [B, L, Ev], then each row's log-sum-exp of its scores [B, L] (-inf
+        where all are masked, what `attention_grad` reads): both views of it read in
+        their buffer's order, so that no reader needs a copy."""
         if len(q.shape) != 3 or len(k.shape) != 3 or len(v.shape) != 3:
             raise CompileError(f"attention wants 3-d q, k, v, got {list(q.shape)}, "
                                f"{list(k.shape)}, {list(v.shape)}")
@@ -734,12 +739,47 @@ class GraphBuilder:
         inputs = [self.cast(q, "f32"), self.cast(k, "f32"), self.cast(v, "f32")]
         if mask is not None:
             inputs.append(self.expand(self.cast(mask, "f32"), (bh, lq, k.shape[1])))
+        if split > 1 and lse:
+            raise CompileError("attention's log-sum-exp is of the whole row, not of spans")
         if split > 1:
             return self._node("attention", inputs, (bh, lq, split * (v.shape[2] + 2)), "f32",
                               causal=bool(causal), scale=float(scale), masked=mask is not None,
                               split=int(split))
+        if lse:
+            return self._node("attention", inputs, (bh * lq * (v.shape[2] + 1),), "f32",
+                              causal=bool(causal), scale=float(scale), masked=mask is not None,
+                              lse=True)
         return self._node("attention", inputs, (bh, lq, v.shape[2]), "f32", causal=bool(causal),
                           scale=float(scale), masked=mask is not None)
+
+    def attention_grad(self, q: Value, k: Value, v: Value, grad: Value, lse: Value,
+                       delta: Value, mask: Value | None, causal: bool, scale: float,
+                       wrt: str) -> Value:
+        """The gradient of `attention` (flash attention's backward): q [B, L, E], k
+        [Bk, S, E], v [Bk, S, Ev] with B a multiple of Bk (grouped-query attention: query
+        batch-head b reads key/value batch-head b // (B / Bk)), the output's gradient
+        grad [B, L, Ev], the rows' log-sum-exp lse [B, L] (attention's with `lse`),
+        delta [B, L] = rowsum(grad * output), an additive mask [B, L, S] or None. Each
+        kernel computes the scores again block by block, P = exp(S - lse), dP = grad V^T,
+        dS = P * (dP - delta), nothing L x S stored. wrt "q": dQ = dS K * scale, [B, L,
+        E]; wrt "kv": [Bk, S, E + Ev], dK = dS^T Q * scale then dV = P^T grad, summed over
+        the query heads that share a key/value head."""
+        if any(len(x.shape) != 3 for x in (q, k, v, grad)) or len(lse.shape) != 2 \
+                or len(delta.shape) != 2:
+            raise CompileError("attention_grad wants 3-d q, k, v, grad and 2-d lse, delta")
+        bh, lq, e = q.shape
+        bk, s, ev = v.shape
+        if k.shape != (bk, s, e) or bh % bk or grad.shape != (bh, lq, ev) \
+                or lse.shape != (bh, lq) or delta.shape != (bh, lq) or wrt not in ("q", "kv"):
+            raise CompileError(f"attention_grad shapes q {list(q.shape)}, k {list(k.shape)}, "
+                               f"v {list(v.shape)}, grad {list(grad.shape)}, lse "
+                               f"{list(lse.shape)}, delta {list(delta.shape)} ({wrt})")
+        inputs = [self.cast(x, "f32") for x in (q, k, v, grad, lse, delta)]
+        if mask is not None:
+            inputs.append(self.expand(self.cast(mask, "f32"), (bh, lq, s)))
+        shape = (bh, lq, e) if wrt == "q" else (bk, s, e + ev)
+        return self._node("attention_grad", inputs, shape, "f32", causal=bool(causal),
+                          scale=float(scale), masked=mask is not None, wrt=wrt)
 
     # -- index ----------------------------------------------------------------------------
     def iota(self, shape, dim: int, start=0, step=1, dtype: str = "i32") -> Value:

@@ -1,7 +1,8 @@
 """The kernel backend: fill a WGSL template for one scheduled kernel (its loaders,
 epilogue and knobs). This module is the registry the scheduler and the tuner use; each
 template family has its own module beside its .wgsl files (elementwise, rows, scan,
-sort, matmul, matmul_coop, attention, attention_coop, attention_decode, conv, pool, put:
+sort, matmul, matmul_coop, attention, attention_coop, attention_decode, attention_grad,
+conv, pool, put:
 knobs, search space, cost model, generator; gemv: products of few rows), common.py what
 they share, cuts.py how a product is cut for the matmul and the gemv.
 
@@ -49,6 +50,7 @@ from ..options import CompileOptions
 from .attention import _attention, _attention_space, attention_config, attention_space
 from .attention_coop import _attention_coop, _attention_coop_space, attention_template
 from .attention_decode import _attention_decode, _attention_decode_space, decode_splits
+from .attention_grad import _attention_grad, _attention_grad_space, attention_grad_knobs
 from .common import (
     MAX_GRID,
     MAX_WG,
@@ -105,8 +107,8 @@ __all__ = [
     "MATMUL_BK", "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE",
     "ROW_LIMIT", "SORT_LIMIT", "STORES_PUTS",
     "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config",
-    "attention_space", "attention_template", "conv_knobs", "conv_space", "decode_splits",
-    "elementwise_space", "fill_kernel", "gemv_node", "generate",
+    "attention_grad_knobs", "attention_space", "attention_template", "conv_knobs", "conv_space",
+    "decode_splits", "elementwise_space", "fill_kernel", "gemv_node", "generate",
     "kernel_key", "knob_space", "large_tiles", "matmul_knobs", "matmul_loads_once", "matmul_space",
     "matmul_tiles", "matmul_wave_cost", "matmul_wide", "matrix_unit", "plain_strides", "pool_space",
     "product_loads", "product_plan", "product_reads_window", "put_space", "reads_window",
@@ -280,7 +282,8 @@ def _template_text(kind: str) -> str:
              "elementwise": ("elementwise", "transpose"),
              "gemv": ("gemv", "gemv_reduce"),
              "put": ("elementwise", "put_step", "put_position", "latest"),
-             "materialize": ("elementwise",)}.get(kind, (kind,))
+             "materialize": ("elementwise",),
+             "attention_grad": ("attention_grad_q", "attention_grad_kv")}.get(kind, (kind,))
     return "".join((KERNEL_DIR / f"{name}.wgsl").read_text() for name in names)
 
 
@@ -318,10 +321,11 @@ def template_kind(tnode: Node | None, options: CompileOptions | None = None) -> 
     In the accelerated precision an f32 matmul with M, N and K of at least one matrix of
     the options' matrix unit goes to `matmul_coop`; smaller ones stay exact (fp32
     `matmul`); an attention goes where attention_template says (`attention_decode` for
-    few queries, `attention_coop` on subgroup matrices)."""
+    few queries, `attention_coop` on subgroup matrices), one that also stores its rows'
+    log-sum-exp (training's, for attention_grad) to the strict `attention`."""
     if tnode is None:
         return "elementwise"
-    if tnode.op == "attention":
+    if tnode.op == "attention" and not tnode.attrs.get("lse"):
         q, _, v = tnode.inputs[:3]
         return attention_template(options, q.shape[1], q.shape[2], v.shape[2]) or tnode.op
     if tnode.op == "matmul" and gemv_node(tnode):
@@ -371,6 +375,7 @@ TEMPLATES = {
     "attention": (_attention, lambda out, tnode, options: _attention_space(out, tnode)),
     "attention_coop": (_attention_coop, _attention_coop_space),
     "attention_decode": (_attention_decode, _attention_decode_space),
+    "attention_grad": (_attention_grad, _attention_grad_space),
     "conv": (_conv, lambda out, tnode, options: conv_space(tnode.attrs["transposed"])),
     "pool": (_pool, lambda out, tnode, options: pool_space(tnode)),
     "put": (_put, lambda out, tnode, options: put_space(tnode.inputs[2].numel)),

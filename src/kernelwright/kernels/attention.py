@@ -70,10 +70,13 @@ def attention_config(e: int, ev: int, knobs: dict | None = None) -> dict | None:
                 workgroup_bytes=4 * (4 * qwords + kvwords + 4 * pwords))
 
 
-def _attention_code(cfg: dict, e: int, lq: int, ev: int, keep: str, mask: str) -> dict:
+def _attention_code(cfg: dict, e: int, lq: int, ev: int, keep: str, mask: str,
+                    lse: int = 0) -> dict:
     """The unrolled parts of kernels/attention.wgsl: s_a_c scores, m_a / l_a the row's
     running maximum and this invocation's part of its sum, o_a_d the outputs (row r0 +
-    a, key tx + 16 c, value column tx + 16 d)."""
+    a, key tx + 16 c, value column tx + 16 d). With `lse` (the offset of the rows'
+    log-sum-exp in the output, after the [B, L, Ev] output) each row's m + log(sum) is
+    stored there by the row's first invocation."""
     rm, cn, cv, bk, qs, ks, evp = (cfg[k] for k in ("RM", "CN", "CV", "BK", "QS", "KS", "EVP"))
     rows, keys, cols = range(rm), range(cn), range(cv)
     p8, p12 = " " * 8, " " * 12
@@ -132,6 +135,11 @@ def _attention_code(cfg: dict, e: int, lq: int, ev: int, keep: str, mask: str) -
     stores = [f"    {{ let i = q0 + r0 + {a}; let col = tx + {16 * d}; if (i < {lq} && "
               f"col < {ev}) {{ let gi = (b * {lq} + i) * {ev} + col; "
               f"let acc = o_{a}_{d} * inv_{a}; $STORE }} }}" for a in rows for d in cols]
+    if lse:
+        stores += [f"    {{ let i = q0 + r0 + {a}; if (tx == 0 && i < {lq}) {{ "
+                   f"let gi = {lse} + b * {lq} + i; "
+                   f"let acc = select(m_{a} + log(lt_{a}), neg_inf, lt_{a} == 0.0); $STORE }} }}"
+                   for a in rows]
     return dict(REGISTERS="\n".join(regs), SCORES="\n".join(scores),
                 SOFTMAX="\n".join(softmax), OUTPUTS="\n".join(outputs),
                 TOTALS="\n".join(totals), STORES="\n".join(stores))
@@ -151,7 +159,8 @@ def _attention(src, materialized, out, tnode, knobs, options: CompileOptions):
     require(cfg is not None, knobs, "tiles exceed workgroup memory, invocations or "
             "registers")
     shared, keep, mask, grid = attention_slots(src, materialized, tnode, cfg["BQ"])
-    code = _attention_code(cfg, e, lq, ev, keep, mask)
+    lse = q.shape[0] * lq * ev if tnode.attrs.get("lse") else 0
+    code = _attention_code(cfg, e, lq, ev, keep, mask, lse)
     return "attention", dict(shared, **cfg, **code), grid, knobs
 
 

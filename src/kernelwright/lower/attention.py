@@ -16,6 +16,12 @@ matrix units fits (kernels.attention_template, which also names its kernel).
 
 nn.MultiheadAttention with need_weights=True exports as explicit bmm / softmax / mean
 (PyTorch computes the weights itself), which the matmul and reduction ops lower.
+
+Training (train/step.capture_joint) keeps attention as the CPU's flash attention op
+where `flash_fits` says our kernels take it: its forward (`flash_attention`) is the
+same fused `attention` node, which then also stores each row's log-sum-exp, and its
+backward (`flash_attention_backward`) the two `attention_grad` kernels (dK and dV; dQ)
+after one row kernel for delta = rowsum(dO * O): no L x S value in either.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import math
 
 from ..ir.ir import CompileError, GraphBuilder, Value, broadcast_shapes
-from ..kernels import attention_template, decode_splits
+from ..kernels import attention_config, attention_grad_knobs, attention_template, decode_splits
 from ..options import CompileOptions
 from .elementwise import as_dtype, binary, unary_float
 from .linalg import lse_probabilities, product
@@ -187,3 +193,90 @@ def _decomposed(b, q, k, v, mask, causal, scale) -> Value:
     # probabilities (linalg.lse_probabilities), zero above the diagonal, said so: the
     # product then bounds each tile's K loop by its last query (linalg.k_range)
     return product(b, masked(lse_probabilities(b, scores, m, total), 0.0), v)
+
+
+def flash_fits(e: int, ev: int, dropout_p: float) -> bool:
+    """The one decision whether a training capture keeps an attention of head dims e
+    (q, k) and ev (v) as the CPU's flash attention op (whose forward and backward lower
+    here onto fused kernels) rather than the math backend's plain ops: no dropout (the
+    kernels draw no random numbers) and tiles of the forward kernel and of both backward
+    kernels that fit. PyTorch itself keeps the math backend where its flash kernel does
+    not apply (e != ev, 3-d inputs, a mask that needs a gradient)."""
+    return not dropout_p and attention_config(e, ev) is not None \
+        and attention_grad_knobs(e, ev) is not None
+
+
+def _flash_inputs(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask, scale):
+    """The flash op's q [N, H, L, E], k, v [N, Hk, S, E] (H a multiple of Hk) as
+    [N * H, L, E] and [N * Hk, S, E] f32 values, a function making its additive mask's
+    [N * H, L, S] view (or None) and the scale. Each kernel reading the mask gets a view
+    of its own, which its loader computes: one view read by several kernels would be
+    stored, [N * H, L, S]."""
+    if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
+        raise CompileError("flash attention wants 4-d q, k, v")
+    n, h, lq, e = q.shape
+    hk, s = k.shape[1], k.shape[2]
+    if h % hk or k.shape != (n, hk, s, e) or v.shape[:3] != (n, hk, s):
+        raise CompileError(f"flash attention shapes q {list(q.shape)}, k {list(k.shape)}, "
+                           f"v {list(v.shape)} do not match")
+    scale = 1.0 / math.sqrt(e) if scale is None else float(scale)
+    q3 = b.reshape(as_dtype(b, q, "f32"), (n * h, lq, e))
+    k3 = b.reshape(as_dtype(b, k, "f32"), (n * hk, s, e))
+    v3 = b.reshape(as_dtype(b, v, "f32"), (n * hk, s, v.shape[3]))
+    if attn_mask is not None:
+        if not isinstance(attn_mask, Value):
+            raise CompileError("attn_mask must be a tensor")
+        if attn_mask.dtype == "bool":
+            attn_mask = b.ew("where", attn_mask, b.scalar(0.0), b.scalar(NEG_INF))
+        attn_mask = as_dtype(b, attn_mask, "f32")
+
+    def mask() -> Value | None:
+        if attn_mask is None:
+            return None
+        return b.reshape(b.expand(attn_mask, (n, h, lq, s)), (n * h, lq, s))
+    return q3, k3, v3, mask, scale
+
+
+@register("aten._scaled_dot_product_flash_attention_for_cpu.default")
+def flash_attention(b: GraphBuilder, q: Value, k: Value, v: Value, dropout_p=0.0,
+                    is_causal=False, attn_mask=None, scale=None):
+    """(output [N, H, L, Ev], log-sum-exp [N, H, L]): one `attention` node with `lse`,
+    key/value heads read by their groups of query heads through a view."""
+    if dropout_p:
+        raise CompileError(f"flash attention with dropout (p={dropout_p}) is not supported; "
+                           "the training capture keeps it on the math backend (flash_fits)")
+    q3, k3, v3, mask, scale = _flash_inputs(b, q, k, v, attn_mask, scale)
+    n, h, lq, _ = q.shape
+    hk, ev = k.shape[1], v.shape[3]
+    if h != hk:
+        k3 = b.reshape(_repeat_heads(b, b.reshape(k3, (n, hk) + k3.shape[1:]), h // hk),
+                       (n * h,) + k3.shape[1:])
+        v3 = b.reshape(_repeat_heads(b, b.reshape(v3, (n, hk) + v3.shape[1:]), h // hk),
+                       (n * h,) + v3.shape[1:])
+    both = b.attention(q3, k3, v3, mask(), is_causal, scale, lse=True)
+    size = n * h * lq * ev
+    out = b.reshape(b.slice(both, 0, 0, size), (n, h, lq, ev))
+    return out, b.reshape(b.slice(both, 0, size, size + n * h * lq), (n, h, lq))
+
+
+@register("aten._scaled_dot_product_flash_attention_for_cpu_backward.default")
+def flash_attention_backward(b: GraphBuilder, grad: Value, q: Value, k: Value, v: Value,
+                             out: Value, lse: Value, dropout_p=0.0, is_causal=False,
+                             attn_mask=None, scale=None):
+    """(dQ, dK, dV): delta = rowsum(dO * O) by a row kernel, then the `attention_grad`
+    kernels of dQ and of dK and dV (kernels/attention_grad.py), which compute the
+    scores again block by block from q, k and the forward's log-sum-exp."""
+    if dropout_p:
+        raise CompileError(f"flash attention's backward with dropout (p={dropout_p}) is "
+                           "not supported")
+    q3, k3, v3, mask, scale = _flash_inputs(b, q, k, v, attn_mask, scale)
+    n, h, lq, e = q.shape
+    hk, s, ev = k.shape[1], k.shape[2], v.shape[3]
+    g3 = b.reshape(as_dtype(b, grad, "f32"), (n * h, lq, ev))
+    o3 = b.reshape(as_dtype(b, out, "f32"), (n * h, lq, ev))
+    lse2 = b.reshape(as_dtype(b, lse, "f32"), (n * h, lq))
+    delta = b.reduce(b.ew("mul", g3, o3), "sum", [2])
+    dq = b.attention_grad(q3, k3, v3, g3, lse2, delta, mask(), is_causal, scale, "q")
+    dkv = b.attention_grad(q3, k3, v3, g3, lse2, delta, mask(), is_causal, scale, "kv")
+    return (b.reshape(dq, (n, h, lq, e)), b.reshape(b.slice(dkv, 2, 0, e), (n, hk, s, e)),
+            b.reshape(b.slice(dkv, 2, e, e + ev), (n, hk, s, ev)))

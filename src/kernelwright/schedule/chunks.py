@@ -643,6 +643,8 @@ def _conv(node: Node, box: Box):
 
 
 def _attention(node: Node, box: Box):
+    if node.attrs.get("lse"):
+        raise Unsplittable("attention with its rows' log-sum-exp (one flat value)")
     q, k, v, *mask = node.inputs
     bs, ls, es = box
     if es != (0, node.out.shape[2]) or ls[0] and node.attrs["causal"]:
@@ -651,9 +653,28 @@ def _attention(node: Node, box: Box):
             (v, (bs, *full(v.shape[1:]))), *[(m, (bs, ls, (0, m.shape[2]))) for m in mask]], None
 
 
+def _attention_grad(node: Node, box: Box):
+    """attention_grad by batch-heads only: dQ's chunk reads its query heads' rows and
+    their key/value heads (whole groups of query heads), dK / dV's chunk its key/value
+    heads' and every query head of their groups."""
+    bs = box[0]
+    if box[1:] != full(node.out.shape)[1:]:
+        raise Unsplittable("attention's gradient along its rows")
+    g = node.inputs[0].shape[0] // node.inputs[1].shape[0]
+    if node.attrs["wrt"] == "q":
+        if bs[0] % g or bs[1] % g:
+            raise _TooLarge("a chunk of attention's gradient that splits a group of heads")
+        qs, ks = bs, (bs[0] // g, bs[1] // g)
+    else:
+        qs, ks = (bs[0] * g, bs[1] * g), bs
+    return [(x, ((ks if i in (1, 2) else qs), *full(x.shape[1:])))
+            for i, x in enumerate(node.inputs)], None
+
+
 _RULES: dict[str, Rule] = {
     "ew": _same, "materialize": _same, "reshape": _reshape, "permute": _permute,
     "expand": _expand, "slice": _slice, "pad": _pad, "cat": _cat, "gather": _gather,
     "window": _window_rule, "iota": _iota, "reduce": _rows, "pool": _rows,
     "scan": _scan, "sort": _sort, "matmul": _matmul, "conv": _conv, "attention": _attention,
+    "attention_grad": _attention_grad,
 }

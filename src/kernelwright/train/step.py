@@ -37,6 +37,7 @@ from ..frontend.capture import (
     with_state_buffers,
 )
 from ..ir.ir import CompileError, GraphBuilder, Value
+from ..lower.attention import flash_fits
 from ..lower.random import key_tensor
 from ..lower.registry import lookup
 from ..options import CompileOptions
@@ -48,6 +49,11 @@ from ..tune import choose_knobs
 from ..tune.waves import device_waves
 from .optim import Optimizer, ParamGroups, from_torch, torch_settings
 
+# the CPU's flash attention and its backward: kept whole by the joint capture (torch.export's
+# table decomposes the forward into the math backend's ops), lowered by lower/attention.py
+FLASH_FORWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+FLASH_OPS = ("_scaled_dot_product_flash_attention_for_cpu",
+             "_scaled_dot_product_flash_attention_for_cpu_backward")
 # the torch versions whose joint export (aot_export_joint_with_descriptors) is tested: 2.13
 # in CI, 2.11 on the GPU machine (bench --train, 2026-12-07)
 JOINT_EXPORT_TESTED = ("2.11", "2.13")
@@ -99,8 +105,12 @@ def capture_joint(model: torch.nn.Module, example_batch: tuple,
     tensors by AOTAutograd (torch._functorch.aot_autograd.aot_export_joint_with_descriptors,
     tested on torch 2.13), each placeholder and output described (a parameter, a buffer,
     the batch, the loss's tangent; the loss, a gradient, a buffer's new value). Attention
-    is traced under the math backend, whose backward is ordinary ATen ops (the CPU's flash
-    attention has a CPU-only backward op). The model's plain tensor attributes are traced
+    is traced as the CPU's flash attention op and its backward op where PyTorch takes
+    that backend and lower.attention.flash_fits says our fused kernels do (the forward
+    writes each row's log-sum-exp, the backward computes the scores again block by
+    block: no L x S value); where one attention of the model does not fit, the model is
+    traced again under the math backend (plain matmul and softmax ops, and their
+    backward, for every attention). The model's plain tensor attributes are traced
     as buffers (capture.with_state_buffers); an unused parameter gets no gradient and is
     not updated, as torch.optim leaves a parameter without a gradient."""
     try:  # torch's joint export, present in some versions only: imported where it is needed
@@ -113,17 +123,23 @@ def capture_joint(model: torch.nn.Module, example_batch: tuple,
 
     module, _ = with_state_buffers(WithLoss(model, loss_fn))  # tensor attributes: buffers
     batch = tuple(example_batch)
-    try:
-        # the torch-function metadata mode records what nothing here reads: 8% of the trace
-        quiet = {k: True for k in ("_disable_torch_fn_metadata_mode",)
-                 if k in inspect.signature(aot_export_joint_with_descriptors).parameters}
-        with contextlib.ExitStack() as stack, sdpa_kernel(SDPBackend.MATH):
-            gm = aot_export_joint_with_descriptors(
-                stack, module, batch, decompositions=decomposition_table(),
-                **quiet).graph_module
-    except Exception as e:
-        raise CompileError(f"the training step of {type(model).__name__} with its loss could "
-                           f"not be captured: {e}") from e
+    # the torch-function metadata mode records what nothing here reads: 8% of the trace
+    quiet = {k: True for k in ("_disable_torch_fn_metadata_mode",)
+             if k in inspect.signature(aot_export_joint_with_descriptors).parameters}
+
+    def trace(backends: list[SDPBackend]) -> torch.fx.GraphModule:
+        try:
+            with contextlib.ExitStack() as stack, sdpa_kernel(backends):
+                return aot_export_joint_with_descriptors(
+                    stack, module, batch, decompositions=decomposition_table(keep=FLASH_OPS),
+                    **quiet).graph_module
+        except Exception as e:
+            raise CompileError(f"the training step of {type(model).__name__} with its loss "
+                               f"could not be captured: {e}") from e
+
+    gm = trace([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH])
+    if not all(_flash_fits(n) for n in gm.graph.nodes if n.target is FLASH_FORWARD):
+        gm = trace([SDPBackend.MATH])
     own = dict(module.named_parameters(remove_duplicate=False)) | \
         dict(module.named_buffers(remove_duplicate=False))
     constants: dict[str, torch.Tensor] = {}
@@ -175,6 +191,14 @@ def capture_joint(model: torch.nn.Module, example_batch: tuple,
     joint = Joint(gm, constants, params, losses[0], grads, changed)
     _check_lowerings(joint, module, batch)
     return joint
+
+
+def _flash_fits(node: torch.fx.Node) -> bool:
+    """Whether a flash attention node of the joint trace is one our kernels take
+    (lower.attention.flash_fits of its head dims and dropout)."""
+    q, _, v = (a.meta["val"] for a in node.args[:3])
+    dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
+    return flash_fits(q.shape[-1], v.shape[-1], dropout)
 
 
 def _check_lowerings(joint: Joint, module: torch.nn.Module, batch: tuple) -> None:
