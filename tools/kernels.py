@@ -62,8 +62,9 @@ the full training workloads' shapes (suite/training/): convolutions' input and w
 gradients (`aten.convolution_backward` with one output asked for, as the joint graph
 holds it: lower/backward.py) of ResNet-18's four stages at batch 32, ResNet-50's 1x1
 reduction and its 7x7 stem, the U-Net's top level; and a linear layer's weight gradient
-over Whisper's encoder tokens (gy^T x, K = 8 x 1500), each against PyTorch on the same
-GPU (cuDNN's convolution backward, cuBLAS), rated by the forward's multiply-adds. --tiny
+over Whisper's encoder tokens (gy^T x, K = 8 x 1500); SDPA's forward and backward at
+Whisper's encoder and SmolLM2's shapes (SdpaGrad). Each against PyTorch on the same GPU
+(cuDNN's convolution backward, cuBLAS, its SDPA backward), rated by the multiply-adds. --tiny
 shrinks them (a software driver runs them in seconds).
 
 --matmul-variants times, for each GEMM case and the 3x3 convolution's implicit GEMM
@@ -431,6 +432,41 @@ def conv_grad(which: str, n: int, cin: int, cout: int, size: int, k: int, stride
                 flops=2 * n * cout * out * out * cin * k * k)
 
 
+class SdpaGrad(torch.nn.Module):
+    """SDPA's forward and backward from q, k, v and the output's gradient, returning
+    dq + dk + dv (one output of every gradient; equal shapes, no grouped heads): on the
+    CPU, where kernelwright captures it, the flash op and its backward as a training
+    step's joint graph holds them (lower/attention.py: the forward kernel with its
+    log-sum-exp, the two attention_grad kernels); on CUDA, PyTorch's SDPA through
+    autograd (its fused backward; the forward included, as ours is)."""
+
+    def __init__(self, causal: bool):
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, q, k, v, dout):
+        if q.is_cuda:
+            with torch.enable_grad():
+                leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+                out = F.scaled_dot_product_attention(*leaves, is_causal=self.causal)
+                dq, dk, dv = torch.autograd.grad(out, leaves, dout)
+            return dq + dk + dv
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, self.causal)
+        dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            dout, q, k, v, out, lse, 0.0, self.causal)
+        return dq + dk + dv
+
+
+def sdpa_grad(b: int, h: int, s: int, e: int, causal: bool) -> dict:
+    """SDPA forward and backward over `s` positions: FLOPs of its products (the
+    forward's two, the backward's five, the scores recomputed: 2 B H S S E each, a causal
+    mask's skipped half counted too)."""
+    return dict(module=SdpaGrad(causal),
+                inputs=lambda: [torch.randn(b, h, s, e) for _ in range(4)],
+                flops=7 * 2 * b * h * s * s * e)
+
+
 def train_cases(tiny: bool = False) -> dict[str, dict]:
     """--train's cases: the gradient products of the training workloads at their full
     configs (ResNet-18/50 and the U-Net at batch 32, Whisper's encoder at batch 8 of 1500
@@ -455,6 +491,11 @@ def train_cases(tiny: bool = False) -> dict[str, dict]:
             module=Fn(lambda gy, x: gy.t() @ x),
             inputs=lambda hidden=hidden: [torch.randn(tokens, hidden), torch.randn(tokens, d)],
             flops=2 * tokens * hidden * d)
+    # attention forward and backward: Whisper's encoder (8 x 6 heads over 1500 frames)
+    # and SmolLM2's causal self-attention (8 x 9 heads over 512 tokens)
+    bw, sw, bs, ss, e = (1, 40, 1, 24, 16) if tiny else (8, 1500, 8, 512, 64)
+    cases[f"sdpa_grad_{bw}x6_{sw}_e{e}"] = sdpa_grad(bw, 6, sw, e, False)
+    cases[f"sdpa_grad_causal_{bs}x9_{ss}_e{e}"] = sdpa_grad(bs, 9, ss, e, True)
     return cases
 
 

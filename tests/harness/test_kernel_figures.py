@@ -103,15 +103,18 @@ def test_decode_cases_run_at_their_tiny_sizes(tmp_path):
 
 def test_train_cases_run_at_their_tiny_sizes(tmp_path):
     """--train --tiny: a training step's gradient products (convolutions' input and
-    weight gradients, a linear layer's weight gradient), checked against PyTorch; a
-    weight gradient is one kernel (a product over the batch and the positions)."""
+    weight gradients, a linear layer's weight gradient, attention's backward), checked
+    against PyTorch; a weight gradient is one kernel (a product over the batch and the
+    positions), attention's backward the flash kernels."""
     kb = load_kernels_bench()
     out = tmp_path / "train.json"
-    args = argparse.Namespace(only="3x3_64to64,1x1,linear", reps=2, out=str(out), suite=False,
+    args = argparse.Namespace(only="3x3_64to64,1x1,linear,sdpa", reps=2, out=str(out), suite=False,
                               large=False, matmul_variants=False, attention_variants=False,
                               variants=False, half=False, decode=False, train=True, tiny=True,
                               exclude="")
     kb.run(args)
     rows = {r["case"]: r for r in json.loads(out.read_text())["cases"]}
-    assert len(rows) == 6 and all(r["correct"] for r in rows.values()), rows
+    assert len(rows) == 8 and all(r["correct"] for r in rows.values()), rows
     assert all(r["kernels"] == 1 for name, r in rows.items() if "weight" in name), rows
+    assert all(sum(k.startswith("attention_grad") for k in r["kernel_names"]) == 2
+               for name, r in rows.items() if "sdpa" in name), rows

@@ -453,7 +453,10 @@ def lstm_state_shapes():
 # decomposed index_put would search all planes; interpolation: torch's decomposition
 # of nearest-exact rounds differently from its own kernel, and lower/resize.py reads the
 # source positions as views or gathers of computed indices). Every overload of each.
-KEEP_WHOLE = ("scaled_dot_product_attention", "im2col", "max_unpool2d", "max_unpool3d",
+# torch.export's table decomposes the CPU's flash attention into the math backend's ops
+# (and its log-sum-exp wrongly, into the probabilities): lower/attention.py lowers it whole
+KEEP_WHOLE = ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
+              "im2col", "max_unpool2d", "max_unpool3d",
               "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
               "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
               "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",

@@ -49,11 +49,9 @@ from ..tune import choose_knobs
 from ..tune.waves import device_waves
 from .optim import Optimizer, ParamGroups, from_torch, torch_settings
 
-# the CPU's flash attention and its backward: kept whole by the joint capture (torch.export's
-# table decomposes the forward into the math backend's ops), lowered by lower/attention.py
+# the CPU's flash attention (kept whole by every capture: capture.KEEP_WHOLE), lowered by
+# lower/attention.py with its backward
 FLASH_FORWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
-FLASH_OPS = ("_scaled_dot_product_flash_attention_for_cpu",
-             "_scaled_dot_product_flash_attention_for_cpu_backward")
 # the torch versions whose joint export (aot_export_joint_with_descriptors) is tested: 2.13
 # in CI, 2.11 on the GPU machine (bench --train, 2026-12-07)
 JOINT_EXPORT_TESTED = ("2.11", "2.13")
@@ -131,7 +129,7 @@ def capture_joint(model: torch.nn.Module, example_batch: tuple,
         try:
             with contextlib.ExitStack() as stack, sdpa_kernel(backends):
                 return aot_export_joint_with_descriptors(
-                    stack, module, batch, decompositions=decomposition_table(keep=FLASH_OPS),
+                    stack, module, batch, decompositions=decomposition_table(),
                     **quiet).graph_module
         except Exception as e:
             raise CompileError(f"the training step of {type(model).__name__} with its loss "
