@@ -180,6 +180,18 @@ def test_bfloat16_mixture_of_experts_generates_eager_tokens():
     assert torch.equal(got, want)
 
 
+def test_bfloat16_greedy_tokens_are_eager_transformers():
+    """A bf16 model, its KV caches packed bf16 and stored by each decode step's attention
+    (schedule.joining_puts: the new slot read as rounded into the cache, as eager reads
+    its bf16 cache): eager's greedy tokens."""
+    model = tiny("llama").to(torch.bfloat16)
+    ids = torch.randint(0, 128, (1, 5), generator=torch.Generator().manual_seed(2))
+    got = kernelwright.generate(model, ids, max_new_tokens=14, eos_token_id=[])
+    want = model.generate(ids, max_new_tokens=14, do_sample=False, eos_token_id=None,
+                          pad_token_id=0)
+    assert torch.equal(got, want)
+
+
 def test_prompt_lengths_share_a_bounded_set_of_plans(llama):
     """Prompts of 3 to 12 tokens share the 16-token bucket, 20 the 32-token one; all
     share one decode plan; a second round compiles nothing, nor do attention masks (the
@@ -703,7 +715,8 @@ def _generate_bench():
     return bench
 
 
-def test_decode_plan_kernels_of_the_tiny_benchmark_model():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_decode_plan_kernels_of_the_tiny_benchmark_model(dtype):
     """The decode step of generate_bench's tiny SmolLM2-shaped model (two layers, a cache
     of 544 slots): 51 kernels before (23 a layer: a matmul per projection; the keys' and
     the values' positions each searched over the cache, the cache rewritten whole, then
@@ -721,12 +734,17 @@ def test_decode_plan_kernels_of_the_tiny_benchmark_model():
     the q/k/v and gate/up products; the final norm, read by the LM head through the
     gather of the last position, keeps its row kernel. 17 since the attention stores the
     new keys and values into the cache it reads (schedule.joining_puts,
-    kernels/put.fused_puts): the two put kernels a layer are gone, 5 a layer remain."""
-    model = _generate_bench().make_model(True, torch.float32)
+    kernels/put.fused_puts): the two put kernels a layer are gone, 5 a layer remain.
+    In bf16 too, the caches packed (two halves a word, stored a word at a time), and
+    one more kernel: the logits narrowed into their bf16 output."""
+    model = _generate_bench().make_model(True, dtype)
     plan = kernelwright.plan_module(generation.CacheModule(model, 1, 544),
                                     generation.CacheModule.example(1, 1))
-    layers = plan.kernels[5:-2]  # after the mask, ids, rotation; before the head
-    assert len(layers) == 2 * 5 and len(plan.kernels) == 17, plan.summary()
+    half = dtype == torch.bfloat16
+    layers = plan.kernels[5:-2 - half]  # after the mask, ids, rotation; before the head
+    assert len(layers) == 2 * 5 and len(plan.kernels) == 17 + half, plan.summary()
+    assert {plan.buffers[t.buffer].dtype for _, t in plan.state} == {"bf16" if half else "f32"}
+    assert not half or plan.kernels[-1].name == "materialize", plan.summary()
     # per layer: q/k/v, attention (storing k and v), o, gate/up, down (with SwiGLU in its
     # loader); then the final norm and the lm head
     assert sum("matmul" in k.name for k in layers) == 2 * 4

@@ -189,48 +189,58 @@ def test_the_decode_step_of_a_small_llama_writes_its_cache_in_place():
 
 
 class Decode(torch.nn.Module):
-    """A decoding step's attention over a KV cache ([1, H, L, D] buffers): the new keys
-    (rotated: a RoPE-like expression) and values written at run-time slots, then the
-    queries attend to the cache under a mask; `also` returns the key cache's sum too
-    (a second reader of the cache)."""
+    """A decoding step's attention over a KV cache ([1, H, L, E] buffers of `dtype`): the
+    new keys (rotated: a RoPE-like expression) and values (scaled) written at run-time
+    slots, then the queries attend to the cache, read as f32, under a mask (a half
+    cache's output then shows the values the attention read, not the rounding of its
+    own output); `also` returns the key cache's sum too (a second reader of the cache)."""
 
-    def __init__(self, length: int, heads: int = 2, also: bool = False) -> None:
+    def __init__(self, length: int, heads: int = 2, also: bool = False, e: int = 8,
+                 dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
         self.also = also
-        self.register_buffer("keys", torch.zeros(1, heads, length, 8))
-        self.register_buffer("values", torch.zeros(1, heads, length, 8))
+        self.register_buffer("keys", torch.zeros(1, heads, length, e, dtype=dtype))
+        self.register_buffer("values", torch.zeros(1, heads, length, e, dtype=dtype))
 
     def forward(self, q, k, v, pos, mask):
-        self.keys.index_copy_(2, pos, k * 0.5 + torch.cat([-k[..., 4:], k[..., :4]], -1))
-        self.values.index_copy_(2, pos, v)
-        out = torch.nn.functional.scaled_dot_product_attention(q, self.keys, self.values,
-                                                               attn_mask=mask)
+        h = k.shape[-1] // 2
+        self.keys.index_copy_(2, pos, k * 0.5 + torch.cat([-k[..., h:], k[..., :h]], -1))
+        self.values.index_copy_(2, pos, v * 1.5)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), self.keys.float(), self.values.float(), attn_mask=mask)
         return (out, self.keys.sum(2)) if self.also else out
 
 
 def _decode_steps(module, eager, tokens: int, steps: int, start: int = 0) -> None:
-    """`steps` calls with `tokens` new slots each, against eager: outputs and caches."""
-    heads, length = eager.keys.shape[1], eager.keys.shape[2]
+    """`steps` calls with `tokens` new slots each, against eager: outputs, and caches (a
+    half one bit for bit: its new elements rounded once, as eager rounds them)."""
+    _, heads, length, e = eager.keys.shape
     for i in range(steps):
         g = torch.Generator().manual_seed(i)
-        q, k, v = (torch.randn(1, heads, tokens, 8, generator=g) for _ in range(3))
+        q, k, v = (torch.randn(1, heads, tokens, e, generator=g).to(eager.keys.dtype)
+                   for _ in range(3))
         pos = torch.arange(start + i * tokens, start + (i + 1) * tokens)
         mask = torch.where(torch.arange(length) <= pos[-1], 0.0, float("-inf"))
         mask = mask.expand(1, 1, tokens, length)
         got, want = module(q, k, v, pos, mask), eager(q, k, v, pos, mask)
         for a, b in zip(got if eager.also else [got], want if eager.also else [want]):
             torch.testing.assert_close(a, b)
-        torch.testing.assert_close(module.state()["keys"], eager.keys)
-        torch.testing.assert_close(module.state()["values"], eager.values)
+        for name in ("keys", "values"):
+            mine, theirs = module.state()[name], getattr(eager, name)
+            if theirs.dtype == torch.float32:
+                torch.testing.assert_close(mine, theirs)
+            else:
+                assert mine.dtype == theirs.dtype and torch.equal(mine, theirs), name
 
 
-def _compiled(length: int, tokens: int, also: bool = False):
+def _compiled(length: int, tokens: int, also: bool = False, e: int = 8,
+              dtype: torch.dtype = torch.float32):
     heads = 2
-    x = torch.zeros(1, heads, tokens, 8)
-    module = kernelwright.compile(Decode(length, heads, also),
+    x = torch.zeros(1, heads, tokens, e, dtype=dtype)
+    module = kernelwright.compile(Decode(length, heads, also, e, dtype),
                                   [x, x, x, torch.arange(tokens), torch.zeros(1, 1, tokens,
                                                                              length)])
-    return module, Decode(length, heads, also)
+    return module, Decode(length, heads, also, e, dtype)
 
 
 @pytest.mark.parametrize("length", [40, 2048])
@@ -261,3 +271,37 @@ def test_a_put_of_several_slices_or_into_a_cache_read_elsewhere_keeps_its_kernel
     puts = _puts(module)
     assert len(puts) == (1 if also else 2), module.plan.summary()
     _decode_steps(module, eager, tokens, 3)
+
+
+@pytest.mark.parametrize("dtype,length", [(torch.bfloat16, 40), (torch.float16, 40),
+                                          (torch.bfloat16, 2048)])
+def test_a_half_cache_is_stored_by_the_attention_a_word_at_a_time(dtype, length):
+    """Packed half caches (two elements a u32 word) whose slots fill whole words (E even)
+    are stored by the attention too: each invocation stores whole words of the new slot,
+    rounded to nearest even as a put kernel rounds them, and the attention reads the new
+    slot's elements rounded so, as a later step reads them back from the cache (the
+    output, computed in f32, matches eager's from its half caches). The caches stay
+    packed (no f32 copy, no narrowing kernel), eager's bit for bit; split over spans at
+    2048 slots."""
+    module, eager = _compiled(length, 1, dtype=dtype)
+    plan = module.plan
+    names = [k.name for k in plan.kernels]
+    assert not any(n.endswith("put") for n in names) and not plan.updates, plan.summary()
+    assert sum("put" in n.split("+") and "attention" in n.split("+") for n in names) == 1
+    assert len(names) == (1 if length == 40 else 2), plan.summary()
+    half = {torch.bfloat16: "bf16", torch.float16: "f16"}[dtype]
+    assert all(plan.buffers[t.buffer].dtype == half for _, t in plan.state), plan.summary()
+    _decode_steps(module, eager, 1, 3)
+    _decode_steps(module, eager, 1, 2, start=length - 2)
+
+
+def test_a_half_cache_of_slots_of_an_odd_size_keeps_its_kernels():
+    """A half cache whose slots hold an odd count of elements (E = 7: a slot starts
+    inside a word) is not stored by the attention (dtypes.fills_words): its update
+    stays a kernel of its own, and matches eager's."""
+    module, eager = _compiled(40, 1, e=7, dtype=torch.bfloat16)
+    names = [k.name for k in module.plan.kernels]
+    assert not any("put" in n.split("+") and "attention" in n.split("+") for n in names)
+    assert len(names) > 1, module.plan.summary()
+    _decode_steps(module, eager, 1, 3)
+    _decode_steps(module, eager, 1, 2, start=38)

@@ -82,6 +82,13 @@ def is_packed(dtype: str) -> bool:
     return dtype in PACKED
 
 
+def fills_words(dtype: str, count: int) -> bool:
+    """Whether runs of `count` elements of a buffer of `dtype` from an element at a
+    multiple of `count` fill whole u32 words (each starting on a word): any unpacked
+    buffer; a packed half one for an even count (a put's slices written a word at a time)."""
+    return not is_packed(dtype) or count % 2 == 0
+
+
 def storage_of_torch(torch_dtype) -> str | None:
     """The packed buffer dtype storing a PyTorch dtype as it is ('torch.float16' -> 'f16'),
     or None where its buffers hold its device dtype."""

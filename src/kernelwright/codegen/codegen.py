@@ -632,7 +632,9 @@ class Emitter:
         stores its new slice (KernelSource.put, kernels/put.fused_puts): at the slice's
         position the new element, computed here (a read of the state there could come
         before the store of another workgroup), elsewhere the state's own buffer, which
-        the kernel binds read_write (KernelSource.write) and writes only at that position."""
+        the kernel binds read_write (KernelSource.write) and writes only at that position.
+        A packed half state's new element is read rounded as the kernel stores it
+        (round_packed), the value a later read of the state gets."""
         x, _, new = node.inputs
         d = node.attrs["dim"]
         if new.shape[d] != 1:
@@ -643,13 +645,19 @@ class Emitter:
         at = self.let(f"{prefix}position(0)", "i32")
         inner = list(dims)
         inner[d] = "0"
-        fresh = self.flat(Index(new.shape, dims=inner))
+        fresh = f"{prefix}load_v({self.flat(Index(new.shape, dims=inner))})"
         old = self.flat(Index(x.shape, dims=list(dims)))
+        state, stored = self.src.write(node.out), node.out.stored
+        if is_packed(stored):
+            self.src.helpers.add("half")
+            fresh, old = round_packed(fresh, stored), read_packed(state, old, stored)
+        else:
+            old = f"{state}[{old}]"
         self.lines += [f"var {name}: {wgsl_type(dtype)};",
                        f"if ({dims[d]} == {at}) {{",
-                       f"    {name} = {prefix}load_v({fresh});",
+                       f"    {name} = {fresh};",
                        "} else {",
-                       f"    {name} = {self.src.write(node.out)}[{old}];",
+                       f"    {name} = {old};",
                        "}"]
         return name
 
@@ -788,6 +796,12 @@ def read_packed(buf: str, flat: str, dtype: str) -> str:
     if dtype == "f16":
         return f"unpack2x16float({word})[({flat}) & 1]"
     return f"bitcast<f32>(({word} >> (u32(({flat}) & 1) * 16u)) << 16u)"
+
+
+def round_packed(expr: str, dtype: str) -> str:
+    """f32 value `expr` as a buffer of packed half type `dtype` holds it once stored
+    (pack_pair's rounding, read back as read_packed reads it; HELPERS["half"])."""
+    return f"kw_round_{dtype}({expr})"
 
 
 def pack_pair(lo: str, hi: str, dtype: str) -> str:

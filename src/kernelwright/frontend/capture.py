@@ -37,7 +37,7 @@ from torch.export.graph_signature import ConstantArgument
 from torch.nn.modules.module import register_module_buffer_registration_hook
 from torch.utils import _pytree as pytree
 
-from ..dtypes import default_torch_name, host_array, is_packed, storage_of_torch
+from ..dtypes import default_torch_name, fills_words, host_array, is_packed, storage_of_torch
 from ..ir.ir import CompileError, GraphBuilder, Value
 from ..lower.elementwise import device_dtype
 from ..lower.linalg import merge_shared_products
@@ -710,7 +710,7 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 new = b.cast(b.expand(new, old.shape), old.dtype)
                 packed = storage_of_torch(torch_dtypes.get(old, "")) if old.dtype == "f32" \
                     else None
-                if packed and _puts_words(new, old):  # written a word at a time
+                if packed and _puts_words(new, old, packed):  # written a word at a time
                     new.storage = old.storage = packed
                 elif packed or old.kind != "const":
                     raw, new = new, _written(b, new, packed)
@@ -769,13 +769,13 @@ def _written(b: GraphBuilder, new: Value, packed: str | None) -> Value:
     return new
 
 
-def _puts_words(new: Value, old: Value) -> bool:
+def _puts_words(new: Value, old: Value, packed: str) -> bool:
     """Whether a changed half buffer's new value is a put into the buffer itself whose
     slices fill whole words (an even count of elements each: a KV cache's head_dim):
     held packed, its kernel writes the new words alone (kernels/put.py), no narrowing."""
     node = new.node
     return (node is not None and node.op == "put" and node.inputs[0] is old
-            and math.prod(new.shape[node.attrs["dim"] + 1:]) % 2 == 0)
+            and fills_words(packed, math.prod(new.shape[node.attrs["dim"] + 1:])))
 
 
 def _read_narrowed(b: GraphBuilder, raw: Value, packed: Value) -> None:

@@ -3,7 +3,8 @@
 // overflow to the implementation): f16 overflows to infinity, a NaN stays a quiet NaN,
 // values below f16's normal range round to its subnormals. kw_pack_f16 / kw_pack_bf16
 // put two elements into one u32 word, the first in the low half (codegen.read_packed
-// reads them so).
+// reads them so); kw_round_f16 / kw_round_bf16 give the f32 value such a word holds
+// (codegen.round_packed: a value read as it will be stored, before it is).
 
 fn kw_f16_bits(x: f32) -> u32 {
     let b = bitcast<u32>(x);
@@ -46,4 +47,12 @@ fn kw_pack_f16(lo: f32, hi: f32) -> u32 {
 
 fn kw_pack_bf16(lo: f32, hi: f32) -> u32 {
     return kw_bf16_bits(lo) | (kw_bf16_bits(hi) << 16u);
+}
+
+fn kw_round_f16(x: f32) -> f32 {
+    return unpack2x16float(kw_f16_bits(x)).x;
+}
+
+fn kw_round_bf16(x: f32) -> f32 {
+    return bitcast<f32>(kw_bf16_bits(x) << 16u);
 }

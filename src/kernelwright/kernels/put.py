@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..codegen.codegen import Emitter, Index, pack_pair, to_buffer
-from ..dtypes import is_packed
+from ..dtypes import fills_words, is_packed
 from ..ir.ir import CompileError, Value
 from ..options import CompileOptions
 from .common import check_wg, grid_1d, merge_knobs, require, snippet
@@ -33,11 +33,7 @@ def _put(src, materialized, out: Value, tnode, knobs, options: CompileOptions):
     count of elements; capture gives others an f32 value, narrowed after)."""
     _, _, v = tnode.inputs
     dim = tnode.attrs["dim"]
-    inner = math.prod(out.shape[dim + 1:])
-    pair = 2 if is_packed(out.stored) else 1
-    if pair == 2 and inner % 2:
-        raise CompileError(f"a put into a packed half buffer ({out.stored}) of slices of "
-                           f"{inner} elements, an odd count, would write half words")
+    pair = _pair(tnode)
     knobs = merge_knobs(put_knobs(v.numel // pair), knobs)
     wg, ept = check_wg(knobs), knobs["EPT"]
     require(isinstance(ept, int) and ept >= 1, knobs, "EPT must be a positive integer")
@@ -45,17 +41,35 @@ def _put(src, materialized, out: Value, tnode, knobs, options: CompileOptions):
     k = v.shape[dim]
     if k > 1:
         functions += snippet("latest").substitute(K=k) + "\n"
-    if pair == 2:
-        src.helpers.add("half")
-        write = f"out[d >> 1u] = {pack_pair('load_v(e)', 'load_v(e + 1)', out.stored)};"
-    else:
-        write = f"out[d] = {to_buffer('load_v(e)', out.dtype)};"
+    write = _write(src, tnode, "out", "")
     steps = v.numel // pair
     threads = math.ceil(steps / ept)
     grid, row = grid_1d(threads, wg)
     body = _put_step(tnode, "", pair, write, "latest(k, p)" if k > 1 else "true")
     return "elementwise", dict(functions=functions, WG=wg, ROW=row, THREADS=threads, EPT=ept,
                                STEPS=steps, BODY=body), grid, knobs
+
+
+def _pair(tnode) -> int:
+    """The elements a step of put `tnode` stores: 2 into a packed half buffer (one word),
+    else 1; a CompileError where a packed buffer's slices would start inside a word."""
+    out = tnode.out
+    inner = math.prod(out.shape[tnode.attrs["dim"] + 1:])
+    if not fills_words(out.stored, inner):
+        raise CompileError(f"a put into a packed half buffer ({out.stored}) of slices of "
+                           f"{inner} elements, an odd count, would write half words")
+    return 2 if is_packed(out.stored) else 1
+
+
+def _write(src, tnode, buf: str, prefix: str) -> str:
+    """The store of step q's element e (a packed buffer: its word, e and e + 1) at
+    element d of `buf`, which holds put `tnode`'s value; the new element(s) from
+    `{prefix}load_v`, rounded to nearest even into a packed half word (kernels/half.wgsl)."""
+    load = f"{prefix}load_v"
+    if is_packed(tnode.out.stored):
+        src.helpers.add("half")
+        return f"{buf}[d >> 1u] = {pack_pair(f'{load}(e)', f'{load}(e + 1)', tnode.out.stored)};"
+    return f"{buf}[d] = {to_buffer(f'{load}(e)', tnode.out.dtype)};"
 
 
 def _put_functions(src, materialized, tnode, prefix: str) -> str:
@@ -83,24 +97,24 @@ def _put_step(tnode, prefix: str, pair: int, write: str, latest: str) -> str:
 
 def fused_puts(src, materialized) -> str:
     """The functions that store the new slices of the puts a kernel read inline
-    (src.puts: codegen.Emitter._put, each of one slice, into an unpacked state bound
-    read_write, KernelSource.write): `store_puts(first, stride)`, which an invocation
-    calls with its index among all of the kernel's and their count, stores step q of
-    each put for q = first, first + stride, ...; so every new element is stored once,
-    by one invocation, whatever the kernel's grid. "" when the kernel read no put. The
-    template that calls it reads the slices it stores through the inline put alone,
-    never from the state (the new element comes from `load_v`)."""
+    (src.puts: codegen.Emitter._put, each of one slice, into a state bound read_write,
+    KernelSource.write): `store_puts(first, stride)`, which an invocation calls with its
+    index among all of the kernel's and their count, stores step q of each put for
+    q = first, first + stride, ...; so every new element is stored once, by one
+    invocation, whatever the kernel's grid. A packed half state takes a word a step, the
+    new slice's two elements there (its slices fill whole words, `_pair`: no word holds
+    both a new element and an old one the kernel reads). "" when the kernel read no put.
+    The template that calls it reads the slices it stores through the inline put alone,
+    never from the state (the new element comes from `load_v`, rounded as stored)."""
     functions, calls = "", []
     for i, node in enumerate(src.puts):  # (a put's functions may not read another put)
         prefix, state = f"put{i}_", src.write(node.out)
-        if is_packed(node.out.stored):
-            raise CompileError(f"a put into a packed half buffer ({node.out.stored}) is not "
-                               "stored by the kernel that reads it")
+        pair = _pair(node)
         functions += _put_functions(src, materialized, node, prefix)
-        write = f"{state}[d] = {to_buffer(f'{prefix}load_v(e)', node.out.dtype)};"
-        body = _put_step(node, prefix, 1, write, "true").replace("\n" + " " * 12, "\n    ")
+        write = _write(src, node, state, prefix)
+        body = _put_step(node, prefix, pair, write, "true").replace("\n" + " " * 12, "\n    ")
         functions += (f"fn {prefix}store(q: i32) {{\n    {body}\n}}\n")
-        steps = node.inputs[2].numel
+        steps = node.inputs[2].numel // pair
         calls.append(f"    for (var q = first; q < {steps}; q += stride) {{ {prefix}store(q); }}")
     if not calls:
         return ""

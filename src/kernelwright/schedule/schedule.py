@@ -40,9 +40,11 @@ from ..codegen.codegen import (
     used_bindings,
 )
 from ..dtypes import (
+    PACKED,
     buffer_bytes,
     default_torch_name,
     element_type,
+    fills_words,
     is_packed,
     itemsize,
     to_storage,
@@ -200,7 +202,9 @@ def joining_puts(graph: Graph, users, store) -> set[Node]:
     """The puts that may join the kernel reading them (`_group`): a decoding step's new
     keys or values written into their cache by the attention that reads the cache, no
     kernel of their own. Such a put writes one slice (its index one position), of a
-    state of f32 or i32 elements (no packed half words) that nothing else reads and
+    state of f32 or i32 elements, or of packed half words whose slices fill whole words
+    (dtypes.fills_words: [B, H, S, E] along S with E even; each word then holds new
+    elements alone or old ones alone), that nothing else reads and
     that the put's value alone updates, that value no output or write-back and not in
     `store` (build_plan's: a state that does not fit one binding), read by kernels whose
     template stores the puts it reads inline (kernels.STORES_PUTS: attention_decode).
@@ -216,7 +220,8 @@ def joining_puts(graph: Graph, users, store) -> set[Node]:
         if (node is None or node.op != "put" or node.inputs[0] is not state
                 or state.kind != "const" or v in returned or v in store
                 or node.inputs[2].shape[node.attrs["dim"]] != 1
-                or state.stored != v.stored or v.stored not in ("f32", "i32")
+                or state.stored != v.stored or v.stored not in ("f32", "i32", *PACKED)
+                or not fills_words(v.stored, math.prod(v.shape[node.attrs["dim"] + 1:]))
                 or any(u is not node for u in users.get(state, []))):
             continue
         joins.add(node)
