@@ -10,7 +10,7 @@ import pytest
 
 from kernelwright.codegen.codegen import used_bindings
 from kernelwright.ir.ir import GraphBuilder
-from kernelwright.options import CompileOptions
+from kernelwright.options import BindingLimits, CompileOptions
 from kernelwright.runtime.runtime import Executable
 from kernelwright.schedule.schedule import build_plan
 
@@ -165,3 +165,55 @@ def test_an_update_read_at_its_element_by_its_last_reader_is_written_in_place():
     _updated_twice_over(new_of, lambda b, t, new: b.ew("mul", new, b.scalar(3.0)),
                         lambda old, a: (3 * (old * old.sum(0) + a), old * old.sum(0) + a),
                         "mul+add", shape=(256, 8))
+
+
+def _stored_or_not(limits=None, extra_reader=False) -> tuple:
+    """new = total * 0.5 + x and out = new * 2 (and with `extra_reader` a second output
+    reading the state: its column sums), planned for `limits`, run three calls against
+    numpy; the plan returned."""
+    shape = (16, 8)
+    b = GraphBuilder()
+    x = b.input(shape, "f32", "x")
+    total = b.const(np.zeros(shape, np.float32), "f32", "total", state=True)
+    new = b.ew("add", b.ew("mul", total, b.scalar(0.5)), x)
+    outs = [b.ew("mul", new, b.scalar(2.0))]
+    if extra_reader:
+        outs.append(b.reduce(total, "sum", [0]))
+    b.graph.outputs += outs
+    b.graph.updates.append((total, new))
+    plan = build_plan(b.graph, "single", {x: "float32", **dict.fromkeys(outs, "float32")},
+                      CompileOptions(limits=limits))
+    exe = Executable(plan)
+    running = np.zeros(shape, np.float32)
+    for i in range(3):
+        a = np.random.default_rng(i).standard_normal(shape).astype(np.float32)
+        sums = running.sum(0)
+        running = running * np.float32(0.5) + a
+        got = exe.run([a])
+        np.testing.assert_allclose(got[0], 2 * running, rtol=1e-6)
+        if extra_reader:
+            np.testing.assert_allclose(got[1], sums, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(exe.read(plan.state[0][1]), running, rtol=1e-6)
+    return plan
+
+
+def test_an_update_is_not_stored_by_a_reader_binding_too_many_buffers():
+    """Stored by the output's kernel, the update makes it bind x, the state and the
+    output: over a limit of two bindings, its own kernel writes it in place instead."""
+    plan = _stored_or_not(BindingLimits(max_bindings=2, max_bytes=1 << 20, align=256))
+    assert [k.name for k in plan.kernels] == ["mul+add", "mul"], plan.summary()
+    assert all(len(_written(k)) == 1 for k in plan.kernels)
+    assert len(_stored_or_not(BindingLimits(max_bindings=3, max_bytes=1 << 20,
+                                            align=256)).kernels) == 1
+
+
+def test_an_update_whose_state_another_kernel_reads_is_not_stored_by_its_reader():
+    """The state's old value is also read by another kernel (a column sum): the update
+    is no reader's to store: its value is written over the state (here copied) after
+    every reader of the old one."""
+    plan = _stored_or_not(extra_reader=True)
+    assert all(len(_written(k)) == 1 for k in plan.kernels), plan.summary()
+    [state] = [spec.buffer for _, spec in plan.state]
+    [writer] = [i for i, k in enumerate(plan.kernels) if _written(k) == [state]]
+    assert all(i < writer for i, k in enumerate(plan.kernels)
+               if state in k.bindings and i != writer)
