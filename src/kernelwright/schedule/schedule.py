@@ -15,7 +15,9 @@ nodes from the outputs back:
   kernel), provided the chain reads the template's result only at the element it
   stores (through elementwise ops and reshapes);
 * an elementwise kernel over rows whose reductions (over the same rows) only it reads
-  computes them itself: a row kernel (fuse_rows); so does a gemv for its A's rows.
+  computes them itself: a row kernel (fuse_rows); so does a gemv for its A's rows;
+* a state's elementwise update read by one elementwise kernel alone is computed there
+  and stored over the state by it (joining_updates: an optimizer's moments).
 
 Memory planning then gives each materialized intermediate a buffer, reusing a
 buffer once every kernel that reads its previous tenant has run. Each kernel's knobs
@@ -233,9 +235,10 @@ def joining_updates(graph: Graph, groups: list[Group], store) -> list[Group]:
     stored by the parameter's update kernel, one kernel a parameter for three (Adam).
 
     A group G folds into its reader R where G's root is the only update of a state (a
-    constant), of f32 or i32 elements held as such (no packed halves), no output,
-    write-back or check and not in `store` (build_plan's: its kernel binds too much), and
-    the state no output either; G and R are plain elementwise kernels (no template, no
+    constant) and updates no other, of f32 or i32 elements held as such (no packed
+    halves), no output, write-back or check and not in `store` (build_plan's: its kernel
+    binds too much or needs chunks), and the state no output either; G and R are plain
+    elementwise kernels (no template, no
     row phases), R's output not packed and of G's size; R is the only kernel reading G's
     root and G the only one reading the state (its old value is gone once R has run), and
     R reads both, through elementwise ops and reshapes alone, at the element it stores
@@ -243,11 +246,13 @@ def joining_updates(graph: Graph, groups: list[Group], store) -> list[Group]:
     new one over it, where no other invocation reads. Groups are visited from the last,
     so that a chain (AMSGrad's max of the second moment) folds whole."""
     count: dict[Value, int] = {}
-    for state, _ in graph.updates:
+    for state, new in graph.updates:  # (a value updating two states is stored by neither)
         count[state] = count.get(state, 0) + 1
+        count[new] = count.get(new, 0) + 1
     returned = set(graph.outputs) | {v for _, v in graph.writes} | {v for v, _ in graph.checks}
     state_of = {new: state for state, new in graph.updates
-                if count[state] == 1 and state.kind == "const" and new not in returned
+                if count[state] == 1 and count[new] == 1 and state.kind == "const"
+                and new not in returned
                 and state not in returned and new not in store and new.shape == state.shape
                 and state.dtype in ("f32", "i32") and state.stored == state.dtype
                 and new.dtype == state.dtype and new.stored == state.dtype}
