@@ -13,6 +13,7 @@ from torch import nn
 
 import kernelwright
 from kernelwright import CompileError
+from kernelwright.codegen.codegen import used_bindings
 from kernelwright.frontend.capture import decomposition_table
 from kernelwright.lower.registry import REGISTRY
 from kernelwright.train import step as step_module
@@ -230,19 +231,27 @@ def test_nonfinite_steps_skipped_when_asked():
         assert math.isclose(got, exp, rel_tol=1e-3), (got, exp)
 
 
-def test_optimizer_states_are_written_once_each_in_place():
+@pytest.mark.parametrize("optimizer", ["adam", "adamw"])
+def test_optimizer_states_are_written_once_each_in_place(optimizer):
     """Each Adam moment is guarded by the step's skip (`kept`) before the parameter's update
-    reads it, so each state is written in place by the one kernel that reads it: three
-    kernels a parameter, no state copy; an optimizer that bypasses `kept` is refused."""
+    reads it, and that update is its only reader, which computes the moments inline and
+    stores them over their states (schedule.joining_updates): one kernel a parameter,
+    writing the parameter (its output) and both moments (bound read_write), no state copy;
+    an optimizer that bypasses `kept` is refused."""
     model = _mlp()
+    make = {"adam": kernelwright.optim.Adam, "adamw": kernelwright.optim.AdamW}[optimizer]
     step = kernelwright.compile_training(model, _batches((16, 12), 1)[0], F.cross_entropy,
-                                         optimizer=kernelwright.optim.Adam(lr=1e-2))
+                                         optimizer=make(lr=1e-2))
     plan = step.plan
     states = {spec.buffer for _, spec in plan.state}
-    writers = [k for k in plan.kernels if k.bindings[-1] in states]
+    written = [[k.bindings[i] for i, a in used_bindings(k.source).items() if a == "read_write"]
+               for k in plan.kernels]
+    writers = [(k, w) for k, w in zip(plan.kernels, written) if set(w) & states]
     n_params = sum(1 for _ in model.parameters())
-    assert len(writers) == 3 * n_params and all(k.name != "copy" for k in writers)
-    assert all(k.bindings.count(k.bindings[-1]) == 1 for k in writers)  # bound once
+    assert len(writers) == n_params and not plan.updates, plan.summary()
+    for k, w in writers:  # exp_avg, exp_avg_sq, the parameter: each bound once
+        assert len(w) == 3 and set(w) <= states and all(k.bindings.count(b) == 1 for b in w)
+    assert {b for _, w in writers for b in w} == states
 
     class Unguarded(kernelwright.optim.SGD):
         def update(self, b, p, g, state, h, kept):

@@ -290,11 +290,17 @@ def contiguous_strides(shape) -> list[int]:
 class KernelSource:
     """The bindings and helper functions one kernel accumulates while it is generated."""
 
-    def __init__(self, buffer_of, inplace: Value | None = None) -> None:
+    def __init__(self, buffer_of, inplace: Value | None = None,
+                 stores: dict[Value, Value] | None = None) -> None:
         self.buffer_of = buffer_of  # Value -> buffer id for materialized values
         # a value the kernel reads from its output's buffer, which holds it until the
         # kernel stores over it: read at the stored element only (a lane), never bound
         self.inplace = inplace
+        # state updates the kernel computes inline and stores over their states at its own
+        # element (schedule.joining_updates): new value -> state, both read and written
+        # through the state's read_write binding (Emitter._own), never bound to read
+        self.stores = dict(stores or {})
+        self.stored_states = {s: new for new, s in self.stores.items()}
         self.reads: list[Value] = []
         self.views: list[int] = []  # reads bound a second time as array<vec4<f32>> (in<i>v4)
         self.helpers: set[str] = set()
@@ -311,7 +317,7 @@ class KernelSource:
         self.writes: list[Value] = []
 
     def bind(self, v: Value) -> str:
-        if v is self.inplace:
+        if v is self.inplace or v in self.stored_states:
             raise NotInPlace(f"{v} is read other than at the element the kernel stores")
         for i, r in enumerate(self.reads):
             if self.buffer_of(r) == self.buffer_of(v):
@@ -335,7 +341,8 @@ class KernelSource:
 
     def write(self, v: Value) -> str:
         """The read_write binding of a value the kernel writes beside its output (a put's
-        state: it reads the old elements there and stores the new slices over them)."""
+        state, a state update's: it reads the old elements there and stores the new ones
+        over them)."""
         for i, w in enumerate(self.writes):
             if self.buffer_of(w) == self.buffer_of(v):
                 return f"st{i}"
@@ -507,6 +514,8 @@ class Emitter:
             if self.flat(idx) != self.root_flat:
                 raise NotFusable(v)
             return "acc"
+        if v in self.src.stores or v in self.src.stored_states:
+            return self._own(v, idx)
         key = (v, tuple(idx.dims) if idx.dims is not None else idx.flat)
         if key in self.cache:
             return self.cache[key]
@@ -625,6 +634,27 @@ class Emitter:
                 head = "} else {"
             self.lines += [head] + [f"    {line}" for line in body]
         self.lines.append("}")
+        return name
+
+    def _own(self, v: Value, idx: Index) -> str:
+        """A state update the kernel stores (KernelSource.stores), or its state's old
+        element, at the kernel's own element only: the old element is read into a let
+        before the new one is stored over it, each once (keyed by the element, however
+        its index was spelled), the new one stored where it is computed. Every invocation
+        reads and writes only its own elements, so no other one can see the store."""
+        if self.flat(idx) != self.root_flat:
+            raise NotInPlace(f"{v} is read other than at the element the kernel stores")
+        key = (v, "own")
+        if key in self.cache:
+            return self.cache[key]
+        new = self.src.stored_states.get(v)
+        if new is not None:  # the state's old element
+            name = self.let(f"{self.src.write(new)}[{self.root_flat}]", v.dtype)
+        else:
+            expr = self._node(v, idx)
+            name = expr if _is_simple(expr) else self.let(expr, v.dtype)
+            self.lines.append(f"{self.src.write(v)}[{self.root_flat}] = {name};")
+        self.cache[key] = name
         return name
 
     def _put(self, node, dims: list[str], dtype: str) -> str:

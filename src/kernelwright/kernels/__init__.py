@@ -172,7 +172,7 @@ KnobChooser = Callable[[KernelRequest], "dict | Generated | None"]
 
 def generate(out: Value, tnode: Node | None, materialized, buffer_of,
              options: CompileOptions, phases=(), band_only=False,
-             inplace: Value | None = None) -> Generated:
+             inplace: Value | None = None, stores=None) -> Generated:
     """The kernel that stores `out`, computed by template node `tnode` (None: a plain
     elementwise kernel, or with `phases` (pairs of a reduce node and the value its group
     stores) a row kernel: those reductions, then `out` over the same rows, or where
@@ -183,10 +183,11 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
     (knobs that no longer fit the template, e.g. stored by an older version, are
     ignored), or a whole kernel to use instead. `band_only`: no element of `out` outside
     its band is ever read (ir.read_only_in_band), so the kernel may leave them unwritten.
-    `inplace`: a value the kernel reads from its output's buffer (fill_kernel)."""
+    `inplace`: a value the kernel reads from its output's buffer; `stores`: state
+    updates it computes inline and stores over their states (fill_kernel)."""
     phases = tuple(phases)
     gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases, (), band_only,
-                      options, inplace)
+                      options, inplace, stores)
     if options.choose is None or gen.writes:  # the tuner runs a kernel's reads and output
         return gen
     request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases, (), band_only,
@@ -205,16 +206,21 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
 def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
                 knobs: dict | None = None, phases=(), order=(), band_only=False,
                 options: CompileOptions | None = None,
-                inplace: Value | None = None) -> Generated:
+                inplace: Value | None = None, stores=None) -> Generated:
     """Generate the kernel with the given knobs (missing ones: the defaults) for
     `options` (None: the defaults; its chooser is not asked: generate asks it). `order`:
     values bound as its first reads in this order (another kernel's binding order, for a
     rewrite that must bind the same buffers as the kernel it replaces), whether or not
     the kernel reads them. `inplace`: a value whose buffer is the output's, which the
     kernel reads at the element it stores and then stores over (a state's update written
-    over the state): a plain elementwise kernel only, else codegen.NotInPlace."""
+    over the state): a plain elementwise kernel only, else codegen.NotInPlace. `stores`:
+    {new value: state} of state updates that the kernel computes inline and stores over
+    their states at its own element (schedule.joining_updates; bound read_write between
+    the views and the output: Generated.writes), likewise a plain elementwise kernel's
+    whose output is not packed, reading each state only at that element."""
     options = options or CompileOptions()
-    src = KernelSource(buffer_of, inplace)
+    stores = dict(stores or {})
+    src = KernelSource(buffer_of, inplace, stores)
     src.reads = list(order)
     src.band_only = band_only
     # phases make a row kernel, or a gemv's row statistics (kernels/gemv.py)
@@ -224,6 +230,8 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
         raise CompileError(f"no kernel template for '{kind}'")
     if inplace is not None and (kind != "elementwise" or tnode is not None):
         raise NotInPlace(f"a {kind} kernel does not read its output")
+    if stores and (kind != "elementwise" or tnode is not None or is_packed(out.stored)):
+        raise NotInPlace(f"a {kind} kernel of {out.stored} does not store state updates")
     epi = "" if kind in ("rows", "reduce", "put") else epilogue_function(  # they write their own
         src, materialized, out, tnode.out if tnode else None,
         tnode.out.dtype if tnode else out.dtype)
@@ -238,6 +246,8 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
                                                      options)
     if src.puts and kind not in STORES_PUTS:
         raise CompileError(f"a {kind} kernel does not store the puts it reads inline")
+    if any(not any(w is v for w in src.writes) for v in stores):
+        raise NotInPlace("a state update the kernel was to store is not computed by it")
     workgroup_bytes = slots.pop("workgroup_bytes", 0)
     own_epi = slots.pop("epilogue", epi)  # a template's own (the transposing tile's, by dims)
     result = f"epilogue({slots.pop('final', 'acc')}, gi)" if tnode else "epilogue(gi)"

@@ -15,7 +15,9 @@ nodes from the outputs back:
   kernel), provided the chain reads the template's result only at the element it
   stores (through elementwise ops and reshapes);
 * an elementwise kernel over rows whose reductions (over the same rows) only it reads
-  computes them itself: a row kernel (fuse_rows); so does a gemv for its A's rows.
+  computes them itself: a row kernel (fuse_rows); so does a gemv for its A's rows;
+* a state's elementwise update read by one elementwise kernel alone is computed there
+  and stored over the state by it (joining_updates: an optimizer's moments).
 
 Memory planning then gives each materialized intermediate a buffer, reusing a
 buffer once every kernel that reads its previous tenant has run. Each kernel's knobs
@@ -87,6 +89,9 @@ class Group:
     template: Node | None = None
     members: list[Node] = field(default_factory=list)
     phases: list[Group] = field(default_factory=list)  # a row kernel's reductions (fuse_rows)
+    # state updates computed inline and stored over their states (joining_updates): new
+    # value -> state
+    stores: dict[Value, Value] = field(default_factory=dict)
 
 
 def live_nodes(graph: Graph) -> list[Node]:
@@ -195,7 +200,8 @@ def fuse(graph: Graph, nodes: list[Node], store: frozenset[Value] = frozenset(),
     heavy = heavy_prologues(groups, waves)
     if heavy:  # group again with those values as kernels of their own
         groups = _group(nodes, users, chains, stored, heavy, joins)
-    return fuse_rows(recompute_cheap_values(groups, stored, users), stored)
+    groups = fuse_rows(recompute_cheap_values(groups, stored, users), stored)
+    return joining_updates(graph, groups, store)
 
 
 def joining_puts(graph: Graph, users, store) -> set[Node]:
@@ -226,6 +232,104 @@ def joining_puts(graph: Graph, users, store) -> set[Node]:
             continue
         joins.add(node)
     return joins
+
+
+def joining_updates(graph: Graph, groups: list[Group], store) -> list[Group]:
+    """Fold a state's update into the one kernel that reads it, which stores it over the
+    state (Group.stores, codegen.Emitter._own): an optimizer's moments computed and
+    stored by the parameter's update kernel, one kernel a parameter for three (Adam).
+
+    A group G folds into its reader R where G's root is the only update of a state (a
+    constant) and updates no other, of f32 or i32 elements held as such (no packed
+    halves), no output, write-back or check and not in `store` (build_plan's: its kernel
+    binds too much or needs chunks), and the state no output either; G and R are plain
+    elementwise kernels (no template, no
+    row phases), R's output not packed and of G's size; R is the only kernel reading G's
+    root and G the only one reading the state (its old value is gone once R has run), and
+    R reads both, through elementwise ops and reshapes alone, at the element it stores
+    (`_at_own_element`): each invocation reads the state's old element, then stores the
+    new one over it, where no other invocation reads. Groups are visited from the last,
+    so that a chain (AMSGrad's max of the second moment) folds whole."""
+    count: dict[Value, int] = {}
+    for state, new in graph.updates:  # (a value updating two states is stored by neither)
+        count[state] = count.get(state, 0) + 1
+        count[new] = count.get(new, 0) + 1
+    returned = set(graph.outputs) | {v for _, v in graph.writes} | {v for v, _ in graph.checks}
+    state_of = {new: state for state, new in graph.updates
+                if count[state] == 1 and count[new] == 1 and state.kind == "const"
+                and new not in returned
+                and state not in returned and new not in store and new.shape == state.shape
+                and state.dtype in ("f32", "i32") and state.stored == state.dtype
+                and new.dtype == state.dtype and new.stored == state.dtype}
+    if not any(g.root in state_of for g in groups):
+        return groups
+    roots = {g.root for g in groups}
+    reads = {g: _group_buffers(g, roots) for g in groups}  # buffers, constants, inputs
+    readers: dict[Value, set[Group]] = {}
+    for g, vs in reads.items():
+        for v in vs:
+            readers.setdefault(v, set()).add(g)
+    folded: set[Group] = set()
+    for g in reversed(groups):
+        state = state_of.get(g.root)
+        if state is None or g.template is not None or g.phases:
+            continue
+        (r, *more) = readers.get(g.root, ()) or (None,)
+        if (r is None or more or r.template is not None or r.phases
+                or is_packed(r.root.stored) or r.root.numel != g.root.numel
+                or readers.get(state, set()) != {g}
+                or not _at_own_element(r.root, {g.root, state}, roots)):
+            continue
+        r.members += g.members
+        r.stores = {**r.stores, **g.stores, g.root: state}
+        roots.discard(g.root)
+        own = reads.pop(g)
+        for v in own:
+            readers[v].discard(g)
+            readers[v].add(r)
+        reads[r] = (reads[r] | own) - {g.root}
+        readers.pop(g.root, None)
+        folded.add(g)
+    return [g for g in groups if g not in folded]
+
+
+def _group_buffers(g: Group, roots) -> set[Value]:
+    """What group g's kernel reads from memory: other groups' roots, constants, inputs."""
+    found: set[Value] = set()
+    seen: set[Value] = set()
+    stack = [g.root]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v.kind in ("input", "const") or (v in roots and v is not g.root):
+            found.add(v)
+        elif v.node is not None:
+            stack.extend(v.node.inputs)
+    return found
+
+
+def _at_own_element(x: Value, targets: set[Value], roots) -> bool:
+    """Whether the inline code computing x (down to `roots` and buffers; through the
+    `targets`, which it then computes inline) reads the `targets` only at x's own
+    element: through elementwise ops and reshapes of x's size."""
+    memo: dict[Value, bool | None] = {}
+
+    def walk(v: Value) -> bool | None:  # None: reads no target
+        if v in memo:
+            return memo[v]
+        if v.node is None or (v in roots and v is not x and v not in targets):
+            return True if v in targets else None
+        found = [(walk(i), i) for i in v.node.inputs]
+        ordered = v.node.op in ("ew", "reshape") and not inline_sum(v.node)
+        memo[v] = None if all(f is None for f, _ in found) else all(
+            f is None or (f and ordered and i.numel == x.numel) for f, i in found)
+        if v in targets:
+            memo[v] = memo[v] is not False
+        return memo[v]
+
+    return walk(x) is True
 
 
 def _joins(node: Node, readers: set[Group]) -> bool:
@@ -929,7 +1033,8 @@ def written_in_place(groups: list[Group], chunked: list[list[Chunk]],
             continue
         try:
             gen = generate(new, None, materialized, lambda v: id(v), options,
-                           band_only=read_only_in_band(new, users, outputs), inplace=state)
+                           band_only=read_only_in_band(new, users, outputs), inplace=state,
+                           stores=g.stores)
         except NotInPlace:
             continue
         chunked[i] = [Chunk(gen)]
@@ -958,14 +1063,14 @@ def _generate(group: Group, materialized: set[Value], band_only: bool,
     those answers, so a round that cuts a few kernels generates only the kernels the cut
     changed. `made` holds the earlier rounds' kernels."""
     phases = [(p.template, p.root) for p in group.phases]
-    key = (group.root, group.template, *phases, band_only)
+    key = (group.root, group.template, *phases, *group.stores, band_only)
     earlier = made.get(key)
     if earlier is not None and all((v in materialized) == was
                                    for v, was in earlier[0].items()):
         return earlier[1]
     asked = Asked(materialized)
     gen = generate(group.root, group.template, asked, lambda v: id(v), options, phases,
-                   band_only)
+                   band_only, stores=group.stores)
     made[key] = (asked.answers, gen)
     return gen
 
@@ -1078,11 +1183,13 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         space = None
         if limits is None:
             break
-        # a put stored by the kernel that reads it (joining_puts) binds its state whole,
-        # in one piece: where that kernel or the state is larger, the put is a kernel
+        # a put or update stored by the kernel that reads it (joining_puts,
+        # joining_updates) binds its state whole, in one piece: where that kernel or the
+        # state is larger, or an update's kernel binds too many buffers, it is a kernel
         unfit = {v for g, gen in zip(groups, gens) for v in gen.writes
                  if needs_split(gen, g.root, limits) or needs_split(gen, v, limits)
-                 or Space(limits).segment(v)}
+                 or Space(limits).segment(v) or v in g.stores
+                 and len(used_bindings(gen.source)) > limits.max_bindings}
         if unfit:
             store |= unfit
             continue
@@ -1134,10 +1241,13 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
     inplace = written_in_place(groups, chunked, early, state_of, materialized, users,
                                outputs, options)
     inplace.update(homes)
-    stored_puts = {v: i for i, parts in enumerate(chunked) for chunk in parts
-                   for v in chunk.gen.writes}  # puts stored by the kernel reading them
-    for v, i in stored_puts.items():  # (joining_puts): over their state, where it runs
-        early[v], inplace[v] = i, v.node.inputs[0]
+    # puts and updates stored by the kernel reading them (joining_puts, joining_updates):
+    # over their state, where it runs
+    stored_updates = {v: i for i, parts in enumerate(chunked) for chunk in parts
+                      for v in chunk.gen.writes}
+    update_of = {new: state for state, new in graph.updates}
+    for v, i in stored_updates.items():
+        early[v], inplace[v] = i, update_of[v]
     copy_of: dict[Value, Value] = {}  # a copy kernel's value -> the state it writes
     for new, after in sorted(early.items(), key=lambda e: -e[1]):
         if new in inplace:
@@ -1216,7 +1326,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         buffer_of.update(dict.fromkeys(tenants, b))
     for copy, put in copies.items():
         buffer_of[copy] = buffer_of[put]
-    for v in stored_puts:
+    for v in stored_updates:
         buffer_of[v] = buffer_of[inplace[v]]
 
     def window(v: Value, w: Window | None) -> list[int] | None:

@@ -53,9 +53,10 @@ class Optimizer:
                ) -> tuple[Value, list[Value]]:
         """The parameter's new value and its state tensors' new values, each state's new
         value passed through `kept(old, new)` (the step's guard: the old value where the
-        step is skipped) before the parameter's update reads it, so that a state is read
-        and written by one kernel (schedule.written_in_place) and the parameter's update
-        reads only the new states; where the step applies, kept returns `new` unchanged."""
+        step is skipped) before the parameter's update reads it, so that the parameter's
+        update reads only the new states and computes them, storing them over the states
+        itself (schedule.joining_updates: one kernel a parameter); where the step applies,
+        kept returns `new` unchanged."""
         raise NotImplementedError
 
 
