@@ -296,13 +296,96 @@ def test_guarded_half_state_is_held_in_f32():
     assert state.stored == new.stored == "f32"
 
 
-def _tiny_llama(dtype: torch.dtype) -> torch.nn.Module:
+def _tiny_llama(dtype: torch.dtype, tie: bool = False) -> torch.nn.Module:
     transformers = pytest.importorskip("transformers", reason="needs transformers")
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
         hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=128, max_position_embeddings=256)
+        num_key_value_heads=2, vocab_size=128, max_position_embeddings=256,
+        tie_word_embeddings=tie)
     return transformers.LlamaForCausalLM(config).eval().to(dtype)
+
+
+def _constant_bytes(compiled: list) -> dict[str, int]:
+    """The bytes of the constant buffers (weights; not state, the caches) that compiled
+    modules hold on the device, by buffer dtype, a buffer several share counted once."""
+    held = {}
+    for c in compiled:
+        state = {spec.buffer for _, spec in c.plan.state}
+        for bid in set(c.plan.constants) - state:
+            held[id(c.exe.segments[bid][0])] = c.plan.buffers[bid]
+    out: dict[str, int] = {}
+    for b in held.values():
+        out[b.dtype] = out.get(b.dtype, 0) + b.nbytes
+    return out
+
+
+def _parameter_bytes(model: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())  # tied ones once
+
+
+def test_bf16_tied_weights_are_held_once_in_bf16():
+    """A bfloat16 model's weights take their bf16 bytes on the device, once: generate's
+    plans of a Llama with tied embeddings (SmolLM2's) hold the table once, the layout the
+    output projection reads, the embedding reading its rows through it, and share it with
+    every weight between the prompt and decode plans (no f32 copy, no transposed one);
+    the tokens are transformers' greedy ones."""
+    model = _tiny_llama(torch.bfloat16, tie=True)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    ids = torch.randint(0, 128, (1, 6), generator=torch.Generator().manual_seed(2))
+    got = kernelwright.generate(model, ids, max_new_tokens=6, eos_token_id=[])
+    want = model.generate(ids, max_new_tokens=6, do_sample=False, eos_token_id=None,
+                          pad_token_id=0)
+    assert torch.equal(got, want)
+    plans = [c for p in _PLANS[model].values() for c in p.plans.values()]
+    rotary = model.model.rotary_emb.inv_freq  # a bf16 buffer of the model the plans read
+    assert len(plans) == 2 and rotary.dtype == torch.bfloat16
+    assert _constant_bytes(plans) == {"bf16": _parameter_bytes(model) + 2 * rotary.numel()}
+
+
+def test_bf16_whisper_weights_are_held_once_in_bf16():
+    """Whisper's prefill (encoder) and decode plans in bfloat16 hold its weights once in
+    bf16 (the output projection tied to the token embedding; the cross-attention cache
+    written without a constant mask), plus the zeros its merged key/value products'
+    biases hold for the key projections, which have none (linalg._merged)."""
+    transformers = pytest.importorskip("transformers", reason="needs transformers")
+    torch.manual_seed(0)
+    model = transformers.WhisperForConditionalGeneration(transformers.WhisperConfig(
+        vocab_size=160, num_mel_bins=80, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, d_model=64,
+        encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=16,
+        max_target_positions=64, decoder_start_token_id=150, pad_token_id=151,
+        bos_token_id=151, eos_token_id=152, begin_suppress_tokens=None,
+        suppress_tokens=None)).eval().to(torch.bfloat16)
+    features = torch.randn(1, 80, 32, generator=torch.Generator().manual_seed(3))
+    features = features.to(torch.bfloat16)
+    prompt = torch.tensor([[150, 153]])
+    got = kernelwright.generate(model, features, max_new_tokens=5, decoder_input_ids=prompt,
+                                eos_token_id=[])
+    want = model.generate(features, max_new_tokens=5, do_sample=False,
+                          decoder_input_ids=prompt, eos_token_id=None,
+                          return_dict_in_generate=True).sequences
+    assert torch.equal(got, want)
+    plans = [c for p in _PLANS[model].values() for c in p.plans.values()]
+    keys = [m for name, m in model.named_modules() if name.endswith("k_proj")]
+    assert len(plans) == 2 and all(m.bias is None for m in keys)
+    zeros = sum(2 * m.out_features for m in keys)
+    assert _constant_bytes(plans) == {"bf16": _parameter_bytes(model) + zeros}
+
+
+def test_bf16_masked_lm_holds_its_tied_decoder_once():
+    """BERT's masked-LM head (its decoder tied to the word embeddings) compiled in
+    bfloat16: the weights' bf16 bytes once, the int64 buffers as i32, outputs within
+    the bf16 tolerance."""
+    transformers = pytest.importorskip("transformers", reason="needs transformers")
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM(transformers.BertConfig(
+        vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=64)).eval().to(torch.bfloat16)
+    ids = torch.randint(0, 120, (2, 8), generator=torch.Generator().manual_seed(4))
+    compiled = check_half(model, ids)
+    assert _constant_bytes([compiled]) == {
+        "bf16": _parameter_bytes(model), "i32": sum(4 * b.numel() for b in model.buffers())}
 
 
 def test_generate_keeps_a_bf16_kv_cache_packed():

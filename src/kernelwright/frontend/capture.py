@@ -619,6 +619,19 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
     shared = shared or {}
     changing = {p for p, _ in (mutations or {}).values()} | set(state) | set(shared)
     checks = check_nodes(gm.graph)
+    # one constant per tensor that several placeholders name (tied weights: the output
+    # projection's weight is the input embedding's), so that one buffer holds it
+    held: dict[tuple, object] = {}
+
+    def constant(t: torch.Tensor, name: str, state: bool = False):
+        key = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
+        if not state and key in held:
+            return held[key]
+        v = b.const(to_device_array(t), device_dtype(t.dtype), name, state=state)
+        if not state:
+            _store_as_is(v, t.dtype)
+            held[key] = v
+        return v
 
     def call(node: torch.fx.Node) -> None:  # a call_function node, lowered into env
         b.source = user_line(node)
@@ -662,16 +675,13 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             val = meta_of(node)
             if node.name in constants:
                 t = constants[node.name]
-                dt = device_dtype(t.dtype)
                 if node.name in changing:
                     _check_nonempty(t, f"weight '{node.name}', which the graph updates,")
                 if t.dtype == torch.float64:
                     doubles.append(f"weight '{node.name}'")
-                env[node] = b.const(to_device_array(t), dt, node.name,
-                                    state=node.name in changing)
-                if node.name not in changing:
-                    _store_as_is(env[node], t.dtype)
-                elif isinstance(env[node], Value):  # state: read back in its dtype
+                env[node] = constant(t, node.name, state=node.name in changing)
+                if node.name in changing and isinstance(env[node], Value):
+                    # state: read back in its dtype
                     torch_dtypes[env[node]] = str(t.dtype).replace("torch.", "")
             elif "val" in node.meta and (node.meta["val"] is None
                                          or isinstance(node.meta["val"], (int, float, bool))):
@@ -700,7 +710,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             # a None the module returns is its output structure's, not a tensor's
             metas = [m for v, m in zip(flat, metas) if v is not None]
             flat = [v for v in flat if v is not None]
-            settled = merge_shared_products(b, b.settle(flat + [v for v, _, _ in changed]))
+            settled = b.single_layouts(merge_shared_products(
+                b, b.settle(flat + [v for v, _, _ in changed])))
             flat = settled[:len(flat)]
             by_name = {p.name: p for p in gm.graph.nodes if p.op == "placeholder"}
             for new, (_, target, name) in zip(settled[len(flat):], changed):
@@ -745,8 +756,7 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
                 b.graph.outputs.append(v)
         elif node.op == "get_attr":
             t = getattr(gm, node.target)
-            env[node] = b.const(to_device_array(t), device_dtype(t.dtype), node.name)
-            _store_as_is(env[node], t.dtype)
+            env[node] = constant(t, node.name)
     if b.random_key is not None:
         torch_dtypes[b.random_key] = "int32"
     if doubles:

@@ -311,6 +311,39 @@ class GraphBuilder:
             self.graph.nodes = _producers_first(self.graph.nodes)  # (the new nodes came last)
         return [swap.get(id(v), v) for v in outputs]
 
+    def single_layouts(self, outputs: list[Value]) -> list[Value]:
+        """Each constant held in one layout: where the finished graph reads a constant
+        both as it is and transposed on the host (`permute`; tied weights: an embedding's
+        table that the output projection reads as a [K, V] operand), or in several
+        orders, the first order made (a matmul's operand) is the one uploaded and the
+        other reads are views of it, a permute node each (index arithmetic in their
+        kernels: an embedding's rows read along a column), not a buffer each. Returns
+        `outputs` with them replaced."""
+        read = {id(v) for v in outputs}  # what computing outputs and the checks reads
+        stack = [v.node for v in [*outputs, *(c for c, _ in self.graph.checks)] if v.node]
+        done: set[int] = set()
+        while stack:
+            n = stack.pop()
+            if id(n) not in done:
+                done.add(id(n))
+                read.update(id(v) for v in n.inputs)
+                stack.extend(v.node for v in n.inputs if v.node is not None)
+        layouts: dict[int, list[tuple[tuple[int, ...], Value]]] = {}
+        for (xid, dims), (x, permuted) in self._permuted.items():
+            layouts.setdefault(xid, [((*range(len(x.shape)),), x)]).append((dims, permuted))
+        swap: dict[int, Value] = {}
+        for orders in layouts.values():
+            live = [(dims, v) for dims, v in orders if id(v) in read]
+            if len(live) < 2:
+                continue
+            kept_dims, kept = next((d, v) for d, v in live if v is not orders[0][1])
+            inverse = [kept_dims.index(i) for i in range(len(kept_dims))]
+            for dims, v in live:
+                if v is not kept:  # v = x.permute(dims) = kept.permute(inverse).permute(dims)
+                    order = [inverse[d] for d in dims]
+                    swap[id(v)] = self._node("permute", [kept], v.shape, v.dtype, dims=order)
+        return self.replace(swap, outputs)
+
     def is_state(self, v: Value) -> bool:
         """Whether constant `v` is state the graph updates (read at each call, never
         folded or copied at compile time)."""

@@ -306,12 +306,16 @@ def slice_scatter(b: GraphBuilder, x: Value, src: Value, dim: int = 0, start=Non
     pads = [(0, 0)] * len(x.shape)
     pads[dim] = (start, size - start - spread.shape[dim])  # negative: a crop
     spread = b.pad(spread, pads)
-    mask = np.zeros(size, np.float32)
-    mask[start:end:step][:count] = 1.0
-    view = [1] * len(x.shape)
-    view[dim] = size
-    chosen = b.ew("gt", b.const(mask.reshape(view), "f32"), b.scalar(0.5), dtype="bool")
-    return b.ew("where", b.expand(chosen, x.shape), spread, x, dtype=x.dtype)
+    # the positions src is written at, from the index along dim (no constant buffer)
+    last = start + (min(count, len(range(start, end, step))) - 1) * step
+    at = b.iota(x.shape, dim, -start)  # i - start
+    chosen = b.ew("and", b.ew("ge", at, b.scalar(0), dtype="bool"),
+                  b.ew("le", at, b.scalar(last - start), dtype="bool"), dtype="bool")
+    if step > 1:  # every step-th position (exact in f32 below 2 ** 24)
+        on = b.ew("remainder", b.cast(at, "f32"), b.scalar(float(step)))
+        chosen = b.ew("and", chosen, b.ew("eq", on, b.scalar(0.0), dtype="bool"),
+                      dtype="bool")
+    return b.ew("where", chosen, spread, x, dtype=x.dtype)
 
 
 @register("aten.select_scatter.default")
