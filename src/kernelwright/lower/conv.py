@@ -16,8 +16,9 @@ Two lowerings, chosen in one place (`implicit_gemm`):
   A transposed convolution is gathered phase by phase (`conv_transpose_gemm`): the
   outputs o = stride * q + r of one phase r are reached by a fixed subset of the taps,
   so each phase is an ordinary stride-1 convolution (flipped taps, channels swapped),
-  one implicit GEMM over only the taps that are not zeros; the prod(stride) phase
-  results are interleaved by a `cat` that the output's kernel reads. No scatter, no
+  one implicit GEMM over only the taps that are not zeros (all phases' taps stored by
+  one copy kernel); the prod(stride) phase results are interleaved by a `cat` view that
+  the phases' products store into in place (schedule.placements). No scatter, no
   atomics, no multiplications by zero.
 * the direct kernel (`conv` primitive, kernels/conv.wgsl, conv_transpose.wgsl) for
   the rest: depthwise and other convolutions with few channels per group.

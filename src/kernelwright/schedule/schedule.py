@@ -16,6 +16,8 @@ nodes from the outputs back:
   stores (through elementwise ops and reshapes);
 * an elementwise kernel over rows whose reductions (over the same rows) only it reads
   computes them itself: a row kernel (fuse_rows); so does a gemv for its A's rows.
+* a kernel whose value is a cat of matmul results goes: each product stores its
+  elements where the cat holds them (placements), after the plan's kernels are made.
 
 Memory planning then gives each materialized intermediate a buffer, reusing a
 buffer once every kernel that reads its previous tenant has run. Each kernel's knobs
