@@ -142,7 +142,6 @@ class KernelRequest:
     band_only: bool = False  # only the output's elements inside its band are read
     options: CompileOptions = CompileOptions()  # what the kernel is generated for
     inplace: Value | None = None  # read from the output's buffer (fill_kernel)
-    place: Placement | None = None  # stored in place into another value (fill_kernel)
 
     @property
     def key(self) -> KernelKey:
@@ -168,7 +167,7 @@ class KernelRequest:
     def generate(self, knobs: dict | None) -> Generated:
         return fill_kernel(self.out, self.tnode, self.materialized, self.buffer_of, knobs,
                            self.phases, self.order, self.band_only, self.options,
-                           self.inplace, self.place)
+                           self.inplace)
 
 
 # A chooser returns knobs, a whole kernel (a `Generated`: an optimized kernel from the
@@ -190,20 +189,26 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
     ignored), or a whole kernel to use instead. `band_only`: no element of `out` outside
     its band is ever read (ir.read_only_in_band), so the kernel may leave them unwritten.
     `inplace`: a value the kernel reads from its output's buffer; `place`: where it
-    stores `out` in place (fill_kernel)."""
+    stores `out` in place (fill_kernel): such a kernel takes the knobs chosen for the
+    kernel storing `out` in its own buffer (what the tuner runs), never a whole kernel."""
     phases = tuple(phases)
     gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases, (), band_only,
                       options, inplace, place)
     if options.choose is None or gen.writes:  # the tuner runs a kernel's reads and output
         return gen
-    request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases, (), band_only,
-                            options, inplace, place)
+    own = gen if place is None else fill_kernel(out, tnode, materialized, buffer_of, None,
+                                                phases, (), band_only, options, inplace)
+    request = KernelRequest(own, out, tnode, materialized, buffer_of, phases, (), band_only,
+                            options, inplace)
     knobs = options.choose(request)
     if isinstance(knobs, Generated):
-        return knobs
+        if place is None:
+            return knobs
+        knobs = None  # (it stores into its own buffer)
     if knobs and knobs != gen.knobs:
         try:
-            gen = request.generate(knobs)
+            gen = fill_kernel(out, tnode, materialized, buffer_of, knobs, phases, (),
+                              band_only, options, inplace, place)
         except CompileError:
             pass
     return gen

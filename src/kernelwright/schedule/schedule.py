@@ -879,8 +879,12 @@ def _piece_paths(root: Value, stored, users) -> list[tuple[Value, list]] | None:
     def inline(v: Value) -> bool:
         return v.node is not None and v not in stored
 
+    memo: dict[Value, bool] = {}
+
     def has_cat(v: Value) -> bool:
-        return inline(v) and (v.node.op == "cat" or any(has_cat(u) for u in v.node.inputs))
+        if v not in memo:
+            memo[v] = inline(v) and (v.node.op == "cat" or any(map(has_cat, v.node.inputs)))
+        return memo[v]
 
     def walk(v: Value, below: bool) -> list | None:
         n = v.node
