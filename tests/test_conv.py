@@ -300,13 +300,13 @@ def test_gemm_split_k():
 
 @pytest.mark.slow
 def test_copies_store_16_bytes_at_a_time_their_lanes_sharing_the_index():
-    """A copy kernel (materialize: here a strided transposed convolution's phase taps,
-    5 wide, so a lane can wrap into the next row) computes four consecutive elements
+    """A copy kernel (materialize: here a pooled convolution's combined weights, 5 x 5
+    taps, so a lane can wrap into the next row) computes four consecutive elements
     from one decoded index (the other lanes carried by selects, not divided again) and
     stores them as a vec4 (VEC 4, the default for f32); the same with VEC 1 forced; both
     against PyTorch through the real kernels."""
-    m = _module(nn.ConvTranspose2d, 8, 64, (3, 10), stride=2, padding=1)
-    x = torch.randn(2, 8, 5, 6)
+    m = nn.Sequential(_module(nn.Conv2d, 8, 64, 4), nn.AvgPool2d(2))
+    x = torch.randn(2, 8, 9, 11)
     compiled = check(m, x)
     copies = [k for k in compiled.plan.kernels if "materialize" in k.name]
     assert copies and all(k.knobs["VEC"] == 4 and "fn load_x4" in k.source for k in copies)
@@ -321,25 +321,60 @@ def test_copies_store_16_bytes_at_a_time_their_lanes_sharing_the_index():
 @pytest.mark.slow
 def test_gemm_transposed_by_phases():
     """A strided transposed convolution is one matmul per phase over only its real taps,
-    each phase's taps first copied K-contiguous (a kernel each, so that the matmul loads
-    them 16 bytes at a time), then one kernel that interleaves the phases with the
-    epilogue fused; at stride 1 it is one kernel."""
+    every phase's taps first copied K-contiguous by one kernel (so that the matmuls load
+    them 16 bytes at a time), the bias in each phase's epilogue; each phase stores into
+    the output in place, the ReLU after the interleaving computed there too (no kernel
+    interleaves them: test_transposed_phases_stored_in_place); at stride 1 it is one
+    kernel."""
     m = nn.Sequential(_module(nn.ConvTranspose2d, 6, 16, 3, stride=2, padding=1,
                               output_padding=1), nn.ReLU())
     compiled = check(m, torch.randn(2, 6, 5, 4))
     names = _kernels(compiled)
     matmuls = [n for n in names if "matmul" in n]
-    assert len(matmuls) == 4 and names[-1] == "cat+add+relu", compiled.plan.summary()
+    assert names[0] == "slice+cat+materialize" and len(names) == 5, names
+    assert len(matmuls) == 4 and all(n.endswith("matmul+add+relu") for n in matmuls), names
     compiled = check(_module(nn.ConvTranspose2d, 6, 16, 3, padding=1), torch.randn(2, 6, 5, 4))
     assert _kernels(compiled) == ["slice+window+matmul+add"], compiled.plan.summary()
     m = _module(nn.ConvTranspose2d, 8, 64, 3, stride=2, padding=1)
     compiled = check(m, torch.randn(2, 8, 5, 4))
-    assert _kernels(compiled).count("slice+materialize") == 4, compiled.plan.summary()
+    assert _kernels(compiled).count("slice+cat+materialize") == 1, compiled.plan.summary()
     for kernel in [k for k in compiled.plan.kernels if "matmul" in k.name]:
         assert re.search(r"pa0 = in\d+v4\[", kernel.source), kernel.source  # A as vec4
     # 6 channels by one tap per phase is below GEMM_MIN_K: the direct kernel's case
     compiled = check(_module(nn.ConvTranspose3d, 6, 16, 2, stride=2), torch.randn(1, 6, 2, 3, 2))
     assert _kernels(compiled) == ["conv+add"], compiled.plan.summary()
+
+
+def test_transposed_phases_stored_in_place():
+    """A strided transposed convolution's phases are not interleaved by a kernel: each
+    phase's product stores its outputs into their strided places of the output (cropped
+    to its size: the last outputs of a phase past it are stored nowhere), with the
+    elementwise ops after the convolution (here a product with another input) computed
+    there; in 3-d, grouped, with output padding too. Where a phase has no tap (a 1 x 1
+    kernel at stride 2: zeros) no kernel stores it, and the interleaving kernel stays."""
+    w, bias = torch.randn(8, 16, 3, 3), torch.randn(16)
+    compiled = check(Fn(lambda x, z: F.conv_transpose2d(x, w, bias, stride=2, padding=1) * z),
+                     torch.randn(2, 8, 5, 4), torch.randn(2, 16, 9, 7))
+    names = _kernels(compiled)
+    assert names[0] == "slice+cat+materialize" and len(names) == 5, compiled.plan.summary()
+    for kernel in compiled.plan.kernels[1:]:
+        assert kernel.name.endswith("matmul+add+mul"), names
+        assert "fn place(gi: i32)" in kernel.source and "return -1;" in kernel.source
+    compiled = check(_module(nn.ConvTranspose3d, 4, 32, 3, stride=2, padding=1, groups=2,
+                             output_padding=1), torch.randn(2, 4, 3, 2, 3))
+    assert not any("cat" in n for n in _kernels(compiled)[1:]), compiled.plan.summary()
+    compiled = check(_module(nn.ConvTranspose2d, 16, 16, 1, stride=2), torch.randn(2, 16, 4, 5))
+    assert "cat" in _kernels(compiled)[-1], compiled.plan.summary()
+
+
+def test_cat_of_products_stored_in_place():
+    """A cat of two products (through a reshape, a transpose and a slice, then an
+    elementwise op): each matmul stores its rows into the cat, none copies them."""
+    compiled = check(Fn(lambda a, b, c, d: torch.cat(
+        [(a @ b).reshape(4, 8, 40)[:, :, 1:], (a @ c).reshape(4, 8, 20).transpose(1, 2)
+         .reshape(4, 8, 20)[:, :, :7]], 2).sigmoid() + d),
+        torch.randn(32, 24), torch.randn(24, 40), torch.randn(24, 20), torch.randn(4, 8, 46))
+    assert _kernels(compiled) == ["matmul+sigmoid+add"] * 2, compiled.plan.summary()
 
 
 def test_transposed_phases_cover_every_tap():

@@ -388,12 +388,15 @@ class Emitter:
     can load it 16 bytes at a time or keep it on chip for several passes. `bound` maps
     values the kernel has already computed for the current row (a row kernel's
     reductions) to their WGSL names; schedule.fuse_rows proved that every read of them
-    is at that row."""
+    is at that row. `branches`: cats (nodes) read at elements known to lie in one piece
+    (input slot), which is read alone, with no test (kernels.common.placed_functions)."""
 
     def __init__(self, src: KernelSource, materialized, root: Value | None = None,
                  root_flat: str = "gi", computes: Value | None = None,
-                 lanes: str | None = None, bound: dict | None = None) -> None:
+                 lanes: str | None = None, bound: dict | None = None,
+                 branches: dict | None = None) -> None:
         self.src = src
+        self.branches = branches or {}
         self.materialized = materialized
         self.computes = computes  # the kernel's stored value: computed here, never loaded
         self.root, self.root_flat = root, root_flat
@@ -592,6 +595,13 @@ class Emitter:
             return f"select({fill}, {inside}, {' && '.join(conds)})"
         if op == "window":
             return self._window(node, dims)
+        if op == "cat" and node in self.branches:
+            j, d = self.branches[node], node.attrs["dim"]
+            part, offset = node.inputs[j], sum(u.shape[d] for u in node.inputs[:j])
+            inner = list(dims)
+            if offset:
+                inner[d] = self.let(f"{dims[d]} - {offset}", "i32")
+            return self.value(part, Index(part.shape, dims=inner))
         if op == "cat":
             return self._cat(node, dims, v.dtype)
         if op == "put":

@@ -57,7 +57,9 @@ from .common import (
     WORKGROUP_BYTES,
     Generated,
     KernelKey,
+    Placement,
     epilogue_function,
+    placed_functions,
     plain_strides,
 )
 from .conv import _conv, conv_knobs, conv_space
@@ -104,8 +106,8 @@ from .sort import SORT_LIMIT, _sort, _sort_space, sort_space
 
 __all__ = [
     "COOP_TILE", "GEMV_ROW_MAX", "Generated", "KernelKey", "KernelRequest", "KnobChooser",
-    "MATMUL_BK", "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "ROW_CACHE",
-    "ROW_LIMIT", "SORT_LIMIT", "STORES_PUTS",
+    "MATMUL_BK", "MATMUL_LARGE_TILES", "MATMUL_PLAIN_TILES", "MAX_GRID", "MAX_WG", "PLACES",
+    "Placement", "ROW_CACHE", "ROW_LIMIT", "SORT_LIMIT", "STORES_PUTS",
     "TEMPLATES", "WORKGROUP_BYTES", "WavePlan", "Without", "attention_config",
     "attention_grad_knobs", "attention_space", "attention_template", "conv_knobs", "conv_space",
     "decode_splits", "elementwise_space", "fill_kernel", "gemv_node", "generate",
@@ -120,6 +122,9 @@ __all__ = [
 # The templates that store the new slices of the puts their loaders read inline
 # (kernels/put.fused_puts): schedule.fuse joins a put to such a kernel alone.
 STORES_PUTS = ("attention_decode",)
+# The templates whose every store is the one store statement at a flat index gi
+# ($STORE), which a Placement redirects into the value their kernels fill together.
+PLACES = ("matmul", "matmul_coop", "gemv")
 
 
 @dataclass(eq=False)
@@ -172,7 +177,8 @@ KnobChooser = Callable[[KernelRequest], "dict | Generated | None"]
 
 def generate(out: Value, tnode: Node | None, materialized, buffer_of,
              options: CompileOptions, phases=(), band_only=False,
-             inplace: Value | None = None, stores=None) -> Generated:
+             inplace: Value | None = None, stores=None,
+             place: Placement | None = None) -> Generated:
     """The kernel that stores `out`, computed by template node `tnode` (None: a plain
     elementwise kernel, or with `phases` (pairs of a reduce node and the value its group
     stores) a row kernel: those reductions, then `out` over the same rows, or where
@@ -184,20 +190,27 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
     ignored), or a whole kernel to use instead. `band_only`: no element of `out` outside
     its band is ever read (ir.read_only_in_band), so the kernel may leave them unwritten.
     `inplace`: a value the kernel reads from its output's buffer; `stores`: state
-    updates it computes inline and stores over their states (fill_kernel)."""
+    updates it computes inline and stores over their states (fill_kernel); `place`: where
+    it stores `out` in place (fill_kernel): such a kernel takes the knobs chosen for the
+    kernel storing `out` in its own buffer (what the tuner runs), never a whole kernel."""
     phases = tuple(phases)
     gen = fill_kernel(out, tnode, materialized, buffer_of, None, phases, (), band_only,
-                      options, inplace, stores)
+                      options, inplace, stores, place)
     if options.choose is None or gen.writes:  # the tuner runs a kernel's reads and output
         return gen
-    request = KernelRequest(gen, out, tnode, materialized, buffer_of, phases, (), band_only,
+    own = gen if place is None else fill_kernel(out, tnode, materialized, buffer_of, None,
+                                                phases, (), band_only, options, inplace)
+    request = KernelRequest(own, out, tnode, materialized, buffer_of, phases, (), band_only,
                             options, inplace)
     knobs = options.choose(request)
     if isinstance(knobs, Generated):
-        return knobs
+        if place is None:
+            return knobs
+        knobs = None  # (it stores into its own buffer)
     if knobs and knobs != gen.knobs:
         try:
-            gen = request.generate(knobs)
+            gen = fill_kernel(out, tnode, materialized, buffer_of, knobs, phases, (),
+                              band_only, options, inplace, place)
         except CompileError:
             pass
     return gen
@@ -206,7 +219,8 @@ def generate(out: Value, tnode: Node | None, materialized, buffer_of,
 def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
                 knobs: dict | None = None, phases=(), order=(), band_only=False,
                 options: CompileOptions | None = None,
-                inplace: Value | None = None, stores=None) -> Generated:
+                inplace: Value | None = None, stores=None,
+                place: Placement | None = None) -> Generated:
     """Generate the kernel with the given knobs (missing ones: the defaults) for
     `options` (None: the defaults; its chooser is not asked: generate asks it). `order`:
     values bound as its first reads in this order (another kernel's binding order, for a
@@ -217,7 +231,10 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     {new value: state} of state updates that the kernel computes inline and stores over
     their states at its own element (schedule.joining_updates; bound read_write between
     the views and the output: Generated.writes), likewise a plain elementwise kernel's
-    whose output is not packed, reading each state only at that element."""
+    whose output is not packed, reading each state only at that element. `place`: the
+    kernel stores `out` into `place.root`'s buffer, each element where the placement puts
+    it (computed there by `placed`), none where it puts it nowhere: a template of PLACES
+    only, else a CompileError."""
     options = options or CompileOptions()
     stores = dict(stores or {})
     src = KernelSource(buffer_of, inplace, stores)
@@ -232,6 +249,8 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
         raise NotInPlace(f"a {kind} kernel does not read its output")
     if stores and (kind != "elementwise" or tnode is not None or is_packed(out.stored)):
         raise NotInPlace(f"a {kind} kernel of {out.stored} does not store state updates")
+    if place is not None and (kind not in PLACES or phases):
+        raise CompileError(f"a {kind} kernel does not store in place into another value")
     epi = "" if kind in ("rows", "reduce", "put") else epilogue_function(  # they write their own
         src, materialized, out, tnode.out if tnode else None,
         tnode.out.dtype if tnode else out.dtype)
@@ -252,6 +271,13 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     own_epi = slots.pop("epilogue", epi)  # a template's own (the transposing tile's, by dims)
     result = f"epilogue({slots.pop('final', 'acc')}, gi)" if tnode else "epilogue(gi)"
     store = f"out[gi] = {to_buffer(result, out.dtype)};"
+    stored = out
+    if place is not None:  # its functions before the bindings (they may read more)
+        placed = placed_functions(src, materialized, place, out)
+        epi, own_epi = epi + placed, own_epi + placed
+        stored = place.root
+        store = (f"{{ let oi = place(gi); if (oi >= 0) {{ out[oi] = "
+                 f"{to_buffer(f'placed({result}, oi)', stored.dtype)}; }} }}")
     helpers = "".join(HELPERS[h] for h in sorted(src.helpers))
     body = slots.pop("functions")
     # the key is what the kernel computes, whatever the knobs: a template whose functions
@@ -261,7 +287,7 @@ def fill_kernel(out: Value, tnode: Node | None, materialized, buffer_of,
     # Generated slot text may itself place the store statement ("$STORE").
     slots = {k: v.replace("$STORE", store) if isinstance(v, str) else v for k, v in slots.items()}
     source = with_f32_bits(template(tmpl).substitute(
-        BINDINGS=src.bindings(out), FUNCTIONS=functions, STORE=store, **slots))
+        BINDINGS=src.bindings(stored), FUNCTIONS=functions, STORE=store, **slots))
     # a kernel that may skip the elements outside the band computes less than the whole
     key_functions += "band only" if band_only else ""
     key = kernel_key(kind, out, tnode, src.reads, key_functions)

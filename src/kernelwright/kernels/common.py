@@ -26,7 +26,7 @@ from ..codegen.codegen import (
     literal,
 )
 from ..dtypes import wgsl_type
-from ..ir.ir import CompileError, Value
+from ..ir.ir import CompileError, Node, Value
 
 MAX_GRID = 65535
 MAX_WG = 256  # WebGPU's default maxComputeInvocationsPerWorkgroup: every space keeps to it
@@ -126,6 +126,77 @@ def epilogue_function(src: KernelSource, materialized, out: Value, root: Value |
                            out.dtype, val)
     return em.function("epilogue", params + (src.lane_params() if root is None else []),
                        out.dtype, val)
+
+
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """Where a template's kernel stores its value: in place, into the value `root` that
+    several kernels fill together (schedule.placements: the pieces of a cat, a strided
+    transposed convolution's phases interleaved), not into a buffer of its own. `path`:
+    from the kernel's value up to `root`, each node with the input slot it is read
+    through (reshape, permute, a slice of step 1 or -1, cat, elementwise ops at the same
+    shape); each element lands at one element of root or at none (cropped)."""
+
+    root: Value
+    path: tuple[tuple[Node, int], ...]
+
+
+def _place_lines(place: Placement, shape: tuple[int, ...]) -> list[str]:
+    """`fn place(gi)`'s statements: the flat index gi of a value of `shape` carried up
+    `place.path` to root's flat index, `return -1` where a slice crops it."""
+    lines, e, n = [], "gi", 0
+
+    def let(expr: str) -> str:
+        nonlocal n
+        n += 1
+        lines.append(f"let p{n}: i32 = {expr};")
+        return f"p{n}"
+
+    def split(e: str, shape, d: int) -> tuple[str, str, str]:
+        """e's index before dim d (its outer flat), along d, after it (inner flat)."""
+        post = math.prod(shape[d + 1:])
+        outer = "0" if math.prod(shape[:d]) == 1 else let(f"{e} / {post * shape[d]}")
+        along = "0" if shape[d] == 1 else let(f"({e} / {post}) % {shape[d]}"
+                                             if outer != "0" else f"{e} / {post}")
+        inner = "0" if post == 1 else let(f"{e} % {post}")
+        return outer, along, inner
+
+    for node, slot in place.path:
+        out = node.out.shape
+        if node.op == "cat":
+            d = node.attrs["dim"]
+            offset = sum(u.shape[d] for u in node.inputs[:slot])
+            outer, along, inner = split(e, shape, d)
+            e = let(f"({outer}) * {math.prod(out[d:])} + ({along} + {offset}) * "
+                    f"{math.prod(out[d + 1:])} + {inner}")
+        elif node.op == "slice":
+            d, start, step = node.attrs["dim"], node.attrs["start"], node.attrs["step"]
+            outer, along, inner = split(e, shape, d)
+            i = let(f"{along} - {start}" if step == 1 else f"{start} - {along}")
+            lines.append(f"if ({i} < 0 || {i} >= {out[d]}) {{ return -1; }}")
+            e = let(f"({outer}) * {math.prod(out[d:])} + {i} * {math.prod(out[d + 1:])} + "
+                    f"{inner}")
+        elif node.op == "permute":
+            strides = contiguous_strides(shape)
+            dims = [let(f"({e} / {st}) % {size}") for st, size in zip(strides, shape)]
+            e = let(" + ".join(f"{dims[k]} * {st}" for k, st in
+                               zip(node.attrs["dims"], contiguous_strides(out))) or "0")
+        shape = out  # reshape, elementwise: the flat index as it is
+    return lines + [f"return {e};"]
+
+
+def placed_functions(src: KernelSource, materialized, place: Placement, value: Value) -> str:
+    """`fn place(gi) -> i32` (the flat index in place.root of element gi of `value`, -1
+    where none) and `fn placed(v, gi)` (root's element gi computed from v, value's element
+    there: the path's elementwise ops with their other inputs; its cats read through
+    the slot the path takes)."""
+    em = Emitter(src, materialized, computes=place.root, bound={value: "v"},
+                 branches={node: slot for node, slot in place.path if node.op == "cat"})
+    root = place.root
+    val = em.value(root, Index(root.shape, flat="gi"))
+    body = "\n".join(f"    {line}" for line in _place_lines(place, value.shape))
+    return (f"fn place(gi: i32) -> i32 {{\n{body}\n}}\n"
+            + em.function("placed", [f"v: {wgsl_type(value.dtype)}", "gi: i32"], root.dtype, val))
 
 
 XYZW = "xyzw"

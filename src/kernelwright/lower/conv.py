@@ -16,8 +16,9 @@ Two lowerings, chosen in one place (`implicit_gemm`):
   A transposed convolution is gathered phase by phase (`conv_transpose_gemm`): the
   outputs o = stride * q + r of one phase r are reached by a fixed subset of the taps,
   so each phase is an ordinary stride-1 convolution (flipped taps, channels swapped),
-  one implicit GEMM over only the taps that are not zeros; the prod(stride) phase
-  results are interleaved by a `cat` that the output's kernel reads. No scatter, no
+  one implicit GEMM over only the taps that are not zeros (all phases' taps stored by
+  one copy kernel); the prod(stride) phase results are interleaved by a `cat` view that
+  the phases' products store into in place (schedule.placements). No scatter, no
   atomics, no multiplications by zero.
 * the direct kernel (`conv` primitive, kernels/conv.wgsl, conv_transpose.wgsl) for
   the rest: depthwise and other convolutions with few channels per group.
@@ -32,7 +33,7 @@ import itertools
 import math
 import weakref
 
-from ..ir.ir import CompileError, GraphBuilder, Value
+from ..ir.ir import CAT_FANIN, CompileError, GraphBuilder, Value
 from ..kernels import MAX_GRID, matmul_tiles, matmul_wide
 from ..options import Waves
 from .elementwise import binary
@@ -154,12 +155,15 @@ def transposed_phase(r: int, size: int, kernel: int, stride: int, padding: int,
 
 
 def conv_transpose_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, dilation,
-                        output_padding, groups: int, multiply=product) -> Value:
+                        output_padding, groups: int, multiply=product,
+                        bias: Value | None = None) -> Value:
     """A transposed convolution of x [N, C, *S] by w [C, CO / groups, *K], phase by phase
     (transposed_phase): for each phase r (one residue of the output index modulo the
     stride per dim) an implicit GEMM of the stride-1 window of x by that phase's taps,
-    flipped, with the channels swapped; then the phases interleaved (out[s * q + r] =
-    phase r's [q]) and cropped to the output size."""
+    flipped, with the channels swapped, plus `bias` [CO] (in the GEMM's epilogue); then
+    the phases interleaved (out[s * q + r] = phase r's [q]) and cropped to the output
+    size. The interleaving is a view: its kernel's pieces store in place into it where
+    they can (schedule.placements), the products writing straight into the output."""
     nd = len(x.shape) - 2
     n, c, *size = x.shape
     cog, kernel = w.shape[1], list(w.shape[2:])
@@ -169,34 +173,50 @@ def conv_transpose_gemm(b: GraphBuilder, x: Value, w: Value, stride, padding, di
     cg = c // groups
     wg = b.permute(b.reshape(w, (groups, cg, cog, *kernel)),
                    [0, 2, 1, *range(3, 3 + nd)])  # [G, CO/G, C/G, *K]
-    phases = {}
+    shift = None if bias is None else b.reshape(bias, (1, -1) + (1,) * nd)
+    phases, taps_of = {}, {}
     for r in itertools.product(*(range(s) for s in stride)):
         dims = [transposed_phase(*a) for a in zip(r, size, kernel, stride, padding, dilation)]
-        if None in dims:  # no tap reaches these outputs: zeros
-            zero = b.reshape(b.scalar(0.0, x.dtype), (1,) * (2 + nd))
+        if None in dims:  # no tap reaches these outputs: zeros (the bias)
+            zero = b.reshape(b.scalar(0.0, x.dtype), (1,) * (2 + nd)) if shift is None \
+                else shift
             phases[r] = b.expand(zero, (n, cog * groups, *qs))
             continue
         wr = wg
         for j, ((k0, _, _, _), s, d) in enumerate(zip(dims, stride, dilation)):
             wr = b.slice(wr, 3 + j, k0, kernel[j], s // math.gcd(s, d))
-        wr = b.flip(wr, range(3, 3 + nd))
-        if math.prod(stride) > 1:
-            # the phase's taps, flipped, stored K-contiguous (a small copy kernel per
-            # phase): seen through the slice and flip, A's K stride is -stride, so A had
-            # no vec4 view and was staged along M. Measured on the H200 (2026-12-01h,
-            # suite): level1/073 (1-d, 256 -> 128 channels, 4 taps, stride 2) 4.39 ->
-            # 2.77 ms, 074 (2-d) 3.46 -> 2.80 ms, 075 (3-d, 8 phases) 3.35 -> 2.68 ms,
-            # with the vec4 loaders. Not at stride 1 (not measured): one phase, whose
-            # kernel reads the weight itself, so `kernelwright optimize` can still put
-            # the direct kernel in its place (a rewrite binds the same buffers)
-            wr = b.materialize(wr)
+        taps_of[r] = (dims, b.flip(wr, range(3, 3 + nd)))
+    # Every phase's taps, flipped, stored K-contiguous by one small copy kernel (a cat of
+    # the phases' taps, each read through its slice and flip): seen through the slice and
+    # flip, A's K stride is -stride, so A had no vec4 view and was staged along M.
+    # Measured on the H200 (2026-12-01h, suite, a copy kernel per phase then): level1/073
+    # (1-d, 256 -> 128 channels, 4 taps, stride 2) 4.39 -> 2.77 ms, 074 (2-d) 3.46 ->
+    # 2.80 ms, 075 (3-d, 8 phases) 3.35 -> 2.68 ms, with the vec4 loaders. Not at stride 1
+    # (not measured): one phase, whose kernel reads the weight itself, so `kernelwright
+    # optimize` can still put the direct kernel in its place (a rewrite binds the same
+    # buffers)
+    stored, at = None, {}
+    if math.prod(stride) > 1 and taps_of:
+        flat = [b.reshape(wr, (wr.numel,)) for _, wr in taps_of.values()]
+        while len(flat) > CAT_FANIN:  # cats of cats, not materialized (GraphBuilder.cat):
+            flat = [b.cat(flat[i:i + CAT_FANIN], 0)  # every piece reads the one weight
+                    for i in range(0, len(flat), CAT_FANIN)]
+        stored = b.materialize(b.cat(flat, 0))
+        start = 0
+        for r, (_, wr) in taps_of.items():
+            at[r] = (start, start + wr.numel)
+            start += wr.numel
+    for r, (dims, wr) in taps_of.items():
+        if stored is not None:
+            wr = b.slice(stored, 0, *at[r])
         taps = [t for _, t, _, _ in dims]
         cols = b.window(x, taps, [1] * nd, [p for _, _, p, _ in dims],
                         [d for _, _, _, d in dims], out=qs)  # [N, C, *T, *Q]
         depth = cg * math.prod(taps)
         y = conv_product(b, b.reshape(wr, (groups, cog, depth)),
                          b.reshape(cols, (n, groups, depth, *qs)), multiply)
-        phases[r] = b.reshape(y, (n, cog * groups, *qs))
+        y = b.reshape(y, (n, cog * groups, *qs))
+        phases[r] = y if shift is None else binary(b, "add", y, shift)
     return _interleave(b, phases, stride, out)
 
 
@@ -244,14 +264,20 @@ def convolution(b: GraphBuilder, x: Value, w: Value, bias, stride, padding, dila
     def direct(gb: GraphBuilder) -> Value:
         return gb.conv(x, w, stride, padding, dilation, groups, transposed, output_padding)
 
+    # a strided transposed GEMM adds the bias per phase (its products' epilogues), so
+    # that the phases' interleaving stays a view that they store into
+    phased = transposed and math.prod(stride) > 1
+
     def gemm(gb: GraphBuilder, multiply=product) -> Value:
         if transposed:
             return conv_transpose_gemm(gb, x, w, stride, padding, dilation, output_padding,
-                                       groups, multiply)
+                                       groups, multiply, bias if phased else None)
         return conv_gemm(gb, x, w, stride, padding, dilation, groups, multiply)
 
     if implicit_gemm(x.shape[0], x.shape[1], cout, w.shape[2:], stride, groups, transposed):
         out = gemm(b)
+        if phased:
+            return out
         # the other lowering, for rewrites (optimize/rewrite.py), when the product is one
         # matmul (not split-K, not a small-K sum: those are not one kernel)
         mark_lowering(out, "matmul", "implicit_gemm", {"direct": direct})

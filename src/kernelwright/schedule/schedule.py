@@ -17,7 +17,9 @@ nodes from the outputs back:
 * an elementwise kernel over rows whose reductions (over the same rows) only it reads
   computes them itself: a row kernel (fuse_rows); so does a gemv for its A's rows;
 * a state's elementwise update read by one elementwise kernel alone is computed there
-  and stored over the state by it (joining_updates: an optimizer's moments).
+  and stored over the state by it (joining_updates: an optimizer's moments);
+* a kernel whose value is a cat of matmul results goes: each product stores its
+  elements where the cat holds them (placements), after the plan's kernels are made.
 
 Memory planning then gives each materialized intermediate a buffer, reusing a
 buffer once every kernel that reads its previous tenant has run. Each kernel's knobs
@@ -54,8 +56,10 @@ from ..dtypes import (
 from ..ir.ir import MOVEMENT_OPS, TEMPLATE_OPS, Graph, Node, Value, inline_sum, read_only_in_band
 from ..kernels import (
     GEMV_ROW_MAX,
+    PLACES,
     ROW_LIMIT,
     STORES_PUTS,
+    Placement,
     Generated,
     Without,
     gemv_node,
@@ -928,6 +932,93 @@ def large_read_cut(g: Group, materialized: set[Value], most: int) -> Value | Non
     return min(inline, key=lambda v: v.numel, default=None)
 
 
+def placements(groups: list[Group], chunked: list[list[Chunk]], users, outputs: set[Value],
+               kept: set[Value], fits) -> dict[int, list[tuple[int, Placement]]]:
+    """The kernels whose value is a cat of template results (through views, elementwise
+    ops after it) that those templates' kernels store in place instead (kernel index ->
+    [(a piece's kernel index, its Placement)]): each piece stores its elements where the
+    value holds them (kernels.common.placed_functions), and the cat's kernel is gone (a
+    strided transposed convolution's phases interleaved: each phase's product stores
+    into the output; products cat'd). Such a kernel has no template, is in one piece,
+    its value fits one binding, is not stored packed and is no update, write-back or
+    check (`kept`); from its value down: elementwise ops at the same shape (their other
+    inputs read by the pieces' kernels, computed before the first piece), reshapes,
+    permutes and slices of step 1 or -1 lead to a cat whose every input leads, through
+    views and cats each read once, to a piece: a template of kernels.PLACES in one
+    piece, no row statistics, read by that path alone and no output. Anything else (a
+    piece of zeros, an expand, a pad, a value read twice) keeps the cat's kernel."""
+    index = {g.root: i for i, g in enumerate(groups)}
+    found: dict[int, list[tuple[int, Placement]]] = {}
+    for ri, g in enumerate(groups):
+        root = g.root
+        if (g.template is not None or g.phases or len(chunked[ri]) != 1 or chunked[ri][0].label
+                or root in kept or is_packed(root.stored) or not fits(root)):
+            continue
+        paths = _piece_paths(root, Without(index, root), users)
+        if not paths:
+            continue
+        pieces = []
+        for piece, path in paths:
+            i = index.get(piece)
+            t = groups[i].template if i is not None else None
+            if (t is None or template_kind(t) not in PLACES or groups[i].phases
+                    or piece in outputs or len(chunked[i]) != 1 or chunked[i][0].label):
+                break
+            pieces.append((i, Placement(root, tuple(path))))
+        else:
+            start = min(i for i, _ in pieces)
+            own = {piece for piece, _ in paths}
+            if all(index.get(v, -1) < start for v in chunked[ri][0].gen.reads if v not in own):
+                found[ri] = pieces
+    return found
+
+
+_VIEWS = ("reshape", "permute", "slice", "cat")
+
+
+def _piece_paths(root: Value, stored, users) -> list[tuple[Value, list]] | None:
+    """placements' pieces of `root` (its kernel computing every value on the way that is
+    not `stored`, the other kernels' values), each with its path up to root (node, input
+    slot), or None."""
+    def inline(v: Value) -> bool:
+        return v.node is not None and v not in stored
+
+    memo: dict[Value, bool] = {}
+
+    def has_cat(v: Value) -> bool:
+        if v not in memo:
+            memo[v] = inline(v) and (v.node.op == "cat" or any(map(has_cat, v.node.inputs)))
+        return memo[v]
+
+    def walk(v: Value, below: bool) -> list | None:
+        n = v.node
+        if not inline(v):
+            return [(v, [])] if below and n is not None else None
+        if n.op == "slice" and abs(n.attrs["step"]) != 1 or n.op not in (*_VIEWS, "ew") \
+                or n.op == "ew" and below:
+            return None
+        if n.op == "cat":
+            slots = range(len(n.inputs))
+        elif n.op == "ew":
+            slots = [j for j, u in enumerate(n.inputs) if has_cat(u)]
+            if len(slots) != 1 or n.inputs[slots[0]].shape != n.out.shape:
+                return None
+        else:
+            slots = [0]
+        out = []
+        for j in slots:
+            u = n.inputs[j]
+            if sum(w is u for w in n.inputs) != 1 or len(users.get(u, [])) != 1:
+                return None  # read once, by this node alone
+            sub = walk(u, below or n.op == "cat")
+            if sub is None:
+                return None
+            out += [(piece, path + [(n, j)]) for piece, path in sub]
+        return out
+
+    return walk(root, False)
+
+
 def same_state_storage(graph: Graph) -> None:
     """Hold a state and its update's value in buffers of one type (the update is a copy
     of bytes, Plan.updates): where one of them is a packed half and the other is not
@@ -1232,6 +1323,28 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         return limits is None or (buffer_bytes(v.numel, v.stored) <= limits.max_bytes
                                   and not (space or Space(limits)).segment(v))
 
+    # Cats whose pieces' kernels store into them in place (placements): their kernels gone
+    placed: dict[Value, Value] = {}  # a piece's value -> the value it is stored into
+    kept = {v for _, v in graph.writes} | {v for v, _ in graph.checks} | \
+        {new for _, new in graph.updates}
+    for ri, pieces in sorted(placements(groups, chunked, users, outputs | store, kept,
+                                        fits).items(), reverse=True):
+        made_here = {}
+        for i, place in pieces:
+            g = groups[i]
+            gen = generate(g.root, g.template, materialized, lambda v: id(v), options,
+                           place=place)
+            if limits is not None and (len(used_bindings(gen.source)) > limits.max_bindings
+                                       or needs_split(gen, place.root, limits)):
+                break
+            made_here[i] = gen
+        else:
+            for i, place in pieces:  # each computes the cat's elementwise ops too
+                chunked[i] = [Chunk(made_here[i])]
+                placed[groups[i].root] = place.root
+                groups[i].members[:0] = [n for n in groups[ri].members if n.op == "ew"]
+            del groups[ri], chunked[ri]
+
     homes, copies = put_homes(graph, groups, chunked, returned, fits, materialized, options)
     early = early_updates(graph, groups, chunked, returned, fits)
     # a put over its state is written where its kernel runs, a packed state's too (which
@@ -1303,10 +1416,18 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
             releases[v] = i
     shared: list[tuple[Value, int]] = []  # (value, its kernel): placed by share_buffers
     first = {put: i for i, g in enumerate(groups) for put in [copies.get(g.root)] if put}
+    first_piece: dict[Value, int] = {}
+    for i, g in enumerate(groups):
+        if g.root in placed:
+            first_piece.setdefault(placed[g.root], i)
     for i, g in enumerate(groups):
         v = g.root
         if v in copies:
             continue  # in its put's buffer (below)
+        if v in placed:  # the value its pieces fill, from the first piece's kernel on
+            if first_piece[placed[v]] != i:
+                continue
+            v = placed[v]
         if v in copy_of or v in inplace:  # written over the state's own buffer
             buffer_of[v] = buffer_of[copy_of.get(v) or inplace[v]]
         elif v in returned:
@@ -1328,6 +1449,8 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
         buffer_of[copy] = buffer_of[put]
     for v in stored_updates:
         buffer_of[v] = buffer_of[inplace[v]]
+    for piece, v in placed.items():
+        buffer_of[piece] = buffer_of[v]
 
     def window(v: Value, w: Window | None) -> list[int] | None:
         """A binding's [offset, size]: its chunk's window, or the value's own bytes where
@@ -1352,7 +1475,7 @@ def build_plan(graph: Graph, output_tree: str, torch_dtypes: dict[Value, str],
                                        [buffer_of[v] for v in gen.writes])
             wins = [window(v, chunk.windows.get(r)) for v, r in zip(reads, gen.reads)]
             wins = wins + [wins[i] for i in gen.views] + [window(v, None) for v in gen.writes]
-            wins.append(window(g.root, chunk.out))
+            wins.append(window(placed.get(g.root, g.root), chunk.out))
             kernels.append(Kernel(name + (f" [chunk {chunk.label}]" if chunk.label else ""),
                                   gen.source, bindings, gen.grid, lines, str(gen.key),
                                   gen.knobs, gen.workgroup_bytes, gen.trusted,
