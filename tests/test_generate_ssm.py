@@ -123,9 +123,11 @@ def test_padding_that_changes_the_states_runs_each_prompt_length():
 
 
 def test_hybrid_models_are_refused():
-    """Layers mixing attention and recurrent states (Jamba, Bamba, Qwen3-Next) are not run
-    yet: a clear error before anything compiles."""
+    """Layers mixing attention and recurrent states (Jamba, Bamba, Qwen3-Next; Falcon-H1's
+    layers of both) are not run yet: a clear error before anything compiles."""
     assert recurrent(SimpleNamespace(layer_types=["linear_attention"] * 2))
     assert not recurrent(SimpleNamespace(layer_types=["full_attention"] * 2))
     with pytest.raises(ValueError, match="hybrid models are not supported"):
         recurrent(SimpleNamespace(layer_types=["linear_attention", "full_attention"]))
+    with pytest.raises(ValueError, match="hybrid models are not supported"):
+        recurrent(SimpleNamespace(layer_types=["hybrid", "hybrid"]))

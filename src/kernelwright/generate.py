@@ -33,6 +33,19 @@ max_window_layers) the model gets a mask per kind (transformers' mask mapping, e
 taking its kind's: `attention_windows`). Every layer's cache holds all positions (no ring
 buffer), so generation runs past the window as far as the model's positions.
 
+State-space models (Mamba, Mamba2: `config.layer_types` all linear attention,
+`recurrent`) keep per layer a convolution state [B, D, kernel] and an SSM state (Mamba
+[B, D, N], Mamba2 [B, H, P, N]) instead of keys and values: CacheModule holds them as
+buffers (`conv_{layer}_{state}`, `ssm_{layer}_{state}`) that the model reads and writes
+through decoding._BufferCache, the prompt's plan (`fresh`) from zero states, the decode
+plan from the buffers (transformers' one-token path, in place). A prompt is left-padded to
+its bucket, the padding hidden by transformers' 2-D mask (the model zeroes a padding
+token's inputs), where an eager probe shows that padding leaves the states zero
+(`CacheModule.pads_keep_state`): then the prompt runs as if alone. Else (an in_proj bias
+reaches the padding's convolution inputs) each prompt length is a plan of its own. A
+batch's `attention_mask` is that same 2-D mask; positions do not exist. Hybrid models
+(attention and recurrent layers) are refused.
+
 Tokens are chosen on the host (decoding.decode): greedily (the argmax, as transformers'
 greedy search) or sampled with a torch.Generator after temperature, top-k and top-p
 filtering, the logits first through transformers' own logits processors (repetition
@@ -263,11 +276,13 @@ STATE_KINDS = ("linear_attention", "conv")
 def recurrent(config) -> bool:
     """Whether the model's layers keep recurrent states rather than keys and values: its
     `config.layer_types` all of STATE_KINDS (Mamba, Mamba2); a ValueError where they mix
-    with other layers (hybrids: Jamba, Bamba, Qwen3-Next)."""
+    with other layers or where a layer has both (hybrids: Jamba, Bamba, Qwen3-Next,
+    Falcon-H1)."""
     kinds = set(getattr(config, "layer_types", None) or ())
-    if not kinds & set(STATE_KINDS):
+    both = kinds & {"hybrid", "hybrid_sliding"}  # a layer of both (Falcon-H1)
+    if not kinds & set(STATE_KINDS) and not both:
         return False
-    if kinds - set(STATE_KINDS):
+    if kinds - set(STATE_KINDS) or both:
         raise ValueError(f"generate runs models whose layers are all attention layers or all "
                          f"recurrent ({', '.join(STATE_KINDS)}); this model mixes "
                          f"{', '.join(sorted(kinds))} layers (hybrid models are not "

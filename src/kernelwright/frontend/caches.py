@@ -234,9 +234,9 @@ def into_given(args, result, written: list):
     cache passed in at the same place among `args` (the n-th returned for the n-th given,
     where both hold as many of the same classes), that object updated to hold the
     returned one's keys, values, states and lengths: as eager's update appends to the
-    cache it is given and returns it. A tensor of the given cache among `written` (the call wrote its
-    new value back into it: a StaticCache's, changed in place) stays that tensor, as
-    eager's does. Else `result` as it is."""
+    cache it is given and returns it. A tensor of the given cache among `written` (the
+    call wrote its new value back into it: a StaticCache's, a Mamba layer's states,
+    changed in place) stays that tensor, as eager's does. Else `result` as it is."""
     given, returned = found(args), found(result)
     if not returned or len(given) != len(returned) \
             or any(type(g) is not type(r) for g, r in zip(given, returned)):
