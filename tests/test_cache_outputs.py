@@ -212,3 +212,59 @@ def test_an_empty_constant_is_computed_as_pytorch_does():
         module = _EmptyCat(use)
         compiled = kernelwright.compile(module, [x], progress=None)
         torch.testing.assert_close(compiled(x), module(x))
+
+
+def _mamba():
+    torch.manual_seed(0)
+    config = transformers.MambaConfig(vocab_size=100, hidden_size=32, state_size=8,
+                                      num_hidden_layers=2, expand=2, conv_kernel=4)
+    return transformers.MambaForCausalLM(config).eval()
+
+
+def _mamba2():
+    torch.manual_seed(0)
+    config = transformers.Mamba2Config(vocab_size=100, hidden_size=64, state_size=8,
+                                       num_hidden_layers=2, expand=2, conv_kernel=4,
+                                       num_heads=8, head_dim=16, n_groups=1, chunk_size=8)
+    return transformers.Mamba2ForCausalLM(config).eval()
+
+
+def _same_states(got, want) -> None:
+    """Two caches of linear attention (Mamba) layers hold the same states and counts."""
+    assert type(got) is type(want) and len(got.layers) == len(want.layers)
+    for a, b in zip(got.layers, want.layers):
+        assert type(a) is type(b) and a.has_previous_state == b.has_previous_state
+        for name in ("conv_states", "recurrent_states"):
+            x, y = getattr(a, name), getattr(b, name)
+            assert list(x) == list(y)
+            for i in x:
+                assert x[i].shape == y[i].shape and x[i].dtype == y[i].dtype
+                torch.testing.assert_close(x[i], y[i], atol=TOL, rtol=TOL)
+        assert int(a.get_seq_length()) == int(b.get_seq_length())
+
+
+@pytest.mark.parametrize("make", [_mamba, _mamba2], ids=["mamba", "mamba2"])
+def test_state_space_cache_out_and_in(make):
+    """Mamba's and Mamba2's cache (conv and recurrent states in dicts by state index) comes
+    back with its structure; passed in, one compile decodes step after step, its states
+    updated in place as eager's, and a saved plan keeps the dicts."""
+    model = make()
+    ids = _ids(model, 12)
+    compiled = kernelwright.compile(model, [ids], progress=None)
+    got, want = compiled(ids), _eager(model, ids)
+    torch.testing.assert_close(got.logits, want.logits, atol=TOL, rtol=TOL)
+    _same_states(got.cache, want.cache)
+    spec = torch.utils._pytree.tree_structure(got)
+    assert torch.utils._pytree.treespec_loads(torch.utils._pytree.treespec_dumps(spec)) == spec
+    given, mine = copy.deepcopy(want.cache), copy.deepcopy(want.cache)
+    conv = given.layers[0].conv_states[0]
+    step = _ids(model, 1, seed=2)
+    before = [None, None] if isinstance(model, transformers.MambaForCausalLM) else [None]
+    decode = kernelwright.compile(model, [step, *before, given], progress=None)
+    for _ in range(2):
+        out = decode(step, *before, given)
+        torch.testing.assert_close(out.logits, _eager(model, step, cache=mine).logits,
+                                   atol=TOL, rtol=TOL)
+        assert out.cache is given and given.layers[0].conv_states[0] is conv
+        _same_states(given, mine)
+    assert int(given.get_seq_length()) == 14

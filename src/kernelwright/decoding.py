@@ -3,7 +3,8 @@ the encoder-decoder one (seq2seq.py).
 
 The GPU side: `_BufferCache`, the cache object a model's attention layers write their
 new keys and values through into a module's buffers, at the cache slots a plan takes as
-an input; `_ShapeProbe`, an eager run's record of each layer's key and value shapes;
+an input, and its recurrent layers (Mamba's) their convolution and SSM states;
+`_ShapeProbe`, an eager run's record of each layer's key and value (or state) shapes;
 `_bucket`, a prompt's length rounded up to the plan that runs it; `_PLANS`, the
 compiled plans kept per model; `reorder_cache`, the plan that moves a cache's rows after
 their beams (beam search). The host side: `Sampling` (greedy, or sampled after
@@ -25,22 +26,52 @@ from .compiler import compile
 MIN_PROMPT = 16  # the smallest prompt bucket
 MIN_CACHE = 256  # the shortest KV cache made when max_length is not given
 
+CACHE_BUFFERS = ("keys_", "values_", "conv_", "ssm_")  # the names of a cache's buffers
+
 # model -> cache key -> the compiled plans of that cache (an object with `plans`: tokens
 # per call -> CompiledModule), holding no reference to the model, so that they go with it
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-class _BufferCache:
+def _fresh_conv(conv_states: torch.Tensor, kernel: int) -> torch.Tensor:
+    """A prompt's convolution inputs [B, D, T] as transformers' LinearAttentionLayer returns
+    them with no state before: left-padded with zeros to at least `kernel` positions."""
+    short = kernel - conv_states.shape[-1]
+    return torch.nn.functional.pad(conv_states, (short, 0)) if short > 0 else conv_states
+
+
+class _States:
+    """What a model's recurrent layers (transformers' linear attention layers: Mamba's and
+    Mamba2's convolution and SSM states) ask of their cache beyond their states: no past
+    recorded (no speculative rollback), no intermediate states kept, no token count."""
+
+    def is_recording_past(self, layer_idx: int) -> bool:
+        return False
+
+    def get_recurrent_states_to_keep(self, layer_idx: int | None = None) -> int:
+        return 0
+
+    def increase_count(self, layer_idx: int, state_idx: int = 0) -> None:
+        pass
+
+
+class _BufferCache(_States):
     """The `cache` handed to the model: each attention layer's `update` writes its new
     keys and values at `positions` into the owner's buffers and returns the buffers'
     first `slots` positions (default all: the attention mask hides those not yet
-    written)."""
+    written). Each recurrent layer reads and writes its states in the owner's buffers
+    `conv_{layer}_{state}` ([B, D, kernel]: the last inputs of its convolution) and
+    `ssm_{layer}_{state}` (its SSM state: Mamba [B, D, N], Mamba2 [B, H, P, N]); `fresh`:
+    the tokens start the sequence (a prompt), the states before them zeros, else they
+    continue from the buffers' states (a decode step: transformers' one-token path,
+    which updates the convolution's buffer in place)."""
 
     def __init__(self, owner: torch.nn.Module, positions: torch.Tensor,
-                 slots: int | None = None) -> None:
+                 slots: int | None = None, fresh: bool = False) -> None:
         self.owner = owner
         self.positions = positions
         self.slots = slots
+        self.fresh = fresh
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
                *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,26 +83,83 @@ class _BufferCache:
             return keys[:, :, :self.slots], values[:, :, :self.slots]
         return keys, values
 
+    def has_previous_state(self, layer_idx: int | None = None,
+                           state_idx: int | None = None) -> bool:
+        return not self.fresh
 
-class _ShapeProbe:
-    """A cache that records the keys' and values' shapes of each layer (an eager run)."""
+    def get_conv_state(self, layer_idx: int, state_idx: int = 0) -> torch.Tensor | None:
+        return None if self.fresh else getattr(self.owner, f"conv_{layer_idx}_{state_idx}")
+
+    def update_conv_state(self, conv_states: torch.Tensor, layer_idx: int, state_idx: int = 0,
+                          **kwargs) -> torch.Tensor:
+        """The convolution's inputs [B, D, T] after those before them (zeros: `fresh`),
+        the last `kernel` of them written into the buffer."""
+        buffer = getattr(self.owner, f"conv_{layer_idx}_{state_idx}")
+        kernel = buffer.shape[-1]
+        full = (_fresh_conv(conv_states, kernel) if self.fresh
+                else torch.cat([buffer.to(conv_states.dtype), conv_states], dim=-1))
+        buffer.copy_(full[..., -kernel:].to(buffer.dtype))
+        return full
+
+    def get_recurrent_state(self, layer_idx: int, state_idx: int = 0) -> torch.Tensor | None:
+        return None if self.fresh else getattr(self.owner, f"ssm_{layer_idx}_{state_idx}")
+
+    def update_recurrent_state(self, recurrent_states, layer_idx: int, state_idx: int = 0,
+                               **kwargs) -> torch.Tensor:
+        """The SSM state after the tokens (the last of a list of them) into the buffer."""
+        buffer = getattr(self.owner, f"ssm_{layer_idx}_{state_idx}")
+        last = recurrent_states if isinstance(recurrent_states, torch.Tensor) \
+            else recurrent_states[-1]
+        buffer.copy_(last.to(buffer.dtype))
+        return buffer
+
+
+class _ShapeProbe(_States):
+    """A cache that records the keys' and values' shapes of each attention layer and the
+    states' of each recurrent layer (an eager run from no state)."""
 
     def __init__(self) -> None:
         self.shapes: dict[int, tuple[torch.Size, torch.Size, torch.dtype]] = {}
+        # buffer name (conv_{layer}_{state}, ssm_{layer}_{state}) -> (shape, dtype)
+        self.states: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
 
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
         self.shapes[layer_idx] = (key_states.shape, value_states.shape, key_states.dtype)
         return key_states, value_states
 
+    def has_previous_state(self, layer_idx=None, state_idx=None) -> bool:
+        return False
+
+    def get_conv_state(self, layer_idx, state_idx=0):
+        return None
+
+    def update_conv_state(self, conv_states, layer_idx, state_idx=0, conv_kernel_size=None,
+                          **kwargs):
+        # transformers' layer keeps `conv_kernel_size` inputs (its first call's count without)
+        kernel = conv_kernel_size or conv_states.shape[-1]
+        self.states[f"conv_{layer_idx}_{state_idx}"] = (
+            (*conv_states.shape[:-1], kernel), conv_states.dtype)
+        return _fresh_conv(conv_states, kernel)
+
+    def get_recurrent_state(self, layer_idx, state_idx=0):
+        return None
+
+    def update_recurrent_state(self, recurrent_states, layer_idx, state_idx=0, **kwargs):
+        last = recurrent_states if isinstance(recurrent_states, torch.Tensor) \
+            else recurrent_states[-1]
+        self.states[f"ssm_{layer_idx}_{state_idx}"] = (tuple(last.shape), last.dtype)
+        return last
+
 
 class _Reorder(torch.nn.Module):
-    """The cache buffers (`keys_{i}`, `values_{i}`) of a plan's `state`, as buffers of the
+    """The cache buffers (`keys_{i}`, `values_{i}`, a recurrent layer's `conv_*` and `ssm_*`
+    states) of a plan's `state`, as buffers of the
     same names and shapes; forward(parents [batch]) makes each buffer's row r the row
     parents[r] was (through a copy: the rows move among themselves)."""
 
     def __init__(self, state) -> None:
         super().__init__()
-        self.names = [name for name, _ in state if name.startswith(("keys_", "values_"))]
+        self.names = [name for name, _ in state if name.startswith(CACHE_BUFFERS)]
         for name, spec in state:
             if name in self.names:
                 self.register_buffer(name, torch.zeros(spec.shape,
@@ -111,9 +199,10 @@ def cache_length(need: int, max_length: int | None, config, fields: tuple[str, .
     return length
 
 
-def _bucket(n: int, cap: int) -> int:
-    """`n` rounded up to a power of two, at least MIN_PROMPT, at most `cap`."""
-    return min(max(MIN_PROMPT, 1 << (n - 1).bit_length()), cap)
+def _bucket(n: int, cap: int | None) -> int:
+    """`n` rounded up to a power of two, at least MIN_PROMPT, at most `cap` (None: none)."""
+    n = max(MIN_PROMPT, 1 << (n - 1).bit_length())
+    return n if cap is None else min(n, cap)
 
 
 def _new_tokens(length: int, max_new_tokens: int | None, max_length: int | None) -> int:

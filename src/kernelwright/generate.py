@@ -33,6 +33,19 @@ max_window_layers) the model gets a mask per kind (transformers' mask mapping, e
 taking its kind's: `attention_windows`). Every layer's cache holds all positions (no ring
 buffer), so generation runs past the window as far as the model's positions.
 
+State-space models (Mamba, Mamba2: `config.layer_types` all linear attention,
+`recurrent`) keep per layer a convolution state [B, D, kernel] and an SSM state (Mamba
+[B, D, N], Mamba2 [B, H, P, N]) instead of keys and values: CacheModule holds them as
+buffers (`conv_{layer}_{state}`, `ssm_{layer}_{state}`) that the model reads and writes
+through decoding._BufferCache, the prompt's plan (`fresh`) from zero states, the decode
+plan from the buffers (transformers' one-token path, in place). A prompt is left-padded to
+its bucket, the padding hidden by transformers' 2-D mask (the model zeroes a padding
+token's inputs), where an eager probe shows that padding leaves the states zero
+(`CacheModule.pads_keep_state`): then the prompt runs as if alone. Else (an in_proj bias
+reaches the padding's convolution inputs) each prompt length is a plan of its own. A
+batch's `attention_mask` is that same 2-D mask; positions do not exist. Hybrid models
+(attention and recurrent layers) are refused.
+
 Tokens are chosen on the host (decoding.decode): greedily (the argmax, as transformers'
 greedy search) or sampled with a torch.Generator after temperature, top-k and top-p
 filtering, the logits first through transformers' own logits processors (repetition
@@ -88,12 +101,15 @@ class CacheModule(torch.nn.Module):
     hiding those behind its window."""
 
     def __init__(self, model: torch.nn.Module, batch: int, length: int,
-                 extras: tuple[str, ...] = ()) -> None:
+                 extras: tuple[str, ...] = (), fresh: bool = False) -> None:
         super().__init__()
         self.model = model
         self.length = length
+        self.batch = batch
         self.extras = extras
-        self.windows = attention_windows(text_config(model))
+        self.recurrent = recurrent(text_config(model))
+        self.fresh = fresh
+        self.windows = {} if self.recurrent else attention_windows(text_config(model))
         params = inspect.signature(model.forward).parameters
         self.cache_arg = "cache" if "cache" in params else "past_key_values"
         self.keeps_logits = "logits_to_keep" in params
@@ -101,6 +117,7 @@ class CacheModule(torch.nn.Module):
         with torch.no_grad():
             self._run(torch.zeros(batch, 1, dtype=torch.long),
                       torch.zeros(batch, 1, dtype=torch.long), probe,
+                      None if self.recurrent else
                       self._masks(lambda window: torch.zeros(batch, 1, 1, 1)))
         self.layers = len(probe.shapes)
         for i in range(self.layers):
@@ -108,6 +125,8 @@ class CacheModule(torch.nn.Module):
             self.register_buffer(f"keys_{i}", torch.zeros(batch, k[1], length, k[3], dtype=dtype))
             self.register_buffer(f"values_{i}",
                                  torch.zeros(batch, v[1], length, v[3], dtype=dtype))
+        for name, (shape, dtype) in probe.states.items():  # a recurrent layer's states
+            self.register_buffer(name, torch.zeros(shape, dtype=dtype))
 
     @staticmethod
     def example(batch: int, tokens: int, extras: tuple = ()) -> list[torch.Tensor]:
@@ -126,12 +145,19 @@ class CacheModule(torch.nn.Module):
         kwargs = {self.cache_arg: cache, "use_cache": True, **dict(zip(self.extras, extras))}
         if last is not None and self.keeps_logits:
             kwargs["logits_to_keep"] = last
-        return self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
-                          **kwargs).logits
+        if not self.recurrent:  # a recurrent model has no positions
+            kwargs["position_ids"] = position_ids
+        return self.model(input_ids=input_ids, attention_mask=mask, **kwargs).logits
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, last: torch.Tensor,
                 pads: torch.Tensor, *extras: torch.Tensor) -> torch.Tensor:
         b, t = input_ids.shape
+        if self.recurrent:  # a prompt's padding hidden from its states: the 2-D mask
+            mask = (torch.arange(t, device=pads.device).view(1, t) >= pads.view(b, 1)).long() \
+                if self.fresh else None
+            logits = self._run(input_ids, None, _BufferCache(self, positions, fresh=self.fresh),
+                               mask, last, extras)
+            return self._last(logits, last)
         slots = torch.arange(self.length, device=positions.device).view(1, 1, self.length)
         query = positions.view(1, t, 1)
         # a real token's keys start at its row's first real slot; a padding token's at itself
@@ -148,9 +174,30 @@ class CacheModule(torch.nn.Module):
         position_ids = (positions.unsqueeze(0) - pads.unsqueeze(1)).clamp(min=0)  # [b, T]
         logits = self._run(input_ids, position_ids, _BufferCache(self, positions),
                            self._masks(additive), last, extras)
+        return self._last(logits, last)
+
+    def _last(self, logits: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         if not self.keeps_logits or logits.shape[1] != 1:
             logits = logits.index_select(1, last)
         return logits[:, 0]
+
+    def pads_keep_state(self, vocab: int) -> bool:
+        """Whether left padding leaves a recurrent model's states as they were: a fresh
+        module's two padding tokens (ids other than the embedding's padding_idx) leave
+        every state buffer zero. Then each padding token's inputs to its layers are
+        zeros (its conv buffer's entries, all it passes to later tokens' convolutions)
+        and its SSM update from a zero state is zero (a second one would double a
+        nonzero first), whatever tokens and however many: a prompt left-padded to its
+        bucket runs as the prompt alone (transformers' Mamba and Mamba2 zero a padding
+        token's inputs; an in_proj bias would not)."""
+        pad = getattr(self.model.get_input_embeddings(), "padding_idx", None)
+        ids = [i for i in range(vocab) if i != pad][:2]
+        b = self.batch
+        with torch.no_grad():
+            self(torch.tensor([ids] * b), torch.arange(2), torch.tensor([1]),
+                 torch.full((b,), 2))
+        states = [buf for name, buf in self.named_buffers() if name.startswith(("conv_", "ssm_"))]
+        return not any(bool(buf.any()) for buf in states)
 
 
 class _Plans:
@@ -164,24 +211,37 @@ class _Plans:
         self.first: CompiledModule | None = None
         self.plans: dict = {}  # tokens per call (and prompt inputs' inputs_key) -> plan
         self.placeholders: dict = {}  # a prompt plan with inputs -> its image token count
+        self.recurrent = recurrent(text_config(model))
+        self._pads_keep_state: bool | None = None
+
+    def pads_keep_state(self) -> bool:
+        """A recurrent model's CacheModule.pads_keep_state, found once."""
+        if self._pads_keep_state is None:
+            model = self.model()
+            self._pads_keep_state = CacheModule(model, *self.shape, fresh=True).pads_keep_state(
+                model.get_input_embeddings().num_embeddings)
+        return self._pads_keep_state
 
     def stale(self) -> bool:
         """Whether the model's weights changed since the plans were compiled."""
         return self.first is not None and bool(self.first.changed_weights())
 
-    def key(self, tokens: int, inputs: dict[str, torch.Tensor]):
-        return (tokens, inputs_key(inputs)) if inputs else tokens
+    def key(self, tokens: int, inputs: dict[str, torch.Tensor], fresh: bool = False):
+        key = (tokens, inputs_key(inputs)) if inputs else tokens
+        # a recurrent model's prompt starts from zero states, its steps from the buffers'
+        return ("prompt", key) if fresh and self.recurrent else key
 
-    def get(self, tokens: int, device, progress,
-            inputs: dict[str, torch.Tensor] | None = None) -> CompiledModule:
+    def get(self, tokens: int, device, progress, inputs: dict[str, torch.Tensor] | None = None,
+            fresh: bool = False) -> CompiledModule:
         """The plan that runs `tokens` tokens per row (with the prompt `inputs` the model
-        takes by keyword, compiled for their shapes), compiled if it is not yet."""
+        takes by keyword, compiled for their shapes; `fresh`: a prompt, the first tokens),
+        compiled if it is not yet."""
         inputs = inputs or {}
-        key = self.key(tokens, inputs)
+        key = self.key(tokens, inputs, fresh)
         plan = self.plans.get(key)
         if plan is None:
             example = CacheModule.example(self.shape[0], tokens, tuple(inputs.values()))
-            plan = compile(CacheModule(self.model(), *self.shape, tuple(inputs)), example,
+            plan = compile(CacheModule(self.model(), *self.shape, tuple(inputs), fresh), example,
                            device=device, progress=progress, share_state=self.first)
             self.first = self.first or plan
             self.plans[key] = plan
@@ -208,6 +268,26 @@ def text_config(model: torch.nn.Module):
 
 
 ATTENTION_KINDS = ("full_attention", "sliding_attention")  # the layer_types generate runs
+# the layer_types of transformers' linear attention layers (LinearAttentionLayer: a
+# convolution state and a recurrent one, Mamba's and Mamba2's), which generate runs alone
+STATE_KINDS = ("linear_attention", "conv")
+
+
+def recurrent(config) -> bool:
+    """Whether the model's layers keep recurrent states rather than keys and values: its
+    `config.layer_types` all of STATE_KINDS (Mamba, Mamba2); a ValueError where they mix
+    with other layers or where a layer has both (hybrids: Jamba, Bamba, Qwen3-Next,
+    Falcon-H1)."""
+    kinds = set(getattr(config, "layer_types", None) or ())
+    both = kinds & {"hybrid", "hybrid_sliding"}  # a layer of both (Falcon-H1)
+    if not kinds & set(STATE_KINDS) and not both:
+        return False
+    if kinds - set(STATE_KINDS) or both:
+        raise ValueError(f"generate runs models whose layers are all attention layers or all "
+                         f"recurrent ({', '.join(STATE_KINDS)}); this model mixes "
+                         f"{', '.join(sorted(kinds))} layers (hybrid models are not "
+                         f"supported yet)")
+    return True
 
 
 def attention_windows(config) -> dict[str | None, int | None]:
@@ -327,8 +407,9 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
         return no_decoding(ids.repeat_interleave(num_return_sequences, 0), options)
     ids, pads = beams.expand(ids), beams.expand(pads)  # a row per beam
     batch, length = ids.shape
-    cache_len = cache_length(length + new, max_length, text_config(model),
-                             ("max_position_embeddings", "n_positions"))
+    states = recurrent(text_config(model))
+    cache_len = 0 if states else cache_length(length + new, max_length, text_config(model),
+                                              ("max_position_embeddings", "n_positions"))
     eos = _eos_ids(model, eos_token_id)
     pad = _pad_id(model, eos)
 
@@ -337,16 +418,21 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
     if plans is None or plans.stale():
         plans = caches[(batch, cache_len)] = _Plans(model, batch, cache_len)
 
-    width = _bucket(length, cache_len)
-    key = plans.key(width, inputs)
+    if states:  # left-padded to its bucket where padding keeps the states, else as it is
+        width = _bucket(length, None) if plans.pads_keep_state() else length
+        lead, last = width - length, width - 1
+    else:  # right-padded: the causal mask hides the padding
+        width = _bucket(length, cache_len)
+        lead, last = 0, length - 1
+    key = plans.key(width, inputs, fresh=True)
     count = placeholders(model, ids) if inputs else None
     check_placeholders(count, plans.placeholders.get(key), inputs)
     padded = torch.full((batch, width), _filler(ids, vocab), dtype=torch.long)
-    padded[:, :length] = ids
+    padded[:, lead:lead + length] = ids
 
     def prefill():
-        logits = plans.get(width, device, progress, inputs)(
-            padded, torch.arange(width), torch.tensor([length - 1]), pads, *inputs.values())
+        logits = plans.get(width, device, progress, inputs, fresh=True)(
+            padded, torch.arange(width), torch.tensor([last]), pads + lead, *inputs.values())
         if inputs:  # the plan's own check passed: later prompts must hold as many
             plans.placeholders[key] = count
         return logits

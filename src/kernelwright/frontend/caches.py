@@ -5,9 +5,11 @@ torch.export, the trace capture and a compiled call flatten a module's arguments
 outputs with torch's pytree; a cache object is none of its known types. `register` makes
 `DynamicCache` and `StaticCache` (and their subclasses defined when it runs) pytree nodes:
 the tensor attributes of the cache and of each of its layers (a layer's keys and values,
-a sliding layer's window tensor) are the leaves, and the rest of their attributes (layer
-classes, `is_initialized`, a sliding or static layer's token count, the device) the
-node's context, compared by value: a cache of other lengths is another structure. The
+a sliding layer's window tensor, a linear attention layer's (Mamba's) conv and recurrent
+states, held in dicts by state index) are the leaves, and the rest of their attributes
+(layer classes, `is_initialized`, a sliding or static layer's token count, the device,
+a dict's other entries) the node's context, compared by value: a cache of other lengths
+is another structure. The
 context saves with a plan (`to_dumpable`: JSON, classes by their name in
 transformers.cache_utils alone, never imported from a path a file names).
 
@@ -61,26 +63,58 @@ def _subclasses(cls: type) -> list[type]:
     return [c for s in cls.__subclasses__() for c in (s, *_subclasses(s))]
 
 
-# An attribute is a tensor (a leaf) or a plain value (context)
+# An attribute is a tensor (a leaf), a plain value (context) or a dict of them (a linear
+# attention layer's conv and recurrent states by index, its flags by index)
 _PLAIN = (type(None), bool, int, float, str, torch.device, torch.dtype)
 
 
+class _Dict(tuple):
+    """A dict attribute in a context: its (key, value) pairs in order, a tensor's value
+    `LEAF` (the tensor is a leaf, named (attribute, key))."""
+
+
+LEAF = "kernelwright.leaf"
+
+
+def _plain(v) -> bool:
+    return isinstance(v, _PLAIN) or (isinstance(v, type) and _known(v.__name__) is v)
+
+
 def _split(obj, skip: tuple[str, ...] = ()) -> tuple[list, tuple, tuple]:
-    """An object's tensor attributes (values, names) and its other attributes as
-    (name, value) pairs; an attribute of another kind is a TypeError naming it."""
+    """An object's tensor attributes (values, names: an attribute's name, or (name, key) for
+    a tensor in a dict attribute) and its other attributes as (name, value) pairs (a dict
+    as a `_Dict`); an attribute of another kind is a TypeError naming it."""
     tensors, names, plain = [], [], []
+
+    def refuse(k, v):
+        raise TypeError(f"kernelwright cannot flatten {type(obj).__name__}.{k} "
+                        f"({type(v).__name__}): a cache's attributes must be tensors, "
+                        "numbers, strings, devices, cache classes or dicts of them")
+
     for k, v in vars(obj).items():
         if k in skip:
             continue
         if isinstance(v, torch.Tensor):
             tensors.append(v)
             names.append(k)
-        elif isinstance(v, _PLAIN) or (isinstance(v, type) and _known(v.__name__) is v):
+        elif _plain(v):
             plain.append((k, v))
+        elif type(v) is dict:
+            pairs = []
+            for key, x in v.items():
+                if type(key) not in (int, str):
+                    refuse(k, v)
+                if isinstance(x, torch.Tensor):
+                    tensors.append(x)
+                    names.append((k, key))
+                    pairs.append((key, LEAF))
+                elif _plain(x):
+                    pairs.append((key, x))
+                else:
+                    refuse(k, v)
+            plain.append((k, _Dict(pairs)))
         else:
-            raise TypeError(f"kernelwright cannot flatten {type(obj).__name__}.{k} "
-                            f"({type(v).__name__}): a cache's attributes must be tensors, "
-                            "numbers, strings, devices or cache classes")
+            refuse(k, v)
     return tensors, tuple(names), tuple(plain)
 
 
@@ -101,9 +135,13 @@ def _flatten_with_keys(cache) -> tuple[list, tuple]:
     names the graph's inputs after them)."""
     leaves, context = _flatten(cache)
     _, names, _, layers = context
-    keys = list(names) + [f"layers_{i}_{n}" for i, (_, lnames, _) in enumerate(layers)
-                          for n in lnames]
+    keys = [_key(n) for n in names] + [f"layers_{i}_{_key(n)}"
+                                      for i, (_, lnames, _) in enumerate(layers) for n in lnames]
     return [(pytree.GetAttrKey(k), v) for k, v in zip(keys, leaves)], context
+
+
+def _key(name) -> str:
+    return name if isinstance(name, str) else f"{name[0]}_{name[1]}"
 
 
 def _unflatten(leaves, context):
@@ -112,8 +150,12 @@ def _unflatten(leaves, context):
 
     def build(c, tensor_names, attrs):
         obj = c.__new__(c)
-        obj.__dict__.update(dict(attrs))
-        obj.__dict__.update({k: next(leaves) for k in tensor_names})
+        obj.__dict__.update({k: dict(v) if isinstance(v, _Dict) else v for k, v in attrs})
+        for name in tensor_names:
+            if isinstance(name, str):
+                obj.__dict__[name] = next(leaves)
+            else:  # a dict's entry, in its place among the dict's keys
+                obj.__dict__[name[0]][name[1]] = next(leaves)
         return obj
 
     cache = build(cls, names, plain)
@@ -126,12 +168,16 @@ def _known(name: str) -> type | None:
     from transformers import cache_utils  # a saved plan's context: transformers is needed
 
     cls = getattr(cache_utils, name, None)
-    ok = isinstance(cls, type) and (issubclass(cls, cache_utils.Cache)
-                                    or issubclass(cls, cache_utils.CacheLayerMixin))
+    bases = tuple(getattr(cache_utils, b) for b in ("Cache", "CacheLayerMixin",
+                                                    "LinearAttentionCacheLayerMixin")
+                  if hasattr(cache_utils, b))
+    ok = isinstance(cls, type) and issubclass(cls, bases)
     return cls if ok else None
 
 
 def _dump(v):
+    if isinstance(v, _Dict):
+        return {"dict": [[k, _dump(x)] for k, x in v]}
     if isinstance(v, torch.device):
         return {"device": str(v)}
     if isinstance(v, torch.dtype):
@@ -144,6 +190,8 @@ def _dump(v):
 def _load(v):
     if not isinstance(v, dict):
         return v
+    if "dict" in v:
+        return _Dict((k, _load(x)) for k, x in v["dict"])
     if "device" in v:
         return torch.device(v["device"])
     if "dtype" in v:
@@ -170,7 +218,8 @@ def _from_dumpable(text: str) -> tuple:
         cls = _known(c)
         if cls is None:
             raise ValueError(f"{c!r} is no cache class of transformers.cache_utils")
-        return cls, tuple(n), tuple((str(k), _load(v)) for k, v in p)
+        names = tuple(k if isinstance(k, str) else tuple(k) for k in n)
+        return cls, names, tuple((str(k), _load(v)) for k, v in p)
 
     return (*part(*head), tuple(part(*layer) for layer in layers))
 
@@ -184,10 +233,10 @@ def into_given(args, result, written: list):
     """`result` (a compiled call's outputs) with each cache it returns replaced by the
     cache passed in at the same place among `args` (the n-th returned for the n-th given,
     where both hold as many of the same classes), that object updated to hold the
-    returned one's keys, values and lengths: as eager's update appends to the cache it is
-    given and returns it. A tensor of the given cache among `written` (the call wrote its
-    new value back into it: a StaticCache's, changed in place) stays that tensor, as
-    eager's does. Else `result` as it is."""
+    returned one's keys, values, states and lengths: as eager's update appends to the
+    cache it is given and returns it. A tensor of the given cache among `written` (the
+    call wrote its new value back into it: a StaticCache's, a Mamba layer's states,
+    changed in place) stays that tensor, as eager's does. Else `result` as it is."""
     given, returned = found(args), found(result)
     if not returned or len(given) != len(returned) \
             or any(type(g) is not type(r) for g, r in zip(given, returned)):
@@ -196,7 +245,12 @@ def into_given(args, result, written: list):
 
     def take(old, new, skip=()):
         for k, v in vars(new).items():
-            if k not in skip and id(vars(old).get(k)) not in kept:
+            mine = vars(old).get(k)
+            if k in skip or id(mine) in kept:
+                continue
+            if type(v) is dict and type(mine) is dict:  # a dict of states: the given dict
+                mine.update({key: x for key, x in v.items() if id(mine.get(key)) not in kept})
+            else:
                 setattr(old, k, v)
 
     for g, r in zip(given, returned):
