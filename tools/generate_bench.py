@@ -26,7 +26,10 @@ family), batch 1:
                 StaticCaches, greedy and beam search)
   mamba         Mamba-130M (MambaConfig of state-spaces/mamba-130m-hf: 24 layers, hidden
                 768, state 16, expand 2, conv 4, vocab 50280); a prompt of C random
-                tokens. transformers' reference takes its default cache (a DynamicCache
+                tokens (default 64,512: kernelwright's prompt plan runs transformers'
+                scan a token at a time, some 2.3 kernels a token a layer, 3805 kernels at
+                64 tokens, at 512 some 28 thousand, minutes of planning on the host).
+                transformers' reference takes its default cache (a DynamicCache
                 of LinearAttentionLayers: per layer the convolution and SSM states, the
                 layers "static" would give too) and its eager forward runs its own
                 PyTorch scan unless causal_conv1d and mamba_ssm are installed (the JSON's
@@ -226,7 +229,7 @@ WORKLOADS = {
         tiny=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, state_size=8,
                   expand=2, conv_kernel=4, vocab_size=128, initializer_range=1.0,
                   bos_token_id=0, eos_token_id=0, pad_token_id=0),
-        contexts=("512,2048", "16,40"), context_unit="prompt tokens", cache=None,
+        contexts=("64,512", "16,40"), context_unit="prompt tokens", cache=None,
         fast_path=("causal_conv1d", "mamba_ssm")),
     "llava": Workload(
         "LLaVA-style: CLIP ViT-B/16 at 224 px (openai/clip-vit-base-patch16's vision "
@@ -441,7 +444,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     ap.add_argument("--contexts", default=None,
                     help="prompt lengths (Whisper: input frames), comma separated (default "
-                    "512,2048, Whisper 3000, LLaVA 256,1024; --tiny 16,40, Whisper 32, "
+                    "512,2048, Whisper 3000, Mamba 64,512, LLaVA 256,1024; --tiny 16,40, "
+                    "Whisper 32, "
                     "LLaVA 24,40)")
     ap.add_argument("--new-tokens", type=int, default=None, help="default 32; --tiny 6")
     ap.add_argument("--reps", type=int, default=3)
