@@ -761,17 +761,21 @@ def test_decode_plan_kernels_of_the_tiny_benchmark_model(dtype):
 @pytest.mark.parametrize("workload,beams,contexts", [("smollm2", 1, "16,20")] + [
     pytest.param(*case, marks=pytest.mark.slow) for case in [
         ("olmoe", 1, "16"), ("whisper-tiny", 1, None), ("smollm2", 3, "16"),
-        ("whisper-tiny", 2, None)]])
+        ("whisper-tiny", 2, None), ("mamba", 1, "16"), ("llava", 1, "24")]])
 def test_generate_bench_runs_at_the_tiny_config(workload, beams, contexts, tmp_path):
     """tools/generate_bench.py end to end at each workload's tiny config (a mixture of
-    experts, an encoder-decoder; greedy and beam search): every figure present, and
-    kernelwright's tokens those of transformers' eager generate with a static cache."""
+    experts, an encoder-decoder, a state-space model, a vision-language model; greedy and
+    beam search): every figure present, and kernelwright's tokens those of transformers'
+    eager generate with a static cache (Mamba: its default cache, its states)."""
     bench = _generate_bench()
     out = tmp_path / "generate.json"
     result = bench.main(["--tiny", "--model", workload, "--num-beams", str(beams),
                          "--torch-compile-mode", "none", "--reps", "1", "--new-tokens", "4",
                          "--out", str(out)] + (["--contexts", contexts] if contexts else []))
     saved = json.loads(out.read_text())
+    caches = {"mamba": "DynamicCache(LinearAttentionLayer)",  # per layer its states
+              "whisper-tiny": "EncoderDecoderCache(StaticCache(StaticLayer), "
+                              "StaticCache(StaticLayer))"}
     want = contexts.split(",") if contexts else ["32"]  # Whisper: its 32-frame window
     assert list(saved["contexts"]) == want
     assert saved["workload"] == workload and saved["num_beams"] == beams
@@ -790,12 +794,19 @@ def test_generate_bench_runs_at_the_tiny_config(workload, beams, contexts, tmp_p
         assert all(s > 0 for s in mine["compile_s"].values())
         assert mine["decode_step"]["kernels"] > 0 and mine["prefill_vs_eager"] > 0
         assert eager["weights_held_as"] == ["float32"] and "torch_compile" not in row
+        assert eager["cache"] == caches.get(workload, "StaticCache(StaticLayer)")
+    assert saved["torch_cache_implementation"] == (None if workload == "mamba" else "static")
+    assert set(saved["torch_fast_path"]) == ({"causal_conv1d", "mamba_ssm"}
+                                             if workload == "mamba" else set())
 
 
 def test_generate_bench_refuses_what_its_workloads_do_not_take(tmp_path):
     bench = _generate_bench()
     with pytest.raises(ValueError, match="32 frames"):  # Whisper's window, no other length
         bench.main(["--tiny", "--model", "whisper-tiny", "--contexts", "30",
+                    "--out", str(tmp_path / "x.json")])
+    with pytest.raises(ValueError, match="21 or more"):  # no text after LLaVA's image
+        bench.main(["--tiny", "--model", "llava", "--contexts", "24,20",
                     "--out", str(tmp_path / "x.json")])
     with pytest.raises(SystemExit):
         bench.main(["--tiny", "--num-beams", "0", "--out", str(tmp_path / "x.json")])

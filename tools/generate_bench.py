@@ -1,8 +1,9 @@
 """Benchmark: text generation with kernelwright.generate against transformers' own
-`generate` with a static cache, eager and through torch.compile, in one run on one GPU
-(issue 41's figures; not a test).
+`generate` with a static cache (Mamba: its default), eager and through torch.compile, in
+one run on one GPU (issue 41's figures; not a test).
 
-    python tools/generate_bench.py [--model smollm2|olmoe|whisper-tiny] [--num-beams K]
+    python tools/generate_bench.py [--model smollm2|olmoe|whisper-tiny|mamba|llava]
+                                   [--num-beams K]
                                    [--dtype float32|bfloat16] [--contexts 512,2048]
                                    [--new-tokens 32] [--reps 3]
                                    [--torch-compile-mode default|reduce-overhead|none]
@@ -23,13 +24,30 @@ family), batch 1:
                 (start, English, transcribe, no timestamps); transformers 5.25 runs
                 Whisper's generate on a static cache too (an EncoderDecoderCache of
                 StaticCaches, greedy and beam search)
+  mamba         Mamba-130M (MambaConfig of state-spaces/mamba-130m-hf: 24 layers, hidden
+                768, state 16, expand 2, conv 4, vocab 50280); a prompt of C random
+                tokens (default 64,512: kernelwright's prompt plan runs transformers'
+                scan a token at a time, some 2.3 kernels a token a layer, 3805 kernels at
+                64 tokens, at 512 some 28 thousand, minutes of planning on the host).
+                transformers' reference takes its default cache (a DynamicCache
+                of LinearAttentionLayers: per layer the convolution and SSM states, the
+                layers "static" would give too) and its eager forward runs its own
+                PyTorch scan unless causal_conv1d and mamba_ssm are installed (the JSON's
+                `torch_fast_path`)
+  llava         LLaVA-style (LlavaConfig): openai/clip-vit-base-patch16's vision tower
+                (ViT-B/16 at 224 px: 196 image features, the second-last layer's, CLS
+                dropped), LLaVA-1.5's two-layer GELU projector, SmolLM2-135M's Llama
+                (its vocabulary and an image token, padded to a multiple of 64 as LLaVA
+                adds its image token: 49216); one random image and C prompt tokens, 4
+                text tokens, the image's 196 placeholders, C - 200 text tokens
 For each context C the prompt is continued by `--new-tokens` N tokens (end tokens
 ignored), greedily or, with `--num-beams` K > 1, by beam search (transformers' with its
 default length penalty and early stopping, the best beam returned; a step runs K rows),
-the static cache holding the prompt and N positions on every side. The model is built
-once (its weights drawn on PyTorch's device), converted to `--dtype` and held on the
-host before anything runs; kernelwright runs every context first (its plans dropped
-after each), then the model moves to PyTorch's device for eager, then torch.compile (a
+a static cache holding the prompt and N positions on every side (Mamba's: its states;
+transformers' per side in `cache`, the class its generate gave the model's forward).
+The model is built once (its weights drawn on PyTorch's device), converted to `--dtype`
+and held on the host before anything runs; kernelwright runs every context first (its
+plans dropped after each), then the model moves to PyTorch's device for eager, then torch.compile (a
 fresh compile per context). Each side is timed by the wall clock of whole generate
 calls (median of `--reps`, after a warm-up that compiles):
 `prefill_ms` is a call making one token (the prompt's forward, the encoder's with it,
@@ -57,6 +75,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import importlib.util
 import json
 import platform
 import statistics
@@ -83,7 +102,39 @@ generation = importlib.import_module("kernelwright.generate")  # the module, not
 
 def random_prompt(config, context: int, dtype: torch.dtype, generator, task_ids) -> tuple:
     """A decoder-only model's prompt: `context` random token ids (not its first three)."""
-    return torch.randint(3, config.vocab_size, (1, context), generator=generator), {}
+    return random_ids(config, context, generator), {}
+
+
+def random_ids(config, n: int, generator) -> torch.Tensor:
+    """[1, n] random token ids of the (text) model's vocabulary, not its first three nor
+    an image placeholder token."""
+    vocab = config.get_text_config().vocab_size
+    image = getattr(config, "image_token_id", None)
+    ids = torch.randint(3, vocab - (image is not None), (1, n), generator=generator)
+    return ids + (ids >= image).long() if image is not None else ids
+
+
+IMAGE_AFTER = 4  # a LLaVA prompt's text tokens before its image (as "<s>USER: <image>...")
+
+
+def image_prompt(config, context: int, dtype: torch.dtype, generator, task_ids) -> tuple:
+    """A LLaVA-style model's: one random image (pixel_values in the model's dtype) and
+    `context` prompt tokens, IMAGE_AFTER random text tokens, the image's placeholders (as
+    many as its features, as LlavaProcessor expands its image token), random text tokens
+    after them."""
+    vision = config.vision_config
+    features = ((vision.image_size // vision.patch_size) ** 2
+                + (config.vision_feature_select_strategy == "full"))  # CLIP's class token
+    if context <= IMAGE_AFTER + features:
+        raise ValueError(f"a prompt of {context} tokens has no text after its image's "
+                         f"{features} placeholder tokens and {IMAGE_AFTER} before them: "
+                         f"--contexts {IMAGE_AFTER + features + 1} or more")
+    text = random_ids(config, context - features, generator)
+    ids = torch.cat([text[:, :IMAGE_AFTER], torch.full((1, features), config.image_token_id),
+                     text[:, IMAGE_AFTER:]], dim=1)
+    pixels = torch.randn(1, vision.num_channels, vision.image_size, vision.image_size,
+                         generator=generator).to(dtype)
+    return ids, {"pixel_values": pixels}
 
 
 def audio_prompt(config, context: int, dtype: torch.dtype, generator, task_ids) -> tuple:
@@ -106,7 +157,10 @@ class Workload:
     a small one of the same family (`tiny`), the default contexts of each and what a
     context counts, and `prompt(config, context, dtype, generator, task_ids)`: the input
     both sides' generate take first and the keyword arguments they take with it
-    (`task_ids`: the full config's or the tiny one's, ids the decoder's prompt holds)."""
+    (`task_ids`: the full config's or the tiny one's, ids the decoder's prompt holds).
+    `cache` is the cache_implementation that transformers' generate takes on the PyTorch
+    sides (None: its default), `fast_path` the packages whose kernels its eager forward
+    takes in place of its own PyTorch code where they are installed."""
 
     model: str  # what the JSON's "model" calls it
     config: str
@@ -117,6 +171,8 @@ class Workload:
     context_unit: str
     prompt: Callable = random_prompt
     task_ids: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+    cache: str | None = "static"
+    fast_path: tuple[str, ...] = ()
 
 
 WORKLOADS = {
@@ -162,6 +218,50 @@ WORKLOADS = {
                   suppress_tokens=None),
         contexts=("3000", "32"), context_unit="audio frames (input features)",
         prompt=audio_prompt, task_ids=((50259, 50359, 50363), (153, 154, 155))),
+    "mamba": Workload(
+        "Mamba-130M config (state-spaces/mamba-130m-hf, random weights)", "MambaConfig",
+        "MambaForCausalLM",
+        full=dict(hidden_size=768, intermediate_size=1536, num_hidden_layers=24,
+                  state_size=16, expand=2, conv_kernel=4, time_step_rank=48,
+                  vocab_size=50280, layer_norm_epsilon=1e-5, use_bias=False,
+                  use_conv_bias=True, residual_in_fp32=True, tie_word_embeddings=True,
+                  initializer_range=0.1, bos_token_id=0, eos_token_id=0, pad_token_id=0),
+        tiny=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, state_size=8,
+                  expand=2, conv_kernel=4, vocab_size=128, initializer_range=1.0,
+                  bos_token_id=0, eos_token_id=0, pad_token_id=0),
+        contexts=("64,512", "16,40"), context_unit="prompt tokens", cache=None,
+        fast_path=("causal_conv1d", "mamba_ssm")),
+    "llava": Workload(
+        "LLaVA-style: CLIP ViT-B/16 at 224 px (openai/clip-vit-base-patch16's vision "
+        "tower) and SmolLM2-135M's Llama (random weights)", "LlavaConfig",
+        "LlavaForConditionalGeneration",
+        full=dict(vision_config=dict(model_type="clip_vision_model", hidden_size=768,
+                                     intermediate_size=3072, num_hidden_layers=12,
+                                     num_attention_heads=12, image_size=224, patch_size=16,
+                                     projection_dim=512, hidden_act="quick_gelu",
+                                     layer_norm_eps=1e-5),
+                  text_config=dict(model_type="llama", hidden_size=576,
+                                   intermediate_size=1536, num_hidden_layers=30,
+                                   num_attention_heads=9, num_key_value_heads=3,
+                                   vocab_size=49216, max_position_embeddings=8192,
+                                   rope_theta=100000.0, rms_norm_eps=1e-5,
+                                   tie_word_embeddings=True, bos_token_id=1, eos_token_id=2),
+                  image_token_index=49152, vision_feature_layer=-2,
+                  vision_feature_select_strategy="default", projector_hidden_act="gelu",
+                  image_seq_length=196, tie_word_embeddings=True),
+        tiny=dict(vision_config=dict(model_type="clip_vision_model", hidden_size=32,
+                                     intermediate_size=64, num_hidden_layers=2,
+                                     num_attention_heads=4, image_size=32, patch_size=8,
+                                     projection_dim=32),
+                  text_config=dict(model_type="llama", hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=128,
+                                   max_position_embeddings=256, initializer_range=0.2,
+                                   bos_token_id=1, eos_token_id=2),
+                  image_token_index=120, image_seq_length=16),
+        contexts=("256,1024", "24,40"),
+        context_unit="prompt tokens (an image's placeholders among them: 196, --tiny 16)",
+        prompt=image_prompt),
 }
 
 
@@ -273,9 +373,11 @@ def decode_profile(decode, position: int, reps: int) -> dict:
 
 
 def theirs(model: torch.nn.Module, inputs: torch.Tensor, kwargs: dict, new: int, reps: int,
-           beams: int, device: str, compile_mode: str | None) -> tuple:
-    """transformers' generate with a static cache on the model (moved to `device`), eager
-    or its forward compiled (afresh: no shapes of another context's compile kept)."""
+           beams: int, device: str, compile_mode: str | None, cache: str | None) -> tuple:
+    """transformers' generate with the `cache` implementation (None: its default) on the
+    model (moved to `device`), eager or its forward compiled (afresh: no shapes of another
+    context's compile kept); the row names the cache that generate gave the model's
+    forward (what it returns may be another: Whisper's rebuilds its cache dynamic)."""
     if compile_mode is not None:
         torch._dynamo.reset()
         model.forward = torch.compile(model.forward, mode=compile_mode, fullgraph=True)
@@ -291,17 +393,37 @@ def theirs(model: torch.nn.Module, inputs: torch.Tensor, kwargs: dict, new: int,
     def run(n: int) -> torch.Tensor:
         with torch.no_grad():
             return model.generate(inputs, max_new_tokens=n, do_sample=False, num_beams=beams,
-                                  cache_implementation="static",
-                                  return_dict_in_generate=True, **kwargs).sequences
+                                  cache_implementation=cache, return_dict_in_generate=True,
+                                  **kwargs).sequences
+
+    given = []  # the cache of the forward's last call (its layers made by then)
+
+    def look(module, args, kw) -> None:
+        given[:] = [kw.get("cache", kw.get("past_key_values"))]
+
+    hook = model.register_forward_pre_hook(look, with_kwargs=True)
 
     try:
         row, tokens, warm_s = figures(run, reps, new, sync)
     finally:
         model.__dict__.pop("forward", None)  # the class's forward again
+        hook.remove()
     row["compile_s"] = warm_s if compile_mode is not None else None
+    row["cache"] = cache_kind(given[0]) if given else None
     row["peak_bytes"] = torch.cuda.max_memory_allocated() if cuda else None
     row["weights_held_as"] = [str(next(model.parameters()).dtype).replace("torch.", "")]
     return row, tokens
+
+
+def cache_kind(cache) -> str | None:
+    """What transformers' generate held its cache in: the class, and its layers' classes
+    (an encoder-decoder cache's: those of its two caches)."""
+    if cache is None:
+        return None
+    inner = [cache_kind(getattr(cache, part)) for part in
+             ("self_attention_cache", "cross_attention_cache") if hasattr(cache, part)]
+    inner = inner or sorted({type(layer).__name__ for layer in getattr(cache, "layers", ())})
+    return f"{type(cache).__name__}({', '.join(inner)})" if inner else type(cache).__name__
 
 
 def first_difference(a: torch.Tensor, b: torch.Tensor) -> int | None:
@@ -322,7 +444,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     ap.add_argument("--contexts", default=None,
                     help="prompt lengths (Whisper: input frames), comma separated (default "
-                    "512,2048, Whisper 3000; --tiny 16,40, Whisper 32)")
+                    "512,2048, Whisper 3000, Mamba 64,512, LLaVA 256,1024; --tiny 16,40, "
+                    "Whisper 32, "
+                    "LLaVA 24,40)")
     ap.add_argument("--new-tokens", type=int, default=None, help="default 32; --tiny 6")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--torch-compile-mode", default="default",
@@ -356,7 +480,10 @@ def main(argv: list[str] | None = None) -> dict:
            "new_tokens": new, "context_unit": spec.context_unit, "reps": args.reps,
            "kernelwright_device": default_device().description,
            "torch_device": torch.cuda.get_device_name() if cuda else "cpu (wall clock)",
-           "torch_compile_mode": mode, "torch": torch.__version__,
+           "torch_compile_mode": mode, "torch_cache_implementation": spec.cache,
+           "torch_fast_path": {name: importlib.util.find_spec(name) is not None
+                               for name in spec.fast_path},
+           "torch": torch.__version__,
            "transformers": transformers.__version__, "host": platform.node(),
            "contexts": {str(c): {} for c in contexts}}
     rows = out["contexts"]
@@ -381,7 +508,7 @@ def main(argv: list[str] | None = None) -> dict:
     for context in contexts:
         row = rows[str(context)]
         row["eager"], want[context] = theirs(model, *prompts[context], new, args.reps,
-                                             args.num_beams, device, None)
+                                             args.num_beams, device, None, spec.cache)
         mine = row["kernelwright"]
         mine["first_token_differing"] = first_difference(got[context], want[context])
         mine["tokens_equal_eager"] = mine["first_token_differing"] is None
@@ -391,7 +518,8 @@ def main(argv: list[str] | None = None) -> dict:
         row = rows[str(context)]
         try:
             row["torch_compile"], theirs_got = theirs(model, *prompts[context], new,
-                                                      args.reps, args.num_beams, device, mode)
+                                                      args.reps, args.num_beams, device, mode,
+                                                      spec.cache)
             row["torch_compile"]["tokens_equal_eager"] = (
                 first_difference(theirs_got, want[context]) is None)
             compare(row, "torch_compile")

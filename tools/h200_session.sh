@@ -66,10 +66,15 @@
 #             OLMoE-1B-7B's config (64 experts, 8 a token; 6.9B parameters) at context
 #             512, and whisper, Whisper tiny's (30 s of audio, 4 task tokens continued),
 #             each in fp32 then bf16; beams, SmolLM2's config with 4 beams at context 512
-#             in fp32; an equal share of the limit per run (more arguments in
+#             in fp32; not by default (each two runs more): mamba, Mamba-130M's config at
+#             context 64 (its prompt plan unrolls the scan: 3805 kernels), and llava, CLIP ViT-B/16 at 224 px with SmolLM2-135M's Llama
+#             (one image, 196 of its 256 prompt tokens), each in fp32 then bf16
+#             (GENMODELS="mamba llava" ... genmodels=560; torch.compile of Mamba's
+#             PyTorch scan may take its run's whole share: its row is then missing, the
+#             others saved); an equal share of the limit per run (more arguments in
 #             GENMODELS_ARGS, e.g. "--torch-compile-mode none"; each run sets its
 #             contexts): $R/genmodels_olmoe_float32.json, ..._bfloat16.json,
-#             $R/genmodels_whisper_*.json, $R/genmodels_beams_float32.json
+#             $R/genmodels_{whisper,mamba,llava}_*.json, $R/genmodels_beams_float32.json
 #   accelerated  the accelerated f16 GEMMs and SDPA on Dawn's subgroup matrices against
 #             cuBLAS f16 and PyTorch's f16 SDPA (KERNELWRIGHT_RUNTIME=dawn tools/kernels.py
 #             --only gemm_4096_accelerated_f16,sdpa_16x16_1024_e64_accelerated_f16,
@@ -227,14 +232,15 @@ run_task() {
     genmodels)
       read -r -a gargs <<< "${GENMODELS_ARGS:-}"  # e.g. GENMODELS_ARGS="--reps 2"
       local runs=${GENMODELS:-olmoe whisper beams} n=0 w model ctx dtype
+      local -A model_of=([olmoe]=olmoe [whisper]=whisper-tiny [mamba]=mamba [llava]=llava) \
+        ctx_of=([olmoe]=512 [whisper]=3000 [mamba]=64 [llava]=256)  # Whisper: its 30 s
       for w in $runs; do  # the runs: two a model, one of beams
-        { [ "$w" = olmoe ] || [ "$w" = whisper ]; } && n=$((n + 2))
+        [ -n "${model_of[$w]:-}" ] && n=$((n + 2))
         [ "$w" = beams ] && n=$((n + 1))
       done
       for w in $runs; do
-        if [ "$w" = olmoe ] || [ "$w" = whisper ]; then
-          model=olmoe ctx=512
-          [ "$w" = whisper ] && model=whisper-tiny ctx=3000  # its 30-second window
+        if [ -n "${model_of[$w]:-}" ]; then
+          model=${model_of[$w]} ctx=${ctx_of[$w]}
           for dtype in float32 bfloat16; do
             limit $((secs / n)) python3 tools/generate_bench.py --model "$model" \
               --dtype "$dtype" --contexts "$ctx" "${gargs[@]}" \
@@ -244,7 +250,7 @@ run_task() {
           limit $((secs / n)) python3 tools/generate_bench.py --model smollm2 --num-beams 4 \
             --contexts 512 "${gargs[@]}" --out "$R/genmodels_beams_float32.json" >> "$LOG" 2>&1
         else
-          echo "genmodels: no workload $w (olmoe, whisper, beams)" >> "$LOG"
+          echo "genmodels: no workload $w (olmoe, whisper, mamba, llava, beams)" >> "$LOG"
         fi
       done ;;
     accelerated)
