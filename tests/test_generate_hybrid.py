@@ -4,6 +4,8 @@ kernelwright.generate: one cache module holds the attention layers' keys and val
 the recurrent layers' convolution and SSM states; eager transformers' tokens from a
 bounded set of plans."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -11,6 +13,8 @@ transformers = pytest.importorskip(
     "transformers", reason="hybrid models' tests need transformers (pip install -e '.[models]')")
 
 import kernelwright  # noqa: E402
+from kernelwright.decoding import _PLANS  # noqa: E402
+from kernelwright.generate import attention_windows, compiled_plans, recurrent  # noqa: E402
 
 
 def tiny(name: str, **extra) -> torch.nn.Module:
@@ -47,6 +51,7 @@ def _prompt(n, batch=1, seed=1):
     return torch.randint(0, 100, (batch, n), generator=torch.Generator().manual_seed(seed))
 
 
+@pytest.mark.slow
 def test_qwen3_next_forward_matches_eager():
     """Qwen3-Next's gated delta rule (a loop over chunks writing each chunk's rows through
     index_put: a graph deeper than Python's recursion limit) compiles; eager's logits."""
@@ -56,3 +61,90 @@ def test_qwen3_next_forward_matches_eager():
     with torch.no_grad():
         want = model(ids).logits
     torch.testing.assert_close(compiled(ids).logits, want, atol=1e-4, rtol=1e-4)
+
+
+def _eager(model, ids, new, **kwargs):
+    return model.generate(ids, max_new_tokens=new, do_sample=False, eos_token_id=None,
+                          pad_token_id=0, **kwargs)
+
+
+def _plans(model):
+    return next(iter(_PLANS[model].values()))
+
+
+def test_layer_kinds():
+    """Which layers keep states and which masks the attention layers take: a hybrid's by
+    kind, "full_attention" always (Falcon-H1's layers of both read it); a kind generate
+    does not run is a clear error."""
+    def kinds(*names):
+        return SimpleNamespace(layer_types=list(names), sliding_window=4)
+
+    assert recurrent(kinds("linear_attention", "full_attention"))
+    assert recurrent(kinds("hybrid")) and not recurrent(kinds("full_attention"))
+    assert attention_windows(kinds("linear_attention", "conv")) == {}
+    assert attention_windows(kinds("linear_attention", "full_attention")) == {
+        "full_attention": None}
+    assert attention_windows(kinds("hybrid", "hybrid")) == {"full_attention": None}
+    assert attention_windows(kinds("linear_attention", "sliding_attention")) == {
+        "full_attention": None, "sliding_attention": 4}
+    with pytest.raises(ValueError, match="this model has hybrid_sliding layers"):
+        attention_windows(kinds("hybrid_sliding", "full_attention"))
+
+
+@pytest.fixture(scope="module", params=["jamba", "bamba", "falcon_h1"])
+def model(request):
+    return tiny(request.param)
+
+
+@pytest.mark.slow
+def test_greedy_tokens_from_a_bounded_set_of_plans(model):
+    """Prompts of 1 to 20 tokens (2 rows) left-padded to their bucket (the padding keeps
+    the recurrent states; the attention mask hides it): transformers' greedy tokens from
+    the 16- and 32-token prompt plans and one decode plan, which a left-padded batch with
+    its mask runs too; a second round compiles nothing."""
+    for n in (6, 1, 20):
+        ids = _prompt(n, batch=2, seed=n)
+        got = kernelwright.generate(model, ids, max_new_tokens=9, eos_token_id=[],
+                                    progress=None)
+        assert torch.equal(got, _eager(model, ids, 9)), n
+        assert len(set(got[0, n:].tolist())) > 2  # tokens that vary: a test that can fail
+    plans = _plans(model)
+    assert plans.pads_keep_state()
+    assert sorted(map(str, plans.plans)) == ["('prompt', 16)", "('prompt', 32)", "1"]
+    counted = compiled_plans(model)
+    ids = torch.tensor([[0, 0, 0, 0, 5, 6, 7], [8, 9, 10, 11, 12, 13, 14]])
+    mask = (ids != 0).long()
+    got = kernelwright.generate(model, ids, attention_mask=mask, max_new_tokens=8,
+                                eos_token_id=[], progress=None)
+    assert torch.equal(got, _eager(model, ids, 8, attention_mask=mask))
+    assert torch.equal(got[0, 7:], _eager(model, ids[:1, 4:], 8)[0, 3:])
+    kernelwright.generate(model, _prompt(17, batch=2), max_new_tokens=3, progress=None)
+    assert compiled_plans(model) == counted == 3
+
+
+@pytest.mark.slow
+def test_beam_search_moves_keys_values_and_states():
+    """Falcon-H1 (each layer attention and Mamba2): beam search's reorder plan moves the
+    keys, values and both states after their beams; transformers' sequences. A
+    max_length that leaves no room for the prompt's bucket runs the prompt unpadded."""
+    model = tiny("falcon_h1")
+    ids = _prompt(5, seed=3)
+    got = kernelwright.generate(model, ids, max_new_tokens=6, num_beams=3,
+                                num_return_sequences=2, eos_token_id=[], progress=None)
+    assert torch.equal(got, _eager(model, ids, 6, num_beams=3, num_return_sequences=2))
+    got = kernelwright.generate(model, ids, max_length=12, eos_token_id=[], progress=None)
+    assert torch.equal(got, _eager(model, ids, 7))
+    assert ("prompt", 5) in _PLANS[model][(1, 12)].plans
+
+
+@pytest.mark.slow
+def test_qwen3_next_generates():
+    """Qwen3-Next's gated delta-rule layers keep their states through the same cache:
+    transformers' greedy tokens from one prompt plan and one decode plan."""
+    model = tiny("qwen3_next")
+    for n in (6, 1):
+        ids = _prompt(n, batch=2, seed=n)
+        got = kernelwright.generate(model, ids, max_new_tokens=8, eos_token_id=[],
+                                    progress=None)
+        assert torch.equal(got, _eager(model, ids, 8)), n
+    assert compiled_plans(model) == 2
