@@ -4,8 +4,6 @@ decode plan updates them per token; eager transformers' tokens from a bounded se
 plans (a plan per prompt bucket, left-padded where the padding provably keeps the states,
 else per prompt length, and one decode plan)."""
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
@@ -14,7 +12,7 @@ transformers = pytest.importorskip(
 
 import kernelwright  # noqa: E402
 from kernelwright.decoding import _PLANS  # noqa: E402
-from kernelwright.generate import compiled_plans, recurrent  # noqa: E402
+from kernelwright.generate import compiled_plans  # noqa: E402
 
 
 def tiny(name: str, **extra) -> torch.nn.Module:
@@ -121,13 +119,3 @@ def test_padding_that_changes_the_states_runs_each_prompt_length():
                                 eos_token_id=[], progress=None)
     assert torch.equal(got, _eager(model, ids, 5, attention_mask=mask))
 
-
-def test_hybrid_models_are_refused():
-    """Layers mixing attention and recurrent states (Jamba, Bamba, Qwen3-Next; Falcon-H1's
-    layers of both) are not run yet: a clear error before anything compiles."""
-    assert recurrent(SimpleNamespace(layer_types=["linear_attention"] * 2))
-    assert not recurrent(SimpleNamespace(layer_types=["full_attention"] * 2))
-    with pytest.raises(ValueError, match="hybrid models are not supported"):
-        recurrent(SimpleNamespace(layer_types=["linear_attention", "full_attention"]))
-    with pytest.raises(ValueError, match="hybrid models are not supported"):
-        recurrent(SimpleNamespace(layer_types=["hybrid", "hybrid"]))

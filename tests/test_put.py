@@ -10,6 +10,7 @@ import torch
 from conftest import Fn, check
 
 import kernelwright
+from kernelwright.ir.ir import GraphBuilder
 
 
 class Cache(torch.nn.Module):
@@ -305,3 +306,28 @@ def test_a_half_cache_of_slots_of_an_odd_size_keeps_its_kernels():
     assert len(names) > 1, module.plan.summary()
     _decode_steps(module, eager, 1, 3)
     _decode_steps(module, eager, 1, 2, start=38)
+
+
+class _DeepIndex(torch.nn.Module):
+    """index_put at an index of 5000 ops on an arange (an unrolled recurrence's depth)."""
+
+    def forward(self, x, y):
+        idx = torch.arange(4)
+        for _ in range(2500):
+            idx = idx * 2 - idx
+        return x.index_put((idx,), y)
+
+
+def test_host_values_of_deep_graphs():
+    """GraphBuilder.host_value walks its graph without recursion: a chain of 5000 ops (past
+    Python's recursion limit) is computed on the host, and an index_put at such an index
+    compiles and matches eager."""
+    b = GraphBuilder()
+    v = b.iota((4,), 0)
+    for _ in range(5000):
+        v = b.ew("add", v, b.scalar(1, "i32"))
+    assert b.host_value(v).tolist() == [5000, 5001, 5002, 5003]
+    assert b.host_value(b.ew("exp", b.ew("cast", v, dtype="f32"))) is None  # exp: not on host
+    x, y = torch.zeros(6), torch.randn(4)
+    compiled = kernelwright.compile(_DeepIndex(), [x, y], progress=None)
+    torch.testing.assert_close(compiled(x, y), _DeepIndex()(x, y))

@@ -43,8 +43,13 @@ its bucket, the padding hidden by transformers' 2-D mask (the model zeroes a pad
 token's inputs), where an eager probe shows that padding leaves the states zero
 (`CacheModule.pads_keep_state`): then the prompt runs as if alone. Else (an in_proj bias
 reaches the padding's convolution inputs) each prompt length is a plan of its own. A
-batch's `attention_mask` is that same 2-D mask; positions do not exist. Hybrid models
-(attention and recurrent layers) are refused.
+batch's `attention_mask` is that same 2-D mask; positions do not exist. A hybrid (Jamba,
+Bamba, Qwen3-Next: attention layers beside recurrent ones; Falcon-H1: layers of both) holds
+both in one CacheModule, keys and values per attention layer, states per recurrent one; the
+model gets transformers' mask mapping (the additive mask per attention kind, the 2-D one for
+the recurrent kinds). Its prompt is left-padded to its bucket (at most the cache's length
+less the new tokens) where the probe allows, the additive mask hiding the padding as a
+batch's (`pads`), the decode steps writing the slots after it; else it runs unpadded.
 
 Tokens are chosen on the host (decoding.decode): greedily (the argmax, as transformers'
 greedy search) or sampled with a torch.Generator after temperature, top-k and top-p
@@ -98,7 +103,9 @@ class CacheModule(torch.nn.Module):
     (in a sliding layer, fewer than its window before it: `attention_windows`); a
     padding token attends to itself alone (its outputs reach no real token). All pads 0:
     no padding. Every layer's cache holds all `length` positions, a sliding layer's mask
-    hiding those behind its window."""
+    hiding those behind its window. A recurrent layer's states are buffers too
+    (`conv_{i}_{state}`, `ssm_{i}_{state}`: decoding._BufferCache), from zeros where
+    `fresh` (a prompt's plan), its padding zeroed by the 2-D mask."""
 
     def __init__(self, model: torch.nn.Module, batch: int, length: int,
                  extras: tuple[str, ...] = (), fresh: bool = False) -> None:
@@ -109,7 +116,7 @@ class CacheModule(torch.nn.Module):
         self.extras = extras
         self.recurrent = recurrent(text_config(model))
         self.fresh = fresh
-        self.windows = {} if self.recurrent else attention_windows(text_config(model))
+        self.windows = attention_windows(text_config(model))  # {}: no attention layer
         params = inspect.signature(model.forward).parameters
         self.cache_arg = "cache" if "cache" in params else "past_key_values"
         self.keeps_logits = "logits_to_keep" in params
@@ -117,10 +124,9 @@ class CacheModule(torch.nn.Module):
         with torch.no_grad():
             self._run(torch.zeros(batch, 1, dtype=torch.long),
                       torch.zeros(batch, 1, dtype=torch.long), probe,
-                      None if self.recurrent else
-                      self._masks(lambda window: torch.zeros(batch, 1, 1, 1)))
-        self.layers = len(probe.shapes)
-        for i in range(self.layers):
+                      self._masks(lambda window: torch.zeros(batch, 1, 1, 1), None))
+        self.attention = sorted(probe.shapes)  # the attention layers' indices
+        for i in self.attention:
             k, v, dtype = probe.shapes[i]
             self.register_buffer(f"keys_{i}", torch.zeros(batch, k[1], length, k[3], dtype=dtype))
             self.register_buffer(f"values_{i}",
@@ -135,35 +141,40 @@ class CacheModule(torch.nn.Module):
         return [torch.zeros(batch, tokens, dtype=torch.long), torch.arange(tokens),
                 torch.zeros(1, dtype=torch.long), torch.zeros(batch, dtype=torch.long), *extras]
 
-    def _masks(self, make):
+    def _masks(self, make, states):
         """The `attention_mask` the model takes: `make(window)` for its one mask, or a
-        dict of them by layer kind (transformers' mask mapping, used as given)."""
+        dict of them by layer kind (transformers' mask mapping, used as given); a model
+        of recurrent layers alone `states`, the 2-D mask (None: no padding), which a
+        hybrid's mapping holds for its recurrent layers' kinds."""
         masks = {kind: make(window) for kind, window in self.windows.items()}
-        return masks[None] if None in masks else masks
+        if not self.recurrent:
+            return masks[None] if None in masks else masks
+        return {**masks, **dict.fromkeys(STATE_KINDS, states)} if masks else states
 
     def _run(self, input_ids, position_ids, cache, mask, last=None, extras=()):
         kwargs = {self.cache_arg: cache, "use_cache": True, **dict(zip(self.extras, extras))}
         if last is not None and self.keeps_logits:
             kwargs["logits_to_keep"] = last
-        if not self.recurrent:  # a recurrent model has no positions
+        if self.windows:  # a model of recurrent layers alone has no positions
             kwargs["position_ids"] = position_ids
         return self.model(input_ids=input_ids, attention_mask=mask, **kwargs).logits
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, last: torch.Tensor,
                 pads: torch.Tensor, *extras: torch.Tensor) -> torch.Tensor:
         b, t = input_ids.shape
-        if self.recurrent:  # a prompt's padding hidden from its states: the 2-D mask
-            mask = (torch.arange(t, device=pads.device).view(1, t) >= pads.view(b, 1)).long() \
-                if self.fresh else None
-            logits = self._run(input_ids, None, _BufferCache(self, positions, fresh=self.fresh),
-                               mask, last, extras)
+        # a prompt's padding hidden from the recurrent layers' states: the 2-D mask
+        states = (torch.arange(t, device=pads.device).view(1, t) >= pads.view(b, 1)).long() \
+            if self.recurrent and self.fresh else None
+        cache = _BufferCache(self, positions, fresh=self.fresh)
+        if not self.windows:
+            logits = self._run(input_ids, None, cache, states, last, extras)
             return self._last(logits, last)
         slots = torch.arange(self.length, device=positions.device).view(1, 1, self.length)
         query = positions.view(1, t, 1)
         # a real token's keys start at its row's first real slot; a padding token's at itself
         start = torch.minimum(pads.view(b, 1, 1), query)  # [b, T, 1]
         seen = (slots <= query) & (slots >= start)  # [b, T, length]
-        dtype = self.keys_0.dtype
+        dtype = getattr(self, f"keys_{self.attention[0]}").dtype
 
         def additive(window: int | None) -> torch.Tensor:
             # transformers' sliding window: a key fewer than `window` positions back
@@ -172,8 +183,8 @@ class CacheModule(torch.nn.Module):
                 ~allowed.unsqueeze(1), torch.finfo(dtype).min)
 
         position_ids = (positions.unsqueeze(0) - pads.unsqueeze(1)).clamp(min=0)  # [b, T]
-        logits = self._run(input_ids, position_ids, _BufferCache(self, positions),
-                           self._masks(additive), last, extras)
+        logits = self._run(input_ids, position_ids, cache, self._masks(additive, states), last,
+                           extras)
         return self._last(logits, last)
 
     def _last(self, logits: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
@@ -189,7 +200,9 @@ class CacheModule(torch.nn.Module):
         and its SSM update from a zero state is zero (a second one would double a
         nonzero first), whatever tokens and however many: a prompt left-padded to its
         bucket runs as the prompt alone (transformers' Mamba and Mamba2 zero a padding
-        token's inputs; an in_proj bias would not)."""
+        token's inputs; an in_proj bias would not). A hybrid's attention layers pass
+        the padding on, but each recurrent layer zeroes its inputs the same way, and the
+        attention mask hides it from the real tokens."""
         pad = getattr(self.model.get_input_embeddings(), "padding_idx", None)
         ids = [i for i in range(vocab) if i != pad][:2]
         b = self.batch
@@ -215,7 +228,7 @@ class _Plans:
         self._pads_keep_state: bool | None = None
 
     def pads_keep_state(self) -> bool:
-        """A recurrent model's CacheModule.pads_keep_state, found once."""
+        """A model's CacheModule.pads_keep_state (one with recurrent layers), found once."""
         if self._pads_keep_state is None:
             model = self.model()
             self._pads_keep_state = CacheModule(model, *self.shape, fresh=True).pads_keep_state(
@@ -269,25 +282,16 @@ def text_config(model: torch.nn.Module):
 
 ATTENTION_KINDS = ("full_attention", "sliding_attention")  # the layer_types generate runs
 # the layer_types of transformers' linear attention layers (LinearAttentionLayer: a
-# convolution state and a recurrent one, Mamba's and Mamba2's), which generate runs alone
+# convolution state and a recurrent one: Mamba's, Mamba2's, Qwen3-Next's gated delta rule)
 STATE_KINDS = ("linear_attention", "conv")
+BOTH = "hybrid"  # a layer of both, its attention full (Falcon-H1's)
 
 
 def recurrent(config) -> bool:
-    """Whether the model's layers keep recurrent states rather than keys and values: its
-    `config.layer_types` all of STATE_KINDS (Mamba, Mamba2); a ValueError where they mix
-    with other layers or where a layer has both (hybrids: Jamba, Bamba, Qwen3-Next,
-    Falcon-H1)."""
-    kinds = set(getattr(config, "layer_types", None) or ())
-    both = kinds & {"hybrid", "hybrid_sliding"}  # a layer of both (Falcon-H1)
-    if not kinds & set(STATE_KINDS) and not both:
-        return False
-    if kinds - set(STATE_KINDS) or both:
-        raise ValueError(f"generate runs models whose layers are all attention layers or all "
-                         f"recurrent ({', '.join(STATE_KINDS)}); this model mixes "
-                         f"{', '.join(sorted(kinds))} layers (hybrid models are not "
-                         f"supported yet)")
-    return True
+    """Whether some of the model's layers keep recurrent states: its `config.layer_types`
+    hold STATE_KINDS or BOTH (Mamba, Mamba2; the hybrids Jamba, Bamba, Qwen3-Next,
+    Falcon-H1, whose other layers attend)."""
+    return bool(set(getattr(config, "layer_types", None) or ()) & {*STATE_KINDS, BOTH})
 
 
 def attention_windows(config) -> dict[str | None, int | None]:
@@ -295,16 +299,23 @@ def attention_windows(config) -> dict[str | None, int | None]:
     earlier position seen): {None: window} where one mask serves every layer (Llama: no
     window; Mistral: every layer slides), else one per kind of `config.layer_types`
     mixing full and sliding attention (Gemma 2 and 3, Qwen2 with max_window_layers), the
-    model picking each layer's mask by its kind."""
+    model picking each layer's mask by its kind. A model with recurrent layers: {} where
+    no layer attends, else one per attention kind, "full_attention" always (the key
+    Falcon-H1 reads); its recurrent kinds' masks come beside them (CacheModule._masks)."""
     window = getattr(config, "sliding_window", None) or None
     kinds = getattr(config, "layer_types", None)
     if kinds is None:
         return {None: window}
-    other = sorted(set(kinds) - set(ATTENTION_KINDS))
+    other = sorted(set(kinds) - {*ATTENTION_KINDS, *STATE_KINDS, BOTH})
     if other:
-        raise ValueError(f"generate runs layers of {', '.join(ATTENTION_KINDS)}; this model "
-                         f"has {', '.join(other)} layers")
-    windows = {kind: window if kind == "sliding_attention" else None for kind in kinds}
+        raise ValueError(f"generate runs layers of {', '.join(ATTENTION_KINDS)}, recurrent "
+                         f"layers ({', '.join(STATE_KINDS)}) and layers of both ({BOTH}); "
+                         f"this model has {', '.join(other)} layers")
+    windows = {kind: window if kind == "sliding_attention" else None
+               for kind in kinds if kind in ATTENTION_KINDS}
+    if recurrent(config):
+        attends = windows or BOTH in kinds
+        return {"full_attention": None, **windows} if attends else {}
     return windows if len(set(windows.values())) > 1 else {None: next(iter(windows.values()))}
 
 
@@ -407,9 +418,10 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
         return no_decoding(ids.repeat_interleave(num_return_sequences, 0), options)
     ids, pads = beams.expand(ids), beams.expand(pads)  # a row per beam
     batch, length = ids.shape
-    states = recurrent(text_config(model))
-    cache_len = 0 if states else cache_length(length + new, max_length, text_config(model),
-                                              ("max_position_embeddings", "n_positions"))
+    config = text_config(model)
+    states, attends = recurrent(config), bool(attention_windows(config))
+    cache_len = cache_length(length + new, max_length, config,
+                             ("max_position_embeddings", "n_positions")) if attends else 0
     eos = _eos_ids(model, eos_token_id)
     pad = _pad_id(model, eos)
 
@@ -419,7 +431,9 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
         plans = caches[(batch, cache_len)] = _Plans(model, batch, cache_len)
 
     if states:  # left-padded to its bucket where padding keeps the states, else as it is
-        width = _bucket(length, None) if plans.pads_keep_state() else length
+        # (attention layers: the mask hides the padding, their cache holding it and the rest)
+        cap = cache_len - new if attends else None
+        width = _bucket(length, cap) if plans.pads_keep_state() else length
         lead, last = width - length, width - 1
     else:  # right-padded: the causal mask hides the padding
         width = _bucket(length, cache_len)
@@ -439,7 +453,8 @@ def generate(model: torch.nn.Module, input_ids: torch.Tensor, max_new_tokens: in
 
     def step(fed, i):
         return plans.get(1, device, progress)(
-            fed, torch.tensor([length + i]), torch.zeros(1, dtype=torch.long), pads)
+            fed, torch.tensor([lead + length + i]), torch.zeros(1, dtype=torch.long),
+            pads + lead)
 
     if num_beams > 1:
         return beam_search(ids, prefill, step,

@@ -840,15 +840,27 @@ class GraphBuilder:
         index a nearest upsampling's gradient writes at (floor of an arange times the
         scale) is one: its writes can then be planned on the host (movement.scatter_rows).
         f32 arithmetic is numpy's float32 (IEEE, correctly rounded as PyTorch's)."""
+        # post-order over an explicit stack (no recursion: a chain of thousands of ops,
+        # as an unrolled recurrence writes, is as good as a short one)
         memo: dict[int, np.ndarray | None] = {}
-
-        def ev(x: Value) -> np.ndarray | None:
+        stack = [v]
+        while stack:
+            x = stack[-1]
             if id(x) in memo:
-                return memo[id(x)]
-            memo[id(x)] = out = _host_node(x, ev, self._state, limit)
-            return out
-
-        return ev(v)
+                stack.pop()
+                continue
+            operands = _host_operands(x, limit)
+            if any(id(i) in memo and memo[id(i)] is None for i in operands):
+                stack.pop()
+                memo[id(x)] = None
+                continue
+            todo = [i for i in operands if id(i) not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            memo[id(x)] = _host_node(x, [memo[id(i)] for i in operands], self._state, limit)
+        return memo[id(v)]
 
     def conv(self, x: Value, w: Value, stride, padding, dilation, groups: int,
              transposed: bool = False, output_padding=None) -> Value:
@@ -971,8 +983,25 @@ HOST_EW = {
 }
 
 
-def _host_node(x: Value, ev, state: set[int], limit: int) -> np.ndarray | None:
-    """One step of GraphBuilder.host_value: x from its inputs' host values (`ev`)."""
+_HOST_MOVES = ("reshape", "permute", "expand", "slice", "pad", "cat")  # host_value's
+
+
+def _host_operands(x: Value, limit: int) -> tuple[Value, ...]:
+    """The values whose host values x's is computed from (GraphBuilder.host_value): its
+    node's inputs where x is an op _host_node evaluates from them, else none."""
+    node = x.node
+    if x.dtype not in _HOST_DTYPES or x.numel > limit or x.kind in ("scalar", "const") \
+            or node is None:
+        return ()
+    if node.op in _HOST_MOVES or node.op == "ew" and (node.attrs["fn"] == "cast"
+                                                       or node.attrs["fn"] in HOST_EW):
+        return tuple(node.inputs)
+    return ()
+
+
+def _host_node(x: Value, args: list, state: set[int], limit: int) -> np.ndarray | None:
+    """One step of GraphBuilder.host_value: x from `args`, the host values of its
+    _host_operands (all known)."""
     if x.dtype not in _HOST_DTYPES or x.numel > limit:
         return None
     dt = _HOST_DTYPES[x.dtype]
@@ -990,8 +1019,7 @@ def _host_node(x: Value, ev, state: set[int], limit: int) -> np.ndarray | None:
         shape = [1] * len(x.shape)
         shape[a["dim"]] = x.shape[a["dim"]]
         return np.broadcast_to(line.reshape(shape), x.shape)
-    args = [ev(i) for i in node.inputs]
-    if any(v is None for v in args):
+    if any(v is None for v in args) or not args:
         return None
     src = args[0]
     with np.errstate(all="ignore"):
