@@ -43,6 +43,9 @@ from ..dtypes import DTYPES
 from ..options import CompileOptions
 
 MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat", "gather", "window")
+# the templates whose loaders read an operand along its layout, and the views between
+PRODUCT_OPS = ("matmul", "conv", "attention", "attention_grad")
+LAYOUT_VIEWS = ("reshape", "permute", "expand", "slice")
 TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "attention_grad", "scan", "sort",
                 "materialize", "put")
 # A sum of at most this many items per output (split-K's partial products: an RNN
@@ -318,8 +321,10 @@ class GraphBuilder:
         orders, the first order made (a matmul's operand) is the one uploaded and the
         other reads are views of it, a permute node each (index arithmetic in their
         kernels: an embedding's rows read along a column), not a buffer each. Returns
-        `outputs` with them replaced."""
+        `outputs` with them replaced. A layout a product reads (PRODUCT_OPS, through views)
+        keeps its buffer: its loads are along that layout."""
         read = {id(v) for v in outputs}  # what computing outputs and the checks reads
+        readers: dict[int, list[Node]] = {}
         stack = [v.node for v in [*outputs, *(c for c, _ in self.graph.checks)] if v.node]
         done: set[int] = set()
         while stack:
@@ -327,7 +332,15 @@ class GraphBuilder:
             if id(n) not in done:
                 done.add(id(n))
                 read.update(id(v) for v in n.inputs)
+                for v in n.inputs:
+                    readers.setdefault(id(v), []).append(n)
                 stack.extend(v.node for v in n.inputs if v.node is not None)
+
+        def product_operand(v: Value) -> bool:  # read by a product's loader, through views
+            return any(n.op in PRODUCT_OPS or (n.op in LAYOUT_VIEWS and
+                                                 product_operand(n.out))
+                       for n in readers.get(id(v), ()))
+
         layouts: dict[int, list[tuple[tuple[int, ...], Value]]] = {}
         for (xid, dims), (x, permuted) in self._permuted.items():
             layouts.setdefault(xid, [((*range(len(x.shape)),), x)]).append((dims, permuted))
@@ -339,7 +352,10 @@ class GraphBuilder:
             kept_dims, kept = next((d, v) for d, v in live if v is not orders[0][1])
             inverse = [kept_dims.index(i) for i in range(len(kept_dims))]
             for dims, v in live:
-                if v is not kept:  # v = x.permute(dims) = kept.permute(inverse).permute(dims)
+                # a product's operand keeps its own layout (its loads along it); any other
+                # read, an embedding's rows, is a view: v = x.permute(dims) =
+                # kept.permute(inverse).permute(dims)
+                if v is not kept and not product_operand(v):
                     order = [inverse[d] for d in dims]
                     swap[id(v)] = self._node("permute", [kept], v.shape, v.dtype, dims=order)
         return self.replace(swap, outputs)
