@@ -101,6 +101,7 @@ from .rows import (
     row_major,
     rows_space,
 )
+from .recur import _recur, recur_space
 from .scan import _scan, scan_space
 from .sort import SORT_LIMIT, _sort, _sort_space, sort_space
 
@@ -415,4 +416,5 @@ TEMPLATES = {
     "conv": (_conv, lambda out, tnode, options: conv_space(tnode.attrs["transposed"])),
     "pool": (_pool, lambda out, tnode, options: pool_space(tnode)),
     "put": (_put, lambda out, tnode, options: put_space(tnode.inputs[2].numel)),
+    "recur": (_recur, lambda out, tnode, options: recur_space()),
 }
