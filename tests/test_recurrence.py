@@ -3,11 +3,13 @@ transformers' Mamba slow path) becomes one `recur` kernel (GraphBuilder.linear_r
 and its per-step products stacked along that dim one batched product
 (GraphBuilder.stacked_steps): a kernel count that does not grow with the sequence."""
 
+import copy
+
 import pytest
 import torch
+from conftest import check
 
 import kernelwright
-from conftest import check
 
 
 class Loop(torch.nn.Module):
@@ -71,3 +73,37 @@ def test_mamba_prompt_plan_does_not_grow_with_the_prompt():
                                            CacheModule.example(1, n, ())).kernels)
               for n in (16, 64)]
     assert counts[0] == counts[1], counts
+
+
+class Net(torch.nn.Module):
+    """A recurrence over steps of projections, each step's select made anew (x[:, None, i]:
+    an unsqueeze per step), trained."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = (torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):  # [B, L, 4] -> [B, L]
+        da, dbu, c = torch.sigmoid(self.a(x)), self.b(x), self.c(x)
+        h = torch.zeros(x.shape[0], 3, 4)
+        outs = []
+        for i in range(x.shape[1]):
+            h = da[:, None, i, :] * h + dbu[:, None, i, :]
+            outs.append(torch.matmul(h, c[:, i, :].unsqueeze(-1))[:, :, 0])
+        return torch.stack(outs, dim=-1).sum(1)
+
+
+def test_a_trained_recurrence_gives_eager_loss_and_gradients():
+    model, x, y = Net(), torch.randn(2, 9, 4), torch.randn(2, 9)
+    reference = copy.deepcopy(model)
+    assert sum("recur" in k for k in _kernels(Net().eval(), [x])) == 1
+    step = kernelwright.compile_training(model, (x, y), torch.nn.functional.mse_loss,
+                                         optimizer=kernelwright.optim.SGD(lr=0.01))
+    assert any("recur" in k.name for k in step.plan.kernels)
+    loss = step(x, y)
+    want = torch.nn.functional.mse_loss(reference(x), y)
+    want.backward()
+    norm = torch.sqrt(sum((p.grad ** 2).sum() for p in reference.parameters()))
+    assert loss == pytest.approx(want.item(), rel=1e-4)
+    assert step.grad_norm == pytest.approx(norm.item(), rel=1e-4)

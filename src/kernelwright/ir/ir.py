@@ -201,6 +201,16 @@ def _pow2(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
 
+def _view_key(v: Value):
+    """`v`'s identity up to movement views: a view of the same value the same way, made
+    again by each step of a loop (x[:, None, i] unsqueezes x at every step), has the key
+    of the first."""
+    if v.node is None or v.node.op not in ("reshape", "permute", "expand", "slice", "pad"):
+        return id(v)
+    return (v.node.op, tuple(_view_key(x) for x in v.node.inputs), v.shape,
+            repr(sorted(v.node.attrs.items())))
+
+
 def _selected(v: Value) -> tuple[Value, int, int] | None:
     """(x, dim, index) where `v` is x[.., index, ..] (a select: a size-1 slice reshaped
     without that dim), or its broadcast (an expand of it)."""
@@ -217,7 +227,7 @@ def _selected(v: Value) -> tuple[Value, int, int] | None:
 
 def _recurrence_steps(n: Node) -> list[tuple]:
     """The readings of node `n` as a step h = A_i * h_prev + B_i of a linear recurrence
-    (Graph.linear_recurrences): (key: A, its dim, B, its dim, by identity; i; h_prev; A;
+    (Graph.linear_recurrences): (key: A, its dim, B, its dim, by `_view_key`; i; h_prev; A;
     its dim; B; its dim), A_i and B_i selects at the same position from the right of h."""
     if n.op != "ew" or n.attrs.get("fn") != "add" or len(n.inputs) != 2 \
             or n.out.dtype != "f32":
@@ -236,7 +246,7 @@ def _recurrence_steps(n: Node) -> list[tuple]:
                     or len(sa[0].shape) - 1 - sa[1] > len(n.out.shape) \
                     or broadcast_shapes(prev.shape, n.out.shape) != n.out.shape:
                 continue
-            key = (id(sa[0]), sa[1], id(sb[0]), sb[1])
+            key = (_view_key(sa[0]), sa[1], _view_key(sb[0]), sb[1])
             found.append((key, sa[2], prev, sa[0], sa[1], sb[0], sb[1]))
     return found
 
@@ -441,11 +451,12 @@ class GraphBuilder:
                                 len(v.node.inputs) != len(first.inputs) for v in vs):
             return None
         out = (length, *vs[0].shape)
+        d, start = first.attrs.get("dim"), first.attrs.get("start")
         if first.op == "slice" and all(
-                v.node.inputs[0] is first.inputs[0] and v.node.attrs["dim"] ==
-                first.attrs["dim"] and v.node.attrs["start"] == first.attrs["start"] + i
-                and v.shape[first.attrs["dim"]] == 1 for i, v in enumerate(vs)):
-            x, d, start = first.inputs[0], first.attrs["dim"], first.attrs["start"]
+                _view_key(v.node.inputs[0]) == _view_key(first.inputs[0])
+                and v.node.attrs["dim"] == d and v.node.attrs["start"] == start + i
+                and v.shape[d] == 1 for i, v in enumerate(vs)):
+            x = first.inputs[0]
             x = self.slice(x, d, start, start + length)
             x = self.permute(x, [d, *(j for j in range(len(x.shape)) if j != d)])
             return self.reshape(x, out)
@@ -455,7 +466,7 @@ class GraphBuilder:
         lifted_any = False
         for j, x in enumerate(first.inputs):
             xs = [v.node.inputs[j] for v in vs]
-            if all(y is x for y in xs):
+            if all(y is x for y in xs) or all(_view_key(y) == _view_key(x) for y in xs):
                 ins.append(x)
                 continue
             lifted = self._lifted(xs, memo, active)

@@ -91,6 +91,7 @@ from .matmul import (
 from .matmul_coop import COOP_TILE, _matmul_coop, _matmul_coop_space, accelerates, matrix_unit
 from .pool import _pool, pool_space
 from .put import _put, put_space
+from .recur import _recur, recur_space
 from .rows import (
     ROW_CACHE,
     ROW_LIMIT,
@@ -101,7 +102,6 @@ from .rows import (
     row_major,
     rows_space,
 )
-from .recur import _recur, recur_space
 from .scan import _scan, scan_space
 from .sort import SORT_LIMIT, _sort, _sort_space, sort_space
 
