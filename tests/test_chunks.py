@@ -155,3 +155,20 @@ def test_one_value_windowed_by_rows_and_by_pieces(shape):
     # and it is held in several device buffers: their size serves both (plan_segments)
     cm = check(device_binding(1 << 18), lambda x: x / torch.norm(x, p="fro"), [r(*shape)])
     assert any(b.segment for b in cm.plan.buffers)
+
+
+def _selective_scan(da, dbu, c, h):
+    outs = []
+    for i in range(da.shape[2]):  # one recur kernel (GraphBuilder.linear_recurrences)
+        h = da[:, :, i] * h + dbu[:, :, i]
+        outs.append(torch.matmul(h, c[:, i].unsqueeze(-1))[:, :, 0])
+    return torch.stack(outs, dim=-1), h
+
+
+def test_linear_recurrence(small_device):
+    """A loop's recurrence over [2, 64, 16, 16] (128 KiB a stacked value): its kernel in
+    chunks of whole columns."""
+    cm = check(small_device, _selective_scan, [torch.rand(2, 64, 16, 16), r(2, 64, 16, 16),
+                                               r(2, 16, 16), r(2, 64, 16)])
+    assert any(k.name.startswith("recur") and "[chunk" in k.name for k in cm.plan.kernels), \
+        cm.plan.summary()

@@ -711,7 +711,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor],
             metas = [m for v, m in zip(flat, metas) if v is not None]
             flat = [v for v in flat if v is not None]
             settled = b.single_layouts(merge_shared_products(
-                b, b.settle(flat + [v for v, _, _ in changed])))
+                b, b.stacked_steps(b.linear_recurrences(
+                    b.settle(flat + [v for v, _, _ in changed])))))
             flat = settled[:len(flat)]
             by_name = {p.name: p for p in gm.graph.nodes if p.op == "placeholder"}
             for new, (_, target, name) in zip(settled[len(flat):], changed):

@@ -9,8 +9,8 @@ Capture (capture.py) walks an ATen-level FX graph and, through the op registry
                  index map that reads its index tensor; window: sliding windows
                  (im2col as a view, out-of-range taps 0)
     index        iota (a value computed from its own index: arange, tril masks)
-    templates    reduce, scan, sort, matmul, conv, pool, attention, attention_grad (more as
-                 kernels are added);
+    templates    reduce, scan, sort, matmul, conv, pool, attention, attention_grad, recur
+                 (a first-order linear recurrence; more as kernels are added);
                  materialize: a copy kernel that forces a value into a buffer;
                  put: rows written into a copy of a tensor at run-time positions, by a
                  kernel over the rows alone, over the tensor's own buffer
@@ -47,7 +47,7 @@ MOVEMENT_OPS = ("reshape", "permute", "expand", "slice", "pad", "cat", "gather",
 PRODUCT_OPS = ("matmul", "conv", "attention", "attention_grad")
 LAYOUT_VIEWS = ("reshape", "permute", "expand", "slice")
 TEMPLATE_OPS = ("reduce", "matmul", "conv", "pool", "attention", "attention_grad", "scan", "sort",
-                "materialize", "put")
+                "materialize", "put", "recur")
 # A sum of at most this many items per output (split-K's partial products: an RNN
 # step's chunks) is computed in their loads by the elementwise and row kernels that
 # read it, not by a reduce kernel of its own (`inline_sum`, schedule.recompute_cheap_values,
@@ -204,6 +204,56 @@ def _pow2(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
 
+def _view_key(v: Value):
+    """`v`'s identity up to movement views: a view of the same value the same way, made
+    again by each step of a loop (x[:, None, i] unsqueezes x at every step), has the key
+    of the first."""
+    if v.node is None or v.node.op not in ("reshape", "permute", "expand", "slice", "pad"):
+        return id(v)
+    return (v.node.op, tuple(_view_key(x) for x in v.node.inputs), v.shape,
+            repr(sorted(v.node.attrs.items())))
+
+
+def _selected(v: Value) -> tuple[Value, int, int] | None:
+    """(x, dim, index) where `v` is x[.., index, ..] (a select: a size-1 slice reshaped
+    without that dim), or its broadcast (an expand of it)."""
+    if v.node is not None and v.node.op == "expand":
+        v = v.node.inputs[0]
+    s = v.node.inputs[0] if v.node is not None and v.node.op == "reshape" else None
+    if s is None or s.node is None or s.node.op != "slice" or s.node.attrs["step"] != 1:
+        return None
+    d = s.node.attrs["dim"]
+    if s.shape[d] != 1 or v.shape != s.shape[:d] + s.shape[d + 1:]:
+        return None
+    return s.node.inputs[0], d, s.node.attrs["start"]
+
+
+def _recurrence_steps(n: Node) -> list[tuple]:
+    """The readings of node `n` as a step h = A_i * h_prev + B_i of a linear recurrence
+    (Graph.linear_recurrences): (key: A, its dim, B, its dim, by `_view_key`; i; h_prev; A;
+    its dim; B; its dim), A_i and B_i selects at the same position from the right of h."""
+    if n.op != "ew" or n.attrs.get("fn") != "add" or len(n.inputs) != 2 \
+            or n.out.dtype != "f32":
+        return []
+    found = []
+    for m, bi in (n.inputs, n.inputs[::-1]):
+        if m.node is None or m.node.op != "ew" or m.node.attrs.get("fn") != "mul" \
+                or len(m.node.inputs) != 2 or m.shape != n.out.shape:
+            continue
+        sb = _selected(bi)
+        for ai, prev in (m.node.inputs, m.node.inputs[::-1]):
+            sa = _selected(ai)
+            if sb is None or sa is None or sa[2] != sb[2] or prev.dtype != "f32" \
+                    or sa[0].dtype != "f32" or sb[0].dtype != "f32" \
+                    or len(sa[0].shape) - sa[1] != len(sb[0].shape) - sb[1] \
+                    or len(sa[0].shape) - 1 - sa[1] > len(n.out.shape) \
+                    or broadcast_shapes(prev.shape, n.out.shape) != n.out.shape:
+                continue
+            key = (_view_key(sa[0]), sa[1], _view_key(sb[0]), sb[1])
+            found.append((key, sa[2], prev, sa[0], sa[1], sb[0], sb[1]))
+    return found
+
+
 def _producers_first(nodes: list) -> list:
     """`nodes` reordered so that each comes after the nodes computing its inputs, the
     order otherwise kept (a depth-first walk of the inputs, in order)."""
@@ -313,6 +363,161 @@ class GraphBuilder:
                 n.inputs = [swap.get(id(v), v) for v in n.inputs]
             self.graph.nodes = _producers_first(self.graph.nodes)  # (the new nodes came last)
         return [swap.get(id(v), v) for v in outputs]
+
+    def linear_recurrences(self, outputs: list[Value]) -> list[Value]:
+        """A first-order linear recurrence unrolled along a dim (a loop over a sequence:
+        Mamba's selective scan), h_i = A[.., s + i, ..] * h_(i-1) + B[.., s + i, ..] for i
+        = 0..L-1 (L >= 2: `ew` mul and add, either operand order, A's and B's steps selects
+        at consecutive indices of the same dim, broadcast to h's shape), made one `recur`
+        node computing all h_i stacked along that dim, H; each h_i's readers (and
+        `outputs`) read H's slice i instead, and the unrolled nodes go dead. Returns
+        `outputs` with them replaced."""
+        steps: dict[int, tuple] = {}  # h_i's id: (key, index, h_(i-1), A, dim, B, dim)
+        after: dict[int, list] = {}  # h_(i-1)'s id: the steps continuing it
+        for n in self.graph.nodes:
+            found = _recurrence_steps(n)
+            going = [s for s in found if id(s[2]) in steps and s[2].shape == n.out.shape
+                     and (steps[id(s[2])][0], steps[id(s[2])][1] + 1) == (s[0], s[1])]
+            if going:  # h_(i-1) a step of the same recurrence
+                after.setdefault(id(going[0][2]), []).append(n.out)
+            if going or found:
+                steps[id(n.out)] = (going or found)[0]
+        swap: dict[int, Value] = {}
+        continued = {id(h) for hs in after.values() for h in hs}
+        for n in list(self.graph.nodes):
+            if id(n.out) not in steps or id(n.out) in continued:
+                continue
+            chain = [n.out]
+            while after.get(id(chain[-1])):
+                chain.append(after[id(chain[-1])][0])
+            if len(chain) >= 2:
+                swap.update(self._recurrence(chain, [steps[id(h)] for h in chain]))
+        return self.replace(swap, outputs)
+
+    def stacked_steps(self, outputs: list[Value]) -> list[Value]:
+        """A cat along a dim of L >= 2 pieces of size 1 there (a loop's per-step results
+        stacked: a tree of cats, CAT_FANIN, is one) whose pieces are the same computation
+        of consecutive size-1 slices of the same values (and of values all steps share),
+        made that computation once over the stacked slices, L along a leading dim
+        (`_lifted`): the per-step products of a recurrence's h_i by C_i become one batched
+        product. Returns `outputs` with the cats replaced."""
+        swap: dict[int, Value] = {}
+        inner: set[int] = set()
+        memo: dict[tuple, Value | None] = {}
+        for n in reversed(list(self.graph.nodes)):
+            if n.op != "cat" or id(n.out) in inner:
+                continue
+            d = n.attrs["dim"]
+            pieces = self._cat_pieces(n.out, d, inner)
+            if len(pieces) < 2 or any(v.shape[d] != 1 or v.shape != pieces[0].shape
+                                      for v in pieces):
+                continue
+            lifted = self._lifted(pieces, memo, set())
+            if lifted is None:
+                continue
+            order = [*range(1, d + 1), 0, *range(d + 1, len(pieces[0].shape) + 1)]
+            swap[id(n.out)] = self.reshape(self.permute(lifted, order), n.out.shape)
+        return self.replace(swap, outputs)
+
+    def _cat_pieces(self, v: Value, d: int, inner: set[int]) -> list[Value]:
+        """The pieces of cat `v` along `d`, through its cats of the same dim and the
+        materialized values of its tree (`cat`: CAT_FANIN)."""
+        while v.node is not None and v.node.op == "materialize":
+            v = v.node.inputs[0]
+        node = v.node
+        if node is None or node.op != "cat" or node.attrs["dim"] != d:
+            return [v]
+        inner.add(id(node.out))
+        return [p for x in node.inputs for p in self._cat_pieces(x, d, inner)]
+
+    def _lifted(self, vs: list[Value], memo: dict, active: set[int]) -> Value | None:
+        """[L, *shape] whose [i] is vs[i] (one shape), computed once for all steps, where
+        each vs[i] is the same computation of the values its steps share and of slices
+        x[.., s + i, ..] of size 1 of the same x at consecutive indices: movement views,
+        ew and matmul nodes with the same attributes. None where they are not (or all
+        vs are one value: nothing varies), or where a step reads another's values
+        (`active`: those being lifted: an RNN's h_t reads h_(t-1))."""
+        key = tuple(id(v) for v in vs)
+        if key not in memo:
+            if active & set(key):
+                return None
+            active |= set(key)
+            memo[key] = self._lift(vs, memo, active)
+            active -= set(key)
+        return memo[key]
+
+    def _lift(self, vs: list[Value], memo: dict, active: set[int]) -> Value | None:
+        first = vs[0].node
+        length = len(vs)
+        if first is None or any(v.node is None or v.node.op != first.op or
+                                v.shape != vs[0].shape or v.dtype != vs[0].dtype or
+                                len(v.node.inputs) != len(first.inputs) for v in vs):
+            return None
+        out = (length, *vs[0].shape)
+        d, start = first.attrs.get("dim"), first.attrs.get("start")
+        if first.op == "slice" and all(
+                _view_key(v.node.inputs[0]) == _view_key(first.inputs[0])
+                and v.node.attrs["dim"] == d and v.node.attrs["start"] == start + i
+                and v.shape[d] == 1 for i, v in enumerate(vs)):
+            x = first.inputs[0]
+            x = self.slice(x, d, start, start + length)
+            x = self.permute(x, [d, *(j for j in range(len(x.shape)) if j != d)])
+            return self.reshape(x, out)
+        if any(v.node.attrs != first.attrs for v in vs):
+            return None
+        ins: list[Value] = []
+        lifted_any = False
+        for j, x in enumerate(first.inputs):
+            xs = [v.node.inputs[j] for v in vs]
+            if all(y is x for y in xs) or all(_view_key(y) == _view_key(x) for y in xs):
+                ins.append(x)
+                continue
+            lifted = self._lifted(xs, memo, active)
+            if lifted is None:
+                return None
+            ins.append(lifted)
+            lifted_any = True
+        if not lifted_any:
+            return None
+        varies = [y is not x for y, x in zip(ins, first.inputs)]
+        rank = len(out)
+        if first.op == "reshape":
+            return self.reshape(ins[0], out)
+        if first.op == "expand":
+            x = ins[0]
+            return self.expand(self.reshape(x, (length, *(1,) * (rank - len(x.shape)),
+                                                *x.shape[1:])), out)
+        if first.op == "permute":
+            return self.permute(ins[0], [0, *(d + 1 for d in first.attrs["dims"])])
+        if first.op == "slice":
+            a = first.attrs
+            end = a["start"] + a["step"] * (vs[0].shape[a["dim"]] - 1) + 1
+            return self.slice(ins[0], a["dim"] + 1, a["start"], end, a["step"])
+        if first.op == "ew":  # a step's value padded to the result's rank after L
+            ins = [self.reshape(x, (length, *(1,) * (rank - len(x.shape)), *x.shape[1:]))
+                   if vary else x for x, vary in zip(ins, varies)]
+            return self._node("ew", ins, out, vs[0].dtype, **first.attrs)
+        if first.op == "matmul" and "fold" not in first.attrs:
+            return self.matmul(*ins, bounds=first.attrs or None)
+        return None
+
+    def _recurrence(self, chain: list[Value], steps: list[tuple]) -> dict[int, Value]:
+        """`linear_recurrences`' rewrite of one chain: {h_i's id: H's slice i}."""
+        shape = chain[0].shape
+        _, start, h0, a, da, b, db = steps[0]
+        length = len(chain)
+        pos = len(shape) - (len(a.shape) - 1 - da)
+
+        def stacked(x: Value, d: int) -> Value:  # x's steps, broadcast to H [.., L, ..]
+            x = self.slice(x, d, start, start + length)
+            return self.expand(x, (*shape[:pos], length, *shape[pos:]))
+        p, q = math.prod(shape[:pos]), math.prod(shape[pos:])
+        h = self.recur(self.reshape(stacked(a, da), (p, length, q)),
+                       self.reshape(stacked(b, db), (p, length, q)),
+                       self.reshape(self.expand(h0, shape), (p, q)))
+        h = self.reshape(h, (*shape[:pos], length, *shape[pos:]))
+        return {id(v): self.reshape(self.slice(h, pos, i, i + 1), shape)
+                for i, v in enumerate(chain)}
 
     def single_layouts(self, outputs: list[Value]) -> list[Value]:
         """Each constant held in one layout: where the finished graph reads a constant
@@ -678,6 +883,16 @@ class GraphBuilder:
         dtype = "i32" if op in ("argmax", "argmin") or x.dtype == "bool" else x.dtype
         y = self._node("scan", [x3], x3.shape, dtype, op=op)
         return self.reshape(y, shape)
+
+    def recur(self, a: Value, b: Value, h0: Value) -> Value:
+        """The first-order linear recurrence h_r = a_r * h_(r-1) + b_r along R of a and b
+        [P, R, Q] (f32), h_(-1) = h0 [P, Q]: every h_r, [P, R, Q] (kernels/recur.py: one
+        invocation per (p, q), walking R in order)."""
+        p, r, q = a.shape
+        if len(a.shape) != 3 or b.shape != a.shape or h0.shape != (p, q) or \
+                {a.dtype, b.dtype, h0.dtype} != {"f32"}:
+            raise CompileError(f"recurrence of {a!r}, {b!r} from {h0!r}")
+        return self._node("recur", [a, b, h0], a.shape, "f32")
 
     def sort(self, x: Value, dim: int, descending: bool = False,
              k: int | None = None) -> tuple[Value, Value]:

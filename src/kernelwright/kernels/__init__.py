@@ -91,6 +91,7 @@ from .matmul import (
 from .matmul_coop import COOP_TILE, _matmul_coop, _matmul_coop_space, accelerates, matrix_unit
 from .pool import _pool, pool_space
 from .put import _put, put_space
+from .recur import _recur, recur_space
 from .rows import (
     ROW_CACHE,
     ROW_LIMIT,
@@ -415,4 +416,5 @@ TEMPLATES = {
     "conv": (_conv, lambda out, tnode, options: conv_space(tnode.attrs["transposed"])),
     "pool": (_pool, lambda out, tnode, options: pool_space(tnode)),
     "put": (_put, lambda out, tnode, options: put_space(tnode.inputs[2].numel)),
+    "recur": (_recur, lambda out, tnode, options: recur_space()),
 }

@@ -609,6 +609,14 @@ def _scan(node: Node, box: Box):
     return [(node.inputs[0], box)], None
 
 
+def _recur(node: Node, box: Box):
+    """recur [P, R, Q]: whole columns, the chunk's (p, q) of a, b and h0."""
+    if box[1] != (0, node.out.shape[1]):
+        raise Unsplittable("a recurrence along its split dim")
+    a, b, h0 = node.inputs
+    return [(a, box), (b, box), (h0, (box[0], box[2]))], None
+
+
 def _sort(node: Node, box: Box):
     """sort [A, R, B] -> [A, K, B]: whole rows, the chunk's (a, b)."""
     if box[1] != (0, node.out.shape[1]):
@@ -676,5 +684,5 @@ _RULES: dict[str, Rule] = {
     "expand": _expand, "slice": _slice, "pad": _pad, "cat": _cat, "gather": _gather,
     "window": _window_rule, "iota": _iota, "reduce": _rows, "pool": _rows,
     "scan": _scan, "sort": _sort, "matmul": _matmul, "conv": _conv, "attention": _attention,
-    "attention_grad": _attention_grad,
+    "attention_grad": _attention_grad, "recur": _recur,
 }

@@ -514,7 +514,8 @@ def _operand_loads(t: Node, counts: tuple[int, int] | None) -> list[float]:
 
 RECOMPUTE_MAX_OPS = 8  # elementwise ops each reader may compute again instead of a load
 RECOMPUTE_MAX_READS = 2  # buffers such a value may read (each one a binding of its readers)
-READS_EACH_ELEMENT_ONCE = ("reduce", "scan")  # templates whose loaders touch an element once
+# templates whose loaders touch an element once
+READS_EACH_ELEMENT_ONCE = ("reduce", "scan", "recur")
 
 
 def recompute_cheap_values(groups: list[Group], outputs: set[Value], users) -> list[Group]:
