@@ -59,6 +59,18 @@ def _repeat_heads(b: GraphBuilder, x: Value, groups: int) -> Value:
     return b.reshape(x, (*lead, h * groups, s, e))
 
 
+def _additive_mask(b: GraphBuilder, attn_mask) -> Value | None:
+    """SDPA's attn_mask as an f32 value added to the scores (a bool mask: 0 where kept,
+    -inf where not), or None."""
+    if attn_mask is None:
+        return None
+    if not isinstance(attn_mask, Value):
+        raise CompileError("attn_mask must be a tensor")
+    if attn_mask.dtype == "bool":
+        attn_mask = b.ew("where", attn_mask, b.scalar(0.0), b.scalar(NEG_INF))
+    return as_dtype(b, attn_mask, "f32")
+
+
 @register("aten.scaled_dot_product_attention.default")
 def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask=None,
                                  dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
@@ -82,12 +94,8 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
     scale = 1.0 / math.sqrt(e) if scale is None else float(scale)
     q, k, v = (as_dtype(b, x, "f32") for x in (q, k, v))
     batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    attn_mask = _additive_mask(b, attn_mask)
     if attn_mask is not None:
-        if not isinstance(attn_mask, Value):
-            raise CompileError("attn_mask must be a tensor")
-        if attn_mask.dtype == "bool":
-            attn_mask = b.ew("where", attn_mask, b.scalar(0.0), b.scalar(NEG_INF))
-        attn_mask = as_dtype(b, attn_mask, "f32")
         batch = broadcast_shapes(batch, attn_mask.shape[:-2])
     if fused(math.prod(batch), lq, s, e, ev, b.options):
         return _fused(b, q, k, v, attn_mask, is_causal, scale, batch)
@@ -223,12 +231,7 @@ def _flash_inputs(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask, scal
     q3 = b.reshape(as_dtype(b, q, "f32"), (n * h, lq, e))
     k3 = b.reshape(as_dtype(b, k, "f32"), (n * hk, s, e))
     v3 = b.reshape(as_dtype(b, v, "f32"), (n * hk, s, v.shape[3]))
-    if attn_mask is not None:
-        if not isinstance(attn_mask, Value):
-            raise CompileError("attn_mask must be a tensor")
-        if attn_mask.dtype == "bool":
-            attn_mask = b.ew("where", attn_mask, b.scalar(0.0), b.scalar(NEG_INF))
-        attn_mask = as_dtype(b, attn_mask, "f32")
+    attn_mask = _additive_mask(b, attn_mask)
 
     def mask() -> Value | None:
         if attn_mask is None:
